@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class BatchConfig(AppConfig):
+    name = "dashboard.batch"
+    label = "batch"
+
+    def ready(self):
+        from . import resource  # noqa: F401  (registers the kind)

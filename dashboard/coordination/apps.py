@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class CoordinationConfig(AppConfig):
+    name = "dashboard.coordination"
+    label = "coordination"
+
+    def ready(self):
+        from . import resource  # noqa: F401  (registers the kind)

@@ -1,0 +1,15 @@
+from django.db import models
+
+from dashboard.kube.models import ObjectRow
+
+
+class Lease(ObjectRow):
+    holder_identity = models.CharField(max_length=253, blank=True, default="")
+    lease_duration_seconds = models.IntegerField(null=True)
+    acquire_time = models.DateTimeField(null=True)
+    renew_time = models.DateTimeField(null=True)
+    lease_transitions = models.IntegerField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="lease_key")]
+        ordering = ["namespace", "name"]

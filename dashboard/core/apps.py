@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    name = "dashboard.core"
+    label = "core"
+
+    def ready(self):
+        from . import resource  # noqa: F401  (registers the kind)

@@ -1,0 +1,14 @@
+from django.db import models
+
+from dashboard.kube.models import ObjectRow
+
+
+class Endpoints(ObjectRow):
+    ready_addresses = models.IntegerField(default=0)
+    not_ready_addresses = models.IntegerField(default=0)
+    ports = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="endpoints_key")]
+        ordering = ["namespace", "name"]
+        verbose_name_plural = "endpoints"

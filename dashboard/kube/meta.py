@@ -1,0 +1,93 @@
+"""ObjectMeta rules: what the server owns (uid, timestamps, resourceVersion, generation) and
+what clients may set, and the small value formats (Time, resourceVersion, ParseBool)."""
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import datetime, timezone
+
+from .errors import bad_request
+
+# Server-owned metadata: clients cannot set these, an update keeps the stored values.
+SYSTEM_FIELDS = ("uid", "creationTimestamp", "resourceVersion", "generation", "deletionTimestamp",
+                 "deletionGracePeriodSeconds", "selfLink", "managedFields")
+_GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # kube's utilrand alphabet: no vowels, no look-alikes
+
+
+def format_time(moment: datetime) -> str:
+    """metav1.Time: RFC 3339 in UTC, whole seconds."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        return None
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_bool(value: str | None, name: str, default: bool = False) -> bool:
+    """Go's strconv.ParseBool, which is what kube-apiserver uses for query parameters."""
+    if value is None or value == "":
+        return default
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise bad_request(f'invalid value for query parameter "{name}": strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
+def parse_resource_version(value, *, what: str = "resourceVersion") -> int | None:
+    """"" or None -> None; otherwise a non-negative decimal revision, or 400."""
+    if value is None or value == "":
+        return None
+    text = str(value)
+    if not text.isdigit():
+        raise bad_request(f'invalid {what} "{text}": must be a decimal revision number')
+    return int(text)
+
+
+def generate_name(prefix: str) -> str:
+    return prefix + "".join(random.choice(_GENERATE_CHARS) for _ in range(5))
+
+
+def new_uid() -> str:
+    return str(uuid.uuid4())
+
+
+def prepare_create(meta: dict, *, has_generation: bool, moment: datetime) -> None:
+    """Set the server-owned fields of a new object (resourceVersion comes from the store)."""
+    for key in SYSTEM_FIELDS:
+        meta.pop(key, None)
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = generate_name(meta["generateName"])
+    meta["uid"] = new_uid()
+    meta["creationTimestamp"] = format_time(moment)
+    if has_generation:
+        meta["generation"] = 1
+
+
+def prepare_update(meta: dict, old_meta: dict) -> None:
+    """Keep the server-owned fields of the stored object; the client's copies are ignored."""
+    for key in SYSTEM_FIELDS:
+        meta.pop(key, None)
+        if key in old_meta and key != "resourceVersion":
+            meta[key] = old_meta[key]
+
+
+def reset_for_status(meta: dict, old_meta: dict) -> dict:
+    """A /status write changes only status: metadata stays as stored (ResetObjectMetaForStatus)."""
+    return dict(old_meta)
+
+
+def drop_empty(meta: dict) -> None:
+    """Go's omitempty: empty maps and lists are not part of the stored object."""
+    for key in ("labels", "annotations", "finalizers", "ownerReferences"):
+        if key in meta and not meta[key]:
+            del meta[key]

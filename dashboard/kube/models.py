@@ -1,0 +1,66 @@
+"""Storage: a global revision log plus one typed table per kind.
+
+Revision.rv is the etcd-like revision: global across kinds, strictly increasing, and the
+resourceVersion of the object it wrote. Revision.object is the object's JSON exactly as
+served, so a GET or a list streams stored text without re-encoding it.
+
+Each kind's table (an ObjectRow subclass) holds one row per live object: the ObjectMeta
+columns and the typed columns the pages query, and `current`, the revision that holds the
+object's JSON. Compaction never removes a live object's current revision.
+"""
+from django.db import models
+
+
+class RevisionCounter(models.Model):
+    """A single row (id=1) whose value is the last revision handed out."""
+
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "kube_revision_counter"
+
+
+class CompactionState(models.Model):
+    """A single row (id=1): revisions at or below compacted_rv may be gone (410 Expired)."""
+
+    compacted_rv = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "kube_compaction"
+
+
+class Revision(models.Model):
+    ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+    rv = models.BigIntegerField(primary_key=True)
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    type = models.CharField(max_length=8)
+    object = models.TextField()
+    created = models.DateTimeField()
+
+    class Meta:
+        db_table = "kube_revision"
+        indexes = [models.Index(fields=["kind", "namespace", "name", "rv"], name="kube_rev_key")]
+
+
+class ObjectRow(models.Model):
+    """ObjectMeta columns shared by every kind; subclasses add typed columns."""
+
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=36)
+    current = models.ForeignKey(Revision, on_delete=models.DO_NOTHING, db_constraint=False,
+                                db_column="resource_version", related_name="+")
+    generation = models.BigIntegerField(null=True)
+    creation_timestamp = models.DateTimeField()
+    deletion_timestamp = models.DateTimeField(null=True)
+    labels = models.JSONField(default=dict)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def resource_version(self) -> int:
+        return self.current_id

@@ -1,0 +1,108 @@
+"""Resource declarations: the per-kind "strategy" the generic machinery consults.
+
+Each API-group app (coordination, core, batch) builds one Resource and registers it in its
+AppConfig.ready(). Nothing in kube/ names a kind; everything asks the registry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import Cause
+
+
+def _no_causes(*_args: Any) -> list[Cause]:
+    return []
+
+
+def _no_op(*_args: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Column:
+    """One meta.k8s.io/v1 Table column. cell(obj, now) -> the cell value."""
+
+    name: str
+    type: str
+    cell: Callable[[dict, Any], Any]
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str                     # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    model: Any                     # a subclass of dashboard.kube.models.ObjectRow
+    definition: str                # OpenAPI definition name, e.g. io.k8s.api.batch.v1.Job
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    has_status: bool = False       # a /status subresource exists
+    has_generation: bool = False   # metadata.generation bumps on spec changes
+    allow_unconditional_update: bool = True
+    allow_create_on_update: bool = False
+    # Strategy hooks. obj is the full object as a dict (apiVersion, kind, metadata, ...).
+    default: Callable[[dict], None] = _no_op                  # fill defaults in place
+    prepare_for_create: Callable[[dict], None] = _no_op       # e.g. generate selector
+    validate: Callable[[dict], list[Cause]] = _no_causes
+    validate_update: Callable[[dict, dict], list[Cause]] = _no_causes   # (new, old)
+    validate_status_update: Callable[[dict, dict], list[Cause]] = _no_causes
+    # Top-level keys that are "spec" (kept by main-resource writes) vs "status" (kept by /status).
+    spec_keys: tuple[str, ...] = ("spec",)
+    status_keys: tuple[str, ...] = ("status",)
+    # fieldSelector support beyond metadata.name / metadata.namespace: path -> getter(obj) -> str
+    field_getters: dict[str, Callable[[dict], str]] = field(default_factory=dict)
+    # Typed model columns derived from an object (for the dashboard's queries).
+    typed_columns: Callable[[dict], dict] = lambda obj: {}
+    # Table columns (Name is implicit and first); wide ones have priority 1.
+    columns: tuple[Column, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def qualified(self) -> str:
+        """leases.coordination.k8s.io, endpoints, jobs.batch: the name used in messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def prefix(self) -> str:
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+
+_by_path: dict[tuple[str, str, str], Resource] = {}
+_by_kind: dict[str, Resource] = {}
+
+
+def register(resource: Resource) -> Resource:
+    _by_path[(resource.group, resource.version, resource.plural)] = resource
+    _by_kind[resource.kind] = resource
+    return resource
+
+
+def lookup(group: str, version: str, plural: str) -> Resource | None:
+    return _by_path.get((group, version, plural))
+
+
+def by_kind(kind: str) -> Resource | None:
+    return _by_kind.get(kind)
+
+
+def all_resources() -> list[Resource]:
+    return list(_by_path.values())
+
+
+def group_versions() -> dict[tuple[str, str], list[Resource]]:
+    out: dict[tuple[str, str], list[Resource]] = {}
+    for r in _by_path.values():
+        out.setdefault((r.group, r.version), []).append(r)
+    return out

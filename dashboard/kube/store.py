@@ -1,0 +1,506 @@
+"""The only code that changes stored objects, and the consistent reads that go with it.
+
+Every write runs in one transaction: take the revision lock, read the current object, apply
+the kind's strategy (defaults, validation), insert the revision row, upsert the typed row,
+commit, then announce the revision (transaction.on_commit). Write order is revision order:
+the first statement of a write is the counter increment, which on PostgreSQL row-locks the
+counter until commit, and SQLite's BEGIN IMMEDIATE (settings) locks the database at BEGIN.
+A watcher reading "revisions after N" therefore never misses a revision that commits late.
+
+Reads at a revision N (lists, continue tokens) use the typed tables for keys untouched since N
+and the revision log for the few keys written after N.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import django.dispatch
+import orjson
+from django.db import connection, transaction
+from django.db.models import Q
+
+from . import meta as kmeta
+from .errors import (STALE_OBJECT, ApiError, already_exists, bad_request, conflict, gone,
+                     invalid, invalid_object, not_found, required)
+from .models import CompactionState, Revision, RevisionCounter
+from .registry import Resource
+
+# Sent after commit with rv=<int>; the watch hub (and anything else) listens to it.
+revision_committed = django.dispatch.Signal()
+
+_dumps = orjson.dumps
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _next_revision() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE kube_revision_counter SET value = value + 1 WHERE id = 1 RETURNING value")
+        return cursor.fetchone()[0]
+
+
+def _lock() -> None:
+    """Serialize writers from their first read (read-modify-write), not just their first write."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(7411)")
+    # SQLite: BEGIN IMMEDIATE (settings) already holds the write lock.
+
+
+def current_revision() -> int:
+    return RevisionCounter.objects.values_list("value", flat=True).get(pk=1)
+
+
+def compacted_revision() -> int:
+    return CompactionState.objects.values_list("compacted_rv", flat=True).get(pk=1)
+
+
+def _announce(rv: int) -> None:
+    transaction.on_commit(lambda: revision_committed.send(sender=Revision, rv=rv))
+
+
+def _row_fields(res: Resource, obj: dict, rv: int) -> dict:
+    m = obj["metadata"]
+    fields = {
+        "uid": m["uid"],
+        "current_id": rv,
+        "generation": m.get("generation"),
+        "creation_timestamp": kmeta.parse_time(m.get("creationTimestamp")),
+        "deletion_timestamp": kmeta.parse_time(m.get("deletionTimestamp")),
+        "labels": m.get("labels") or {},
+    }
+    fields.update(res.typed_columns(obj))
+    return fields
+
+
+def _record(res: Resource, obj: dict, event: str, moment) -> int:
+    """Give obj the next revision and append it to the log; returns the revision."""
+    rv = _next_revision()
+    obj["metadata"]["resourceVersion"] = str(rv)
+    m = obj["metadata"]
+    Revision.objects.create(rv=rv, kind=res.kind, namespace=m.get("namespace", ""), name=m["name"],
+                            type=event, object=_dumps(obj).decode(), created=moment)
+    _announce(rv)
+    return rv
+
+
+def _validate(res: Resource, obj: dict, causes: list) -> None:
+    if causes:
+        raise invalid_object(res.group, res.kind, obj["metadata"].get("name", ""), causes)
+
+
+def _meta_causes(obj: dict) -> list:
+    from . import validation
+    return validation.validate_object_meta(obj.get("metadata") or {}, namespaced=True)
+
+
+def _meta_update_causes(new: dict, old: dict) -> list:
+    from . import validation
+    return validation.validate_object_meta_update(new["metadata"], old["metadata"])
+
+
+@dataclass
+class Result:
+    object: dict
+    created: bool = False
+    deleted: bool = False      # gone from storage (False: still there, e.g. waiting on finalizers)
+    changed: bool = True
+
+
+class DryRun(Exception):
+    """Raised inside a write transaction to roll it back while keeping the answer."""
+
+    def __init__(self, result):
+        self.result = result
+
+
+def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
+    if not dry_run:
+        with transaction.atomic():
+            return work()
+    try:
+        with transaction.atomic():
+            raise DryRun(work())
+    except DryRun as done:
+        return done.result
+
+
+def _load(res: Resource, namespace: str, name: str):
+    """(row id, object dict) of the current object, or (None, None)."""
+    hit = (res.model.objects.filter(namespace=namespace, name=name)
+           .values_list("id", "current__object").first())
+    if hit is None:
+        return None, None
+    return hit[0], orjson.loads(hit[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads
+
+
+def get_raw(res: Resource, namespace: str, name: str) -> bytes:
+    text = (res.model.objects.filter(namespace=namespace, name=name)
+            .values_list("current__object", flat=True).first())
+    if text is None:
+        raise not_found(res.group, res.plural, name)
+    return text.encode()
+
+
+def get(res: Resource, namespace: str, name: str) -> dict:
+    return orjson.loads(get_raw(res, namespace, name))
+
+
+@dataclass
+class ListPage:
+    items: list[bytes]
+    resource_version: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
+@dataclass
+class ListQuery:
+    namespace: str | None = None
+    label_selector: object = None          # selectors.LabelSelector or None
+    field_selector: object = None          # selectors.FieldSelector or None
+    limit: int | None = None
+    continue_token: str = ""
+    resource_version: int | None = None
+    resource_version_match: str = ""
+    names: tuple[str, ...] = ()            # from fieldSelector metadata.name=X (pushdown)
+
+
+def encode_continue(rv: int, namespace: str, name: str) -> str:
+    raw = _dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": [namespace, name]})
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_continue(token: str) -> tuple[int, str, str]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = orjson.loads(base64.urlsafe_b64decode(padded.encode()))
+        rv, (ns, name) = int(data["rv"]), data["start"]
+        if data.get("v") != "meta.k8s.io/v1" or rv < 0 or not isinstance(ns, str) or not isinstance(name, str):
+            raise ValueError
+        return rv, ns, name
+    except Exception:
+        raise bad_request("continue key is not valid: the continue token is malformed or was not issued by this server")
+
+
+def _snapshot_revision(q: ListQuery) -> tuple[int, bool]:
+    """The revision a list reads at, and whether it must be exactly that revision."""
+    current = current_revision()
+    if q.continue_token:
+        rv, _, _ = decode_continue(q.continue_token)
+        return rv, True
+    if q.resource_version is None or q.resource_version == 0:
+        return current, False
+    if q.resource_version_match == "Exact":
+        if q.resource_version > current:
+            raise ApiError(504, "Timeout", f"Too large resource version: {q.resource_version}, current: {current}",
+                           {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                            "retryAfterSeconds": 1})
+        return q.resource_version, True
+    if q.resource_version > current:
+        raise ApiError(504, "Timeout", f"Too large resource version: {q.resource_version}, current: {current}",
+                       {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                        "retryAfterSeconds": 1})
+    return current, False
+
+
+def _history_at(res: Resource, rv: int, namespace: str | None) -> dict[tuple[str, str], str | None]:
+    """For keys written after rv: their object text at rv (None if absent then)."""
+    later = Revision.objects.filter(kind=res.kind, rv__gt=rv)
+    if namespace is not None:
+        later = later.filter(namespace=namespace)
+    keys = set(later.values_list("namespace", "name").distinct())
+    out: dict[tuple[str, str], str | None] = {}
+    for ns, name in keys:
+        hit = (Revision.objects.filter(kind=res.kind, namespace=ns, name=name, rv__lte=rv)
+               .order_by("-rv").values_list("type", "object").first())
+        out[(ns, name)] = None if hit is None or hit[0] == Revision.DELETED else hit[1]
+    return out
+
+
+def _matches(res: Resource, q: ListQuery, labels: dict | None, text: str | None, obj: dict | None) -> bool:
+    if q.label_selector is not None and not q.label_selector.empty:
+        if labels is None:
+            obj = obj or orjson.loads(text)
+            labels = obj.get("metadata", {}).get("labels") or {}
+        if not q.label_selector.matches(labels):
+            return False
+    if q.field_selector is not None and not q.field_selector.empty:
+        obj = obj or orjson.loads(text)
+        if not q.field_selector.matches(lambda f: field_value(res, obj, f)):
+            return False
+    return True
+
+
+def field_value(res: Resource, obj: dict, name: str) -> str:
+    if name == "metadata.name":
+        return obj["metadata"].get("name", "")
+    if name == "metadata.namespace":
+        return obj["metadata"].get("namespace", "")
+    return res.field_getters[name](obj)
+
+
+def list_objects(res: Resource, q: ListQuery) -> ListPage:
+    from .selectors import label_selector_q
+
+    snapshot, exact = _snapshot_revision(q)
+    start = decode_continue(q.continue_token)[1:] if q.continue_token else None
+    if exact:
+        compacted = compacted_revision()
+        if snapshot < compacted:
+            if q.continue_token:
+                fresh = encode_continue(current_revision(), *start)
+                raise _expired_continue(fresh)
+            raise gone(f"too old resource version: {snapshot} ({compacted})")
+    # Keys written after the snapshot come from the log; the rest from the typed table.
+    overrides = _history_at(res, snapshot, q.namespace)
+
+    rows = res.model.objects.all()
+    if q.namespace is not None:
+        rows = rows.filter(namespace=q.namespace)
+    if q.names:
+        rows = rows.filter(name__in=q.names)
+    if start is not None:
+        rows = rows.filter(Q(namespace__gt=start[0]) | Q(namespace=start[0], name__gt=start[1]))
+    if q.label_selector is not None and not q.label_selector.empty:
+        pushed = label_selector_q(q.label_selector)
+        if pushed is not None:
+            rows = rows.filter(pushed)
+        columns = ("namespace", "name", "labels", "current__object")
+    else:
+        columns = ("namespace", "name", "current__object")
+    rows = rows.order_by("namespace", "name").values_list(*columns)
+
+    extra = sorted(k for k, text in overrides.items() if text is not None
+                   and (q.namespace is None or k[0] == q.namespace)
+                   and (start is None or k > tuple(start))
+                   and (not q.names or k[1] in q.names))
+
+    def candidates() -> Iterator[tuple[tuple[str, str], dict | None, str]]:
+        pending = iter(extra)
+        nxt = next(pending, None)
+        for row in rows.iterator(chunk_size=2000):
+            key = (row[0], row[1])
+            while nxt is not None and nxt < key:
+                yield nxt, None, overrides[nxt]
+                nxt = next(pending, None)
+            if nxt == key:
+                nxt = next(pending, None)
+            if key in overrides:
+                continue  # served from the log (or absent at the snapshot)
+            yield key, (row[2] if len(row) == 4 else None), row[-1]
+        while nxt is not None:
+            yield nxt, None, overrides[nxt]
+            nxt = next(pending, None)
+
+    items: list[bytes] = []
+    last_key = None
+    more = False
+    for key, labels, text in candidates():
+        if not _matches(res, q, labels, text, None):
+            continue
+        if q.limit and len(items) >= q.limit:
+            more = True
+            break
+        items.append(text.encode() if isinstance(text, str) else text)
+        last_key = key
+    token = encode_continue(snapshot, *last_key) if more and last_key else ""
+    return ListPage(items=items, resource_version=snapshot, continue_token=token)
+
+
+def _expired_continue(fresh: str) -> ApiError:
+    err = ApiError(410, "Expired",
+                   "The provided continue parameter is too old to display a consistent list result. "
+                   "You can start a new list without the continue parameter, or use the continue token "
+                   "in this response to retrieve the remainder of the results. Continuing with the provided "
+                   "token results in an inconsistent list - objects that were created, modified, or deleted "
+                   "between the time the first chunk was returned and now may show up in the list.")
+    err.list_continue = fresh
+    return err
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes
+
+
+def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False) -> Result:
+    """Create obj (already decoded) in namespace; 409 if the name is taken."""
+    obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+    m = obj.setdefault("metadata", {})
+    m["namespace"] = namespace
+    moment = kmeta.now()
+    res.default(obj)
+    kmeta.prepare_create(m, has_generation=res.has_generation, moment=moment)
+    res.prepare_for_create(obj)
+    kmeta.drop_empty(m)
+    _validate(res, obj, _meta_causes(obj) + res.validate(obj))
+
+    def work() -> Result:
+        _lock()
+        if res.model.objects.filter(namespace=namespace, name=m["name"]).exists():
+            raise already_exists(res.group, res.plural, m["name"])
+        rv = _record(res, obj, Revision.ADDED, moment)
+        res.model.objects.create(namespace=namespace, name=m["name"], **_row_fields(res, obj, rv))
+        return Result(obj, created=True)
+
+    result = _run(dry_run, work)
+    if dry_run:
+        result.object["metadata"].pop("resourceVersion", None)
+    return result
+
+
+def _check_preconditions(res: Resource, name: str, current: dict, uid: str | None, rv: str | None) -> None:
+    m = current["metadata"]
+    if uid and uid != m.get("uid"):
+        raise conflict(res.group, res.plural, name,
+                       f"Precondition failed: UID in precondition: {uid}, UID in object meta: {m.get('uid')}")
+    if rv and rv != m.get("resourceVersion"):
+        raise conflict(res.group, res.plural, name,
+                       f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                       f"ResourceVersion in object meta: {m.get('resourceVersion')}")
+
+
+def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
+           dry_run: bool = False, is_patch: bool = False, create_fn=None) -> Result:
+    """Replace an object. obj_or_fn is the new object, or fn(current) -> new object (PATCH).
+
+    The main resource keeps the stored status; /status keeps everything but status.
+    """
+    moment = kmeta.now()
+
+    def work() -> Result:
+        _lock()
+        row_id, current = _load(res, namespace, name)
+        if current is None:
+            if create_fn is not None:
+                return create_fn()
+            if not is_patch and res.allow_create_on_update and not subresource:
+                new = obj_or_fn
+                new.setdefault("metadata", {})["name"] = name
+                new["metadata"].pop("resourceVersion", None)
+                return _create_inside(res, namespace, new, moment)
+            raise not_found(res.group, res.plural, name)
+        new = obj_or_fn(copy.deepcopy(current)) if callable(obj_or_fn) else obj_or_fn
+        new["apiVersion"], new["kind"] = res.api_version, res.kind
+        nm = new.setdefault("metadata", {})
+        if nm.get("name", name) != name:
+            # A PUT body names its object; a patch that changes the name is invalid.
+            if is_patch:
+                raise invalid_object(res.group, res.kind, name, [
+                    invalid("metadata.name", nm.get("name"), "field is immutable")])
+            raise bad_request(f"the name of the object ({nm.get('name')}) does not match the name on the URL ({name})")
+        nm["name"] = name
+        if nm.get("namespace", namespace) != namespace:
+            if is_patch:
+                raise invalid_object(res.group, res.kind, name, [
+                    invalid("metadata.namespace", nm.get("namespace"), "field is immutable")])
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        nm["namespace"] = namespace
+        wanted_rv = nm.get("resourceVersion") or ""
+        if wanted_rv:
+            if wanted_rv != current["metadata"]["resourceVersion"]:
+                raise conflict(res.group, res.plural, name, STALE_OBJECT)
+        elif not res.allow_unconditional_update and not is_patch:
+            raise invalid_object(res.group, res.kind, name, [
+                invalid("metadata.resourceVersion", "0x0", "must be specified for an update")])
+        old = current
+        if subresource == "status":
+            merged = copy.deepcopy(old)
+            for key in res.status_keys:
+                if key in new:
+                    merged[key] = new[key]
+                else:
+                    merged.pop(key, None)
+            new = merged
+        else:
+            res.default(new)
+            kmeta.prepare_update(nm, old["metadata"])
+            for key in res.status_keys:
+                if key in old:
+                    new[key] = old[key]
+                else:
+                    new.pop(key, None)
+            if res.has_generation and any(new.get(k) != old.get(k) for k in res.spec_keys):
+                new["metadata"]["generation"] = (old["metadata"].get("generation") or 0) + 1
+            kmeta.drop_empty(new["metadata"])
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if subresource == "status":
+            causes = res.validate_status_update(new, old)
+        else:
+            causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate(new) + res.validate_update(new, old)
+        _validate(res, new, causes)
+        if new == old:
+            return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            return _delete_inside(res, row_id, new, moment)
+        rv = _record(res, new, Revision.MODIFIED, moment)
+        res.model.objects.filter(pk=row_id).update(**_row_fields(res, new, rv))
+        return Result(new)
+
+    return _run(dry_run, work)
+
+
+def _create_inside(res: Resource, namespace: str, obj: dict, moment) -> Result:
+    """Create from within an open write transaction (create-on-update, apply)."""
+    obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+    m = obj["metadata"]
+    m["namespace"] = namespace
+    res.default(obj)
+    kmeta.prepare_create(m, has_generation=res.has_generation, moment=moment)
+    res.prepare_for_create(obj)
+    kmeta.drop_empty(m)
+    _validate(res, obj, _meta_causes(obj) + res.validate(obj))
+    rv = _record(res, obj, Revision.ADDED, moment)
+    res.model.objects.create(namespace=namespace, name=m["name"], **_row_fields(res, obj, rv))
+    return Result(obj, created=True)
+
+
+def _delete_inside(res: Resource, row_id: int, obj: dict, moment) -> Result:
+    _record(res, obj, Revision.DELETED, moment)
+    res.model.objects.filter(pk=row_id).delete()
+    return Result(obj, deleted=True)
+
+
+def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, rv: str | None = None,
+           dry_run: bool = False) -> Result:
+    """Delete now, or mark deletionTimestamp when finalizers remain (the object stays)."""
+    moment = kmeta.now()
+
+    def work() -> Result:
+        _lock()
+        row_id, current = _load(res, namespace, name)
+        if current is None:
+            raise not_found(res.group, res.plural, name)
+        _check_preconditions(res, name, current, uid, rv)
+        m = current["metadata"]
+        if m.get("finalizers"):
+            if m.get("deletionTimestamp"):
+                return Result(current, changed=False)
+            m["deletionTimestamp"] = kmeta.format_time(moment)
+            m["deletionGracePeriodSeconds"] = 0
+            new_rv = _record(res, current, Revision.MODIFIED, moment)
+            res.model.objects.filter(pk=row_id).update(**_row_fields(res, current, new_rv))
+            return Result(current)
+        return _delete_inside(res, row_id, current, moment)
+
+    return _run(dry_run, work)
+
+
+def keys_matching(res: Resource, q: ListQuery) -> list[tuple[str, str]]:
+    """(namespace, name) of every current object the query selects (for deletecollection)."""
+    q = ListQuery(**{**q.__dict__, "limit": None, "continue_token": ""})
+    page = list_objects(res, q)
+    out = []
+    for text in page.items:
+        m = orjson.loads(text)["metadata"]
+        out.append((m["namespace"], m["name"]))
+    return out

@@ -1,0 +1,256 @@
+"""meta.k8s.io Table responses (what `kubectl get` prints) and Accept-header parsing.
+
+A client asks for a Table with `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`.
+Columns are Name, the kind's priority-0 columns, Age, then the kind's wide (priority >= 1)
+columns: the order kube-apiserver's printers use (Job: Name, Status, Completions,
+Duration, Age, Containers*, Images*, Selector*).
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any, Iterable
+
+from . import errors
+from .selectors import go_quote
+
+TABLE_GROUP = "meta.k8s.io"
+TABLE_VERSIONS = ("v1", "v1beta1")
+INCLUDE_OBJECT = ("Metadata", "Object", "None")
+
+
+# ---------------------------------------------------------------------------------------
+# Accept header parsing (shared with discovery.py)
+# ---------------------------------------------------------------------------------------
+
+def media_ranges(accept: str | None) -> list[tuple[str, dict[str, str]]]:
+    """Split an Accept header into (type, params) in the client's order of preference.
+
+    Ranges are ordered by q (highest first); equal q keeps the order the client wrote,
+    which is what kube's negotiation effectively does for kubectl's headers. Ranges with
+    q=0 are dropped. Parameter names are lower-cased; values keep their case.
+    """
+    out: list[tuple[float, int, str, dict[str, str]]] = []
+    for index, part in enumerate((accept or "").split(",")):
+        pieces = [p.strip() for p in part.split(";")]
+        mtype = pieces[0].lower()
+        if not mtype:
+            continue
+        params: dict[str, str] = {}
+        for p in pieces[1:]:
+            if "=" in p:
+                k, v = p.split("=", 1)
+                params[k.strip().lower()] = v.strip().strip('"')
+        try:
+            q = float(params.pop("q", "1"))
+        except ValueError:
+            q = 1.0
+        if q <= 0:
+            continue
+        out.append((-q, index, mtype, params))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [(mtype, params) for _, _, mtype, params in out]
+
+
+def _is_json(mtype: str) -> bool:
+    return mtype in ("application/json", "application/*", "*/*")
+
+
+def table_version(accept: str | None) -> str | None:
+    """"v1" / "v1beta1" when the client's preferred servable answer is a Table, else None.
+
+    Walks the client's ranges in preference order: a Table we serve decides for a Table,
+    a plain JSON range (or */*) decides against; anything else (protobuf, yaml, other `as=`
+    targets, unknown Table versions) is skipped, as kube's negotiation skips what it
+    cannot produce.
+    """
+    for mtype, params in media_ranges(accept):
+        target = params.get("as")
+        if target is None:
+            if _is_json(mtype):
+                return None
+            continue
+        if (mtype == "application/json" and target == "Table"
+                and params.get("g") == TABLE_GROUP and params.get("v") in TABLE_VERSIONS):
+            return params["v"]
+    return None
+
+
+def wants_table(accept_header: str | None) -> bool:
+    """True when the Accept header asks for a meta.k8s.io v1/v1beta1 Table first."""
+    return table_version(accept_header) is not None
+
+
+def table_content_type(version: str = "v1") -> str:
+    return f"application/json;as=Table;v={version};g={TABLE_GROUP}"
+
+
+# ---------------------------------------------------------------------------------------
+# Durations
+# ---------------------------------------------------------------------------------------
+
+def human_duration(seconds: float) -> str:
+    """apimachinery's duration.HumanDuration: ~2-3 significant figures.
+
+    Up to 1s in the future counts as "now" (clock skew); further is "<invalid>".
+    """
+    s = int(seconds)            # truncates toward zero, like Go's int(d.Seconds())
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        rest = s % 60
+        return f"{minutes}m" if rest == 0 else f"{minutes}m{rest}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h" if rest == 0 else f"{hours}h{rest}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d" if rest == 0 else f"{hours // 24}d{rest}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        rest = (hours // 24) % 365
+        years = hours // 24 // 365
+        return f"{years}y" if rest == 0 else f"{years}y{rest}d"
+    return f"{hours // 24 // 365}y"
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp string -> aware datetime (None if unset or unparseable)."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def age(timestamp: Any, now: datetime) -> str:
+    """translateTimestampSince: "<unknown>" for an unset time, else HumanDuration(now - t)."""
+    t = parse_time(timestamp)
+    if t is None:
+        return "<unknown>"
+    return human_duration((now - t).total_seconds())
+
+
+# ---------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _object_meta_docs() -> dict[str, str]:
+    """ObjectMeta field descriptions from the bundled 1.32 OpenAPI schema (or blanks)."""
+    try:
+        from importlib.resources import files
+
+        path = (files("kubernetes_validate") / "kubernetes-json-schema" / "v1.32.0-local-strict"
+                / "objectmeta-meta-v1.json")
+        props = json.loads(path.read_text(encoding="utf-8")).get("properties", {})
+        return {k: v.get("description", "") for k, v in props.items()}
+    except Exception:   # the package is optional for this purpose: descriptions are cosmetic
+        return {}
+
+
+def _column(name: str, type_: str, fmt: str = "", description: str = "", priority: int = 0) -> dict:
+    col = {"name": name, "type": type_, "format": fmt, "description": description,
+           "priority": priority}
+    return col
+
+
+def _ordered_columns(resource) -> tuple[list, list]:
+    cols = list(getattr(resource, "columns", ()) or ())
+    return [c for c in cols if not c.priority], [c for c in cols if c.priority]
+
+
+def column_definitions(resource) -> list[dict]:
+    """columnDefinitions: Name, priority-0 columns, Age, then wide columns."""
+    docs = _object_meta_docs()
+    narrow, wide = _ordered_columns(resource)
+    out = [_column("Name", "string", "name", docs.get("name", ""))]
+    out += [_column(c.name, c.type, c.format, c.description, c.priority) for c in narrow]
+    out.append(_column("Age", "string", "", docs.get("creationTimestamp", "")))
+    out += [_column(c.name, c.type, c.format, c.description, c.priority) for c in wide]
+    return out
+
+
+def check_include_object(value: str | None) -> str:
+    """Validate ?includeObject= (TableOptions); "" means Metadata. 400 when unknown."""
+    if value in (None, ""):
+        return "Metadata"
+    if value not in INCLUDE_OBJECT:
+        raise errors.bad_request(
+            "Unable to convert to Table as requested: includeObject: Invalid value: "
+            f"{go_quote(str(value))}: must be 'Metadata', 'Object', 'None', or empty")
+    return value
+
+
+def _cells(resource, obj: dict, now: datetime) -> list:
+    meta = obj.get("metadata") or {}
+    narrow, wide = _ordered_columns(resource)
+    cells: list = [meta.get("name", "")]
+    cells += [c.cell(obj, now) for c in narrow]
+    cells.append(age(meta.get("creationTimestamp"), now))
+    cells += [c.cell(obj, now) for c in wide]
+    return cells
+
+
+def _row_object(resource, obj: dict, include: str, api_version: str) -> dict | None:
+    if include == "None":
+        return None
+    if include == "Object":
+        if "kind" in obj and "apiVersion" in obj:
+            return obj
+        # kubectl needs kind/apiVersion on the row object, or it prints "<unknown>".
+        return {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
+    return {"kind": "PartialObjectMetadata", "apiVersion": api_version,
+            "metadata": obj.get("metadata") or {}}
+
+
+def build_table(resource, objects: Iterable[dict], *, list_meta: dict | None = None,
+                include_object: str | None = "Metadata", now: datetime | None = None,
+                version: str = "v1", with_columns: bool = True) -> dict:
+    """A meta.k8s.io Table for a list (or, with one object, for a single GET / watch event).
+
+    list_meta: {"resourceVersion", "continue", ...} for lists. When None, a one-object
+    table carries that object's resourceVersion, as kube's table convertor does.
+    include_object: "Metadata" (default; rows carry PartialObjectMetadata), "Object"
+    (the full object; kubectl --sort-by needs it) or "None" (no row object).
+    version: "v1" or "v1beta1", the Table version negotiated from Accept (table_version).
+    with_columns: False for watch events after the first, which may omit the definitions.
+    """
+    include = check_include_object(include_object)
+    now = now or datetime.now(timezone.utc)
+    objects = list(objects)
+    api_version = f"{TABLE_GROUP}/{version}"
+    if list_meta is None:
+        list_meta = {}
+        if len(objects) == 1:
+            rv = (objects[0].get("metadata") or {}).get("resourceVersion")
+            if rv:
+                list_meta = {"resourceVersion": rv}
+    rows = []
+    for obj in objects:
+        row: dict[str, Any] = {"cells": _cells(resource, obj, now)}
+        row_obj = _row_object(resource, obj, include, api_version)
+        if row_obj is not None:
+            row["object"] = row_obj
+        rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": api_version,
+        "metadata": dict(list_meta),
+        "columnDefinitions": column_definitions(resource) if with_columns else [],
+        "rows": rows,
+    }

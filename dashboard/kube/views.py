@@ -1,0 +1,489 @@
+"""HTTP views for the documented Kubernetes paths. Thin: parse the request, call store.
+
+One class serves every kind: the URL names the resource, the registry declares it.
+"""
+from __future__ import annotations
+
+import logging
+
+import orjson
+import yaml
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.renderers import JSONRenderer
+from rest_framework.views import APIView
+
+from . import registry, store
+from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized, unsupported_media_type
+from .meta import parse_bool, parse_resource_version
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+BODY_TYPES = [JSON, "application/yaml"]
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+def json_response(body, status: int = 200, *, request=None, headers: dict | None = None,
+                  content_type: str = JSON) -> HttpResponse:
+    """Serialize body (a dict, or bytes already JSON) honouring ?pretty."""
+    pretty = request is not None and _pretty(request)
+    if isinstance(body, (bytes, bytearray)):
+        data = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2) if pretty else bytes(body)
+    else:
+        data = orjson.dumps(body, option=orjson.OPT_INDENT_2 if pretty else 0)
+    if pretty:
+        data += b"\n"
+    response = HttpResponse(data, status=status, content_type=content_type)
+    for key, value in (headers or {}).items():
+        response[key] = value
+    return response
+
+
+def _pretty(request) -> bool:
+    try:
+        return parse_bool(request.GET.get("pretty"), "pretty")
+    except ApiError:
+        return False
+
+
+def status_response(err: ApiError, request=None) -> HttpResponse:
+    body = err.status()
+    fresh = getattr(err, "list_continue", None)
+    if fresh:
+        body["metadata"] = {"continue": fresh}
+    response = json_response(body, err.code, request=request)
+    for key, value in err.headers.items():
+        response[key] = value
+    return response
+
+
+def exception_handler(exc, context):
+    """DRF hook: every failure becomes a metav1.Status, never an HTML page or a traceback."""
+    request = context.get("request")
+    if isinstance(exc, ApiError):
+        return status_response(exc, request)
+    if isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):
+        return status_response(unauthorized(), request)
+    if isinstance(exc, drf_exceptions.MethodNotAllowed):
+        return status_response(method_not_allowed(request.method if request else ""), request)
+    if isinstance(exc, RequestDataTooBig):
+        return status_response(ApiError(413, "RequestEntityTooLarge",
+                                        f"the request body is larger than {settings.KUBE_MAX_BODY_BYTES} bytes"), request)
+    if isinstance(exc, drf_exceptions.APIException):
+        return status_response(ApiError(exc.status_code, type(exc).__name__, str(exc.detail)), request)
+    log.exception("unexpected error serving %s", getattr(request, "path", "?"))
+    return status_response(ApiError(500, "InternalError", "an internal error occurred; the request was not applied"), request)
+
+
+class JSONOnly(BaseContentNegotiation):
+    """We render responses ourselves (JSON, Table, discovery); DRF must never answer 406."""
+
+    def select_parser(self, request, parsers):
+        return None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], JSON
+
+
+class KubeAPIView(APIView):
+    content_negotiation_class = JSONOnly
+    renderer_classes = [JSONRenderer]
+    parser_classes = []
+    verb_for_method: dict = {}
+
+    def permission_denied(self, request, message=None, code=None):
+        raise unauthorized()
+
+    def handle_exception(self, exc):
+        response = exception_handler(exc, self.get_renderer_context())
+        response.exception = True
+        return response
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.user is None:
+            raise unauthorized()
+
+
+# ---------------------------------------------------------------------------------------------
+# Request parsing
+
+
+def _content_type(request) -> str:
+    return request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+
+
+def read_body(request) -> dict:
+    """Decode a JSON or YAML request body into an object (a dict), or answer 400/415."""
+    ctype = _content_type(request)
+    if ctype == PROTOBUF:
+        raise unsupported_media_type(ctype, BODY_TYPES + ["(protobuf bodies are not supported yet: "
+                                     "send JSON, e.g. `kubectl create ... --dry-run=client -o yaml | kubectl create -f -`)"])
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise ApiError(413, "RequestEntityTooLarge", f"the request body is larger than {settings.KUBE_MAX_BODY_BYTES} bytes")
+    if not raw:
+        raise bad_request("the request body is empty: send the object as JSON")
+    if ctype in ("", JSON):
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(f"couldn't decode the request body as JSON: {exc}")
+    elif ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
+        try:
+            obj = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise bad_request(f"couldn't decode the request body as YAML: {exc}")
+    else:
+        raise unsupported_media_type(ctype, BODY_TYPES)
+    if not isinstance(obj, dict):
+        raise bad_request("the request body must be a JSON object (a Kubernetes object), not "
+                          + type(obj).__name__)
+    return obj
+
+
+def check_type_meta(res: registry.Resource, obj: dict) -> None:
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if api_version and api_version != res.api_version:
+        raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({res.api_version})")
+    if kind and kind != res.kind:
+        raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({res.kind})")
+    if not isinstance(obj.get("metadata", {}), dict):
+        raise bad_request("metadata must be an object")
+
+
+FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
+
+
+def field_validation(request) -> str:
+    value = request.GET.get("fieldValidation", "") or "Warn"
+    if value not in FIELD_VALIDATION:
+        raise bad_request(f'fieldValidation "{value}" is not supported: use one of Ignore, Warn, Strict')
+    return value
+
+
+def decode_object(res: registry.Resource, obj: dict, mode: str) -> tuple[dict, list[str]]:
+    """Drop unknown fields (400 in Strict mode), check types; returns (object, warnings)."""
+    from .schema import decode
+
+    pruned, unknown = decode(obj, res.definition)
+    messages = [f'unknown field "{path}"' for path in unknown]
+    if unknown and mode == "Strict":
+        raise bad_request("strict decoding error: " + ", ".join(messages))
+    return pruned, (messages if mode == "Warn" else [])
+
+
+def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse:
+    if warnings:
+        # Warning: 299 - "text" (RFC 7234), one header value per warning, comma-separated.
+        response["Warning"] = ", ".join('299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings)
+    return response
+
+
+def dry_run(request, body_value=None) -> bool:
+    values = request.GET.getlist("dryRun")
+    if body_value:
+        values += list(body_value) if isinstance(body_value, list) else [body_value]
+    for value in values:
+        if value != "All":
+            raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+    return bool(values)
+
+
+def check_field_manager(request) -> str:
+    manager = request.GET.get("fieldManager", "")
+    if len(manager) > 128:
+        raise bad_request("fieldManager: Too long: may not be more than 128 bytes")
+    return manager
+
+
+# ---------------------------------------------------------------------------------------------
+# The resource view: every documented non-watch path of every kind
+
+
+def resolve(kwargs) -> registry.Resource:
+    res = registry.lookup(kwargs.get("group", ""), kwargs["version"], kwargs["plural"])
+    if res is None:
+        raise path_not_found()
+    return res
+
+
+def authorize(request, res: registry.Resource, verb: str, namespace: str | None) -> None:
+    from .errors import forbidden_request
+
+    principal = request.user
+    if not principal.can(verb, namespace):
+        raise forbidden_request(principal.username, verb, res.group, res.plural, namespace)
+
+
+def list_query(request, res: registry.Resource, namespace: str | None) -> store.ListQuery:
+    from .selectors import parse_field_selector, parse_label_selector
+
+    params = request.GET
+    label = parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None
+    allowed = {"metadata.name", "metadata.namespace", *res.field_getters}
+    field = parse_field_selector(params.get("fieldSelector", ""), allowed) if params.get("fieldSelector") else None
+    limit = params.get("limit", "")
+    if limit and not limit.lstrip("-").isdigit():
+        raise bad_request(f'invalid value for query parameter "limit": "{limit}" is not an integer')
+    limit_value = max(int(limit), 0) if limit else 0
+    rv = parse_resource_version(params.get("resourceVersion"))
+    match = params.get("resourceVersionMatch", "")
+    cont = params.get("continue", "")
+    if match and match not in ("Exact", "NotOlderThan"):
+        raise bad_request(f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')
+    if match and rv is None:
+        raise bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
+    if match == "Exact" and rv == 0:
+        raise bad_request('resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    if cont and rv not in (None, 0):
+        raise bad_request("specifying resource version is not allowed when using continue")
+    if cont and match:
+        raise bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided")
+    names = ()
+    if field is not None:
+        names = tuple(field.exact("metadata.name") or ())
+        ns_exact = field.exact("metadata.namespace")
+        if ns_exact and namespace is None and len(ns_exact) == 1:
+            namespace = ns_exact[0]
+    return store.ListQuery(namespace=namespace, label_selector=label, field_selector=field,
+                           limit=limit_value or None, continue_token=cont, resource_version=rv,
+                           resource_version_match=match, names=names)
+
+
+def render_objects(request, res: registry.Resource, items: list[bytes], list_meta: dict, *,
+                   single: bool = False) -> HttpResponse:
+    """A list (or a single object) as JSON, or as a meta.k8s.io Table when the client asked."""
+    from .tables import build_table, wants_table
+
+    if wants_table(request.META.get("HTTP_ACCEPT", "")):
+        include = request.GET.get("includeObject", "") or "Metadata"
+        objects = [orjson.loads(t) for t in items]
+        table = build_table(res, objects, list_meta=list_meta, include_object=include, now=store.kmeta.now())
+        return json_response(table, request=request, content_type="application/json;as=Table;v=v1;g=meta.k8s.io")
+    if single:
+        return json_response(items[0], request=request)
+    meta = b'{"resourceVersion":"' + list_meta["resourceVersion"].encode() + b'"'
+    if list_meta.get("continue"):
+        meta += b',"continue":"' + list_meta["continue"].encode() + b'"'
+    meta += b"}"
+    body = (b'{"kind":"' + res.list_kind.encode() + b'","apiVersion":"' + res.api_version.encode()
+            + b'","metadata":' + meta + b',"items":[' + b",".join(items) + b"]}")
+    return json_response(body, request=request)
+
+
+def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
+    from .tables import wants_table
+
+    if wants_table(request.META.get("HTTP_ACCEPT", "")):
+        response = render_objects(request, res, [orjson.dumps(obj)], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, single=True)
+        response.status_code = status
+    else:
+        response = json_response(obj, status, request=request)
+    return warning_headers(response, list(warnings))
+
+
+class CollectionView(KubeAPIView):
+    """/…/{plural} (all namespaces) and /…/namespaces/{ns}/{plural}."""
+
+    def get(self, request, **kw):
+        res = resolve(kw)
+        namespace = kw.get("namespace")
+        if parse_bool(request.GET.get("watch"), "watch"):
+            raise ApiError(405, "MethodNotAllowed", "watch is not supported yet")
+        authorize(request, res, "list", namespace)
+        page = store.list_objects(res, list_query(request, res, namespace))
+        meta = {"resourceVersion": str(page.resource_version)}
+        if page.continue_token:
+            meta["continue"] = page.continue_token
+        return render_objects(request, res, page.items, meta)
+
+    def post(self, request, **kw):
+        res = resolve(kw)
+        namespace = kw.get("namespace")
+        if namespace is None:
+            raise method_not_allowed("POST")
+        authorize(request, res, "create", namespace)
+        mode = field_validation(request)
+        check_field_manager(request)
+        is_dry = dry_run(request)
+        obj = read_body(request)
+        check_type_meta(res, obj)
+        body_ns = (obj.get("metadata") or {}).get("namespace")
+        if body_ns and body_ns != namespace:
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        obj, warnings = decode_object(res, obj, mode)
+        result = store.create(res, namespace, obj, dry_run=is_dry)
+        return object_response(request, res, result.object, 201, warnings)
+
+    def delete(self, request, **kw):
+        res = resolve(kw)
+        namespace = kw.get("namespace")
+        if namespace is None:
+            raise method_not_allowed("DELETE")
+        authorize(request, res, "deletecollection", namespace)
+        options = delete_options(request)
+        q = list_query(request, res, namespace)
+        deleted = []
+        for ns, name in store.keys_matching(res, q):
+            try:
+                deleted.append(store.delete(res, ns, name, dry_run=options["dryRun"]).object)
+            except ApiError as err:
+                if err.code != 404:  # deleted meanwhile: not an error for a collection delete
+                    raise
+        body = {"kind": res.list_kind, "apiVersion": res.api_version,
+                "metadata": {"resourceVersion": str(store.current_revision())}, "items": deleted}
+        return json_response(body, request=request)
+
+
+def delete_options(request) -> dict:
+    """DeleteOptions from the body (kubectl) merged with the query parameters."""
+    body = {}
+    if request.body:
+        try:
+            body = orjson.loads(request.body)
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(f"couldn't decode DeleteOptions: {exc}")
+        if not isinstance(body, dict):
+            raise bad_request("DeleteOptions must be a JSON object")
+    policy = body.get("propagationPolicy") or request.GET.get("propagationPolicy") or ""
+    if policy and policy not in ("Orphan", "Background", "Foreground"):
+        raise ApiError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"')
+    grace = body.get("gracePeriodSeconds", request.GET.get("gracePeriodSeconds"))
+    if grace not in (None, ""):
+        try:
+            grace = int(grace)
+        except (TypeError, ValueError):
+            raise bad_request(f'invalid gracePeriodSeconds "{grace}": must be an integer')
+    pre = body.get("preconditions") or {}
+    if not isinstance(pre, dict):
+        raise bad_request("preconditions must be an object")
+    return {"dryRun": dry_run(request, body.get("dryRun")), "propagationPolicy": policy,
+            "gracePeriodSeconds": grace, "uid": pre.get("uid"), "resourceVersion": pre.get("resourceVersion")}
+
+
+class ObjectView(KubeAPIView):
+    """/…/namespaces/{ns}/{plural}/{name} and its /status subresource."""
+
+    def _target(self, request, kw, verb):
+        res = resolve(kw)
+        sub = kw.get("subresource", "")
+        if sub and (sub != "status" or not res.has_status):
+            raise path_not_found()
+        authorize(request, res, verb, kw["namespace"])
+        return res, kw["namespace"], kw["name"], sub
+
+    def get(self, request, **kw):
+        res, ns, name, _ = self._target(request, kw, "get")
+        raw = store.get_raw(res, ns, name)
+        from .tables import wants_table
+        if wants_table(request.META.get("HTTP_ACCEPT", "")):
+            obj = orjson.loads(raw)
+            return render_objects(request, res, [raw], {"resourceVersion": obj["metadata"]["resourceVersion"]}, single=True)
+        return json_response(raw, request=request)
+
+    def put(self, request, **kw):
+        res, ns, name, sub = self._target(request, kw, "update")
+        mode = field_validation(request)
+        check_field_manager(request)
+        is_dry = dry_run(request)
+        obj = read_body(request)
+        check_type_meta(res, obj)
+        obj, warnings = decode_object(res, obj, mode)
+        result = store.update(res, ns, name, obj, subresource=sub, dry_run=is_dry)
+        return object_response(request, res, result.object, 201 if result.created else 200, warnings)
+
+    def patch(self, request, **kw):
+        from .patch import SUPPORTED_PATCH_TYPES, apply_patch
+
+        res, ns, name, sub = self._target(request, kw, "patch")
+        mode = field_validation(request)
+        manager = check_field_manager(request)
+        is_dry = dry_run(request)
+        ctype = _content_type(request)
+        if ctype not in SUPPORTED_PATCH_TYPES and ctype != APPLY_PATCH:
+            raise unsupported_media_type(ctype, list(SUPPORTED_PATCH_TYPES) + [APPLY_PATCH])
+        body = request.body
+        if not body:
+            raise bad_request("the patch body is empty")
+        warnings: list[str] = []
+
+        if ctype == APPLY_PATCH:
+            return self._apply(request, res, ns, name, sub, body, mode, manager, is_dry)
+
+        def patched(current: dict) -> dict:
+            new = apply_patch(current, body, ctype, res.definition)
+            if not isinstance(new, dict):
+                raise bad_request("the patched object is not a JSON object")
+            check_type_meta(res, new)
+            new, found = decode_object(res, new, mode)
+            warnings.extend(found)
+            return new
+
+        result = store.update(res, ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True)
+        return object_response(request, res, result.object, 200, warnings)
+
+    def _apply(self, request, res, ns, name, sub, body, mode, manager, is_dry):
+        """Server-side apply, simplified: create when missing, else merge the applied
+        configuration into the live object (no field ownership tracking yet)."""
+        from .patch import strategic_merge_patch
+
+        if not manager:
+            raise ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch')
+        try:
+            applied = yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            raise bad_request(f"couldn't decode the apply patch: {exc}")
+        if not isinstance(applied, dict):
+            raise bad_request("the apply patch must be an object")
+        check_type_meta(res, applied)
+        applied, warnings = decode_object(res, applied, mode)
+        am = applied.setdefault("metadata", {})
+        if am.get("name", name) != name:
+            raise bad_request(f"the name of the object ({am.get('name')}) does not match the name on the URL ({name})")
+        am.pop("resourceVersion", None)
+
+        def merged(current: dict) -> dict:
+            return strategic_merge_patch(current, applied, res.definition)
+
+        def create_missing():
+            obj = dict(applied)
+            obj["metadata"] = {**am, "name": name}
+            return store._create_inside(res, ns, obj, store.kmeta.now())
+
+        result = store.update(res, ns, name, merged, subresource=sub, dry_run=is_dry, is_patch=True,
+                              create_fn=None if sub else create_missing)
+        return object_response(request, res, result.object, 201 if result.created else 200, warnings)
+
+    def delete(self, request, **kw):
+        res, ns, name, sub = self._target(request, kw, "delete")
+        if sub:
+            raise method_not_allowed("DELETE")
+        options = delete_options(request)
+        result = store.delete(res, ns, name, uid=options["uid"], rv=options["resourceVersion"],
+                              dry_run=options["dryRun"])
+        if not result.deleted:
+            return json_response(result.object, request=request)
+        m = result.object["metadata"]
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                              "details": {"name": name, "group": res.group, "kind": res.plural, "uid": m.get("uid")}},
+                             request=request)
+
+
+class NotFoundView(KubeAPIView):
+    """Anything else under /api and /apis: a 404 Status, as kube-apiserver answers."""
+
+    authentication_classes = []
+
+    def initial(self, request, *args, **kwargs):
+        raise path_not_found()

@@ -1,0 +1,38 @@
+"""HTTP routes: the Kubernetes API paths (all kinds, one generic view each) and the pages."""
+from django.contrib import admin
+from django.urls import path, re_path
+
+from dashboard.kube import discovery_views as disc
+from dashboard.kube.views import CollectionView, NotFoundView, ObjectView
+
+collection = CollectionView.as_view()
+obj = ObjectView.as_view()
+
+# The same shapes under /api/{version} (core group) and /apis/{group}/{version}.
+def kube_paths(prefix):
+    return [
+        path(f"{prefix}/<str:plural>", collection),
+        path(f"{prefix}/namespaces/<str:namespace>/<str:plural>", collection),
+        path(f"{prefix}/namespaces/<str:namespace>/<str:plural>/<str:name>", obj),
+        path(f"{prefix}/namespaces/<str:namespace>/<str:plural>/<str:name>/<str:subresource>", obj),
+    ]
+
+
+urlpatterns = [
+    path("version", disc.VersionView.as_view()),
+    path("version/", disc.VersionView.as_view()),
+    path("api", disc.CoreDiscoveryView.as_view()),
+    path("api/", disc.CoreDiscoveryView.as_view()),
+    path("apis", disc.GroupsDiscoveryView.as_view()),
+    path("apis/", disc.GroupsDiscoveryView.as_view()),
+    path("api/<str:version>", disc.ResourceListView.as_view()),
+    path("apis/<str:group>", disc.GroupView.as_view()),
+    path("apis/<str:group>/<str:version>", disc.ResourceListView.as_view()),
+    path("openapi/v3", disc.OpenAPIv3RootView.as_view()),
+    re_path(r"^openapi/v3/(?P<gv>.+)$", disc.OpenAPIv3DocView.as_view()),
+    path("openapi/v2", disc.OpenAPIv2View.as_view()),
+    *kube_paths("api/<str:version>"),
+    *kube_paths("apis/<str:group>/<str:version>"),
+    re_path(r"^(api|apis|openapi)(/.*)?$", NotFoundView.as_view()),
+    path("admin/", admin.site.urls),
+]

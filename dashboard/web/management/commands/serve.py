@@ -1,0 +1,129 @@
+"""`manage.py serve`: run Daphne in this process with an HTTP and an HTTPS listener.
+
+HTTP is for the pages and local tools; HTTPS is for API clients, because kubectl sends a
+bearer token only over TLS. The TLS material comes from a local CA (dashboard.kube.tls)
+that kubeconfigs written by `manage.py kubeconfig` trust.
+"""
+from __future__ import annotations
+
+import ipaddress
+import sys
+
+# Daphne installs Twisted's asyncio reactor when imported; it must come before anything
+# imports twisted.internet.reactor (the daphne app in INSTALLED_APPS already did this).
+from daphne.access import AccessLogGenerator
+from daphne.server import Server
+from django.conf import settings
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.kube.tls import ensure_tls
+
+WILDCARDS = {"0.0.0.0", "::", ""}
+
+# A backstop for requests that never finish, not a limit on normal use: watches end on
+# their own (timeoutSeconds, or the server's 30-60 minute default), well before this.
+DEFAULT_HTTP_TIMEOUT = 2 * 3600
+# Pages reconnect and catch up after a close, so a day is plenty for one websocket.
+DEFAULT_WEBSOCKET_TIMEOUT = 24 * 3600
+
+
+def client_host(host: str) -> str:
+    """The address a local client should dial for a listen address (wildcards -> loopback)."""
+    host = host.strip("[]")
+    if host in WILDCARDS:
+        return "::1" if host == "::" else "127.0.0.1"
+    return host
+
+
+def url(scheme: str, host: str, port: int) -> str:
+    host = client_host(host)
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    return f"{scheme}://{host}:{port}"
+
+
+def _escape(value: str) -> str:
+    # Twisted endpoint strings use ':' as separator and '\' as escape (IPv6 hosts, paths).
+    return str(value).replace("\\", "\\\\").replace(":", "\\:")
+
+
+def endpoints(host: str, port: int, tls_port: int | None, tls=None) -> list[str]:
+    interface = _escape(host.strip("[]"))
+    out = [f"tcp:port={port}:interface={interface}"]
+    if tls_port is not None:
+        out.append(f"ssl:port={tls_port}:interface={interface}"
+                   f":privateKey={_escape(tls.server_key)}:certKey={_escape(tls.server_cert)}")
+    return out
+
+
+def tls_hosts(host: str) -> list[str]:
+    """Extra names the serving certificate must cover for clients to reach this listener."""
+    host = host.strip("[]")
+    return [] if host in WILDCARDS else [host]
+
+
+class Command(BaseCommand):
+    help = "Run the server (Daphne): HTTP for pages, HTTPS with a local CA for API clients."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1",
+                            help="address to listen on (0.0.0.0 or :: for all; default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+        parser.add_argument("--tls-port", type=int, default=8443, help="HTTPS port (default 8443)")
+        parser.add_argument("--no-tls", action="store_true", help="serve plain HTTP only")
+        parser.add_argument("--access-log", action="store_true",
+                            help="log every request to stdout (off by default: it costs throughput)")
+        parser.add_argument("--http-timeout", type=int, default=DEFAULT_HTTP_TIMEOUT,
+                            help=f"close any HTTP request after this many seconds, 0 for never "
+                                 f"(default {DEFAULT_HTTP_TIMEOUT})")
+        parser.add_argument("--websocket-timeout", type=int, default=DEFAULT_WEBSOCKET_TIMEOUT,
+                            help=f"close websockets after this many seconds, -1 for never "
+                                 f"(default {DEFAULT_WEBSOCKET_TIMEOUT})")
+        parser.add_argument("--proxy-headers", action="store_true",
+                            help="trust X-Forwarded-For/-Port/-Proto (only behind a reverse proxy)")
+
+    def handle(self, *args, **options):
+        host, port = options["host"], options["port"]
+        tls_port = None if options["no_tls"] else options["tls_port"]
+        tls = None
+        if tls_port is not None:
+            tls = ensure_tls(settings.DATA_DIR, tls_hosts(host))
+
+        from dashboard.asgi import application
+        # Static files (htmx, css) are served from the finders, with or without DEBUG, so the
+        # embedded setup needs no collectstatic and no extra server; one prefix test per request.
+        application = ASGIStaticFilesHandler(application)
+
+        urls = [url("http", host, port)] + ([url("https", host, tls_port)] if tls_port else [])
+
+        def ready():
+            self.stdout.write(f"Serving HTTP   on {urls[0]}/  (pages)")
+            if tls_port:
+                self.stdout.write(f"Serving HTTPS  on {urls[1]}/  (API; CA: {tls.ca_cert})")
+            self.stdout.write("Quit with CONTROL-C.")
+            self.stdout.flush()
+
+        proxy = options["proxy_headers"]
+        server = Server(
+            application=application,
+            endpoints=endpoints(host, port, tls_port, tls),
+            signal_handlers=True,   # SIGINT/SIGTERM stop the reactor; open requests are cancelled
+            action_logger=AccessLogGenerator(sys.stdout) if options["access_log"] else None,
+            http_timeout=options["http_timeout"] or None,
+            websocket_timeout=options["websocket_timeout"],
+            application_close_timeout=10,
+            proxy_forwarded_address_header="X-Forwarded-For" if proxy else None,
+            proxy_forwarded_port_header="X-Forwarded-Port" if proxy else None,
+            proxy_forwarded_proto_header="X-Forwarded-Proto" if proxy else None,
+            verbosity=options["verbosity"],
+            ready_callable=ready,
+            server_name="kubedash",
+        )
+        server.run()
+        if server.abort_start:
+            # Daphne logged why (address in use, permission denied, bad certificate).
+            raise CommandError(f"could not listen on {', '.join(urls)}")

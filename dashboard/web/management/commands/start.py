@@ -1,0 +1,124 @@
+"""`manage.py start`: everything a first-time user needs, then the server.
+
+Migrates the database, writes ./kubeconfig for the `admin` user, makes sure `admin` can log
+in to the pages, prints how to use both, and runs `serve`. Safe to run again: the kubeconfig
+token and the password are kept while they still work, so restarts pile nothing up.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from dashboard.kube.errors import ApiError
+from dashboard.web.auth import BearerTokenAuthentication, ensure_user, issue_token
+from dashboard.web.models import Role
+
+from .kubeconfig import build_kubeconfig, ca_pem_for, read_token, write_kubeconfig
+from .serve import url
+
+ADMIN = "admin"
+PASSWORD_FILE = "admin-password"
+
+
+def token_works(token: str, username: str, role: str) -> bool:
+    """Whether the token authenticates as username with role, through the API's own check."""
+    request = SimpleNamespace(META={"HTTP_AUTHORIZATION": f"Bearer {token}"})
+    try:
+        result = BearerTokenAuthentication().authenticate(request)
+    except ApiError:
+        return False
+    return result is not None and result[0].username == username and result[0].role == role
+
+
+def ensure_admin_kubeconfig(path: Path, server: str, namespace: str = "default") -> bool:
+    """Write the admin kubeconfig; reuse its token if it still works. True if reused."""
+    ca_pem = ca_pem_for(server)
+    token = read_token(path)
+    reused = bool(token) and token_works(token, ADMIN, Role.ADMIN)
+    if not reused:
+        token = issue_token(ADMIN, Role.ADMIN, name="start: ./kubeconfig")
+    # Rewritten even when reused: the server URL or the CA may have changed since.
+    write_kubeconfig(path, build_kubeconfig(server, ca_pem, ADMIN, token, namespace))
+    return reused
+
+
+def ensure_admin_password(data_dir: Path) -> str | None:
+    """Make sure `admin` can log in; return the password, or None if it was changed since.
+
+    The first run picks a random password and keeps it in DATA_DIR/admin-password (0600);
+    later runs reuse it, and never overwrite a password someone set through the site.
+    """
+    path = Path(data_dir) / PASSWORD_FILE
+    password = path.read_text().strip() if path.exists() else ""
+    if not password:
+        password = secrets.token_urlsafe(12)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(password + "\n")
+        os.chmod(path, 0o600)
+    user = ensure_user(ADMIN, Role.ADMIN)
+    if not user.has_usable_password():
+        # New user (or one made by issue_token, without a password): give it the stored one.
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        return password
+    return password if user.check_password(password) else None
+
+
+class Command(BaseCommand):
+    help = "Migrate, write ./kubeconfig and the admin login, then run the server."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1",
+                            help="address to listen on (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+        parser.add_argument("--tls-port", type=int, default=8443, help="HTTPS port (default 8443)")
+        parser.add_argument("--access-log", action="store_true", help="log every request")
+        # Demo hook: the demo simulator (leases renewing, endpoints flapping, jobs progressing)
+        # comes in a later issue and will be started here unless --no-demo is given. The flag
+        # is accepted now, and ignored, so scripts and the README can already use it.
+        parser.add_argument("--no-demo", action="store_true",
+                            help="do not run the demo simulator (there is none yet)")
+
+    def handle(self, *args, **options):
+        host, port, tls_port = options["host"], options["port"], options["tls_port"]
+        self.stdout.write("Preparing the database ...")
+        call_command("migrate", interactive=False, verbosity=max(0, options["verbosity"] - 1))
+
+        kubeconfig = Path(settings.BASE_DIR) / "kubeconfig"
+        server = url("https", host, tls_port)
+        reused = ensure_admin_kubeconfig(kubeconfig, server)
+        password = ensure_admin_password(settings.DATA_DIR)
+
+        # Demo hook (see --no-demo): start the simulator here once it exists.
+
+        shown = _relative(kubeconfig)
+        site = url("http", host, port)
+        login = settings.LOGIN_URL if str(settings.LOGIN_URL).startswith("/") else "/"
+        if password is None:
+            password = (f"(changed since; the one in {Path(settings.DATA_DIR) / PASSWORD_FILE} "
+                        f"no longer works)")
+        self.stdout.write("")
+        self.stdout.write("Dashboard:")
+        self.stdout.write(f"  open      {site}{login}")
+        self.stdout.write(f"  username  {ADMIN}")
+        self.stdout.write(f"  password  {password}")
+        self.stdout.write("kubectl:")
+        self.stdout.write(f"  kubectl --kubeconfig {shown} get leases -A")
+        self.stdout.write(f"  ({'kept' if reused else 'wrote'} {shown}: user {ADMIN}, server {server})")
+        self.stdout.write("")
+        call_command("serve", host=host, port=port, tls_port=tls_port,
+                     access_log=options["access_log"], verbosity=options["verbosity"])
+
+
+def _relative(path: Path) -> str:
+    try:
+        return "./" + str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,32 @@
+"""Who may do what: a role per user (optionally limited to namespaces) and API tokens."""
+import hashlib
+
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin"
+    EDITOR = "editor"
+    VIEWER = "viewer"
+
+
+class Profile(models.Model):
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="kube_profile")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.VIEWER)
+    # Empty: every namespace. Otherwise the only namespaces this user may see or change.
+    namespaces = models.JSONField(default=list, blank=True)
+
+
+def hash_token(token: str) -> str:
+    # Tokens carry 256 random bits, so a fast hash is as safe as a slow one and keeps auth cheap.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, default="")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
