@@ -19,6 +19,9 @@ def kube_paths(prefix):
 
 
 urlpatterns = [
+    path("healthz", disc.healthz),
+    path("livez", disc.healthz),
+    path("readyz", disc.healthz),
     path("version", disc.VersionView.as_view()),
     path("version/", disc.VersionView.as_view()),
     path("api", disc.CoreDiscoveryView.as_view()),

@@ -81,3 +81,8 @@ class OpenAPIv2View(PublicView):
             # Only JSON is served; kubectl tolerates a 404 here and uses /openapi/v3.
             raise path_not_found()
         return HttpResponse(openapi.v2(), content_type="application/json")
+
+
+def healthz(request):
+    """/healthz, /livez, /readyz: plain "ok", as kube-apiserver answers (also the bench ceiling)."""
+    return HttpResponse(b"ok", content_type="text/plain; charset=utf-8")

@@ -531,6 +531,13 @@ class FieldSelector:
                 return r.value
         return None
 
+    def exact(self, field: str) -> list[str] | None:
+        """Values `field` is required to equal (every "=" term on it), or None if no such
+        term. For pushdown as `field IN values`: a superset, since several different values
+        can never all match; the caller still runs matches()."""
+        values = [r.value for r in self.requirements if r.field == field and r.operator == "="]
+        return values or None
+
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
 

@@ -14,8 +14,14 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:     # Windows: no advisory locks; single-process use only
+    fcntl = None
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -52,9 +58,15 @@ def ensure_tls(data_dir: str | os.PathLike, hosts: tuple[str, ...] | list[str] =
     tls_dir = Path(data_dir) / "tls"
     tls_dir.mkdir(parents=True, exist_ok=True)
     paths = TlsPaths(tls_dir / "ca.crt", tls_dir / "server.crt", tls_dir / "server.key")
-    ca_key_path = tls_dir / "ca.key"
     wanted = _unique(list(DEFAULT_HOSTS) + [h for h in hosts if h])
+    # Several processes may start at once on one data dir (compose with replicas): one at a
+    # time, or two would each make a CA and sign with a key the other overwrote.
+    with _locked(tls_dir / ".lock"):
+        _ensure(paths, tls_dir / "ca.key", wanted, now)
+    return paths
 
+
+def _ensure(paths: TlsPaths, ca_key_path: Path, wanted: list[str], now: dt.datetime) -> None:
     ca_cert, ca_key = _load_ca(paths.ca_cert, ca_key_path, now)
     if ca_cert is None:
         ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -64,14 +76,15 @@ def ensure_tls(data_dir: str | os.PathLike, hosts: tuple[str, ...] | list[str] =
         server_ok = False   # a new CA invalidates whatever serving certificate was there
     else:
         server_ok = _server_cert_ok(paths, ca_cert, wanted, now)
+        # Keep the names the old certificate covered, so two callers asking for different
+        # extra names do not keep replacing each other's certificate.
+        wanted = _unique(wanted + sorted(_old_hosts(paths.server_cert)))
 
     if not server_ok:
         key = ec.generate_private_key(ec.SECP256R1())
         cert = _make_server_cert(key, ca_cert, ca_key, wanted, now)
-        # Key first, then certificate: a reader never sees a new certificate with an old key.
         _write_key(paths.server_key, key)
         _write_atomic(paths.server_cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    return paths
 
 
 def covered_hosts(cert: x509.Certificate) -> set[str]:
@@ -125,6 +138,13 @@ def _load_ca(cert_path: Path, key_path: Path, now: dt.datetime):
     if cert.not_valid_after_utc - RENEW_BEFORE <= now:
         return None, None
     return cert, key
+
+
+def _old_hosts(path: Path) -> set[str]:
+    try:
+        return covered_hosts(x509.load_pem_x509_certificate(path.read_bytes()))
+    except (OSError, ValueError):
+        return set()
 
 
 def _same_key(cert: x509.Certificate, key) -> bool:
@@ -204,6 +224,14 @@ def _make_server_cert(key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate
                        critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+
+
+@contextmanager
+def _locked(path: Path):
+    with open(path, "a") as f:
+        if fcntl is not None:
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield   # the lock goes with the file's close
 
 
 def _write_key(path: Path, key) -> None:

@@ -232,7 +232,7 @@ def list_query(request, res: registry.Resource, namespace: str | None) -> store.
     params = request.GET
     label = parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None
     allowed = {"metadata.name", "metadata.namespace", *res.field_getters}
-    field = parse_field_selector(params.get("fieldSelector", ""), allowed) if params.get("fieldSelector") else None
+    field = parse_field_selector(params.get("fieldSelector", ""), allowed, kind=res.kind) if params.get("fieldSelector") else None
     limit = params.get("limit", "")
     if limit and not limit.lstrip("-").isdigit():
         raise bad_request(f'invalid value for query parameter "limit": "{limit}" is not an integer')

@@ -63,8 +63,8 @@ def ensure_admin_password(data_dir: Path) -> str | None:
             f.write(password + "\n")
         os.chmod(path, 0o600)
     user = ensure_user(ADMIN, Role.ADMIN)
-    if not user.has_usable_password():
-        # New user (or one made by issue_token, without a password): give it the stored one.
+    if not user.password or not user.has_usable_password():
+        # New user, or one made by issue_token (password ""): give it the stored one.
         user.set_password(password)
         user.save(update_fields=["password"])
         return password

@@ -1,0 +1,153 @@
+"""Shared fixtures: an API client with bearer tokens, and a live `manage.py serve` server."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Api:
+    """The Django test client speaking to the API as a given bearer token (full Django stack)."""
+
+    def __init__(self, client, token: str | None):
+        self.client = client
+        self.token = token
+
+    def _headers(self, headers):
+        out = {}
+        if self.token:
+            out["HTTP_AUTHORIZATION"] = f"Bearer {self.token}"
+        for key, value in (headers or {}).items():
+            out["HTTP_" + key.upper().replace("-", "_")] = value
+        return out
+
+    def request(self, method, path, body=None, content_type="application/json", headers=None):
+        data = body
+        if body is not None and not isinstance(body, (bytes, str)):
+            data = orjson.dumps(body)
+        kwargs = self._headers(headers)
+        fn = getattr(self.client, method.lower())
+        if data is None:
+            return fn(path, **kwargs)
+        return fn(path, data=data, content_type=content_type, **kwargs)
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def put(self, path, body, **kw):
+        return self.request("PUT", path, body, **kw)
+
+    def patch(self, path, body, content_type="application/merge-patch+json", **kw):
+        return self.request("PATCH", path, body, content_type=content_type, **kw)
+
+    def delete(self, path, body=None, **kw):
+        return self.request("DELETE", path, body, **kw)
+
+
+@pytest.fixture
+def make_api(db, client):
+    from dashboard.web.auth import issue_token
+
+    def make(role="admin", username=None, namespaces=None):
+        token = issue_token(username or f"{role}-user", role)
+        if namespaces is not None:
+            from dashboard.web.models import Profile
+            Profile.objects.filter(user__username=username or f"{role}-user").update(namespaces=namespaces)
+        return Api(client, token)
+
+    return make
+
+
+@pytest.fixture
+def api(make_api):
+    return make_api("admin")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, data_dir: Path, http_port: int, tls_port: int, proc):
+        self.data_dir = data_dir
+        self.http_url = f"http://127.0.0.1:{http_port}"
+        self.https_url = f"https://127.0.0.1:{tls_port}"
+        self.proc = proc
+        self.env = server_env(data_dir)
+
+    def manage(self, *args) -> str:
+        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+        return out.stdout
+
+    def token(self, username="admin", role="admin") -> str:
+        return self.manage("issue_token", username, "--role", role).strip().splitlines()[-1]
+
+    def kubeconfig(self, path: Path, username="admin", role="admin") -> Path:
+        self.manage("kubeconfig", username, "--role", role, "--server", self.https_url, "--output", str(path))
+        return path
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.data_dir / "tls" / "ca.crt")
+
+
+def server_env(data_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env["KUBEDASH_DATA_DIR"] = str(data_dir)
+    env["DJANGO_SETTINGS_MODULE"] = "dashboard.settings"
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory):
+    """`manage.py serve` on free ports with its own SQLite database, for real clients."""
+    data_dir = tmp_path_factory.mktemp("kubedash-live")
+    env = server_env(data_dir)
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+    http_port, tls_port = free_port(), free_port()
+    log = open(data_dir / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
+                             "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", tls_port), timeout=1):
+                with socket.create_connection(("127.0.0.1", http_port), timeout=1):
+                    break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("serve did not start: " + (data_dir / "server.log").read_text()[-3000:])
+            time.sleep(0.2)
+    server = LiveServer(data_dir, http_port, tls_port, proc)
+    yield server
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def require_kubectl() -> str:
+    path = shutil.which("kubectl")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is required in CI but was not found on PATH")
+        pytest.skip("kubectl is not installed on this machine")
+    return path

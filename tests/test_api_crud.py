@@ -1,0 +1,326 @@
+"""The REST API's core semantics, through the full Django stack with bearer tokens."""
+import pytest
+
+from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
+
+pytestmark = pytest.mark.django_db
+
+
+def test_create_get_list_round_trip(api):
+    r = api.post(LEASES, lease())
+    assert r.status_code == 201, r.content
+    created = r.json()
+    m = created["metadata"]
+    assert m["uid"] and m["creationTimestamp"].endswith("Z") and m["resourceVersion"].isdigit()
+    assert "generation" not in m
+    assert created["spec"]["holderIdentity"] == "node-a"
+    got = api.get(f"{LEASES}/l1").json()
+    assert got == created
+    lst = api.get(LEASES).json()
+    assert lst["kind"] == "LeaseList" and lst["apiVersion"] == "coordination.k8s.io/v1"
+    assert lst["metadata"]["resourceVersion"] == m["resourceVersion"]
+    assert [i["metadata"]["name"] for i in lst["items"]] == ["l1"]
+    all_ns = api.get("/apis/coordination.k8s.io/v1/leases").json()
+    assert len(all_ns["items"]) == 1
+
+
+def test_resource_version_is_global_and_increasing(api):
+    a = api.post(LEASES, lease("a")).json()["metadata"]["resourceVersion"]
+    b = api.post(ENDPOINTS, endpoints()).json()["metadata"]["resourceVersion"]
+    c = api.post(JOBS, job()).json()["metadata"]["resourceVersion"]
+    assert int(a) < int(b) < int(c)
+
+
+def test_system_fields_cannot_be_set(api):
+    body = lease()
+    body["metadata"].update(uid="mine", resourceVersion="999", creationTimestamp="2000-01-01T00:00:00Z",
+                            generation=7)
+    r = api.post(LEASES, body)
+    assert r.status_code == 201
+    m = r.json()["metadata"]
+    assert m["uid"] != "mine" and m["creationTimestamp"] != "2000-01-01T00:00:00Z"
+    assert "generation" not in m
+
+
+def test_create_existing_is_409_already_exists(api):
+    api.post(LEASES, lease())
+    r = api.post(LEASES, lease())
+    assert r.status_code == 409
+    s = r.json()
+    assert s["kind"] == "Status" and s["reason"] == "AlreadyExists"
+    assert s["message"] == 'leases.coordination.k8s.io "l1" already exists'
+    assert s["details"] == {"name": "l1", "group": "coordination.k8s.io", "kind": "leases"}
+
+
+def test_namespace_mismatch_is_400(api):
+    r = api.post(LEASES, lease(ns="other"))
+    assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
+
+
+def test_invalid_name_is_422_with_causes(api):
+    r = api.post(LEASES, lease(name="Not_Valid"))
+    assert r.status_code == 422
+    s = r.json()
+    assert s["reason"] == "Invalid"
+    assert s["details"]["causes"][0]["field"] == "metadata.name"
+
+
+def test_get_missing_is_404_status(api):
+    r = api.get(f"{LEASES}/nope")
+    assert r.status_code == 404
+    assert r.json()["message"] == 'leases.coordination.k8s.io "nope" not found'
+    assert r["Content-Type"] == "application/json"
+
+
+def test_unknown_paths_answer_status(api):
+    for path in ("/api/v1/namespaces/default/pods", "/apis/nope/v1", "/apis/batch/v1/namespaces/default/jobs/x/log",
+                 "/api/v1/namespaces/default/events"):
+        r = api.get(path)
+        assert r.status_code == 404, path
+        assert r.json()["kind"] == "Status"
+
+
+def test_put_stale_resource_version_conflicts(api):
+    created = api.post(LEASES, lease()).json()
+    first = dict(created, spec={**created["spec"], "holderIdentity": "b"})
+    assert api.put(f"{LEASES}/l1", first).status_code == 200
+    r = api.put(f"{LEASES}/l1", dict(created, spec={**created["spec"], "holderIdentity": "c"}))
+    assert r.status_code == 409
+    s = r.json()
+    assert s["reason"] == "Conflict"
+    assert s["message"] == ('Operation cannot be fulfilled on leases.coordination.k8s.io "l1": the object has been '
+                            "modified; please apply your changes to the latest version and try again")
+    assert s["details"]["name"] == "l1"
+
+
+def test_lease_update_requires_resource_version(api):
+    created = api.post(LEASES, lease()).json()
+    del created["metadata"]["resourceVersion"]
+    r = api.put(f"{LEASES}/l1", created)
+    assert r.status_code == 422
+    assert r.json()["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+
+
+def test_endpoints_and_job_allow_unconditional_update(api):
+    ep = api.post(ENDPOINTS, endpoints()).json()
+    del ep["metadata"]["resourceVersion"]
+    ep["subsets"][0]["addresses"].append({"ip": "10.0.0.2"})
+    assert api.put(f"{ENDPOINTS}/svc", ep).status_code == 200
+    j = api.post(JOBS, job()).json()
+    del j["metadata"]["resourceVersion"]
+    j["metadata"]["labels"] = {"x": "y"}
+    assert api.put(f"{JOBS}/j1", j).status_code == 200
+
+
+def test_endpoints_put_creates_when_missing(api):
+    r = api.put(f"{ENDPOINTS}/fresh", endpoints("fresh"))
+    assert r.status_code == 201
+
+
+def test_lease_put_missing_is_404(api):
+    assert api.put(f"{LEASES}/none", lease("none")).status_code == 404
+
+
+def test_noop_update_keeps_resource_version(api):
+    created = api.post(LEASES, lease()).json()
+    again = api.put(f"{LEASES}/l1", created).json()
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+def test_job_generation_bumps_on_spec_change_only(api):
+    j = api.post(JOBS, job()).json()
+    assert j["metadata"]["generation"] == 1
+    j["metadata"]["labels"] = {"a": "b"}
+    j = api.put(f"{JOBS}/j1", j).json()
+    assert j["metadata"]["generation"] == 1
+    j = api.patch(f"{JOBS}/j1", {"spec": {"suspend": True}}).json()
+    assert j["metadata"]["generation"] == 2
+    s = api.patch(f"{JOBS}/j1/status", {"status": {"active": 1}}).json()
+    assert s["metadata"]["generation"] == 2 and s["status"]["active"] == 1
+
+
+def test_status_subresource_changes_only_status(api):
+    api.post(JOBS, job())
+    r = api.patch(f"{JOBS}/j1/status", {"spec": {"parallelism": 5}, "metadata": {"labels": {"x": "y"}},
+                                        "status": {"succeeded": 1}})
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert body["spec"]["parallelism"] == 1 and "x" not in body["metadata"].get("labels", {})
+    assert body["status"]["succeeded"] == 1
+    # ...and the main resource ignores status.
+    body = api.patch(f"{JOBS}/j1", {"status": {"succeeded": 9}}).json()
+    assert body["status"]["succeeded"] == 1
+    st = api.get(f"{JOBS}/j1/status")
+    assert st.status_code == 200 and st.json()["kind"] == "Job"
+
+
+def test_status_subresource_only_for_jobs(api):
+    api.post(LEASES, lease())
+    assert api.get(f"{LEASES}/l1/status").status_code == 404
+
+
+def test_patch_types(api):
+    api.post(LEASES, lease())
+    r = api.patch(f"{LEASES}/l1", [{"op": "replace", "path": "/spec/holderIdentity", "value": "jp"}],
+                  content_type="application/json-patch+json")
+    assert r.status_code == 200 and r.json()["spec"]["holderIdentity"] == "jp"
+    r = api.patch(f"{LEASES}/l1", {"spec": {"holderIdentity": "mp"}})
+    assert r.json()["spec"]["holderIdentity"] == "mp"
+    r = api.patch(f"{LEASES}/l1", {"spec": {"holderIdentity": "smp"}},
+                  content_type="application/strategic-merge-patch+json")
+    assert r.json()["spec"]["holderIdentity"] == "smp"
+    r = api.patch(f"{LEASES}/l1", {"spec": {}}, content_type="text/plain")
+    assert r.status_code == 415 and r.json()["reason"] == "UnsupportedMediaType"
+
+
+def test_job_template_is_immutable(api):
+    api.post(JOBS, job())
+    patch = {"spec": {"template": {"spec": {"$setElementOrder/containers": [{"name": "main"}],
+                                            "containers": [{"name": "main", "command": ["echo", "hi"]}]}}}}
+    # template is immutable on a Job, so check the merge with a dry run of the patch result
+    r = api.patch(f"{JOBS}/j1?dryRun=All", patch, content_type="application/strategic-merge-patch+json")
+    assert r.status_code == 422  # immutable template...
+    assert "spec.template" in r.json()["message"]
+
+
+def test_status_conditions_merge_by_type(api):
+    api.post(JOBS, job())
+    api.patch(f"{JOBS}/j1/status", {"status": {"conditions": [
+        {"type": "Suspended", "status": "False"}, {"type": "Complete", "status": "False"}]}})
+    r = api.patch(f"{JOBS}/j1/status", {"status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+                  content_type="application/strategic-merge-patch+json")
+    conds = {c["type"]: c["status"] for c in r.json()["status"]["conditions"]}
+    assert conds == {"Suspended": "False", "Complete": "True"}
+
+
+def test_patch_resource_version_is_a_precondition(api):
+    api.post(LEASES, lease())
+    r = api.patch(f"{LEASES}/l1", {"metadata": {"resourceVersion": "1"}, "spec": {"holderIdentity": "x"}})
+    assert r.status_code == 409 and r.json()["reason"] == "Conflict"
+
+
+def test_patch_missing_is_404(api):
+    assert api.patch(f"{LEASES}/none", {"spec": {}}).status_code == 404
+
+
+def test_bad_json_is_400(api):
+    r = api.post(LEASES, b"{not json")
+    assert r.status_code == 400 and r.json()["kind"] == "Status"
+    r = api.post(LEASES, b"[1,2]")
+    assert r.status_code == 400
+    r = api.patch(f"{LEASES}/x", b"{", content_type="application/merge-patch+json")
+    assert r.status_code in (400, 404)
+
+
+def test_protobuf_body_is_415_with_hint(api):
+    r = api.post(JOBS, b"\x6b\x38\x73\x00", content_type="application/vnd.kubernetes.protobuf")
+    assert r.status_code == 415
+    assert "protobuf" in r.json()["message"]
+
+
+def test_dry_run_persists_nothing(api):
+    r = api.post(f"{LEASES}?dryRun=All", lease())
+    assert r.status_code == 201 and r.json()["metadata"]["name"] == "l1"
+    assert api.get(f"{LEASES}/l1").status_code == 404
+    api.post(LEASES, lease())
+    before = api.get(f"{LEASES}/l1").json()
+    r = api.patch(f"{LEASES}/l1?dryRun=All", {"spec": {"holderIdentity": "dry"}})
+    assert r.json()["spec"]["holderIdentity"] == "dry"
+    assert api.get(f"{LEASES}/l1").json() == before
+    r = api.delete(f"{LEASES}/l1", {"dryRun": ["All"]})
+    assert r.status_code == 200
+    assert api.get(f"{LEASES}/l1").json() == before
+    assert api.post(f"{LEASES}?dryRun=Bogus", lease("z")).status_code == 400
+
+
+def test_field_validation_modes(api):
+    body = lease()
+    body["spec"]["bogusField"] = 1
+    r = api.post(f"{LEASES}?fieldValidation=Strict", body)
+    assert r.status_code == 400
+    assert 'unknown field "spec.bogusField"' in r.json()["message"]
+    r = api.post(f"{LEASES}?fieldValidation=Warn", body)
+    assert r.status_code == 201
+    assert r["Warning"] == '299 - "unknown field \\"spec.bogusField\\""'
+    assert "bogusField" not in r.json()["spec"]
+    body["metadata"]["name"] = "l2"
+    r = api.post(f"{LEASES}?fieldValidation=Ignore", body)
+    assert r.status_code == 201 and not r.has_header("Warning")
+    assert api.post(f"{LEASES}?fieldValidation=Loud", body).status_code == 400
+
+
+def test_wrong_type_is_400(api):
+    body = lease()
+    body["spec"]["leaseDurationSeconds"] = "fifteen"
+    r = api.post(LEASES, body)
+    assert r.status_code == 400
+    assert "leaseDurationSeconds" in r.json()["message"]
+
+
+def test_delete_returns_success_status(api):
+    created = api.post(LEASES, lease()).json()
+    r = api.delete(f"{LEASES}/l1", {"propagationPolicy": "Background"})
+    assert r.status_code == 200
+    s = r.json()
+    assert s["status"] == "Success" and s["details"]["uid"] == created["metadata"]["uid"]
+    assert api.get(f"{LEASES}/l1").status_code == 404
+    assert api.delete(f"{LEASES}/l1").status_code == 404
+
+
+def test_delete_preconditions(api):
+    created = api.post(LEASES, lease()).json()
+    r = api.delete(f"{LEASES}/l1", {"preconditions": {"uid": "other"}})
+    assert r.status_code == 409 and "Precondition failed: UID in precondition" in r.json()["message"]
+    r = api.delete(f"{LEASES}/l1", {"preconditions": {"resourceVersion": "1"}})
+    assert r.status_code == 409
+    r = api.delete(f"{LEASES}/l1", {"preconditions": {"uid": created["metadata"]["uid"],
+                                                      "resourceVersion": created["metadata"]["resourceVersion"]}})
+    assert r.status_code == 200
+    assert api.delete(f"{LEASES}/x", {"propagationPolicy": "Sideways"}).status_code == 422
+
+
+def test_finalizers_hold_deletion(api):
+    api.post(LEASES, lease(finalizers=["example.com/hold"]))
+    r = api.delete(f"{LEASES}/l1")
+    assert r.status_code == 200
+    obj = r.json()
+    assert obj["kind"] == "Lease" and obj["metadata"]["deletionTimestamp"]
+    assert api.get(f"{LEASES}/l1").status_code == 200
+    r = api.patch(f"{LEASES}/l1", {"metadata": {"finalizers": None}})
+    assert r.status_code == 200
+    assert api.get(f"{LEASES}/l1").status_code == 404
+
+
+def test_deletecollection(api):
+    for i in range(3):
+        api.post(LEASES, lease(f"l{i}", labels={"team": "a" if i < 2 else "b"}))
+    r = api.delete(f"{LEASES}?labelSelector=team%3Da")
+    assert r.status_code == 200
+    assert sorted(i["metadata"]["name"] for i in r.json()["items"]) == ["l0", "l1"]
+    assert [i["metadata"]["name"] for i in api.get(LEASES).json()["items"]] == ["l2"]
+
+
+def test_pretty_output(api):
+    api.post(LEASES, lease())
+    assert b'\n  "kind"' in api.get(f"{LEASES}/l1?pretty=true").content
+    assert b"\n" not in api.get(f"{LEASES}/l1").content
+
+
+def test_generate_name(api):
+    body = lease()
+    del body["metadata"]["name"]
+    body["metadata"]["generateName"] = "gen-"
+    r = api.post(LEASES, body)
+    assert r.status_code == 201 and r.json()["metadata"]["name"].startswith("gen-")
+
+
+def test_yaml_body_accepted(api):
+    body = b"apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: y1\nspec:\n  holderIdentity: h\n"
+    r = api.post(LEASES, body, content_type="application/yaml")
+    assert r.status_code == 201, r.content
+
+
+def test_kind_mismatch_is_400(api):
+    body = lease()
+    body["kind"] = "Job"
+    assert api.post(LEASES, body).status_code == 400

@@ -1,0 +1,75 @@
+"""Discovery, version, OpenAPI and Table output as kubectl 1.32 consumes them."""
+import pytest
+
+from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
+
+pytestmark = pytest.mark.django_db
+AGG = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+
+
+def test_version(client):
+    body = client.get("/version").json()
+    assert body["major"] == "1" and body["minor"] == "32"
+
+
+def test_aggregated_discovery(client):
+    r = client.get("/apis", HTTP_ACCEPT=AGG)
+    assert r["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    groups = {g["metadata"]["name"]: g for g in r.json()["items"]}
+    jobs = groups["batch"]["versions"][0]["resources"][0]
+    assert jobs["resource"] == "jobs" and jobs["categories"] == ["all"] and jobs["scope"] == "Namespaced"
+    assert jobs["responseKind"] == {"group": "batch", "version": "v1", "kind": "Job"}
+    core = client.get("/api", HTTP_ACCEPT=AGG).json()
+    ep = core["items"][0]["versions"][0]["resources"][0]
+    assert ep["shortNames"] == ["ep"] and "watch" in ep["verbs"]
+
+
+def test_legacy_discovery(client):
+    assert client.get("/api", HTTP_ACCEPT="application/json").json()["versions"] == ["v1"]
+    groups = client.get("/apis", HTTP_ACCEPT="application/json").json()
+    assert {g["name"] for g in groups["groups"]} == {"coordination.k8s.io", "batch"}
+    res = client.get("/apis/batch/v1").json()
+    assert {r["name"] for r in res["resources"]} >= {"jobs", "jobs/status"}
+    assert client.get("/api/v1").json()["resources"][0]["shortNames"] == ["ep"]
+    assert client.get("/apis/nope/v1").status_code == 404
+
+
+def test_openapi_v3(client):
+    root = client.get("/openapi/v3").json()
+    url = root["paths"]["apis/coordination.k8s.io/v1"]["serverRelativeURL"]
+    r = client.get(url)
+    assert r["Cache-Control"] == "public, immutable"
+    doc = r.json()
+    op = doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]["patch"]
+    assert op["x-kubernetes-group-version-kind"] == {"group": "coordination.k8s.io", "kind": "Lease", "version": "v1"}
+    assert any(p.get("name") == "fieldValidation" or "fieldValidation" in p.get("$ref", "") for p in op["parameters"])
+    assert "io.k8s.api.coordination.v1.Lease" in doc["components"]["schemas"]
+
+
+def test_openapi_v2(client):
+    assert "io.k8s.api.batch.v1.Job" in client.get("/openapi/v2").json()["definitions"]
+
+
+def test_table_output(api):
+    api.post(LEASES, lease())
+    api.post(ENDPOINTS, endpoints())
+    api.post(JOBS, job())
+    t = api.get(LEASES, headers={"Accept": TABLE}).json()
+    assert t["kind"] == "Table" and t["apiVersion"] == "meta.k8s.io/v1"
+    assert [c["name"] for c in t["columnDefinitions"]] == ["Name", "Holder", "Age"]
+    row = t["rows"][0]
+    assert row["cells"][:2] == ["l1", "node-a"]
+    assert row["object"]["kind"] == "PartialObjectMetadata" and row["object"]["metadata"]["namespace"] == "default"
+    assert t["metadata"]["resourceVersion"]
+    t = api.get(ENDPOINTS, headers={"Accept": TABLE}).json()
+    assert [c["name"] for c in t["columnDefinitions"]] == ["Name", "Endpoints", "Age"]
+    assert t["rows"][0]["cells"][1] == "10.0.0.1:80"
+    t = api.get(JOBS, headers={"Accept": TABLE}).json()
+    cols = [(c["name"], c.get("priority", 0)) for c in t["columnDefinitions"]]
+    assert cols[:5] == [("Name", 0), ("Status", 0), ("Completions", 0), ("Duration", 0), ("Age", 0)]
+    assert {n for n, p in cols if p == 1} == {"Containers", "Images", "Selector"}
+    full = api.get(f"{JOBS}?includeObject=Object", headers={"Accept": TABLE}).json()
+    assert full["rows"][0]["object"]["kind"] == "Job"
+    one = api.get(f"{LEASES}/l1", headers={"Accept": TABLE}).json()
+    assert one["kind"] == "Table" and len(one["rows"]) == 1
