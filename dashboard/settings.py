@@ -149,4 +149,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("KUBEDASH_LOG_LEVEL", "WARNING")},
+    # 4xx answers are normal API traffic (409 on a stale renew, 404 on a probe): don't log each one.
+    "loggers": {"django.request": {"level": "ERROR"}},
 }

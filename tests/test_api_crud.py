@@ -187,16 +187,24 @@ def test_status_conditions_merge_by_type(api):
     api.post(JOBS, job())
     api.patch(f"{JOBS}/j1/status", {"status": {"conditions": [
         {"type": "Suspended", "status": "False"}, {"type": "Complete", "status": "False"}]}})
-    r = api.patch(f"{JOBS}/j1/status", {"status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+    r = api.patch(f"{JOBS}/j1/status", {"status": {"conditions": [{"type": "Suspended", "status": "True"}]}},
                   content_type="application/strategic-merge-patch+json")
     conds = {c["type"]: c["status"] for c in r.json()["status"]["conditions"]}
-    assert conds == {"Suspended": "False", "Complete": "True"}
+    assert conds == {"Suspended": "True", "Complete": "False"}
+    # kube-apiserver 1.32's status rules: Complete=True needs SuccessCriteriaMet, startTime, completionTime.
+    r = api.patch(f"{JOBS}/j1/status", {"status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+                  content_type="application/strategic-merge-patch+json")
+    assert r.status_code == 422
+    assert {c["field"] for c in r.json()["details"]["causes"]} >= {"status.completionTime", "status.startTime"}
 
 
 def test_patch_resource_version_is_a_precondition(api):
-    api.post(LEASES, lease())
-    r = api.patch(f"{LEASES}/l1", {"metadata": {"resourceVersion": "1"}, "spec": {"holderIdentity": "x"}})
+    old_rv = api.post(LEASES, lease()).json()["metadata"]["resourceVersion"]
+    new_rv = api.patch(f"{LEASES}/l1", {"spec": {"holderIdentity": "y"}}).json()["metadata"]["resourceVersion"]
+    r = api.patch(f"{LEASES}/l1", {"metadata": {"resourceVersion": old_rv}, "spec": {"holderIdentity": "x"}})
     assert r.status_code == 409 and r.json()["reason"] == "Conflict"
+    r = api.patch(f"{LEASES}/l1", {"metadata": {"resourceVersion": new_rv}, "spec": {"holderIdentity": "x"}})
+    assert r.status_code == 200
 
 
 def test_patch_missing_is_404(api):
@@ -271,8 +279,8 @@ def test_delete_preconditions(api):
     created = api.post(LEASES, lease()).json()
     r = api.delete(f"{LEASES}/l1", {"preconditions": {"uid": "other"}})
     assert r.status_code == 409 and "Precondition failed: UID in precondition" in r.json()["message"]
-    r = api.delete(f"{LEASES}/l1", {"preconditions": {"resourceVersion": "1"}})
-    assert r.status_code == 409
+    r = api.delete(f"{LEASES}/l1", {"preconditions": {"resourceVersion": str(int(created["metadata"]["resourceVersion"]) + 100)}})
+    assert r.status_code == 409 and "Precondition failed: ResourceVersion" in r.json()["message"]
     r = api.delete(f"{LEASES}/l1", {"preconditions": {"uid": created["metadata"]["uid"],
                                                       "resourceVersion": created["metadata"]["resourceVersion"]}})
     assert r.status_code == 200

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -287,7 +288,9 @@ class ObjectNode(Node):
 
 # --------------------------------------------------------------------------- compiling
 
-_compiled: dict[str, Node] = {}
+_compiled: dict[str, Node] = {}     # finished nodes, safe to read without the lock
+_pending: dict[str, Node] = {}      # nodes being built (under _lock)
+_lock = threading.RLock()
 
 
 def node(definition: str) -> Node:
@@ -295,10 +298,25 @@ def node(definition: str) -> Node:
     found = _compiled.get(definition)
     if found is not None:
         return found
+    # Built under a lock and published whole: another thread must never see a struct
+    # whose properties are still being filled in (it would report them as unknown).
+    with _lock:
+        try:
+            built = _build(definition)
+            _compiled.update(_pending)
+            return built
+        finally:
+            _pending.clear()
+
+
+def _build(definition: str) -> Node:
+    found = _compiled.get(definition) or _pending.get(definition)
+    if found is not None:
+        return found
     schema = definitions()[definition]
     if "properties" in schema:
         obj = ObjectNode(definition)
-        _compiled[definition] = obj        # registered first: definitions can be recursive
+        _pending[definition] = obj         # registered first: definitions can be recursive
         for prop, sub in schema["properties"].items():
             obj.props[prop] = _compile(sub, definition)
             meta = _patch_meta(sub)
@@ -309,7 +327,7 @@ def node(definition: str) -> Node:
                 obj.props.setdefault(prop, ANY)
         return obj
     compiled = _compile_inline(schema, definition)
-    _compiled[definition] = compiled
+    _pending[definition] = compiled
     return compiled
 
 
@@ -334,7 +352,7 @@ def _patch_meta(schema: dict) -> PatchMeta:
 def _compile(schema: dict, owner: str) -> Node:
     name = ref_name(schema)
     if name is not None:
-        return node(name)
+        return _build(name)
     return _compile_inline(schema, owner)
 
 

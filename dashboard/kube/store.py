@@ -290,10 +290,8 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
         nxt = next(pending, None)
         for row in rows.iterator(chunk_size=2000):
             key = (row[0], row[1])
-            while nxt is not None and nxt < key:
+            while nxt is not None and nxt <= key:
                 yield nxt, None, overrides[nxt]
-                nxt = next(pending, None)
-            if nxt == key:
                 nxt = next(pending, None)
             if key in overrides:
                 continue  # served from the log (or absent at the snapshot)

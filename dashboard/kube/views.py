@@ -172,15 +172,25 @@ def field_validation(request) -> str:
     return value
 
 
-def decode_object(res: registry.Resource, obj: dict, mode: str) -> tuple[dict, list[str]]:
-    """Drop unknown fields (400 in Strict mode), check types; returns (object, warnings)."""
-    from .schema import decode
+def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool = False) -> tuple[dict, list[str]]:
+    """Drop unknown fields (an error in Strict mode), check types; returns (object, warnings).
 
-    pruned, unknown = decode(obj, res.definition)
-    messages = [f'unknown field "{path}"' for path in unknown]
+    After a patch, kube-apiserver reports these as 422 on the patched object, else 400.
+    """
+    from . import schema
+    from .patch import patch_invalid
+
+    try:
+        pruned, unknown = schema.decode(obj, res.definition)
+    except schema.DecodeError as err:
+        if patched:
+            raise patch_invalid(err.detail, obj)
+        raise
     if unknown and mode == "Strict":
-        raise bad_request("strict decoding error: " + ", ".join(messages))
-    return pruned, (messages if mode == "Warn" else [])
+        if patched:
+            raise patch_invalid(schema.strict_detail(unknown), obj)
+        raise schema.strict_error(res.definition, unknown)
+    return pruned, (schema.unknown_field_warnings(unknown) if mode == "Warn" else [])
 
 
 def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse:
@@ -404,15 +414,13 @@ class ObjectView(KubeAPIView):
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def patch(self, request, **kw):
-        from .patch import SUPPORTED_PATCH_TYPES, apply_patch
+        from .patch import apply_patch, patch_type
 
         res, ns, name, sub = self._target(request, kw, "patch")
         mode = field_validation(request)
         manager = check_field_manager(request)
         is_dry = dry_run(request)
-        ctype = _content_type(request)
-        if ctype not in SUPPORTED_PATCH_TYPES and ctype != APPLY_PATCH:
-            raise unsupported_media_type(ctype, list(SUPPORTED_PATCH_TYPES) + [APPLY_PATCH])
+        ctype = patch_type(request.META.get("CONTENT_TYPE", ""))
         body = request.body
         if not body:
             raise bad_request("the patch body is empty")
@@ -426,7 +434,7 @@ class ObjectView(KubeAPIView):
             if not isinstance(new, dict):
                 raise bad_request("the patched object is not a JSON object")
             check_type_meta(res, new)
-            new, found = decode_object(res, new, mode)
+            new, found = decode_object(res, new, mode, patched=True)
             warnings.extend(found)
             return new
 

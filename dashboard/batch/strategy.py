@@ -1,0 +1,1329 @@
+"""Job (batch/v1): defaults, selector generation, validation and table columns, as kube 1.32 has them.
+
+Sections: Job defaults and preparation; Job validation (create, update, /status); the pod
+template (core/v1 PodTemplateSpec defaults and validation, the part of it a Job needs);
+dashboard columns and the Table.
+
+Feature gates are taken at their 1.32 defaults: JobPodReplacementPolicy, JobBackoffLimitPerIndex,
+JobSuccessPolicy, ElasticIndexedJob, JobManagedBy (beta, on), RelaxedEnvironmentVariableValidation
+(beta, on).
+"""
+from __future__ import annotations
+
+import copy
+import re
+from datetime import datetime
+from typing import Any
+
+from dashboard.kube import validation as v
+from dashboard.kube.errors import (Cause, duplicate, forbidden, invalid, not_supported, required,
+                                   too_many)
+from dashboard.kube.registry import Column
+
+DEFINITION = "io.k8s.api.batch.v1.Job"
+MAX_INT32 = 2 ** 31 - 1
+
+# Labels the apiserver puts on a Job's pod template (and selects on) unless manualSelector.
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+LEGACY_CONTROLLER_UID_LABEL = "controller-uid"
+LEGACY_JOB_NAME_LABEL = "job-name"
+
+MAX_PARALLELISM_INDEXED = 100_000
+MAX_FAILED_INDEXES = 100_000
+COMPLETIONS_SOFT_LIMIT = 100_000
+PARALLELISM_LIMIT_HIGH_COMPLETIONS = 10_000
+MAX_FAILED_INDEXES_HIGH_COMPLETIONS = 10_000
+MAX_POD_FAILURE_POLICY_RULES = 20
+MAX_EXIT_CODE_VALUES = 255
+MAX_POD_CONDITION_PATTERNS = 20
+MAX_MANAGED_BY_LENGTH = 63
+MAX_SUCCEEDED_INDEXES_LENGTH = 64 * 1024
+MAX_SUCCESS_POLICY_RULES = 20
+
+COMPLETION_MODES = ("NonIndexed", "Indexed")
+POD_FAILURE_ACTIONS = ("Count", "FailIndex", "FailJob", "Ignore")          # sorted, as kube lists
+EXIT_CODE_OPERATORS = ("In", "NotIn")
+CONDITION_STATUSES = ("False", "True", "Unknown")
+POD_REPLACEMENT_POLICIES = ("Failed", "TerminatingOrFailed")
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+# =======================================================================================
+# Defaults and preparation
+# =======================================================================================
+
+def normalize(obj: dict) -> None:
+    """Decode the Go-typed values: Quantities (resources, sizeLimit...) are re-spelled in
+    canonical form ("0.5" -> "500m", "1024Mi" -> "1Gi"), Times in UTC whole seconds.
+    Raises kube's 400 for a value that does not decode. Call it on /status writes too."""
+    v.normalize_object(obj, DEFINITION)
+
+
+def default(obj: dict) -> None:
+    """SetDefaults_Job and the core/v1 pod defaults a round trip through kube-apiserver shows."""
+    normalize(obj)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        spec = obj["spec"] = {}
+    # A non-parallel job may leave both unset: both become 1.
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    if spec.get("parallelism") is None:
+        spec["parallelism"] = 1
+    if spec.get("backoffLimit") is None:
+        # With per-index backoff the global limit should never be the one that trips.
+        spec["backoffLimit"] = MAX_INT32 if spec.get("backoffLimitPerIndex") is not None else 6
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        template = spec["template"] = {}
+    _default_job_labels(obj)
+    if spec.get("completionMode") is None:
+        spec["completionMode"] = "NonIndexed"
+    if spec.get("suspend") is None:
+        spec["suspend"] = False
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        for pattern in rule.get("onPodConditions") or []:
+            if not pattern.get("status"):
+                pattern["status"] = "True"
+    if spec.get("podReplacementPolicy") is None:
+        spec["podReplacementPolicy"] = "Failed" if spec.get("podFailurePolicy") is not None else "TerminatingOrFailed"
+    default_pod_template(template)
+
+
+def _default_job_labels(obj: dict) -> None:
+    """A Job without labels takes its pod template's labels (SetDefaults_Job)."""
+    labels = ((obj["spec"].get("template") or {}).get("metadata") or {}).get("labels")
+    meta = obj.setdefault("metadata", {})
+    if labels is not None and not meta.get("labels"):
+        meta["labels"] = dict(labels)
+
+
+def prepare_for_create(obj: dict) -> None:
+    """Generate the selector and template labels (unless spec.manualSelector), clear status.
+
+    metadata.uid must already be set. kube re-applies defaults whenever it reads a Job back
+    from storage, so a Job created without labels is answered with the generated template
+    labels as its own labels; we apply that here, once.
+    """
+    spec = obj.setdefault("spec", {})
+    if not spec.get("manualSelector"):
+        _generate_selector(obj)
+    obj["status"] = {}
+    _default_job_labels(obj)
+
+
+def _generate_selector(obj: dict) -> None:
+    meta, spec = obj.get("metadata") or {}, obj["spec"]
+    template = spec.setdefault("template", {})
+    labels = template.setdefault("metadata", {}).setdefault("labels", {})
+    # Labels the user set are kept: a conflicting value is then reported by validation.
+    for key in (LEGACY_JOB_NAME_LABEL, JOB_NAME_LABEL):
+        labels.setdefault(key, meta.get("name", ""))
+    for key in (LEGACY_CONTROLLER_UID_LABEL, CONTROLLER_UID_LABEL):
+        labels.setdefault(key, meta.get("uid", ""))
+    selector = spec.get("selector")
+    if not isinstance(selector, dict):
+        selector = spec["selector"] = {}
+    selector.setdefault("matchLabels", {}).setdefault(CONTROLLER_UID_LABEL, meta.get("uid", ""))
+
+
+# =======================================================================================
+# Validation: create
+# =======================================================================================
+
+def validate(obj: dict, require_prefixed_labels: bool = True) -> list[Cause]:
+    """ValidateJob minus ObjectMeta (the store validates metadata for every kind)."""
+    spec = obj.get("spec") or {}
+    meta = obj.get("metadata") or {}
+    causes = _validate_generated_selector(obj, require_prefixed_labels)
+    causes += validate_job_spec(spec, "spec")
+    completions = spec.get("completions")
+    if spec.get("completionMode") == "Indexed" and isinstance(completions, int) and completions > 0:
+        # Pods of an Indexed job are named "<job>-<index>" and use it as hostname.
+        hostname = f"{meta.get('name', '')}-{completions - 1}"
+        if v.is_dns1123_label(hostname):
+            causes.append(invalid("metadata.name", meta.get("name", ""),
+                                  f"will not able to create pod with invalid DNS label: {hostname}"))
+    return causes
+
+
+def _validate_generated_selector(obj: dict, require_prefixed_labels: bool) -> list[Cause]:
+    spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+    if spec.get("manualSelector") or spec.get("selector") is None:
+        return []     # a missing selector is reported by validate_job_spec
+    causes: list[Cause] = []
+    uid, name = meta.get("uid") or "", meta.get("name") or ""
+    if not uid:
+        causes.append(required("metadata.uid"))
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    wanted = [(LEGACY_CONTROLLER_UID_LABEL, uid), (LEGACY_JOB_NAME_LABEL, name)]
+    if require_prefixed_labels:
+        wanted += [(CONTROLLER_UID_LABEL, uid), (JOB_NAME_LABEL, name)]
+    for key, value in wanted:
+        path = f"spec.template.metadata.labels[{key}]"
+        if key not in labels:
+            causes.append(required(path, f"must be '{value}'"))
+        elif labels[key] != value:
+            causes.append(invalid(path, labels, f"must be '{value}'"))
+    if v.selector_matches(spec["selector"], dict(wanted)) is False:
+        causes.append(invalid("spec.selector", spec["selector"], "`selector` not auto-generated"))
+    return causes
+
+
+def validate_job_spec(spec: dict, path: str) -> list[Cause]:
+    causes = _validate_job_spec_fields(spec, path)
+    selector = spec.get("selector")
+    if selector is None:
+        causes.append(required(f"{path}.selector"))
+    else:
+        causes += v.validate_label_selector(selector, f"{path}.selector")
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if selector is not None and v.selector_matches(selector, template_labels) is False:
+        causes.append(invalid(f"{path}.template.metadata.labels", template_labels,
+                              "`selector` does not match template `labels`"))
+    return causes
+
+
+def _validate_job_spec_fields(spec: dict, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for key in ("parallelism", "completions", "activeDeadlineSeconds", "backoffLimit",
+                "ttlSecondsAfterFinished", "backoffLimitPerIndex", "maxFailedIndexes"):
+        if spec.get(key) is not None:
+            causes += v.validate_nonnegative(spec[key], f"{path}.{key}")
+        if key == "maxFailedIndexes" and spec.get(key) is not None and spec.get("backoffLimitPerIndex") is None:
+            causes.append(required(f"{path}.backoffLimitPerIndex", "when maxFailedIndexes is specified"))
+    managed_by = spec.get("managedBy")
+    if managed_by is not None:
+        causes += _validate_domain_prefixed_path(managed_by, f"{path}.managedBy")
+        if len(managed_by) > MAX_MANAGED_BY_LENGTH:
+            causes.append(v.too_long(f"{path}.managedBy", MAX_MANAGED_BY_LENGTH))
+    mode = spec.get("completionMode")
+    completions, parallelism = spec.get("completions"), spec.get("parallelism")
+    per_index, max_failed = spec.get("backoffLimitPerIndex"), spec.get("maxFailedIndexes")
+    if mode is not None and mode not in COMPLETION_MODES:
+        causes.append(not_supported(f"{path}.completionMode", mode, list(COMPLETION_MODES)))
+    if mode == "Indexed":
+        if completions is None:
+            causes.append(required(f"{path}.completions", "when completion mode is Indexed"))
+        if parallelism is not None and parallelism > MAX_PARALLELISM_INDEXED:
+            causes.append(invalid(f"{path}.parallelism", parallelism,
+                                  f"must be less than or equal to {MAX_PARALLELISM_INDEXED} "
+                                  "when completion mode is Indexed"))
+        if completions is not None and max_failed is not None and max_failed > completions:
+            causes.append(invalid(f"{path}.maxFailedIndexes", max_failed, "must be less than or equal to completions"))
+        if max_failed is not None and max_failed > MAX_FAILED_INDEXES:
+            causes.append(invalid(f"{path}.maxFailedIndexes", max_failed,
+                                  f"must be less than or equal to {MAX_FAILED_INDEXES}"))
+        if completions is not None and completions > COMPLETIONS_SOFT_LIMIT and per_index is not None:
+            if max_failed is None:
+                causes.append(required(f"{path}.maxFailedIndexes",
+                                       f"must be specified when completions is above {COMPLETIONS_SOFT_LIMIT}"))
+            if parallelism is not None and parallelism > PARALLELISM_LIMIT_HIGH_COMPLETIONS:
+                causes.append(invalid(f"{path}.parallelism", parallelism,
+                                      f"must be less than or equal to {PARALLELISM_LIMIT_HIGH_COMPLETIONS} when "
+                                      f"completions are above {COMPLETIONS_SOFT_LIMIT} and used with backoff "
+                                      "limit per index"))
+            if max_failed is not None and max_failed > MAX_FAILED_INDEXES_HIGH_COMPLETIONS:
+                causes.append(invalid(f"{path}.maxFailedIndexes", max_failed,
+                                      f"must be less than or equal to {MAX_FAILED_INDEXES_HIGH_COMPLETIONS} when "
+                                      f"completions are above {COMPLETIONS_SOFT_LIMIT} and used with backoff "
+                                      "limit per index"))
+    if mode in (None, "NonIndexed"):
+        if per_index is not None:
+            causes.append(invalid(f"{path}.backoffLimitPerIndex", per_index, "requires indexed completion mode"))
+        if max_failed is not None:
+            causes.append(invalid(f"{path}.maxFailedIndexes", max_failed, "requires indexed completion mode"))
+    if spec.get("podFailurePolicy") is not None:
+        causes += _validate_pod_failure_policy(spec, f"{path}.podFailurePolicy")
+    if spec.get("successPolicy") is not None:
+        if mode != "Indexed":
+            causes.append(invalid(f"{path}.successPolicy", spec["successPolicy"], "requires indexed completion mode"))
+        else:
+            causes += _validate_success_policy(spec, f"{path}.successPolicy")
+    replacement = spec.get("podReplacementPolicy")
+    if replacement is not None:
+        if spec.get("podFailurePolicy") is not None:
+            if replacement != "Failed":
+                causes.append(not_supported(f"{path}.podReplacementPolicy", replacement, ["Failed"]))
+        elif replacement not in POD_REPLACEMENT_POLICIES:
+            causes.append(not_supported(f"{path}.podReplacementPolicy", replacement, list(POD_REPLACEMENT_POLICIES)))
+    template = spec.get("template") or {}
+    causes += validate_pod_template(template, f"{path}.template")
+    restart = (template.get("spec") or {}).get("restartPolicy") or ""
+    restart_path = f"{path}.template.spec.restartPolicy"
+    if restart in ("", "Always"):
+        # The pod defaults turn "" into Always, so both read as "not set" for a Job.
+        causes.append(required(restart_path, 'valid values: "OnFailure", "Never"'))
+    elif restart not in ("OnFailure", "Never"):
+        causes.append(not_supported(restart_path, restart, ["OnFailure", "Never"]))
+    elif spec.get("podFailurePolicy") is not None and restart != "Never":
+        causes.append(invalid(restart_path, restart, 'only "Never" is supported when podFailurePolicy is specified'))
+    return causes
+
+
+def _validate_domain_prefixed_path(value: str, path: str) -> list[Cause]:
+    """IsDomainPrefixedPath, e.g. "kueue.x-k8s.io/multikueue"."""
+    if not value:
+        return [required(path)]
+    host, sep, rest = value.partition("/")
+    if not sep or not host or not rest:
+        return [invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
+    causes = v.validate_each(v.is_dns1123_subdomain(host), path, host)
+    if not v._full(v._HTTP_PATH, rest):
+        causes.append(invalid(path, rest, v.regex_error("Invalid path", v._HTTP_PATH.pattern[1:-1])))
+    return causes
+
+
+def _validate_pod_failure_policy(spec: dict, path: str) -> list[Cause]:
+    rules = spec["podFailurePolicy"].get("rules") or []
+    causes: list[Cause] = []
+    if len(rules) > MAX_POD_FAILURE_POLICY_RULES:
+        causes.append(too_many(f"{path}.rules", len(rules), MAX_POD_FAILURE_POLICY_RULES))
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    names = {c.get("name") for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or [])}
+    for i, rule in enumerate(rules):
+        rule_path = f"{path}.rules[{i}]"
+        action = rule.get("action") or ""
+        if not action:
+            causes.append(required(f"{rule_path}.action", "valid values: " + v.go_list(POD_FAILURE_ACTIONS)))
+        elif action == "FailIndex":
+            if spec.get("backoffLimitPerIndex") is None:
+                causes.append(invalid(f"{rule_path}.action", action, "requires the backoffLimitPerIndex to be set"))
+        elif action not in POD_FAILURE_ACTIONS:
+            causes.append(not_supported(f"{rule_path}.action", action, list(POD_FAILURE_ACTIONS)))
+        on_exit, on_conditions = rule.get("onExitCodes"), rule.get("onPodConditions") or []
+        if on_exit is not None:
+            causes += _validate_on_exit_codes(on_exit, f"{rule_path}.onExitCodes", names)
+        if on_conditions:
+            causes += _validate_on_pod_conditions(on_conditions, f"{rule_path}.onPodConditions")
+        if on_exit is not None and on_conditions:
+            causes.append(v.invalid_no_value(rule_path, "specifying both OnExitCodes and OnPodConditions is not supported"))
+        if on_exit is None and not on_conditions:
+            causes.append(v.invalid_no_value(rule_path, "specifying one of OnExitCodes and OnPodConditions is required"))
+    return causes
+
+
+def _validate_on_exit_codes(req: dict, path: str, container_names: set) -> list[Cause]:
+    causes: list[Cause] = []
+    operator = req.get("operator") or ""
+    if not operator:
+        causes.append(required(f"{path}.operator", "valid values: " + v.go_list(EXIT_CODE_OPERATORS)))
+    elif operator not in EXIT_CODE_OPERATORS:
+        causes.append(not_supported(f"{path}.operator", operator, list(EXIT_CODE_OPERATORS)))
+    if req.get("containerName") is not None and req["containerName"] not in container_names:
+        causes.append(invalid(f"{path}.containerName", req["containerName"],
+                              "must be one of the container or initContainer names in the pod template"))
+    values = req.get("values") or []
+    if not values:
+        causes.append(invalid(f"{path}.values", values, "at least one value is required"))
+    elif len(values) > MAX_EXIT_CODE_VALUES:
+        causes.append(too_many(f"{path}.values", len(values), MAX_EXIT_CODE_VALUES))
+    seen: set[int] = set()
+    for j, code in enumerate(values):
+        if operator == "In" and code == 0:
+            causes.append(invalid(f"{path}.values[{j}]", code, "must not be 0 for the In operator"))
+        if code in seen:
+            causes.append(duplicate(f"{path}.values[{j}]", code))
+        seen.add(code)
+    if any(a > b for a, b in zip(values, values[1:])):
+        causes.append(invalid(f"{path}.values", values, "must be ordered"))
+    return causes
+
+
+def _validate_on_pod_conditions(patterns: list, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    if len(patterns) > MAX_POD_CONDITION_PATTERNS:
+        causes.append(too_many(path, len(patterns), MAX_POD_CONDITION_PATTERNS))
+    for j, pattern in enumerate(patterns):
+        causes += v.validate_qualified_name(pattern.get("type") or "", f"{path}[{j}].type")
+        status = pattern.get("status") or ""
+        if not status:
+            causes.append(required(f"{path}[{j}].status", "valid values: " + v.go_list(CONDITION_STATUSES)))
+        elif status not in CONDITION_STATUSES:
+            causes.append(not_supported(f"{path}[{j}].status", status, list(CONDITION_STATUSES)))
+    return causes
+
+
+def _validate_success_policy(spec: dict, path: str) -> list[Cause]:
+    rules = spec["successPolicy"].get("rules") or []
+    causes: list[Cause] = []
+    if not rules:
+        causes.append(required(f"{path}.rules", "at least one rules must be specified when the successPolicy is specified"))
+    if len(rules) > MAX_SUCCESS_POLICY_RULES:
+        causes.append(too_many(f"{path}.rules", len(rules), MAX_SUCCESS_POLICY_RULES))
+    completions = spec.get("completions")
+    for i, rule in enumerate(rules):
+        rule_path = f"{path}.rules[{i}]"
+        count, indexes = rule.get("succeededCount"), rule.get("succeededIndexes")
+        if count is None and indexes is None:
+            causes.append(required(rule_path, "at least one of succeededCount or succeededIndexes must be specified"))
+        total = 0
+        if indexes is not None and completions is not None:
+            if len(indexes) > MAX_SUCCEEDED_INDEXES_LENGTH:
+                causes.append(v.too_long(f"{rule_path}.succeededIndexes", MAX_SUCCEEDED_INDEXES_LENGTH))
+            try:
+                total = count_indexes(indexes, completions)
+            except ValueError as exc:
+                causes.append(invalid(f"{rule_path}.succeededIndexes", indexes, f"error parsing succeededIndexes: {exc}"))
+        if count is not None and completions is not None:
+            count_path = f"{rule_path}.succeededCount"
+            causes += v.validate_nonnegative(count, count_path)
+            if count > completions:
+                causes.append(invalid(count_path, count, f"must be less than or equal to {completions} "
+                                                         "(the number of specified completions)"))
+            if indexes is not None and count > total:
+                causes.append(invalid(count_path, count, f"must be less than or equal to {total} "
+                                                         "(the number of indexes in the specified succeededIndexes field)"))
+    return causes
+
+
+def parse_index_intervals(text: str, completions: int) -> list[tuple[int, int]]:
+    """"1,3-5,7" -> [(1, 1), (3, 5), (7, 7)]: increasing, below completions, or ValueError
+    with kube's message."""
+    if not text:
+        return []
+    out: list[tuple[int, int]] = []
+    for interval in text.split(","):
+        first, last = _parse_interval(interval, completions)
+        if out and out[-1][1] >= first:
+            raise ValueError(f"non-increasing order, previous: {out[-1][1]}, current: {first}")
+        out.append((first, last))
+    return out
+
+
+def _parse_interval(interval: str, completions: int) -> tuple[int, int]:
+    parts = interval.split("-")
+    if len(parts) > 2:
+        raise ValueError(f'the fragment "{interval}" violates the requirement that an index interval '
+                         "can have at most two parts separated by '-'")
+    numbers = []
+    for part in parts:
+        number = _go_atoi(part)
+        if number is None:
+            raise ValueError(f'cannot convert string to integer for index: "{part}"')
+        if number >= completions:
+            raise ValueError(f'too large index: "{part}"')
+        numbers.append(number)
+    if len(numbers) == 2 and numbers[0] >= numbers[1]:
+        raise ValueError(f"non-increasing order, previous: {numbers[0]}, current: {numbers[1]}")
+    return numbers[0], numbers[-1]
+
+
+def _go_atoi(text: str) -> int | None:
+    """strconv.Atoi: optional sign, ASCII digits."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not (body.isdigit() and body.isascii()):
+        return None
+    return int(text)
+
+
+def count_indexes(text: str, completions: int) -> int:
+    return sum(last - first + 1 for first, last in parse_index_intervals(text, completions))
+
+
+# =======================================================================================
+# Validation: update
+# =======================================================================================
+
+def validate_update(new: dict, old: dict) -> list[Cause]:
+    """ValidateJobSpecUpdate's immutability rules (validate(new) has run already)."""
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    causes = _validate_completions_update(spec, old_spec)
+    causes += v.validate_immutable(spec.get("selector"), old_spec.get("selector"), "spec.selector")
+    causes += _validate_template_update(spec, old_spec, old)
+    for key in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
+        causes += v.validate_immutable(spec.get(key), old_spec.get(key), f"spec.{key}")
+    return causes
+
+
+def _validate_completions_update(spec: dict, old_spec: dict) -> list[Cause]:
+    """completions is immutable, except that an Indexed job may be scaled ("elastic") by
+    changing completions and parallelism together, keeping them equal."""
+    new_value, old_value = spec.get("completions"), old_spec.get("completions")
+    if spec.get("completionMode") != "Indexed":
+        return v.validate_immutable(new_value, old_value, "spec.completions")
+    if new_value == old_value or new_value is None:
+        return []
+    if new_value != spec.get("parallelism"):
+        return [invalid("spec.completions", new_value, "can only be modified in tandem with spec.parallelism")]
+    return []
+
+
+def _validate_template_update(spec: dict, old_spec: dict, old: dict) -> list[Cause]:
+    """The template is immutable, except its scheduling directives (node affinity, node
+    selector, tolerations, labels, annotations, scheduling gates) while the job is suspended
+    and has never started."""
+    template = spec.get("template") or {}
+    old_template = old_spec.get("template") or {}
+    suspended = bool(old_spec.get("suspend"))
+    never_started = not (old.get("status") or {}).get("startTime")
+    if suspended and never_started:
+        old_template = copy.deepcopy(old_template)
+        new_pod, old_pod = template.get("spec") or {}, old_template.setdefault("spec", {})
+        new_affinity, old_affinity = new_pod.get("affinity"), old_pod.get("affinity")
+        if new_affinity is None and old_affinity is not None:
+            # Clearing affinity is allowed if node affinity was all it had.
+            old_affinity.pop("nodeAffinity", None)
+            if not v._strip_empty(old_affinity):
+                old_pod.pop("affinity", None)
+        elif new_affinity is not None and old_affinity is None:
+            old_pod["affinity"] = {"nodeAffinity": new_affinity.get("nodeAffinity")}
+        elif new_affinity is not None:
+            old_affinity["nodeAffinity"] = new_affinity.get("nodeAffinity")
+        for key in ("nodeSelector", "tolerations", "schedulingGates"):
+            _copy_key(new_pod, old_pod, key)
+        old_meta = old_template.setdefault("metadata", {})
+        for key in ("labels", "annotations"):
+            _copy_key(template.get("metadata") or {}, old_meta, key)
+    return v.validate_immutable(template, old_template, "spec.template")
+
+
+def _copy_key(source: dict, target: dict, key: str) -> None:
+    if key in source:
+        target[key] = copy.deepcopy(source[key])
+    else:
+        target.pop(key, None)
+
+
+# =======================================================================================
+# Validation: /status
+# =======================================================================================
+
+def _condition_true(job: dict, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def _is_finished(job: dict) -> bool:
+    return _condition_true(job, "Complete") or _condition_true(job, "Failed")
+
+
+def validate_status_update(new: dict, old: dict) -> list[Cause]:
+    """ValidateJobStatusUpdate with 1.32's options (JobManagedBy on): most transition rules
+    apply only when the fields they look at change, so that a status which is already off can
+    still be updated in unrelated ways."""
+    status, old_status = new.get("status") or {}, old.get("status") or {}
+    spec = new.get("spec") or {}
+    changed = {key: not v.semantic_equal(status.get(key), old_status.get(key))
+               for key in ("completedIndexes", "failedIndexes", "active", "startTime", "completionTime",
+                           "uncountedTerminatedPods", "ready", "terminating")}
+    flips = {kind: _condition_true(new, kind) != _condition_true(old, kind)
+             for kind in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet")}
+    finished_changed = _is_finished(new) != _is_finished(old)
+    is_indexed = spec.get("completionMode") == "Indexed"
+    causes = _validate_status_fields(new, {
+        "completed_indexes": changed["completedIndexes"],
+        "failed_indexes": changed["failedIndexes"],
+        "completed_indexes_non_indexed": changed["completedIndexes"],
+        "failed_indexes_no_per_index": changed["failedIndexes"],
+        "overlap": changed["failedIndexes"] or changed["completedIndexes"],
+        "failed_without_target": flips["Failed"] or changed["failedIndexes"],
+        "complete_without_criteria": flips["Complete"] or flips["SuccessCriteriaMet"],
+        "finished_with_active": finished_changed or changed["active"],
+        "finished_without_start": finished_changed or changed["startTime"],
+        "finished_with_uncounted": finished_changed or changed["uncountedTerminatedPods"],
+        "completion_before_start": changed["startTime"] or changed["completionTime"],
+        "not_complete_with_completion_time": flips["Complete"] or changed["completionTime"],
+        "complete_without_completion_time": flips["Complete"] or changed["completionTime"],
+        "complete_and_failed": flips["Complete"] or flips["Failed"],
+        "complete_and_failure_target": flips["Complete"] or flips["FailureTarget"],
+        "ready_above_active": changed["ready"] or changed["active"],
+        "finished_with_terminating": finished_changed or changed["terminating"],
+    })
+    for kind in ("Failed", "Complete", "FailureTarget"):
+        if _condition_true(old, kind) and not _condition_true(new, kind):
+            causes.append(v.invalid_no_value("status.conditions", f"cannot disable the terminal {kind}=True condition"))
+    if _int(status.get("failed")) < _int(old_status.get("failed")):
+        causes.append(invalid("status.failed", _int(status.get("failed")), "cannot decrease the failed counter"))
+    # An elastic Indexed job scaled down may lose succeeded pods.
+    may_decrease = is_indexed and spec.get("completions") == spec.get("parallelism")
+    if not may_decrease and _int(status.get("succeeded")) < _int(old_status.get("succeeded")):
+        causes.append(invalid("status.succeeded", _int(status.get("succeeded")), "cannot decrease the succeeded counter"))
+    new_completion, old_completion = status.get("completionTime"), old_status.get("completionTime")
+    if new_completion and old_completion and not _same_time(new_completion, old_completion):
+        causes.append(invalid("status.completionTime", new_completion, "completionTime cannot be mutated"))
+    old_start = old_status.get("startTime")
+    if changed["startTime"] and old_start and not _same_time(old_start, status.get("startTime")) \
+            and not spec.get("suspend"):
+        causes.append(required("status.startTime", "startTime cannot be removed for unsuspended job"))
+    if _condition_true(old, "SuccessCriteriaMet") and not _condition_true(new, "SuccessCriteriaMet"):
+        causes.append(v.invalid_no_value("status.conditions", "cannot disable the SuccessCriteriaMet=True condition"))
+    if _condition_true(old, "Complete") and not _condition_true(old, "SuccessCriteriaMet") \
+            and _condition_true(new, "SuccessCriteriaMet"):
+        causes.append(v.invalid_no_value("status.conditions",
+                                         "cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions"))
+    return causes
+
+
+def _same_time(a: Any, b: Any) -> bool:
+    if not a or not b:
+        return not a and not b
+    ta, tb = v.parse_time_lenient(a), v.parse_time_lenient(b)
+    return ta == tb if ta and tb else a == b
+
+
+def _validate_status_fields(job: dict, rules: dict[str, bool]) -> list[Cause]:
+    """validateJobStatus: counters, then each enabled rule."""
+    status, spec = job.get("status") or {}, job.get("spec") or {}
+    path = "status"
+    causes: list[Cause] = []
+    for key in ("active", "succeeded", "failed", "ready", "terminating"):
+        if status.get(key) is not None:
+            causes += v.validate_nonnegative(status[key], f"{path}.{key}")
+    uncounted = status.get("uncountedTerminatedPods") or {}
+    seen: set[str] = set()
+    for key in ("succeeded", "failed"):
+        for i, uid in enumerate(uncounted.get(key) or []):
+            item = f"{path}.uncountedTerminatedPods.{key}[{i}]"
+            if not uid:
+                causes.append(invalid(item, uid, "must not be empty"))
+            elif uid in seen:
+                causes.append(duplicate(item, uid))
+            else:
+                seen.add(uid)
+    complete, failed = _condition_true(job, "Complete"), _condition_true(job, "Failed")
+    failure_target = _condition_true(job, "FailureTarget")
+    criteria_met = _condition_true(job, "SuccessCriteriaMet")
+    finished = complete or failed
+    conditions = f"{path}.conditions"
+    start, completion = status.get("startTime"), status.get("completionTime")
+    if rules["complete_and_failed"] and complete and failed:
+        causes.append(v.invalid_no_value(conditions, "cannot set Complete=True and Failed=true conditions"))
+    if rules["complete_and_failure_target"] and complete and failure_target:
+        causes.append(v.invalid_no_value(conditions, "cannot set Complete=True and FailureTarget=true conditions"))
+    if rules["not_complete_with_completion_time"] and completion and not complete:
+        causes.append(invalid(f"{path}.completionTime", completion,
+                              "cannot set completionTime when there is no Complete=True condition"))
+    if rules["complete_without_completion_time"] and not completion and complete:
+        causes.append(required(f"{path}.completionTime", "completionTime is required for Complete jobs"))
+    if rules["completion_before_start"] and start and completion:
+        ts, tc = v.parse_time_lenient(start), v.parse_time_lenient(completion)
+        if ts and tc and tc < ts:
+            causes.append(invalid(f"{path}.completionTime", completion, "completionTime cannot be set before startTime"))
+    if rules["failed_without_target"] and failed and not failure_target:
+        causes.append(v.invalid_no_value(conditions,
+                                         "cannot set Failed=True condition without the FailureTarget=true condition"))
+    if rules["complete_without_criteria"] and complete and not criteria_met:
+        causes.append(v.invalid_no_value(conditions,
+                                         "cannot set Complete=True condition without the SuccessCriteriaMet=true condition"))
+    active = _int(status.get("active"))
+    if rules["finished_with_active"] and active > 0 and finished:
+        causes.append(invalid(f"{path}.active", active, "active>0 is invalid for finished job"))
+    if rules["finished_without_start"] and not start and finished:
+        causes.append(required(f"{path}.startTime", "startTime is required for finished job"))
+    if rules["finished_with_uncounted"] and finished and (uncounted.get("succeeded") or uncounted.get("failed")):
+        causes.append(invalid(f"{path}.uncountedTerminatedPods", uncounted,
+                              "uncountedTerminatedPods needs to be empty for finished job"))
+    completions = spec.get("completions")
+    completed_indexes = status.get("completedIndexes") or ""
+    failed_indexes = status.get("failedIndexes")
+    if rules["completed_indexes"] and completions is not None:
+        try:
+            parse_index_intervals(completed_indexes, completions)
+        except ValueError as exc:
+            causes.append(invalid(f"{path}.completedIndexes", completed_indexes,
+                                  f"error parsing completedIndexes: {exc}"))
+    if rules["failed_indexes"] and completions is not None and spec.get("backoffLimitPerIndex") is not None \
+            and failed_indexes is not None:
+        try:
+            parse_index_intervals(failed_indexes, completions)
+        except ValueError as exc:
+            causes.append(invalid(f"{path}.failedIndexes", failed_indexes, f"error parsing failedIndexes: {exc}"))
+    is_indexed = spec.get("completionMode") == "Indexed"
+    if rules["completed_indexes_non_indexed"] and completed_indexes and not is_indexed:
+        causes.append(invalid(f"{path}.completedIndexes", completed_indexes,
+                              "cannot set non-empty completedIndexes when non-indexed completion mode"))
+    if rules["failed_indexes_no_per_index"] and spec.get("backoffLimitPerIndex") is None and failed_indexes is not None:
+        causes.append(invalid(f"{path}.failedIndexes", failed_indexes,
+                              "cannot set non-null failedIndexes when backoffLimitPerIndex is null"))
+    if rules["overlap"] and completions is not None and failed_indexes:
+        overlap = _first_overlap(completed_indexes, failed_indexes, completions)
+        if overlap is not None:
+            causes.append(invalid(f"{path}.failedIndexes", failed_indexes,
+                                  f"failedIndexes and completedIndexes overlap at index: {overlap}"))
+    terminating = status.get("terminating")
+    if rules["finished_with_terminating"] and terminating and terminating > 0 and finished:
+        causes.append(invalid(f"{path}.terminating", terminating, "terminating>0 is invalid for finished job"))
+    ready = status.get("ready")
+    if rules["ready_above_active"] and ready is not None and ready > active:
+        causes.append(invalid(f"{path}.ready", ready, "cannot set more ready pods than active"))
+    if criteria_met and failed:
+        causes.append(v.invalid_no_value(conditions, "cannot set SuccessCriteriaMet=True and Failed=true conditions"))
+    if criteria_met and failure_target:
+        causes.append(v.invalid_no_value(conditions,
+                                         "cannot set SuccessCriteriaMet=True and FailureTarget=true conditions"))
+    if spec.get("successPolicy") is not None and not criteria_met and complete:
+        causes.append(v.invalid_no_value(conditions,
+                                         "cannot set Complete=True for Job with SuccessPolicy unless SuccessCriteriaMet=True"))
+    return causes
+
+
+def _first_overlap(completed: str, failed: str, completions: int) -> int | None:
+    """The first index in both lists (malformed intervals are skipped: the format checks
+    report them)."""
+    def intervals(text: str) -> list[tuple[int, int]]:
+        out = []
+        for piece in text.split(",") if text else []:
+            try:
+                out.append(_parse_interval(piece, completions))
+            except ValueError:
+                continue
+        return out
+
+    for cx, cy in intervals(completed):
+        for fx, fy in intervals(failed):
+            if cx <= fy and fx <= cy:
+                return max(cx, fx)
+    return None
+
+
+# =======================================================================================
+# The pod template (core/v1 PodTemplateSpec): defaults
+# =======================================================================================
+
+def default_pod_template(template: dict) -> None:
+    pod = template.get("spec")
+    if not isinstance(pod, dict):
+        pod = template["spec"] = {}
+    default_pod_spec(pod)
+
+
+def default_pod_spec(pod: dict) -> None:
+    """SetDefaults_PodSpec and the defaults of what it contains (containers, probes, ports,
+    volumes, env), as kube-apiserver fills them for a pod template."""
+    pod.setdefault("dnsPolicy", "ClusterFirst")
+    pod.setdefault("restartPolicy", "Always")   # a Job then rejects it, as kube does
+    if not isinstance(pod.get("securityContext"), dict):
+        pod["securityContext"] = {}
+    pod.setdefault("terminationGracePeriodSeconds", 30)
+    pod.setdefault("schedulerName", "default-scheduler")
+    # serviceAccount is the deprecated spelling of serviceAccountName; kube answers both.
+    if not pod.get("serviceAccountName") and pod.get("serviceAccount"):
+        pod["serviceAccountName"] = pod["serviceAccount"]
+    if pod.get("serviceAccountName"):
+        pod["serviceAccount"] = pod["serviceAccountName"]
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for container in pod.get(kind) or []:
+            _default_container(container)
+    for volume in pod.get("volumes") or []:
+        _default_volume(volume)
+
+
+def _default_container(container: dict) -> None:
+    if not container.get("imagePullPolicy"):
+        container["imagePullPolicy"] = "Always" if image_tag(container.get("image") or "") == "latest" else "IfNotPresent"
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    if not isinstance(container.get("resources"), dict):
+        container["resources"] = {}      # a struct, never omitted on the wire
+    for port in container.get("ports") or []:
+        if not port.get("protocol"):
+            port["protocol"] = "TCP"
+    for env in container.get("env") or []:
+        field_ref = (env.get("valueFrom") or {}).get("fieldRef")
+        if isinstance(field_ref, dict) and not field_ref.get("apiVersion"):
+            field_ref["apiVersion"] = "v1"
+    for probe_key in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = container.get(probe_key)
+        if isinstance(probe, dict):
+            for key, value in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1),
+                               ("failureThreshold", 3)):
+                if not probe.get(key):
+                    probe[key] = value
+            _default_handler(probe)
+    for hook in ("postStart", "preStop"):
+        handler = (container.get("lifecycle") or {}).get(hook)
+        if isinstance(handler, dict):
+            _default_handler(handler)
+
+
+def _default_handler(handler: dict) -> None:
+    http_get = handler.get("httpGet")
+    if isinstance(http_get, dict):
+        http_get.setdefault("path", "/")
+        http_get.setdefault("scheme", "HTTP")
+
+
+_VOLUME_SOURCES = ("emptyDir", "hostPath", "gitRepo", "gcePersistentDisk", "awsElasticBlockStore", "secret",
+                   "nfs", "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "quobyte", "cinder", "cephfs",
+                   "flocker", "downwardAPI", "fc", "flexVolume", "configMap", "azureFile", "vsphereVolume",
+                   "photonPersistentDisk", "portworxVolume", "azureDisk", "storageos", "projected", "scaleIO",
+                   "csi", "ephemeral", "image")   # in the order kube counts them
+
+
+def _default_volume(volume: dict) -> None:
+    if not any(volume.get(k) is not None for k in _VOLUME_SOURCES):
+        volume["emptyDir"] = {}
+    for key in ("secret", "configMap", "downwardAPI", "projected"):
+        source = volume.get(key)
+        if isinstance(source, dict) and source.get("defaultMode") is None:
+            source["defaultMode"] = 0o644
+    for projection in (volume.get("projected") or {}).get("sources") or []:
+        token = projection.get("serviceAccountToken")
+        if isinstance(token, dict) and token.get("expirationSeconds") is None:
+            token["expirationSeconds"] = 3600
+    host_path = volume.get("hostPath")
+    if isinstance(host_path, dict) and host_path.get("type") is None:
+        host_path["type"] = ""
+    claim = ((volume.get("ephemeral") or {}).get("volumeClaimTemplate") or {}).get("spec")
+    if isinstance(claim, dict) and claim.get("volumeMode") is None:
+        claim["volumeMode"] = "Filesystem"
+
+
+_TAG = re.compile(r"[\w][\w.-]{0,127}")
+
+
+def image_tag(image: str) -> str:
+    """The tag kube's image-name parser finds: "latest" when there is neither tag nor
+    digest; "" for a digest-only reference or a name it cannot parse (so that the pull
+    policy becomes IfNotPresent, as kube decides)."""
+    name, _, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    repository, _, tag = name.rpartition(":") if ":" in last else (name, "", "")
+    first, slash, rest = repository.partition("/")
+    # A first component that looks like a registry host may have capitals; the path may not.
+    path = rest if slash and ("." in first or ":" in first or first == "localhost" or first != first.lower()) \
+        else repository
+    if not repository or path != path.lower() or any(c.isspace() for c in image):
+        return ""
+    if ":" in last and not v._full(_TAG, tag):
+        return ""
+    if not tag:
+        return "" if digest else "latest"
+    return tag
+
+
+# =======================================================================================
+# The pod template: validation (the parts of ValidatePodTemplateSpec a Job relies on)
+# =======================================================================================
+
+_STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+_STANDARD_RESOURCES = _STANDARD_CONTAINER_RESOURCES | {
+    "requests.cpu", "requests.memory", "requests.ephemeral-storage", "requests.storage",
+    "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods", "services",
+    "replicationcontrollers", "resourcequotas", "secrets", "configmaps", "persistentvolumeclaims",
+    "storage", "services.nodeports", "services.loadbalancers"}
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+_TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_ENV_FIELD_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName",
+                    "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP",
+                    "status.podIPs")
+_PROTOCOLS = ("SCTP", "TCP", "UDP")
+
+
+def validate_pod_template(template: dict, path: str) -> list[Cause]:
+    meta = template.get("metadata") or {}
+    # kube reports template labels/annotations on <path>.labels, without ".metadata".
+    causes = v.validate_labels(meta.get("labels"), f"{path}.labels")
+    causes += v.validate_annotations(meta.get("annotations"), f"{path}.annotations")
+    pod = template.get("spec") or {}
+    causes += validate_pod_spec(pod, f"{path}.spec")
+    if pod.get("ephemeralContainers"):
+        causes.append(forbidden(f"{path}.spec.ephemeralContainers", "ephemeral containers not allowed in pod template"))
+    return causes
+
+
+def validate_pod_spec(pod: dict, path: str) -> list[Cause]:
+    volume_names, causes = _validate_volumes(pod.get("volumes") or [], f"{path}.volumes")
+    containers = pod.get("containers") or []
+    if not containers:
+        causes.append(required(f"{path}.containers"))
+    names: set[str] = set()
+    for i, container in enumerate(containers):
+        cpath = f"{path}.containers[{i}]"
+        causes += _validate_container(container, volume_names, cpath)
+        if container.get("name") in names:
+            causes.append(duplicate(f"{cpath}.name", container.get("name")))
+        names.add(container.get("name"))
+        if container.get("restartPolicy") is not None:
+            causes.append(forbidden(f"{cpath}.restartPolicy", "may not be set for non-init containers"))
+    for i, container in enumerate(pod.get("initContainers") or []):
+        cpath = f"{path}.initContainers[{i}]"
+        causes += _validate_container(container, volume_names, cpath)
+        if container.get("name") in names:
+            causes.append(duplicate(f"{cpath}.name", container.get("name")))
+        names.add(container.get("name"))
+        policy = container.get("restartPolicy")
+        if policy is not None and policy != "Always":
+            causes.append(not_supported(f"{cpath}.restartPolicy", policy, ["Always"]))
+    causes += _one_of(pod.get("restartPolicy") or "", _RESTART_POLICIES, f"{path}.restartPolicy")
+    dns_policy = pod.get("dnsPolicy") or ""
+    causes += _one_of(dns_policy, _DNS_POLICIES, f"{path}.dnsPolicy")
+    if dns_policy == "None" and pod.get("dnsConfig") is None:
+        causes.append(required(f"{path}.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None"))
+    causes += v.validate_labels(pod.get("nodeSelector"), f"{path}.nodeSelector")
+    for key, fn in (("serviceAccountName", v.name_is_dns_subdomain), ("nodeName", v.name_is_dns_subdomain),
+                    ("priorityClassName", v.name_is_dns_subdomain), ("hostname", v.name_is_dns_label),
+                    ("subdomain", v.name_is_dns_label)):
+        if pod.get(key):
+            causes += v.validate_each(fn(pod[key]), f"{path}.{key}", pod[key])
+    deadline = pod.get("activeDeadlineSeconds")
+    if deadline is not None and not 1 <= deadline <= MAX_INT32:
+        causes.append(invalid(f"{path}.activeDeadlineSeconds", deadline, v.inclusive_range_error(1, MAX_INT32)))
+    for i, toleration in enumerate(pod.get("tolerations") or []):
+        causes += _validate_toleration(toleration, f"{path}.tolerations[{i}]")
+    gates: set[str] = set()
+    for i, gate in enumerate(pod.get("schedulingGates") or []):
+        causes += v.validate_qualified_name(gate.get("name") or "", f"{path}.schedulingGates[{i}].name")
+        if gate.get("name") in gates:
+            causes.append(duplicate(f"{path}.schedulingGates[{i}].name", gate.get("name")))
+        gates.add(gate.get("name"))
+    return causes
+
+
+def _one_of(value: str, allowed: tuple, path: str) -> list[Cause]:
+    if not value:
+        return [required(path)]
+    if value not in allowed:
+        return [not_supported(path, value, list(allowed))]
+    return []
+
+
+def _validate_volumes(volumes: list, path: str) -> tuple[set[str], list[Cause]]:
+    names: set[str] = set()
+    causes: list[Cause] = []
+    for i, volume in enumerate(volumes):
+        vpath = f"{path}[{i}]"
+        found: list[Cause] = []
+        sources = [k for k in _VOLUME_SOURCES if volume.get(k) is not None]
+        if not sources:
+            found.append(required(vpath, "must specify a volume type"))
+        for extra in sources[1:]:
+            found.append(forbidden(f"{vpath}.{extra}", "may not specify more than 1 volume type"))
+        if sources:
+            found += _validate_volume_source(sources[0], volume[sources[0]], f"{vpath}.{sources[0]}")
+        name = volume.get("name") or ""
+        if not name:
+            found.append(required(f"{vpath}.name"))
+        else:
+            found += v.validate_dns1123_label(name, f"{vpath}.name")
+        if name in names:
+            found.append(duplicate(f"{vpath}.name", name))
+        if not found:
+            names.add(name)       # only valid volumes can be mounted, as in kube
+        causes += found
+    return names, causes
+
+
+def _validate_volume_source(kind: str, source: dict, path: str) -> list[Cause]:
+    required_key = {"secret": "secretName", "configMap": "name", "persistentVolumeClaim": "claimName",
+                    "hostPath": "path", "nfs": "path"}.get(kind)
+    causes = []
+    if required_key and not source.get(required_key):
+        causes.append(required(f"{path}.{required_key}"))
+    mode = source.get("defaultMode")
+    if mode is not None and not 0 <= mode <= 0o777:
+        causes.append(invalid(f"{path}.defaultMode", mode, "must be a number between 0 and 0777 (octal), both inclusive"))
+    if kind == "emptyDir" and source.get("sizeLimit") is not None:
+        try:
+            if v.parse_quantity(source["sizeLimit"]).sign() < 0:
+                causes.append(forbidden(f"{path}.sizeLimit", "SizeLimit field must be a valid resource quantity"))
+        except v.FormatError:
+            pass
+    return causes
+
+
+def _validate_container(container: dict, volume_names: set[str], path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    name = container.get("name") or ""
+    if not name:
+        causes.append(required(f"{path}.name"))
+    else:
+        causes += v.validate_dns1123_label(name, f"{path}.name")
+    if not container.get("image"):
+        causes.append(required(f"{path}.image"))
+    policy = container.get("terminationMessagePolicy") or ""
+    if not policy:
+        causes.append(required(f"{path}.terminationMessagePolicy", "must be 'File' or 'FallbackToLogsOnError'"))
+    elif policy not in _TERMINATION_MESSAGE_POLICIES:
+        causes.append(not_supported(f"{path}.terminationMessagePolicy", policy, list(_TERMINATION_MESSAGE_POLICIES)))
+    causes += _validate_container_ports(container.get("ports") or [], f"{path}.ports")
+    causes += _validate_env(container.get("env") or [], f"{path}.env")
+    causes += _validate_env_from(container.get("envFrom") or [], f"{path}.envFrom")
+    causes += _validate_volume_mounts(container.get("volumeMounts") or [], volume_names, f"{path}.volumeMounts")
+    causes += _one_of(container.get("imagePullPolicy") or "", _PULL_POLICIES, f"{path}.imagePullPolicy")
+    causes += _validate_resources(container.get("resources") or {}, f"{path}.resources")
+    for key in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if isinstance(container.get(key), dict):
+            causes += _validate_probe(container[key], f"{path}.{key}", must_succeed_once=key != "readinessProbe")
+    for hook in ("postStart", "preStop"):
+        handler = (container.get("lifecycle") or {}).get(hook)
+        if isinstance(handler, dict):
+            causes += _validate_handler(handler, f"{path}.lifecycle.{hook}")
+    return causes
+
+
+def _validate_container_ports(ports: list, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    names: set[str] = set()
+    for i, port in enumerate(ports):
+        ppath = f"{path}[{i}]"
+        name = port.get("name") or ""
+        if name:
+            errs = v.is_valid_port_name(name)
+            if errs:
+                causes += v.validate_each(errs, f"{ppath}.name", name)
+            elif name in names:
+                causes.append(duplicate(f"{ppath}.name", name))
+            else:
+                names.add(name)
+        number = port.get("containerPort", 0)
+        if number == 0:
+            causes.append(required(f"{ppath}.containerPort"))
+        else:
+            causes += v.validate_each(v.is_valid_port_num(number), f"{ppath}.containerPort", number)
+        if port.get("hostPort"):
+            causes += v.validate_each(v.is_valid_port_num(port["hostPort"]), f"{ppath}.hostPort", port["hostPort"])
+        causes += _one_of(port.get("protocol") or "", _PROTOCOLS, f"{ppath}.protocol")
+    return causes
+
+
+def _validate_env(env: list, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, var in enumerate(env):
+        epath = f"{path}[{i}]"
+        name = var.get("name") or ""
+        if not name:
+            causes.append(required(f"{epath}.name"))
+        else:
+            causes += v.validate_each(v.is_relaxed_env_var_name(name), f"{epath}.name", name)
+        value_from = var.get("valueFrom")
+        if value_from is None:
+            continue
+        fpath = f"{epath}.valueFrom"
+        sources = [k for k in ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
+                   if value_from.get(k) is not None]
+        if "fieldRef" in sources:
+            causes += _validate_field_ref(value_from["fieldRef"], f"{fpath}.fieldRef")
+        if "resourceFieldRef" in sources and not value_from["resourceFieldRef"].get("resource"):
+            causes.append(required(f"{fpath}.resourceFieldRef.resource"))
+        for key in ("configMapKeyRef", "secretKeyRef"):
+            if key in sources:
+                causes += _validate_key_selector(value_from[key], f"{fpath}.{key}")
+        if not sources:
+            causes.append(invalid(fpath, "", "must specify one of: `fieldRef`, `resourceFieldRef`, "
+                                             "`configMapKeyRef` or `secretKeyRef`"))
+        elif var.get("value"):
+            causes.append(invalid(fpath, "", "may not be specified when `value` is not empty"))
+        elif len(sources) > 1:
+            causes.append(invalid(fpath, "", "may not have more than one field specified at a time"))
+    return causes
+
+
+def _validate_field_ref(ref: dict, path: str) -> list[Cause]:
+    if not ref.get("apiVersion"):
+        return [required(f"{path}.apiVersion")]
+    field_path = ref.get("fieldPath") or ""
+    if not field_path:
+        return [required(f"{path}.fieldPath")]
+    if ref["apiVersion"] != "v1":
+        return [invalid(f"{path}.fieldPath", field_path,
+                        f"error converting fieldPath: unsupported pod version: {ref['apiVersion']}")]
+    if field_path.endswith("']") and "['" in field_path:
+        base, _, rest = field_path.partition("['")
+        key = rest[:-2]
+        if base == "metadata.annotations":
+            return v.validate_qualified_name(key.lower(), path)
+        if base == "metadata.labels":
+            return v.validate_qualified_name(key, path)
+        return [invalid(path, base, "does not support subscript")]
+    if field_path not in _ENV_FIELD_PATHS:
+        return [not_supported(f"{path}.fieldPath", field_path, sorted(_ENV_FIELD_PATHS))]
+    return []
+
+
+def _validate_key_selector(ref: dict, path: str) -> list[Cause]:
+    name = ref.get("name") or ""
+    causes = v.validate_each(v.is_dns1123_subdomain(name), f"{path}.name", name)
+    key = ref.get("key") or ""
+    if not key:
+        causes.append(required(f"{path}.key"))
+    else:
+        causes += v.validate_each(v.is_config_map_key(key), f"{path}.key", key)
+    return causes
+
+
+def _validate_env_from(sources: list, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, source in enumerate(sources):
+        spath = f"{path}[{i}]"
+        if source.get("prefix"):
+            causes += v.validate_each(v.is_relaxed_env_var_name(source["prefix"]), f"{spath}.prefix", source["prefix"])
+        refs = [k for k in ("configMapRef", "secretRef") if source.get(k) is not None]
+        for key in refs:
+            name = source[key].get("name") or ""
+            if not name:
+                causes.append(required(f"{spath}.{key}.name"))
+            else:
+                causes += v.validate_each(v.is_dns1123_subdomain(name), f"{spath}.{key}.name", name)
+        if not refs:
+            causes.append(invalid(path, "", "must specify one of: `configMapRef` or `secretRef`"))
+        elif len(refs) > 1:
+            causes.append(invalid(path, "", "may not have more than one field specified at a time"))
+    return causes
+
+
+def _validate_volume_mounts(mounts: list, volume_names: set[str], path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    mount_paths: set[str] = set()
+    for i, mount in enumerate(mounts):
+        mpath = f"{path}[{i}]"
+        name = mount.get("name") or ""
+        if not name:
+            causes.append(required(f"{mpath}.name"))
+        if name not in volume_names:
+            causes.append(v.not_found(f"{mpath}.name", name))
+        mount_path = mount.get("mountPath") or ""
+        if not mount_path:
+            causes.append(required(f"{mpath}.mountPath"))
+        if mount_path in mount_paths:
+            causes.append(invalid(f"{mpath}.mountPath", mount_path, "must be unique"))
+        mount_paths.add(mount_path)
+    return causes
+
+
+def _resource_name_causes(name: str, path: str) -> list[Cause]:
+    """validateContainerResourceName: standard container resources, hugepages-*, or an
+    extended resource with a domain prefix."""
+    causes = v.validate_qualified_name(name, path)
+    if "/" not in name:
+        if not causes and not (name in _STANDARD_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-"))):
+            causes.append(invalid(path, name, "must be a standard resource type or fully qualified"))
+        if not (name in _STANDARD_CONTAINER_RESOURCES or name.startswith("hugepages-")):
+            causes.append(invalid(path, name, "must be a standard resource for containers"))
+    elif not _is_native_resource(name) and not _is_extended_resource(name):
+        causes.append(invalid(path, name, "doesn't follow extended resource name standard"))
+    return causes
+
+
+def _is_native_resource(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _is_extended_resource(name: str) -> bool:
+    return (not _is_native_resource(name) and not name.startswith("requests.")
+            and not v.is_qualified_name("requests." + name))
+
+
+def _validate_resources(resources: dict, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    parsed: dict[str, dict[str, v.Quantity]] = {"limits": {}, "requests": {}}
+    for kind, values in (("limits", limits), ("requests", requests)):
+        for name, text in values.items():
+            qpath = f"{path}.{kind}[{name}]"
+            causes += _resource_name_causes(name, qpath)
+            try:
+                quantity = parsed[kind][name] = v.parse_quantity(text)
+            except v.FormatError:
+                continue   # reported when decoded (normalize)
+            if quantity.sign() < 0:
+                causes.append(invalid(qpath, str(quantity), v.IS_NEGATIVE))
+            if _is_extended_resource(name) and not quantity.is_integer():
+                causes.append(invalid(qpath, str(quantity), "must be an integer"))
+            if kind == "requests":
+                overcommit = _is_native_resource(name) and not name.startswith("hugepages-")
+                limit = parsed["limits"].get(name)
+                if limit is not None:
+                    if not overcommit and quantity.compare(limit) != 0:
+                        causes.append(invalid(f"{path}.requests", str(quantity),
+                                              f"must be equal to {name} limit of {limit}"))
+                    elif quantity.compare(limit) > 0:
+                        causes.append(invalid(f"{path}.requests", str(quantity),
+                                              f"must be less than or equal to {name} limit of {limit}"))
+                elif not overcommit:
+                    causes.append(required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
+    names = set(limits) | set(requests)
+    if any(n.startswith("hugepages-") for n in names) and not names & {"cpu", "memory"}:
+        causes.append(forbidden(path, "HugePages require cpu or memory"))
+    return causes
+
+
+def _validate_probe(probe: dict, path: str, must_succeed_once: bool) -> list[Cause]:
+    causes = _validate_handler(probe, path)
+    for key in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
+        causes += v.validate_nonnegative(probe.get(key, 0), f"{path}.{key}")
+    grace = probe.get("terminationGracePeriodSeconds")
+    if grace is not None and grace <= 0:
+        causes.append(invalid(f"{path}.terminationGracePeriodSeconds", grace, "must be greater than 0"))
+    if must_succeed_once and probe.get("successThreshold", 1) != 1:
+        # Liveness and startup probes: one success is all there can be.
+        causes.append(invalid(f"{path}.successThreshold", probe.get("successThreshold"), "must be 1"))
+    return causes
+
+
+def _validate_handler(handler: dict, path: str) -> list[Cause]:
+    kinds = [k for k in ("exec", "httpGet", "tcpSocket", "grpc", "sleep") if handler.get(k) is not None]
+    if not kinds:
+        return [required(path, "must specify a handler type")]
+    causes = [forbidden(f"{path}.{k}", "may not specify more than 1 handler type") for k in kinds[1:]]
+    kind, action = kinds[0], handler[kinds[0]]
+    if kind == "exec" and not action.get("command"):
+        causes.append(required(f"{path}.exec.command"))
+    if kind in ("httpGet", "tcpSocket", "grpc"):
+        port = action.get("port")
+        if isinstance(port, str):
+            causes += v.validate_each(v.is_valid_port_name(port), f"{path}.{kind}.port", port)
+        else:
+            causes += v.validate_each(v.is_valid_port_num(port), f"{path}.{kind}.port", port)
+    if kind == "httpGet":
+        if not action.get("path"):
+            causes.append(required(f"{path}.httpGet.path"))
+        scheme = action.get("scheme") or ""
+        if scheme not in ("HTTP", "HTTPS"):
+            causes.append(not_supported(f"{path}.httpGet.scheme", scheme, ["HTTP", "HTTPS"]))
+    return causes
+
+
+def _validate_toleration(toleration: dict, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    key, operator = toleration.get("key") or "", toleration.get("operator") or ""
+    effect, value = toleration.get("effect") or "", toleration.get("value") or ""
+    if key:
+        causes += v.validate_qualified_name(key, f"{path}.key")
+    if not key and operator != "Exists":
+        causes.append(invalid(f"{path}.operator", operator,
+                              'operator must be Exists when `key` is empty, which means "match all values and all keys"'))
+    if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+        causes.append(invalid(f"{path}.effect", effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+    if operator in ("Equal", ""):
+        errs = v.is_valid_label_value(value)
+        if errs:
+            causes.append(invalid(f"{path}.operator", value, ";".join(errs)))
+    elif operator == "Exists":
+        if value:
+            causes.append(invalid(f"{path}.operator", toleration, "value must be empty when `operator` is 'Exists'"))
+    else:
+        causes.append(not_supported(f"{path}.operator", operator, ["Equal", "Exists"]))
+    if effect and effect not in _TAINT_EFFECTS:
+        causes.append(not_supported(f"{path}.effect", effect, list(_TAINT_EFFECTS)))
+    return causes
+
+
+# =======================================================================================
+# Field selectors, dashboard columns, the Table
+# =======================================================================================
+
+field_getters = {
+    # kube's Job field selector: the succeeded count, as a decimal string.
+    "status.successful": lambda obj: str(_int((obj.get("status") or {}).get("succeeded"))),
+}
+
+
+def phase(obj: dict) -> str:
+    """The STATUS kubectl 1.32 prints: the first that applies of Complete, Failed,
+    Terminating (being deleted), Suspended, FailureTarget, SuccessCriteriaMet, else Running."""
+    def has(kind: str) -> bool:
+        # hasJobCondition: the first condition of that type decides.
+        for condition in (obj.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == kind:
+                return condition.get("status") == "True"
+        return False
+
+    if has("Complete"):
+        return "Complete"
+    if has("Failed"):
+        return "Failed"
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    for kind in ("Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if has(kind):
+            return kind
+    return "Running"
+
+
+def typed_columns(obj: dict) -> dict:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return {
+        "completions": spec.get("completions"),
+        "parallelism": spec.get("parallelism"),
+        "succeeded": status.get("succeeded"),
+        "failed": status.get("failed"),
+        "active": status.get("active"),
+        "ready": status.get("ready"),
+        "suspend": bool(spec.get("suspend")),
+        "completion_mode": spec.get("completionMode") or "NonIndexed",
+        "start_time": v.parse_time_lenient(status.get("startTime")),
+        "completion_time": v.parse_time_lenient(status.get("completionTime")),
+        "phase": phase(obj),
+    }
+
+
+def completions_text(obj: dict) -> str:
+    """"succeeded/completions"; a job without completions needs one success ("0/1"), and
+    says how many run at once when that is more than one ("0/1 of 3")."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    succeeded = _int(status.get("succeeded"))
+    if spec.get("completions") is not None:
+        return f"{succeeded}/{spec['completions']}"
+    parallelism = _int(spec.get("parallelism"))
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def human_duration(seconds: float) -> str:
+    """apimachinery's duration.HumanDuration."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
+    return f"{hours // 24 // 365}y"
+
+
+def duration_text(obj: dict, now: datetime) -> str:
+    """startTime to completionTime, or to now while running; "" before the job starts."""
+    status = obj.get("status") or {}
+    start = v.parse_time_lenient(status.get("startTime"))
+    if start is None:
+        return ""
+    end = v.parse_time_lenient(status.get("completionTime")) or now
+    return human_duration((end - start).total_seconds())
+
+
+def _containers(obj: dict) -> list[dict]:
+    return (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+
+
+columns = (
+    Column("Status", "string", lambda obj, now: phase(obj), description="Status of the job."),
+    Column("Completions", "string", lambda obj, now: completions_text(obj),
+           description="The number of pods which reached phase Succeeded. The value increases "
+                       "monotonically for a given spec. However, it may decrease in reaction to scale "
+                       "down of elastic indexed jobs."),
+    Column("Duration", "string", duration_text, description="Time required to complete the job."),
+    Column("Containers", "string", lambda obj, now: ",".join(c.get("name") or "" for c in _containers(obj)),
+           description="Names of each container in the template.", priority=1),
+    Column("Images", "string", lambda obj, now: ",".join(c.get("image") or "" for c in _containers(obj)),
+           description="Images referenced by each container in the template.", priority=1),
+    Column("Selector", "string", lambda obj, now: v.format_label_selector((obj.get("spec") or {}).get("selector")),
+           description="A label query over pods that should match the pod count. Normally, the system "
+                       "sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/"
+                       "working-with-objects/labels/#label-selectors", priority=1),
+)

@@ -1,0 +1,1029 @@
+"""Generic validation helpers with kube-apiserver 1.32's rules and wording.
+
+Everything here knows no kind: names (DNS-1123 subdomain / label, qualified names), label and
+annotation maps, IP addresses, label selectors, ObjectMeta on create and update, and the
+value formats the JSON decoder enforces in Go (MicroTime, Time, Quantity). The per-kind
+strategies (coordination/core/batch ``strategy.py``) build on these.
+
+Functions named ``is_*`` return a list of plain messages (apimachinery's util/validation
+style); functions named ``validate_*`` return a list of field causes (``errors.Cause``).
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import Any, Callable, Iterable
+
+from .errors import (INVALID, NOT_SUPPORTED, TOO_LONG, ApiError, Cause, duplicate, forbidden,
+                     invalid, not_supported, required)
+
+# ---------------------------------------------------------------------------------------
+# Message builders (k8s.io/apimachinery/pkg/util/validation)
+# ---------------------------------------------------------------------------------------
+
+
+def max_len_error(length: int) -> str:
+    return f"must be no more than {length} characters"
+
+
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """"<msg> (e.g. 'a' or 'b', regex used for validation is '<fmt>')", as kube words it."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}'" for e in examples)
+    return f"{msg} (e.g. {shown}, regex used for validation is '{fmt}')"
+
+
+def empty_error() -> str:
+    return "must be non-empty"
+
+
+def inclusive_range_error(lo: int, hi: int) -> str:
+    return f"must be between {lo} and {hi}, inclusive"
+
+
+def go_list(values: Iterable[str]) -> str:
+    """Go's %q of a []string: ["a" "b"]."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
+
+
+# ---------------------------------------------------------------------------------------
+# Name formats
+# ---------------------------------------------------------------------------------------
+
+DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+                     "or '-', and must start and end with an alphanumeric character")
+DNS1123_LABEL_MAX = 63
+DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + r"(\." + DNS1123_LABEL_FMT + ")*"
+DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                         "characters, '-' or '.', and must start and end with an alphanumeric character")
+DNS1123_SUBDOMAIN_MAX = 253
+QNAME_CHAR_FMT = "[A-Za-z0-9]"
+QNAME_EXT_CHAR_FMT = "[-A-Za-z0-9_.]"
+QUALIFIED_NAME_FMT = f"({QNAME_CHAR_FMT}{QNAME_EXT_CHAR_FMT}*)?{QNAME_CHAR_FMT}"
+QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                      "end with an alphanumeric character")
+QUALIFIED_NAME_MAX = 63
+LABEL_VALUE_FMT = f"({QUALIFIED_NAME_FMT})?"
+LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, "
+                   "'-', '_' or '.', and must start and end with an alphanumeric character")
+LABEL_VALUE_MAX = 63
+CONFIG_MAP_KEY_FMT = "[-._a-zA-Z0-9]+"
+CONFIG_MAP_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024   # bytes of keys + values
+FIELD_IMMUTABLE = "field is immutable"
+IS_NEGATIVE = "must be greater than or equal to 0"
+
+_DNS1123_LABEL = re.compile(f"^{DNS1123_LABEL_FMT}$")
+_DNS1123_SUBDOMAIN = re.compile(f"^{DNS1123_SUBDOMAIN_FMT}$")
+_QUALIFIED_NAME = re.compile(f"^{QUALIFIED_NAME_FMT}$")
+_LABEL_VALUE = re.compile(f"^{LABEL_VALUE_FMT}$")
+_CONFIG_MAP_KEY = re.compile(f"^{CONFIG_MAP_KEY_FMT}$")
+_PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
+_HAS_LETTER = re.compile(r"[a-z]")
+_HTTP_PATH = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+
+
+def _full(regex: re.Pattern, value: str) -> bool:
+    # Go's MatchString with ^...$ does not accept a trailing newline; Python's $ would.
+    return regex.fullmatch(value) is not None
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > DNS1123_LABEL_MAX:
+        errs.append(max_len_error(DNS1123_LABEL_MAX))
+    if not _full(_DNS1123_LABEL, value):
+        errs.append(regex_error(DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > DNS1123_SUBDOMAIN_MAX:
+        errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX))
+    if not _full(_DNS1123_SUBDOMAIN, value):
+        errs.append(regex_error(DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def is_qualified_name(value: str) -> list[str]:
+    """Label keys, annotation keys, finalizers: an optional DNS-subdomain prefix and a name."""
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part " + empty_error())
+        else:
+            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+    else:
+        return ["a qualified name " + regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT,
+                                                  "MyName", "my.name", "123-abc")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    if not name:
+        errs.append("name part " + empty_error())
+    elif len(name) > QUALIFIED_NAME_MAX:
+        errs.append("name part " + max_len_error(QUALIFIED_NAME_MAX))
+    if not _full(_QUALIFIED_NAME, name):
+        errs.append("name part " + regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT,
+                                               "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    errs = []
+    if len(value) > LABEL_VALUE_MAX:
+        errs.append(max_len_error(LABEL_VALUE_MAX))
+    if not _full(_LABEL_VALUE, value):
+        errs.append(regex_error(LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+def is_config_map_key(value: str) -> list[str]:
+    errs = []
+    if len(value) > DNS1123_SUBDOMAIN_MAX:
+        errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX))
+    if not _full(_CONFIG_MAP_KEY, value):
+        errs.append(regex_error(CONFIG_MAP_KEY_MSG, CONFIG_MAP_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
+    if value == ".":
+        errs.append("must not be '.'")
+    elif value == "..":
+        errs.append("must not be '..'")
+    elif value.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
+def is_valid_port_num(port: Any) -> list[str]:
+    if isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535:
+        return []
+    return [inclusive_range_error(1, 65535)]
+
+
+def is_valid_port_name(name: str) -> list[str]:
+    """An IANA_SVC_NAME: at most 15 lowercase letters, digits and single inner hyphens."""
+    errs = []
+    if len(name) > 15:
+        errs.append(max_len_error(15))
+    if not _full(_PORT_NAME_CHARS, name):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not _HAS_LETTER.search(name):
+        errs.append("must contain at least one letter (a-z)")
+    if "--" in name:
+        errs.append("must not contain consecutive hyphens")
+    if name and (name[0] == "-" or name[-1] == "-"):
+        errs.append("must not begin or end with a hyphen")
+    return errs
+
+
+def is_relaxed_env_var_name(name: str) -> list[str]:
+    """1.32 enables RelaxedEnvironmentVariableValidation (beta): printable ASCII but '='."""
+    errs = []
+    if not name:
+        errs.append("environment variable name " + empty_error())
+    if any(ord(c) > 126 or ord(c) < 32 or c == "=" for c in name):
+        errs.append("a valid environment variable name must consist only of printable ASCII "
+                    "characters other than '='")
+    return errs
+
+
+def name_is_dns_subdomain(name: str, prefix: bool = False) -> list[str]:
+    """ValidateNameFunc for Lease, Endpoints, Job, nodes: a generateName may end in '-'."""
+    if prefix and len(name) > 1 and name.endswith("-"):
+        name = name[:-1] + "a"
+    return is_dns1123_subdomain(name)
+
+
+def name_is_dns_label(name: str, prefix: bool = False) -> list[str]:
+    if prefix and len(name) > 1 and name.endswith("-"):
+        name = name[:-1] + "a"
+    return is_dns1123_label(name)
+
+
+# ---------------------------------------------------------------------------------------
+# Field-level causes
+# ---------------------------------------------------------------------------------------
+
+
+def invalid_no_value(field: str, detail: str) -> Cause:
+    """field.Invalid(path, field.OmitValueType{}, detail): 'Invalid value: <detail>'."""
+    return Cause(INVALID, field, detail)
+
+
+def too_long(field: str, limit: int) -> Cause:
+    return Cause(TOO_LONG, field, f"may not be more than {limit} bytes")
+
+
+def not_found(field: str, value: Any) -> Cause:
+    cause = Cause("FieldValueNotFound", field, "", value)
+    cause["message"] = cause["message"].replace("FieldValueNotFound", "Not found", 1)
+    return cause
+
+
+def validate_each(messages: list[str], field: str, value: Any) -> list[Cause]:
+    return [invalid(field, value, m) for m in messages]
+
+
+def validate_dns1123_label(value: str, field: str) -> list[Cause]:
+    return validate_each(is_dns1123_label(value), field, value)
+
+
+def validate_dns1123_subdomain(value: str, field: str) -> list[Cause]:
+    return validate_each(is_dns1123_subdomain(value), field, value)
+
+
+def validate_qualified_name(value: str, field: str) -> list[Cause]:
+    return validate_each(is_qualified_name(value), field, value)
+
+
+def validate_nonnegative(value: Any, field: str) -> list[Cause]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        return [invalid(field, value, IS_NEGATIVE)]
+    return []
+
+
+def validate_labels(labels: dict | None, field: str) -> list[Cause]:
+    """Every key a qualified name, every value a label value; kube reports on the map's path."""
+    causes: list[Cause] = []
+    for key, value in (labels or {}).items():
+        causes += validate_qualified_name(key, field)
+        causes += validate_each(is_valid_label_value(value if isinstance(value, str) else str(value)),
+                                field, value)
+    return causes
+
+
+def validate_annotations(annotations: dict | None, field: str) -> list[Cause]:
+    """Keys are qualified names (case-insensitive); keys + values at most 256 KiB in total."""
+    causes: list[Cause] = []
+    total = 0
+    for key, value in (annotations or {}).items():
+        causes += validate_each(is_qualified_name(key.lower()), field, key)
+        total += len(key.encode()) + len(str(value).encode())
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT:
+        causes.append(too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT))
+    return causes
+
+
+def _strip_empty(value: Any) -> Any:
+    """For semantic comparison: None, {} and [] mean "unset", as apiequality.Semantic treats
+    nil and empty maps/slices alike."""
+    if isinstance(value, dict):
+        out = {k: _strip_empty(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_strip_empty(v) for v in value]
+    return value
+
+
+def _is_unset(value: Any) -> bool:
+    return value is None or value == {} or value == []
+
+
+def semantic_equal(a: Any, b: Any) -> bool:
+    a, b = _strip_empty(a), _strip_empty(b)
+    return (_is_unset(a) and _is_unset(b)) or a == b
+
+
+def validate_immutable(new: Any, old: Any, field: str) -> list[Cause]:
+    if semantic_equal(new, old):
+        return []
+    return [invalid(field, new, FIELD_IMMUTABLE)]
+
+
+# ---------------------------------------------------------------------------------------
+# IP addresses
+# ---------------------------------------------------------------------------------------
+
+_IPV4_PART = re.compile(r"[0-9]{1,3}")
+
+
+def parse_ip(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """netutils.ParseIPSloppy: Go's net.ParseIP, but IPv4 parts may have leading zeros.
+
+    IPv4-mapped IPv6 addresses come back as IPv4 (Go stores them so, and its IsLoopback and
+    friends answer for the IPv4 address). Zones ("fe80::1%eth0") are not IPs here.
+    """
+    if not isinstance(value, str) or not value:
+        return None
+    if "." in value and ":" not in value:
+        parts = value.split(".")
+        if len(parts) != 4 or not all(_full(_IPV4_PART, p) for p in parts):
+            return None
+        numbers = [int(p) for p in parts]
+        if any(n > 255 for n in numbers):
+            return None
+        return ipaddress.IPv4Address(".".join(map(str, numbers)))
+    if "%" in value or not re.fullmatch(r"[0-9A-Fa-f:.]+", value):
+        return None
+    try:
+        ip = ipaddress.IPv6Address(value)
+    except ValueError:
+        return None
+    return ip.ipv4_mapped or ip
+
+
+def is_valid_ip(value: Any) -> list[str]:
+    if parse_ip(value) is None:
+        return ["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"]
+    return []
+
+
+def validate_ip(value: Any, field: str) -> list[Cause]:
+    return validate_each(is_valid_ip(value), field, value)
+
+
+def validate_non_special_ip(value: Any, field: str) -> list[Cause]:
+    """ValidateNonSpecialIP: no unspecified, loopback, link-local or link-local multicast IP
+    (an endpoint there is meaningless, or node-local, like a metadata service)."""
+    ip = parse_ip(value)
+    if ip is None:
+        return [invalid(field, value, "must be a valid IP address")]
+    causes = []
+    if ip.is_unspecified:
+        causes.append(invalid(field, value, f"may not be unspecified ({value})"))
+    if ip.is_loopback:
+        causes.append(invalid(field, value, "may not be in the loopback range (127.0.0.0/8, ::1/128)"))
+    if _is_link_local_unicast(ip):
+        causes.append(invalid(field, value, "may not be in the link-local range (169.254.0.0/16, fe80::/10)"))
+    if _is_link_local_multicast(ip):
+        causes.append(invalid(field, value,
+                              "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
+    return causes
+
+
+def _is_link_local_unicast(ip) -> bool:
+    if ip.version == 4:
+        return ip in ipaddress.IPv4Network("169.254.0.0/16")
+    b = ip.packed
+    return b[0] == 0xFE and (b[1] & 0xC0) == 0x80
+
+
+def _is_link_local_multicast(ip) -> bool:
+    if ip.version == 4:
+        return ip in ipaddress.IPv4Network("224.0.0.0/24")
+    b = ip.packed
+    return b[0] == 0xFF and (b[1] & 0x0F) == 0x02   # any flags nibble, as Go checks
+
+
+# ---------------------------------------------------------------------------------------
+# Label selectors (metav1.LabelSelector)
+# ---------------------------------------------------------------------------------------
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def validate_label_selector(selector: dict | None, field: str) -> list[Cause]:
+    if selector is None:
+        return []
+    causes = validate_labels(selector.get("matchLabels"), f"{field}.matchLabels")
+    for i, expr in enumerate(selector.get("matchExpressions") or []):
+        path = f"{field}.matchExpressions[{i}]"
+        op, values = expr.get("operator", ""), expr.get("values") or []
+        if op in ("In", "NotIn"):
+            if not values:
+                causes.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(forbidden(f"{path}.values",
+                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            causes.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
+        causes += validate_qualified_name(expr.get("key", ""), f"{path}.key")
+        for j, v in enumerate(values):
+            causes += validate_each(is_valid_label_value(v), f"{path}.values[{j}]", v)
+    return causes
+
+
+def _selector_requirements(selector: dict) -> list[tuple[str, str, list[str]]] | None:
+    """LabelSelectorAsSelector: (key, operator, values) triples, or None when it cannot be
+    converted (kube then skips checks that need it; validating the selector reports why)."""
+    reqs = []
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if is_qualified_name(key) or is_valid_label_value(value):
+            return None
+        reqs.append((key, "=", [value]))
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator"), list(expr.get("values") or [])
+        if op not in SELECTOR_OPERATORS or is_qualified_name(key):
+            return None
+        if (op in ("In", "NotIn")) != bool(values):
+            return None
+        if any(is_valid_label_value(v) for v in values):
+            return None
+        reqs.append((key, op, values))
+    reqs.sort(key=lambda r: r[0])
+    return reqs
+
+
+def selector_matches(selector: dict | None, labels: dict | None) -> bool | None:
+    """Does the selector select these labels? None when the selector cannot be converted.
+    A missing selector selects nothing; an empty one selects everything."""
+    if selector is None:
+        return False
+    reqs = _selector_requirements(selector)
+    if reqs is None:
+        return None
+    labels = labels or {}
+    for key, op, values in reqs:
+        present = key in labels
+        if op in ("=", "In") and not (present and labels[key] in values):
+            return False
+        if op == "NotIn" and present and labels[key] in values:
+            return False
+        if op == "Exists" and not present:
+            return False
+        if op == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def format_label_selector(selector: dict | None) -> str:
+    """metav1.FormatLabelSelector: requirements sorted by key, "<none>" when empty."""
+    if selector is None:
+        return "<none>"
+    reqs = _selector_requirements(selector)
+    if reqs is None:
+        return "<error>"
+    texts = []
+    for key, op, values in reqs:
+        joined = ",".join(sorted(values))
+        texts.append({"=": f"{key}={joined}", "In": f"{key} in ({joined})",
+                      "NotIn": f"{key} notin ({joined})", "Exists": key,
+                      "DoesNotExist": f"!{key}"}[op])
+    return ",".join(texts) or "<none>"
+
+
+# ---------------------------------------------------------------------------------------
+# ObjectMeta
+# ---------------------------------------------------------------------------------------
+
+FINALIZER_ORPHAN = "orphan"
+FINALIZER_FOREGROUND = "foregroundDeletion"
+
+
+def validate_object_meta(meta: dict, namespaced: bool, path: str = "metadata",
+                         name_fn: Callable[[str, bool], list[str]] = name_is_dns_subdomain) -> list[Cause]:
+    """ValidateObjectMeta on create: names, namespace, labels, annotations, owners, finalizers."""
+    causes: list[Cause] = []
+    generate_name = meta.get("generateName") or ""
+    name = meta.get("name") or ""
+    if generate_name:
+        causes += validate_each(name_fn(generate_name, True), f"{path}.generateName", generate_name)
+    if not name:
+        # The store names the object from generateName before this runs; a bare
+        # generateName (validated alone) is accepted.
+        if not generate_name:
+            causes.append(required(f"{path}.name", "name or generateName is required"))
+    else:
+        causes += validate_each(name_fn(name, False), f"{path}.name", name)
+    namespace = meta.get("namespace") or ""
+    if namespaced:
+        if not namespace:
+            causes.append(required(f"{path}.namespace"))
+        else:
+            causes += validate_each(name_is_dns_label(namespace), f"{path}.namespace", namespace)
+    elif namespace:
+        causes.append(forbidden(f"{path}.namespace", "not allowed on this type"))
+    causes += validate_nonnegative(meta.get("generation", 0), f"{path}.generation")
+    causes += validate_labels(meta.get("labels"), f"{path}.labels")
+    causes += validate_annotations(meta.get("annotations"), f"{path}.annotations")
+    causes += validate_owner_references(meta.get("ownerReferences"), f"{path}.ownerReferences")
+    causes += validate_finalizers(meta.get("finalizers"), f"{path}.finalizers")
+    return causes
+
+
+def validate_owner_references(refs: list | None, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    first_controller = ""
+    for ref in refs or []:
+        # kube reports these on the list's path, without an index.
+        api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
+        version = _version_of(api_version)
+        if not version:
+            causes.append(invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
+        if not kind:
+            causes.append(invalid(f"{path}.kind", kind, "kind must not be empty"))
+        if not ref.get("name"):
+            causes.append(invalid(f"{path}.name", ref.get("name") or "", "name must not be empty"))
+        if not ref.get("uid"):
+            causes.append(invalid(f"{path}.uid", ref.get("uid") or "", "uid must not be empty"))
+        if version == "v1" and api_version == "v1" and kind == "Event":
+            causes.append(invalid(path, ref, "/v1, Kind=Event is disallowed from being an owner"))
+        if ref.get("controller") is True:
+            current = f"{kind}/{ref.get('name') or ''}"
+            if first_controller:
+                causes.append(invalid(path, refs, "Only one reference can have Controller set to true. "
+                                      f'Found "true" in references for {first_controller} and {current}'))
+            else:
+                first_controller = current
+    return causes
+
+
+def _version_of(api_version: str) -> str:
+    """schema.ParseGroupVersion's version part ("" when unparseable)."""
+    if not api_version or api_version.count("/") > 1:
+        return ""
+    return api_version.split("/")[-1]
+
+
+def validate_finalizers(finalizers: list | None, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    finalizers = finalizers or []
+    for f in finalizers:
+        causes += validate_qualified_name(f, path)
+    if FINALIZER_ORPHAN in finalizers and FINALIZER_FOREGROUND in finalizers:
+        causes.append(invalid(path, finalizers,
+                              f"finalizer {FINALIZER_ORPHAN} and {FINALIZER_FOREGROUND} cannot be both set"))
+    return causes
+
+
+def validate_object_meta_update(new_meta: dict, old_meta: dict, path: str = "metadata") -> list[Cause]:
+    """ValidateObjectMetaUpdate: identity and timestamps are immutable; a terminating object
+    may lose finalizers but gain none. (resourceVersion and generation are the store's.)"""
+    causes: list[Cause] = []
+    if old_meta.get("deletionTimestamp"):
+        added = sorted(set(new_meta.get("finalizers") or []) - set(old_meta.get("finalizers") or []))
+        if added:
+            causes.append(forbidden(f"{path}.finalizers",
+                                    "no new finalizers can be added if the object is being deleted, "
+                                    "found new finalizers []string{" + ", ".join(json.dumps(f) for f in added) + "}"))
+    for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                "deletionGracePeriodSeconds"):
+        new_value, old_value = new_meta.get(key), old_meta.get(key)
+        if new_value in (None, "") and old_value in (None, ""):
+            continue   # unset either way (Go cannot tell "" from absent for these)
+        if new_value != old_value:
+            causes.append(invalid(f"{path}.{key}", new_value, FIELD_IMMUTABLE))
+    causes += validate_labels(new_meta.get("labels"), f"{path}.labels")
+    causes += validate_annotations(new_meta.get("annotations"), f"{path}.annotations")
+    causes += validate_owner_references(new_meta.get("ownerReferences"), f"{path}.ownerReferences")
+    return causes
+
+
+# ---------------------------------------------------------------------------------------
+# Value formats the Go decoder enforces: MicroTime, Time, Quantity
+# ---------------------------------------------------------------------------------------
+
+class FormatError(ValueError):
+    """A value its Go type refuses to decode; str() is Go's message, used verbatim."""
+
+
+MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"   # metav1.RFC3339Micro
+TIME_LAYOUT = "2006-01-02T15:04:05Z07:00"                # time.RFC3339
+# Each layout as (literal prefix, std element) pairs, as Go's nextStdChunk splits it.
+_LAYOUT_CHUNKS = {
+    MICRO_TIME_LAYOUT: [("", "2006"), ("-", "01"), ("-", "02"), ("T", "15"), (":", "04"), (":", "05"),
+                        ("", ".000000"), ("", "Z07:00")],
+    TIME_LAYOUT: [("", "2006"), ("-", "01"), ("-", "02"), ("T", "15"), (":", "04"), (":", "05"),
+                  ("", "Z07:00")],
+}
+
+
+def _go_quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _days_in(month: int, year: int) -> int:
+    if month == 2:
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def _getnum(s: str, fixed: bool) -> tuple[int, str] | None:
+    """Go's getnum: one or two digits (exactly two when fixed)."""
+    if not s or not s[0].isdigit() or not s[0].isascii():
+        return None
+    if len(s) < 2 or not (s[1].isdigit() and s[1].isascii()):
+        return None if fixed else (int(s[0]), s[1:])
+    return int(s[:2]), s[2:]
+
+
+def _go_atoi(s: str) -> int | None:
+    sign = 1
+    if s and s[0] in "+-":
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    if s and not (s.isdigit() and s.isascii()):
+        return None
+    return sign * int(s or "0")
+
+
+def parse_go_time(value: str, layout: str) -> datetime:
+    """time.Parse(layout, value) for RFC3339 / RFC3339Micro, with Go's error messages.
+
+    Returns an aware UTC datetime (microsecond precision; Go's extra nanoseconds are cut).
+    """
+    original = value
+    year = month = day = hour = minute = second = 0
+    nanos = 0
+    offset = 0
+
+    def fail(elem: str, rest: str, message: str = "") -> FormatError:
+        if message:
+            return FormatError(f"parsing time {_go_quote(original)}{message}")
+        return FormatError(f"parsing time {_go_quote(original)} as {_go_quote(layout)}: "
+                           f"cannot parse {_go_quote(rest)} as {_go_quote(elem)}")
+
+    chunks = _LAYOUT_CHUNKS[layout]
+    for index, (prefix, std) in enumerate(chunks):
+        for ch in prefix:
+            if not value or value[0] != ch:
+                raise fail(prefix, value)
+            value = value[1:]
+        hold = value
+        range_err = ""
+        if std == "2006":
+            if len(value) < 4 or not all(c.isdigit() and c.isascii() for c in value[:4]):
+                raise fail(std, hold)
+            year, value = int(value[:4]), value[4:]
+        elif std in ("01", "02", "04", "05", "15"):
+            got = _getnum(value, fixed=(std != "15"))
+            if got is None:
+                raise fail(std, hold)
+            number, value = got
+            if std == "01":
+                month = number
+                if not 1 <= month <= 12:
+                    range_err = "month"
+            elif std == "02":
+                day = number          # checked against the month at the end, as Go does
+            elif std == "15":
+                hour = number
+                if hour >= 24:
+                    range_err = "hour"
+            elif std == "04":
+                minute = number
+                if minute >= 60:
+                    range_err = "minute"
+            else:
+                second = number
+                if second >= 60:
+                    range_err = "second"
+                nxt = chunks[index + 1][1] if index + 1 < len(chunks) else ""
+                # A fraction the layout does not spell out is still accepted after seconds.
+                if (nxt != ".000000" and len(value) >= 2 and value[0] in ".,"
+                        and value[1].isdigit() and value[1].isascii()):
+                    n = 2
+                    while n < len(value) and value[n].isdigit() and value[n].isascii():
+                        n += 1
+                    digits = value[1:min(n, 10)]
+                    nanos = int(digits) * 10 ** (9 - len(digits))
+                    value = value[n:]
+        elif std == ".000000":
+            if len(value) < 7 or value[0] not in ".,":
+                raise fail(std, hold)
+            number = _go_atoi(value[1:7])
+            if number is None:
+                raise fail(std, hold)
+            if number < 0:
+                range_err = "fractional second"
+            nanos, value = number * 1000, value[7:]
+        elif std == "Z07:00":
+            if value[:1] == "Z":
+                value = value[1:]
+            else:
+                if len(value) < 6 or value[3] != ":" or value[0] not in "+-":
+                    raise fail(std, hold)
+                hh, mm = _getnum(value[1:3], True), _getnum(value[4:6], True)
+                if hh is None or mm is None:
+                    raise fail(std, hold)
+                if hh[0] > 24:
+                    range_err = "time zone offset hour"
+                if mm[0] > 60:
+                    range_err = "time zone offset minute"
+                offset = (hh[0] * 60 + mm[0]) * 60 * (-1 if value[0] == "-" else 1)
+                value = value[6:]
+        if range_err:
+            raise fail(std, value, f": {range_err} out of range")
+    if value:
+        raise fail("", value, f": extra text: {_go_quote(value)}")
+    if day < 1 or day > _days_in(month, year):
+        raise fail("", value, ": day out of range")
+    try:
+        local = datetime(year, month, day, hour, minute, second, nanos // 1000)
+        return (local - timedelta(seconds=offset)).replace(tzinfo=timezone.utc)
+    except (ValueError, OverflowError):
+        # Go's years run from 0; Python's from 1. Such times are of no use to anyone.
+        raise fail("", "", ": year out of range") from None
+
+
+def format_micro_time(moment: datetime) -> str:
+    """metav1.MicroTime on the wire: UTC, exactly six fractional digits, 'Z'."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def format_time(moment: datetime) -> str:
+    """metav1.Time on the wire: UTC, whole seconds, 'Z'."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def normalize_micro_time(value: Any) -> str:
+    if not isinstance(value, str):
+        raise FormatError(f"json: cannot unmarshal {_json_kind(value)} into Go value of type string")
+    return format_micro_time(parse_go_time(value, MICRO_TIME_LAYOUT))
+
+
+def normalize_time(value: Any) -> str:
+    if not isinstance(value, str):
+        raise FormatError(f"json: cannot unmarshal {_json_kind(value)} into Go value of type string")
+    return format_time(parse_go_time(value, TIME_LAYOUT))
+
+
+def parse_time_lenient(value: Any) -> datetime | None:
+    """A stored Time / MicroTime -> aware datetime; None when unset or unparseable."""
+    if not isinstance(value, str) or not value:
+        return None
+    for layout in (MICRO_TIME_LAYOUT, TIME_LAYOUT):
+        try:
+            return parse_go_time(value, layout)
+        except FormatError:
+            continue
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "string"
+
+
+# Quantity --------------------------------------------------------------------------------
+
+QUANTITY_FORMAT_ERROR = ("quantities must match the regular expression "
+                         "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+QUANTITY_SUFFIX_ERROR = "unable to parse quantity's suffix"
+_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL_SUFFIXES.items()}
+_BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_BINARY_BY_POWER = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+_MAX_INT64 = 2 ** 63 - 1
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """resource.Quantity: value = mantissa * 10**exponent, plus the format it was written in.
+
+    Kept in decimal form (not a Fraction) so that "1e1000000" costs nothing.
+    """
+
+    mantissa: int
+    exponent: int
+    format: str = "DecimalSI"     # DecimalSI | BinarySI | DecimalExponent
+
+    @staticmethod
+    def make(mantissa: int, exponent: int, fmt: str) -> "Quantity":
+        if mantissa == 0:
+            return Quantity(0, 0, fmt)
+        while mantissa % 10 == 0:
+            mantissa //= 10
+            exponent += 1
+        return Quantity(mantissa, exponent, fmt)
+
+    def sign(self) -> int:
+        return (self.mantissa > 0) - (self.mantissa < 0)
+
+    def is_integer(self) -> bool:
+        return self.exponent >= 0 or self.mantissa == 0
+
+    def compare(self, other: "Quantity") -> int:
+        """-1, 0, 1 without expanding huge exponents."""
+        a, b = Quantity.make(self.mantissa, self.exponent, ""), Quantity.make(other.mantissa, other.exponent, "")
+        if a.sign() != b.sign():
+            return -1 if a.sign() < b.sign() else 1
+        if a.sign() == 0:
+            return 0
+        # Orders of magnitude first, then exact comparison once they are close.
+        mag_a = len(str(abs(a.mantissa))) + a.exponent
+        mag_b = len(str(abs(b.mantissa))) + b.exponent
+        if mag_a != mag_b:
+            bigger = 1 if mag_a > mag_b else -1
+            return bigger * a.sign()
+        shift = min(a.exponent, b.exponent)
+        x = a.mantissa * 10 ** (a.exponent - shift)
+        y = b.mantissa * 10 ** (b.exponent - shift)
+        return (x > y) - (x < y)
+
+    def __str__(self) -> str:
+        return canonical_quantity_text(self)
+
+
+def _scan_quantity(text: str) -> tuple[bool, str, str, str]:
+    """parseQuantityString: (positive, numerator, denominator, suffix) or FormatError."""
+    positive, pos, end = True, 0, len(text)
+    if text[:1] in ("-", "+"):
+        positive = text[0] != "-"
+        pos = 1
+    while pos < end and text[pos] == "0":
+        pos += 1
+    if pos >= end:
+        return positive, "0", "", ""
+    start = pos
+    while pos < end and text[pos] in "0123456789":
+        pos += 1
+    num = text[start:pos] or "0"
+    denom = ""
+    if pos < end and text[pos] == ".":
+        pos += 1
+        start = pos
+        while pos < end and text[pos] in "0123456789":
+            pos += 1
+        denom = text[start:pos]
+    suffix_start = pos
+    while pos < end and text[pos] in "eEinumkKMGTP":
+        pos += 1
+    if pos < end and text[pos] in "+-":
+        pos += 1
+    while pos < end and text[pos] in "0123456789":
+        pos += 1
+    if pos < end:
+        raise FormatError(QUANTITY_FORMAT_ERROR)
+    return positive, num, denom, text[suffix_start:]
+
+
+def parse_quantity(value: Any) -> Quantity:
+    """resource.ParseQuantity (after Quantity.UnmarshalJSON's quote and space trimming)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise FormatError(QUANTITY_FORMAT_ERROR)
+    text = value.strip() if isinstance(value, str) else (str(value) if isinstance(value, int) else repr(value))
+    if not text:
+        raise FormatError(QUANTITY_FORMAT_ERROR)
+    if text == "0":
+        return Quantity(0, 0, "DecimalSI")
+    positive, num, denom, suffix = _scan_quantity(text)
+    if suffix in _DECIMAL_SUFFIXES:
+        base, power, fmt = 10, _DECIMAL_SUFFIXES[suffix], "DecimalSI"
+    elif suffix in _BINARY_SUFFIXES:
+        base, power, fmt = 2, _BINARY_SUFFIXES[suffix], "BinarySI"
+    elif len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[+-]?[0-9]+", suffix[1:]):
+        exp = int(suffix[1:])
+        if not -(2 ** 63) <= exp < 2 ** 63:
+            raise FormatError(QUANTITY_SUFFIX_ERROR)
+        base, power, fmt = 10, exp, "DecimalExponent"
+    else:
+        raise FormatError(QUANTITY_SUFFIX_ERROR)
+    mantissa, exponent = int(num + denom), -len(denom)
+    if base == 10:
+        exponent += power
+    else:
+        mantissa <<= power
+    if exponent < -9 and mantissa:
+        # Non-zero amounts below a nano round up to the next nano ("you asked for some").
+        shift = -9 - exponent
+        if shift > len(str(mantissa)):
+            mantissa = 1
+        else:
+            mantissa = -(-mantissa // 10 ** shift)
+        exponent = -9
+    if fmt == "BinarySI":
+        if Quantity(mantissa, exponent).compare(Quantity(_MAX_INT64, 0)) > 0:
+            mantissa, exponent = _MAX_INT64, 0
+        if mantissa == 0:
+            fmt = "DecimalSI"
+    return Quantity.make(mantissa if positive else -mantissa, exponent, fmt)
+
+
+def canonical_quantity_text(q: Quantity) -> str:
+    """Quantity.String(): the canonical spelling kube-apiserver answers with."""
+    if q.mantissa == 0:
+        return "0"
+    fmt = q.format
+    if fmt == "BinarySI":
+        small = Quantity(-1024, 0).compare(q) < 0 < Quantity(1024, 0).compare(q)
+        if small or not q.is_integer():
+            fmt = "DecimalSI"
+    if fmt == "BinarySI":
+        value = abs(q.mantissa) * 10 ** q.exponent
+        power = 0
+        while value >= 1024 and value % 1024 == 0 and power < len(_BINARY_BY_POWER) - 1:
+            value //= 1024
+            power += 1
+        return f"{'-' if q.mantissa < 0 else ''}{value}{_BINARY_BY_POWER[power]}"
+    mantissa, exponent = q.mantissa, q.exponent
+    rest = exponent % 3                 # make the exponent a multiple of 3, rounding down
+    mantissa, exponent = mantissa * 10 ** rest, exponent - rest
+    if fmt == "DecimalSI" and exponent in _DECIMAL_BY_EXP:
+        return f"{mantissa}{_DECIMAL_BY_EXP[exponent]}"
+    return f"{mantissa}" if exponent == 0 else f"{mantissa}e{exponent}"
+
+
+def canonical_quantity(value: Any) -> str:
+    return canonical_quantity_text(parse_quantity(value))
+
+
+# Schema-driven normalization -------------------------------------------------------------
+
+QUANTITY_DEF = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+MICRO_TIME_DEF = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+TIME_DEF = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+FORMAT_NORMALIZERS: dict[str, Callable[[Any], str]] = {
+    QUANTITY_DEF: canonical_quantity,
+    MICRO_TIME_DEF: normalize_micro_time,
+    TIME_DEF: normalize_time,
+}
+
+
+@lru_cache(maxsize=1)
+def _definitions() -> dict:
+    from importlib.resources import files
+
+    path = (files("kubernetes_validate") / "kubernetes-json-schema" / "v1.32.0-local-strict"
+            / "_definitions.json")
+    return json.loads(path.read_text(encoding="utf-8"))["$defs"]
+
+
+def _ref(schema: dict) -> str | None:
+    ref = schema.get("$ref")
+    return ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
+
+
+@lru_cache(maxsize=None)
+def _has_formats(definition: str) -> bool:
+    """Whether anything below this definition needs normalizing (prunes the walk)."""
+    seen: set[str] = set()
+
+    def visit(schema: dict) -> bool:
+        name = _ref(schema)
+        if name is not None:
+            if name in FORMAT_NORMALIZERS:
+                return True
+            if name in seen:
+                return False
+            seen.add(name)
+            return visit(_definitions().get(name, {}))
+        subs = list((schema.get("properties") or {}).values())
+        for key in ("items", "additionalProperties"):
+            if isinstance(schema.get(key), dict):
+                subs.append(schema[key])
+        return any(visit(s) for s in subs)
+
+    return visit({"$ref": "#/$defs/" + definition})
+
+
+def normalize_formats(value: Any, definition: str, path: str = "") -> Any:
+    """Re-spell every Quantity / MicroTime / Time below `definition` as Go would send it back.
+
+    Mutates dicts and lists in place and returns the (possibly new) value. Raises
+    FormatError(<Go's message>) for a value its Go type cannot decode.
+    """
+    if definition in FORMAT_NORMALIZERS:
+        return value if value is None else FORMAT_NORMALIZERS[definition](value)
+    if not _has_formats(definition):
+        return value
+    return _walk(value, _definitions().get(definition, {}))
+
+
+def _walk(value: Any, schema: dict) -> Any:
+    name = _ref(schema)
+    if name is not None:
+        return normalize_formats(value, name)
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if props:
+            for key, sub in props.items():
+                if key in value and value[key] is not None:
+                    value[key] = _walk(value[key], sub)
+        elif isinstance(schema.get("additionalProperties"), dict):
+            sub = schema["additionalProperties"]
+            for key in list(value):
+                if value[key] is not None:
+                    value[key] = _walk(value[key], sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            if item is not None:
+                value[i] = _walk(item, schema["items"])
+    return value
+
+
+def decode_error(obj: dict, detail: str) -> ApiError:
+    """The 400 kube-apiserver answers when a body does not decode (transformDecodeError)."""
+    kind = obj.get("kind") or ""
+    version = (obj.get("apiVersion") or "").split("/")[-1]
+    message = f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}'
+    try:   # the decoder's error type, so that PATCH can answer it as kube does
+        from .schema import DecodeError
+        return DecodeError(message, detail)
+    except Exception:   # pragma: no cover - the schema module is optional here
+        return ApiError(400, "BadRequest", message)
+
+
+def normalize_object(obj: dict, definition: str) -> None:
+    """normalize_formats for a whole object, answering a bad value with kube's 400."""
+    try:
+        normalize_formats(obj, definition)
+    except FormatError as exc:
+        raise decode_error(obj, str(exc)) from None
+
