@@ -115,7 +115,7 @@ def server_env(data_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def live_server(tmp_path_factory):
+def kube_server(tmp_path_factory):
     """`manage.py serve` on free ports with its own SQLite database, for real clients."""
     data_dir = tmp_path_factory.mktemp("kubedash-live")
     env = server_env(data_dir)

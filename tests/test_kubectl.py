@@ -41,10 +41,10 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def kubectl(live_server, tmp_path_factory):
+def kubectl(kube_server, tmp_path_factory):
     binary = require_kubectl()
     home = tmp_path_factory.mktemp("kubectl-home")
-    config = live_server.kubeconfig(home / "kubeconfig")
+    config = kube_server.kubeconfig(home / "kubeconfig")
 
     def run(*args, stdin: str | None = None, check: bool = True, env: dict | None = None):
         full_env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(config), **(env or {})}

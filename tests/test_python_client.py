@@ -7,11 +7,11 @@ from kubernetes.client.rest import ApiException
 
 
 @pytest.fixture(scope="module")
-def api_client(live_server):
+def api_client(kube_server):
     config = k8s.Configuration()
-    config.host = live_server.https_url
-    config.ssl_ca_cert = live_server.ca_file
-    config.api_key = {"authorization": "Bearer " + live_server.token("py-admin", "admin")}
+    config.host = kube_server.https_url
+    config.ssl_ca_cert = kube_server.ca_file
+    config.api_key = {"authorization": "Bearer " + kube_server.token("py-admin", "admin")}
     with k8s.ApiClient(config) as c:
         yield c
 
