@@ -434,10 +434,13 @@ def validate_update(new: dict, old: dict) -> list[Cause]:
     """ValidateJobSpecUpdate's immutability rules (validate(new) has run already)."""
     spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
     causes = _validate_completions_update(spec, old_spec)
-    causes += v.validate_immutable(spec.get("selector"), old_spec.get("selector"), "spec.selector")
+    causes += v.validate_immutable(spec.get("selector"), old_spec.get("selector"), "spec.selector",
+                                   "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")
     causes += _validate_template_update(spec, old_spec, old)
-    for key in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
-        causes += v.validate_immutable(spec.get(key), old_spec.get(key), f"spec.{key}")
+    for key, definition in (("completionMode", None), ("podFailurePolicy", "io.k8s.api.batch.v1.PodFailurePolicy"),
+                            ("backoffLimitPerIndex", None), ("managedBy", None),
+                            ("successPolicy", "io.k8s.api.batch.v1.SuccessPolicy")):
+        causes += v.validate_immutable(spec.get(key), old_spec.get(key), f"spec.{key}", definition)
     return causes
 
 
@@ -469,7 +472,7 @@ def _validate_template_update(spec: dict, old_spec: dict, old: dict) -> list[Cau
         if new_affinity is None and old_affinity is not None:
             # Clearing affinity is allowed if node affinity was all it had.
             old_affinity.pop("nodeAffinity", None)
-            if not v._strip_empty(old_affinity):
+            if all(value is None for value in old_affinity.values()):
                 old_pod.pop("affinity", None)
         elif new_affinity is not None and old_affinity is None:
             old_pod["affinity"] = {"nodeAffinity": new_affinity.get("nodeAffinity")}
@@ -480,7 +483,7 @@ def _validate_template_update(spec: dict, old_spec: dict, old: dict) -> list[Cau
         old_meta = old_template.setdefault("metadata", {})
         for key in ("labels", "annotations"):
             _copy_key(template.get("metadata") or {}, old_meta, key)
-    return v.validate_immutable(template, old_template, "spec.template")
+    return v.validate_immutable(template, old_template, "spec.template", "io.k8s.api.core.v1.PodTemplateSpec")
 
 
 def _copy_key(source: dict, target: dict, key: str) -> None:

@@ -272,28 +272,66 @@ def validate_annotations(annotations: dict | None, field: str) -> list[Cause]:
     return causes
 
 
-def _strip_empty(value: Any) -> Any:
-    """For semantic comparison: None, {} and [] mean "unset", as apiequality.Semantic treats
-    nil and empty maps/slices alike."""
-    if isinstance(value, dict):
-        out = {k: _strip_empty(v) for k, v in value.items()}
-        return {k: v for k, v in out.items() if v is not None and v != {} and v != []}
-    if isinstance(value, list):
-        return [_strip_empty(v) for v in value]
-    return value
-
-
 def _is_unset(value: Any) -> bool:
     return value is None or value == {} or value == []
 
 
-def semantic_equal(a: Any, b: Any) -> bool:
-    a, b = _strip_empty(a), _strip_empty(b)
-    return (_is_unset(a) and _is_unset(b)) or a == b
+def semantic_equal(a: Any, b: Any, definition: str | None = None) -> bool:
+    """apiequality.Semantic.DeepEqual on JSON values.
+
+    Nil and empty maps and slices are equal; a pointer to an empty struct is not nil. JSON
+    cannot tell a struct from a map, so give the OpenAPI definition of the values when they
+    are objects (without one, every empty object counts as unset). Quantities compare by value.
+    """
+    if definition is None:
+        return _loose_equal(a, b)
+    return _semantic(a, b, {"$ref": "#/$defs/" + definition})
 
 
-def validate_immutable(new: Any, old: Any, field: str) -> list[Cause]:
-    if semantic_equal(new, old):
+def _loose_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return all(_loose_equal(a.get(k), b.get(k)) for k in set(a) | set(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_loose_equal(x, y) for x, y in zip(a, b))
+    if _is_unset(a) or _is_unset(b):
+        return _is_unset(a) and _is_unset(b)
+    return a == b
+
+
+def _semantic(a: Any, b: Any, schema: dict) -> bool:
+    name = _ref(schema)
+    if name is not None:
+        if name == QUANTITY_DEF and a is not None and b is not None:
+            try:
+                return parse_quantity(a).compare(parse_quantity(b)) == 0
+            except FormatError:
+                return a == b
+        schema = _definitions().get(name, {})
+    props = schema.get("properties")
+    if props:                                      # a struct: nil pointer != empty struct
+        if a is None or b is None:
+            return a is None and b is None
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            return a == b
+        return all(_semantic(a.get(k), b.get(k), props.get(k, {})) if k in props else _loose_equal(a.get(k), b.get(k))
+                   for k in set(a) | set(b))
+    if isinstance(schema.get("additionalProperties"), dict):
+        if _is_unset(a) or _is_unset(b):
+            return _is_unset(a) and _is_unset(b)
+        if not isinstance(a, dict) or not isinstance(b, dict) or set(a) != set(b):
+            return False
+        return all(_semantic(a[k], b[k], schema["additionalProperties"]) for k in a)
+    if isinstance(schema.get("items"), dict):
+        if _is_unset(a) or _is_unset(b):
+            return _is_unset(a) and _is_unset(b)
+        if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
+            return False
+        return all(_semantic(x, y, schema["items"]) for x, y in zip(a, b))
+    return _loose_equal(a, b)
+
+
+def validate_immutable(new: Any, old: Any, field: str, definition: str | None = None) -> list[Cause]:
+    if semantic_equal(new, old, definition):
         return []
     return [invalid(field, new, FIELD_IMMUTABLE)]
 
