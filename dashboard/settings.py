@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -97,7 +98,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+    # A file (not :memory:) so live-server tests share it; one per process so runs don't collide.
+    DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"kubedash-test-{os.getpid()}.sqlite3")}
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
@@ -125,6 +127,13 @@ KUBE_DEFAULT_LIST_LIMIT = None                    # no limit unless the client a
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
 KUBE_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))
+
+# Watch: bookmark interval, the floor of the randomized stream lifetime, per-watcher queue
+# bound (a watcher this far behind is closed and resumes), and the hub's safety poll.
+KUBE_WATCH_BOOKMARK_SECONDS = float(os.environ.get("KUBEDASH_WATCH_BOOKMARK_SECONDS", "60"))
+KUBE_WATCH_MIN_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_WATCH_MIN_TIMEOUT_SECONDS", "1800"))
+KUBE_WATCH_QUEUE_SIZE = int(os.environ.get("KUBEDASH_WATCH_QUEUE_SIZE", "1000"))
+KUBE_WATCH_POLL_SECONDS = float(os.environ.get("KUBEDASH_WATCH_POLL_SECONDS", "2"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

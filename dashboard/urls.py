@@ -3,16 +3,20 @@ from django.contrib import admin
 from django.urls import path, re_path
 
 from dashboard.kube import discovery_views as disc
-from dashboard.kube.views import CollectionView, NotFoundView, ObjectView
+from dashboard.kube.views import NotFoundView, ObjectView
+from dashboard.kube.watch_views import collection_or_watch, watch_path
 
-collection = CollectionView.as_view()
 obj = ObjectView.as_view()
+
 
 # The same shapes under /api/{version} (core group) and /apis/{group}/{version}.
 def kube_paths(prefix):
     return [
-        path(f"{prefix}/<str:plural>", collection),
-        path(f"{prefix}/namespaces/<str:namespace>/<str:plural>", collection),
+        path(f"{prefix}/watch/<str:plural>", watch_path),
+        path(f"{prefix}/watch/namespaces/<str:namespace>/<str:plural>", watch_path),
+        path(f"{prefix}/watch/namespaces/<str:namespace>/<str:plural>/<str:name>", watch_path),
+        path(f"{prefix}/<str:plural>", collection_or_watch),
+        path(f"{prefix}/namespaces/<str:namespace>/<str:plural>", collection_or_watch),
         path(f"{prefix}/namespaces/<str:namespace>/<str:plural>/<str:name>", obj),
         path(f"{prefix}/namespaces/<str:namespace>/<str:plural>/<str:name>/<str:subresource>", obj),
     ]

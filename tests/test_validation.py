@@ -313,7 +313,15 @@ def test_lease_spec_rules():
         "spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined"]
 
 
-def test_lease_coordinated_fields_gated_off():
+def test_lease_coordinated_fields_served():
+    # kubedash serves 1.32's strategy / preferredHolder (as with CoordinatedLeaderElection on).
+    obj = lease(strategy="OldestEmulationVersion", preferredHolder="b")
+    leases.prepare_for_create(obj)
+    assert obj["spec"]["strategy"] == "OldestEmulationVersion" and obj["spec"]["preferredHolder"] == "b"
+
+
+def test_lease_coordinated_fields_gated_off(monkeypatch):
+    monkeypatch.setattr(leases, "COORDINATED_LEADER_ELECTION", False)
     obj = lease(strategy="OldestEmulationVersion", preferredHolder="b")
     leases.prepare_for_create(obj)
     assert "strategy" not in obj["spec"] and "preferredHolder" not in obj["spec"]
@@ -765,6 +773,21 @@ def test_job_template_metadata_and_pod_spec():
     assert "spec.template.spec.ephemeralContainers: Forbidden: ephemeral containers not allowed in pod template" in got
 
 
+def test_job_init_containers():
+    obj = job()
+    pod = obj["spec"]["template"]["spec"]
+    pod["initContainers"] = [
+        {"name": "main", "image": "x"},                                              # clashes with a container
+        {"name": "probe", "image": "x", "readinessProbe": {"exec": {"command": ["true"]}}},
+        {"name": "sidecar", "image": "x", "restartPolicy": "Always", "readinessProbe": {"exec": {"command": ["a"]}}},
+        {"name": "odd", "image": "x", "restartPolicy": "Never"}]
+    assert texts(jobs.validate(created(obj))) == [
+        'spec.template.spec.initContainers[0].name: Duplicate value: "main"',
+        "spec.template.spec.initContainers[1].readinessProbe: Forbidden: may not be set for init containers "
+        "without restartPolicy=Always",
+        'spec.template.spec.initContainers[3].restartPolicy: Unsupported value: "Never": supported values: "Always"']
+
+
 def test_job_update_immutability():
     old = created(job())
     new = copy.deepcopy(old)
@@ -1004,3 +1027,40 @@ def test_job_time_normalization():
         jobs.normalize(obj)
     assert exc.value.message.startswith('Job in version "v1" cannot be handled as a Job: parsing time "yesterday"')
     assert NOW - timedelta(0) == NOW
+
+
+# Semantic comparison and schema-driven normalization ---------------------------------------
+
+def test_semantic_equal_knows_structs_from_maps():
+    pfp = "io.k8s.api.batch.v1.PodFailurePolicy"
+    assert not v.semantic_equal({"rules": []}, None, pfp)          # a set pointer is not nil
+    assert v.semantic_equal({"rules": []}, {}, pfp)                 # empty slice == nil slice
+    template = "io.k8s.api.core.v1.PodTemplateSpec"
+    a = {"metadata": {"labels": {}}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]}}
+    b = {"metadata": {}, "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1000m"}}}]}}
+    assert v.semantic_equal(a, b, template)                         # empty map == nil; 1 == 1000m
+    b["spec"]["securityContext"] = {}
+    assert not v.semantic_equal(a, b, template)
+    assert v.semantic_equal({"x": []}, {})                          # without a schema: loose
+
+
+def test_normalize_formats_walks_the_schema():
+    obj = job()
+    pod = obj["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "s", "emptyDir": {"sizeLimit": "1024Mi"}}]
+    pod["overhead"] = {"cpu": 0.25}
+    obj["metadata"]["creationTimestamp"] = "2026-11-22T12:00:00.9Z"
+    v.normalize_object(obj, jobs.DEFINITION)
+    assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == "1Gi"
+    assert pod["overhead"] == {"cpu": "250m"}
+    assert obj["metadata"]["creationTimestamp"] == "2026-11-22T12:00:00Z"
+    assert v.normalize_formats({"holderIdentity": "x"}, "io.k8s.api.coordination.v1.LeaseSpec") == {"holderIdentity": "x"}
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                    timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
+                                               timezone(timedelta(hours=-8))])))
+def test_micro_time_round_trip(moment):
+    text = moment.isoformat(timespec="microseconds")               # +05:30 style offsets
+    assert v.parse_go_time(text, v.MICRO_TIME_LAYOUT) == moment
+    assert v.normalize_micro_time(v.normalize_micro_time(text)) == v.normalize_micro_time(text)

@@ -857,12 +857,18 @@ def validate_pod_spec(pod: dict, path: str) -> list[Cause]:
         policy = container.get("restartPolicy")
         if policy is not None and policy != "Always":
             causes.append(not_supported(f"{cpath}.restartPolicy", policy, ["Always"]))
+        if policy != "Always":
+            # Only restartable ("sidecar") init containers may have probes and hooks.
+            for key in ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe"):
+                if container.get(key) is not None:
+                    causes.append(forbidden(f"{cpath}.{key}",
+                                            "may not be set for init containers without restartPolicy=Always"))
     causes += _one_of(pod.get("restartPolicy") or "", _RESTART_POLICIES, f"{path}.restartPolicy")
     dns_policy = pod.get("dnsPolicy") or ""
     causes += _one_of(dns_policy, _DNS_POLICIES, f"{path}.dnsPolicy")
+    causes += v.validate_labels(pod.get("nodeSelector"), f"{path}.nodeSelector")
     if dns_policy == "None" and pod.get("dnsConfig") is None:
         causes.append(required(f"{path}.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None"))
-    causes += v.validate_labels(pod.get("nodeSelector"), f"{path}.nodeSelector")
     for key, fn in (("serviceAccountName", v.name_is_dns_subdomain), ("nodeName", v.name_is_dns_subdomain),
                     ("priorityClassName", v.name_is_dns_subdomain), ("hostname", v.name_is_dns_label),
                     ("subdomain", v.name_is_dns_label)):

@@ -9,6 +9,8 @@ LEASES = register(Resource(
     model=Lease, definition="io.k8s.api.coordination.v1.Lease",
     allow_unconditional_update=False,  # leader election depends on compare-and-swap
     default=strategy.default,
+    prepare_for_create=strategy.prepare_for_create,
+    prepare_for_update=strategy.prepare_for_update,
     validate=strategy.validate,
     validate_update=strategy.validate_update,
     spec_keys=("spec",), status_keys=(),

@@ -13,10 +13,10 @@ from dashboard.kube.registry import Column
 
 DEFINITION = "io.k8s.api.coordination.v1.Lease"
 
-# CoordinatedLeaderElection is alpha (off by default) in 1.32: the apiserver then drops
-# spec.strategy / spec.preferredHolder on create, and keeps them on update only if the stored
-# object already had them. Flip to True to serve them (validation below then applies).
-COORDINATED_LEADER_ELECTION = False
+# CoordinatedLeaderElection is alpha (off by default) in 1.32: with it off the apiserver drops
+# spec.strategy / spec.preferredHolder. We serve them (as with the gate on), so every 1.32
+# manifest round-trips unchanged; validation below applies. False restores the default.
+COORDINATED_LEADER_ELECTION = True
 LEASE_STRATEGIES = ("OldestEmulationVersion",)
 
 

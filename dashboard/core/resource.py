@@ -9,6 +9,7 @@ ENDPOINTS = register(Resource(
     model=Endpoints, definition="io.k8s.api.core.v1.Endpoints", short_names=("ep",),
     allow_unconditional_update=True, allow_create_on_update=True,
     default=strategy.default,
+    canonicalize=strategy.canonicalize,
     validate=strategy.validate,
     validate_update=strategy.validate_update,
     spec_keys=("subsets",), status_keys=(),

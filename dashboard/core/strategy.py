@@ -5,7 +5,7 @@ import json
 from datetime import datetime
 
 from dashboard.kube import validation as v
-from dashboard.kube.errors import Cause, invalid, not_supported, required
+from dashboard.kube.errors import Cause, not_supported, required
 from dashboard.kube.registry import Column
 
 DEFINITION = "io.k8s.api.core.v1.Endpoints"

@@ -49,6 +49,8 @@ class Resource:
     # Strategy hooks. obj is the full object as a dict (apiVersion, kind, metadata, ...).
     default: Callable[[dict], None] = _no_op                  # fill defaults in place
     prepare_for_create: Callable[[dict], None] = _no_op       # e.g. generate selector
+    prepare_for_update: Callable[[dict, dict], None] = _no_op  # (new, old): drop what may not change
+    canonicalize: Callable[[dict], None] = _no_op             # after validation (Endpoints repacking)
     validate: Callable[[dict], list[Cause]] = _no_causes
     validate_update: Callable[[dict, dict], list[Cause]] = _no_causes   # (new, old)
     validate_status_update: Callable[[dict, dict], list[Cause]] = _no_causes

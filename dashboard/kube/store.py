@@ -341,6 +341,7 @@ def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False) -
     res.prepare_for_create(obj)
     kmeta.drop_empty(m)
     _validate(res, obj, _meta_causes(obj) + res.validate(obj))
+    res.canonicalize(obj)
 
     def work() -> Result:
         _lock()
@@ -419,9 +420,11 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
                 else:
                     merged.pop(key, None)
             new = merged
+            res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
         else:
             res.default(new)
             kmeta.prepare_update(nm, old["metadata"])
+            res.prepare_for_update(new, old)
             for key in res.status_keys:
                 if key in old:
                     new[key] = old[key]
@@ -436,6 +439,8 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         else:
             causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate(new) + res.validate_update(new, old)
         _validate(res, new, causes)
+        if subresource != "status":
+            res.canonicalize(new)
         if new == old:
             return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
@@ -457,6 +462,7 @@ def _create_inside(res: Resource, namespace: str, obj: dict, moment) -> Result:
     res.prepare_for_create(obj)
     kmeta.drop_empty(m)
     _validate(res, obj, _meta_causes(obj) + res.validate(obj))
+    res.canonicalize(obj)
     rv = _record(res, obj, Revision.ADDED, moment)
     res.model.objects.create(namespace=namespace, name=m["name"], **_row_fields(res, obj, rv))
     return Result(obj, created=True)

@@ -18,8 +18,7 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
-from .errors import (INVALID, NOT_SUPPORTED, TOO_LONG, ApiError, Cause, duplicate, forbidden,
-                     invalid, not_supported, required)
+from .errors import INVALID, TOO_LONG, ApiError, Cause, forbidden, invalid, required
 
 # ---------------------------------------------------------------------------------------
 # Message builders (k8s.io/apimachinery/pkg/util/validation)
@@ -755,12 +754,13 @@ def parse_go_time(value: str, layout: str) -> datetime:
 
 def format_micro_time(moment: datetime) -> str:
     """metav1.MicroTime on the wire: UTC, exactly six fractional digits, 'Z'."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_time(moment)[:-1] + f".{moment.microsecond:06d}Z"
 
 
 def format_time(moment: datetime) -> str:
-    """metav1.Time on the wire: UTC, whole seconds, 'Z'."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """metav1.Time on the wire: UTC, whole seconds, 'Z' (years zero-padded, as Go pads them)."""
+    t = moment.astimezone(timezone.utc)
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
 def normalize_micro_time(value: Any) -> str:
@@ -976,15 +976,23 @@ FORMAT_NORMALIZERS: dict[str, Callable[[Any], str]] = {
 
 @lru_cache(maxsize=1)
 def _definitions() -> dict:
-    from importlib.resources import files
+    """The 1.32 OpenAPI definitions (shared with the decoder when it is importable)."""
+    try:
+        from .schema import definitions
+        return definitions()
+    except ImportError:   # pragma: no cover - standalone use
+        from importlib.resources import files
 
-    path = (files("kubernetes_validate") / "kubernetes-json-schema" / "v1.32.0-local-strict"
-            / "_definitions.json")
-    return json.loads(path.read_text(encoding="utf-8"))["$defs"]
+        path = (files("kubernetes_validate") / "kubernetes-json-schema" / "v1.32.0-local-strict"
+                / "_definitions.json")
+        return json.loads(path.read_text(encoding="utf-8"))["$defs"]
 
 
 def _ref(schema: dict) -> str | None:
+    """The definition a property points at ($ref, or allOf: [{$ref}])."""
     ref = schema.get("$ref")
+    if ref is None and len(schema.get("allOf") or ()) == 1:
+        ref = schema["allOf"][0].get("$ref")
     return ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
 
 
@@ -1011,7 +1019,7 @@ def _has_formats(definition: str) -> bool:
     return visit({"$ref": "#/$defs/" + definition})
 
 
-def normalize_formats(value: Any, definition: str, path: str = "") -> Any:
+def normalize_formats(value: Any, definition: str) -> Any:
     """Re-spell every Quantity / MicroTime / Time below `definition` as Go would send it back.
 
     Mutates dicts and lists in place and returns the (possibly new) value. Raises

@@ -309,8 +309,6 @@ class CollectionView(KubeAPIView):
     def get(self, request, **kw):
         res = resolve(kw)
         namespace = kw.get("namespace")
-        if parse_bool(request.GET.get("watch"), "watch"):
-            raise ApiError(405, "MethodNotAllowed", "watch is not supported yet")
         authorize(request, res, "list", namespace)
         page = store.list_objects(res, list_query(request, res, namespace))
         meta = {"resourceVersion": str(page.resource_version)}
@@ -380,6 +378,9 @@ def delete_options(request) -> dict:
         raise bad_request("preconditions must be an object")
     return {"dryRun": dry_run(request, body.get("dryRun")), "propagationPolicy": policy,
             "gracePeriodSeconds": grace, "uid": pre.get("uid"), "resourceVersion": pre.get("resourceVersion")}
+
+
+collection = CollectionView.as_view()
 
 
 class ObjectView(KubeAPIView):

@@ -1,0 +1,488 @@
+"""API benchmark (issue 2): one `manage.py serve` process driven by wrk over plain HTTP.
+
+    .venv/bin/python bench/api.py [--duration 15] [--quick] [--connections 4 16]
+                                  [--profile renew.txt] [--strict]
+
+Starts a throw-away server (temp data dir, migrate, admin token), seeds Leases through the
+API, then measures, for each connection count:
+  1. ceiling: GET /healthz (Daphne + Django + middleware, the same stack as the API);
+  2. Lease renew: kubelet-style heartbeats, one Lease per connection, PUT with the
+     resourceVersion of the previous answer (bench/lease_renew.lua);
+  3. single-object GET of a Lease;
+and, with a Python client, 4. the whole list of 10,000 Leases, as JSON and as a Table.
+Prints each scenario's throughput, p50/p99 latency, non-2xx/errors and ratio to the
+ceiling, then the targets with PASS/MISS. `--profile FILE` also samples the server with
+py-spy during one extra renew run and prints where the time goes.
+
+Traffic goes only to 127.0.0.1, and every load phase is bounded in time.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+ALL_LEASES = "/apis/coordination.k8s.io/v1/leases"
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io"
+RENEW_NS = "kube-node-lease"
+GET_NS = "bench-get"
+LIST_NS = "bench-list"
+
+# Targets (issue 2).
+RENEW_MIN_RATE = 500.0
+RENEW_MIN_RATIO = 0.7
+RENEW_MAX_P99_MS = 50.0
+GET_MIN_RATIO = 0.8
+LIST_MAX_SECONDS = 0.5
+
+WRK_MISSING = """\
+wrk is not installed; this benchmark drives the server with it.
+Install it with:   apt-get install -y wrk      (Debian/Ubuntu; run `apt-get update` first)
+                   brew install wrk            (macOS)
+then run this script again."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The server under test
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`manage.py serve` (one process) on free loopback ports with its own SQLite database."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir
+        self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        self.env.update(KUBEDASH_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="dashboard.settings",
+                        PYTHONPATH=str(ROOT), DJANGO_DEBUG="0")
+        self.port = free_port()
+        self.tls_port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.token = ""
+
+    def manage(self, *args: str) -> str:
+        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(f"manage.py {' '.join(args)} failed:\n{out.stdout}{out.stderr}")
+        return out.stdout
+
+    def start(self) -> None:
+        self.manage("migrate", "-v0")
+        self.token = self.manage("issue_token", "bench", "--role", "admin").strip().splitlines()[-1]
+        log = open(self.data_dir / "server.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.port),
+             "--tls-port", str(self.tls_port)],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, _ = request(self.port, "GET", "/healthz")
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the server did not start:\n" + self.log_tail())
+            time.sleep(0.2)
+
+    def log_tail(self) -> str:
+        try:
+            return (self.data_dir / "server.log").read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process so far (Linux /proc), else 0."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# A small HTTP client (seeding, lists): http.client with keep-alive
+
+
+def request(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+            conn: http.client.HTTPConnection | None = None) -> tuple[int, bytes]:
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        if own:
+            conn.close()
+
+
+def lease_body(name: str, ns: str, holder: str) -> bytes:
+    return json.dumps({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 40,
+                 "acquireTime": "2026-11-22T03:00:00.000000Z",
+                 "renewTime": "2026-11-22T03:00:00.123456Z"},
+    }).encode()
+
+
+def seed_leases(server: Server, ns: str, names: list[str], workers: int = 8) -> float:
+    """POST each Lease through the API from `workers` keep-alive connections; returns seconds."""
+    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
+    path = LEASES.format(ns=ns)
+    failures: list[str] = []
+    lock = threading.Lock()
+    chunks = [names[i::workers] for i in range(workers)]
+
+    def work(chunk: list[str]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        try:
+            for name in chunk:
+                status, data = request(server.port, "POST", path, lease_body(name, ns, f"node-{name}"), headers, conn)
+                if status not in (201, 409):   # 409: already there from an earlier scenario
+                    with lock:
+                        failures.append(f"{name}: {status} {data[:200]!r}")
+                    return
+        finally:
+            conn.close()
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=work, args=(c,)) for c in chunks if c]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise SystemExit("seeding failed: " + "; ".join(failures[:5]))
+    return time.perf_counter() - started
+
+
+# ---------------------------------------------------------------------------------------------
+# wrk scenarios
+
+
+@dataclass
+class Result:
+    scenario: str
+    connections: int
+    rate: float                 # successful operations per second (renewals for renew)
+    p50_ms: float
+    p99_ms: float
+    non_2xx: int
+    errors: int                 # socket errors and timeouts
+    cpu: float                  # server CPU use during the run, in cores (1.0 = one core busy)
+    ratio: float | None = None  # rate / ceiling rate at the same connection count
+    extra: dict = field(default_factory=dict)
+
+
+def run_wrk(wrk: str, server: Server, url_path: str, connections: int, duration: float,
+            script: str = "wrk_report.lua", env: dict | None = None) -> tuple[dict, float]:
+    """Run wrk (a separate process, threads == connections); returns (its result, server CPU)."""
+    cmd = [wrk, f"-t{connections}", f"-c{connections}", f"-d{duration:g}s", "--timeout", "10s",
+           "-H", f"Authorization: Bearer {server.token}", "-s", script,
+           f"http://127.0.0.1:{server.port}{url_path}"]
+    cpu_before, wall_before = server.cpu_seconds(), time.monotonic()
+    out = subprocess.run(cmd, cwd=BENCH, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                         timeout=duration + 60)
+    cpu = (server.cpu_seconds() - cpu_before) / max(time.monotonic() - wall_before, 1e-9)
+    for line in out.stdout.splitlines():
+        if line.startswith("BENCH_JSON "):
+            return json.loads(line[len("BENCH_JSON "):]), cpu
+    raise SystemExit(f"wrk gave no result (exit {out.returncode}):\n{out.stdout}\n{out.stderr}")
+
+
+def to_result(name: str, connections: int, data: dict, cpu: float, ok_count: int | None = None) -> Result:
+    seconds = data["duration_us"] / 1e6
+    non_2xx = data["err_status"]
+    ok = data["requests"] - non_2xx if ok_count is None else ok_count
+    return Result(name, connections, ok / seconds, data["lat_p50_us"] / 1000, data["lat_p99_us"] / 1000,
+                  non_2xx, data["err_connect"] + data["err_read"] + data["err_write"] + data["err_timeout"],
+                  cpu, extra=data)
+
+
+def renew_env(prefix: str = "renew-") -> dict:
+    return {"BENCH_LEASE_PATH": LEASES.format(ns=RENEW_NS), "BENCH_LEASE_PREFIX": prefix}
+
+
+def scenario_renew(wrk: str, server: Server, connections: int, duration: float) -> Result:
+    data, cpu = run_wrk(wrk, server, "/healthz", connections, duration, "lease_renew.lua", renew_env())
+    result = to_result("lease renew (PUT)", connections, data, cpu, ok_count=data["renewed"])
+    # wrk counts only status > 399 as errors; the script also counts other non-200 answers.
+    result.non_2xx = data["conflicts"] + data["other_status"]
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The big list (Python client)
+
+
+def time_list(server: Server, runs: int, accept: str) -> tuple[list[float], int, int]:
+    """Times (seconds, request to last byte) of GET of every Lease; also item count and size."""
+    headers = {"Authorization": f"Bearer {server.token}", "Accept": accept}
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    times, size, items = [], 0, 0
+    try:
+        for i in range(runs + 1):   # the first run warms caches and is not counted
+            started = time.perf_counter()
+            status, data = request(server.port, "GET", ALL_LEASES, headers=headers, conn=conn)
+            elapsed = time.perf_counter() - started
+            if status != 200:
+                raise SystemExit(f"list answered {status}: {data[:300]!r}")
+            if i:
+                times.append(elapsed)
+            else:
+                body = json.loads(data)
+                items = len(body.get("items") or body.get("rows") or [])
+                size = len(data)
+    finally:
+        conn.close()
+    return times, items, size
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiling (optional): py-spy on the server under the renew load
+
+
+CATEGORIES = [  # (label, substrings of a frame's "function (file)"), first match from the leaf up wins
+    ("SQLite (sqlite3 C calls)", ("sqlite3/", "backends/sqlite3")),
+    ("Django ORM (query building/compiling)", ("django/db/",)),
+    ("schema decode", ("kube/schema.py",)),
+    ("validation", ("kube/validation.py", "kube/meta.py")),
+    ("JSON (orjson/json)", ("orjson", "json/")),
+    ("DRF (APIView, Request, auth)", ("rest_framework/",)),
+    ("token auth", ("web/auth.py", "web/models.py")),
+    ("store (kubedash write path)", ("kube/store.py",)),
+    ("kubedash views", ("kube/views.py", "kube/registry.py", "coordination/")),
+    ("Django middleware/handlers/urls", ("django/middleware", "django/contrib/", "django/core/handlers",
+                                          "django/urls", "django/http", "django/utils", "django/dispatch")),
+    ("asgiref thread hop (sync_to_async)", ("asgiref/",)),
+    ("Daphne/Twisted HTTP", ("daphne/", "twisted/", "autobahn/")),
+    ("asyncio event loop", ("asyncio/", "selectors.py")),
+    ("thread pool / idle", ("concurrent/futures", "threading.py", "queue.py")),
+]
+
+
+def categorise(stack: str) -> str:
+    frames = stack.split(";")
+    for frame in reversed(frames):   # leaf first: attribute time to the innermost known layer
+        for label, keys in CATEGORIES:
+            if any(k in frame for k in keys):
+                return label
+    return "other"
+
+
+def summarise_profile(raw: Path, top: int = 12) -> str:
+    """Summary of py-spy's collapsed stacks: share per layer (leaf attribution) and top functions."""
+    by_cat: Counter = Counter()
+    inclusive: Counter = Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        by_cat[categorise(stack)] += n
+        for frame in set(stack.split(";")):
+            inclusive[frame] += n
+    if not total:
+        return "py-spy recorded no samples"
+    lines = [f"py-spy: {total} samples (all threads, idle excluded)", "",
+             "Self time by layer (innermost recognised frame):"]
+    for label, n in by_cat.most_common():
+        lines.append(f"  {100 * n / total:5.1f}%  {label}")
+    lines += ["", "Inclusive time, top frames (kubedash, DRF, Django, asgiref, daphne):"]
+    wanted = ("kube/", "web/auth", "rest_framework/", "django/", "asgiref/", "daphne/")
+    shown = 0
+    for frame, n in inclusive.most_common():
+        if any(w in frame for w in wanted):
+            lines.append(f"  {100 * n / total:5.1f}%  {frame}")
+            shown += 1
+            if shown >= top * 2:
+                break
+    return "\n".join(lines)
+
+
+def profile_renew(wrk: str, server: Server, connections: int, seconds: float, out: Path) -> str:
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(pyspy).exists() and not shutil.which("py-spy"):
+        return "py-spy not found: install it with `.venv/bin/pip install py-spy` to profile"
+    holder: dict = {}
+    load = threading.Thread(target=lambda: holder.update(r=run_wrk(
+        wrk, server, "/healthz", connections, seconds + 4, "lease_renew.lua", renew_env())))
+    load.start()
+    time.sleep(2)   # let wrk connect and reach steady state
+    spy = subprocess.run([pyspy, "record", "--pid", str(server.proc.pid), "--duration", str(int(seconds)),
+                          "--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"],
+                         capture_output=True, text=True, timeout=seconds + 60)
+    load.join()
+    if spy.returncode != 0 or not out.exists():
+        return f"py-spy failed (exit {spy.returncode}): {spy.stderr.strip()[-500:]}"
+    return summarise_profile(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}"
+
+
+def print_results(results: list[Result], header: bool = True) -> None:
+    if header:
+        print(f"{'scenario':<22} {'conns':>5} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+              f"{'non-2xx':>8} {'errors':>7} {'x ceiling':>9} {'srv CPU':>8}")
+    for r in results:
+        print(f"{r.scenario:<22} {r.connections:>5} {r.rate:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
+              f"{r.non_2xx:>8} {r.errors:>7} {fmt_ratio(r.ratio):>9} {r.cpu:>7.2f}c")
+
+
+def machine() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs, {model or platform.processor() or '?'}, Python {platform.python_version()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=15, help="seconds per wrk run (default 15)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 3 s per wrk run, 4 connections only, 2,000-object list, 3 list runs")
+    parser.add_argument("--connections", type=int, nargs="+", default=None,
+                        help="connection counts (default: 4 16); targets are judged at the first")
+    parser.add_argument("--list-size", type=int, default=None, help="objects in the big list (default 10000)")
+    parser.add_argument("--list-runs", type=int, default=None, help="timed list requests per form (default 7)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="also profile the server with py-spy for ~10 s under the renew load; "
+                             "raw collapsed stacks go to this file")
+    parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
+    args = parser.parse_args(argv)
+
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        print(WRK_MISSING, file=sys.stderr)
+        return 2
+    duration = 3.0 if args.quick and args.duration == 15 else args.duration
+    conns = args.connections or ([4] if args.quick else [4, 16])
+    list_size = args.list_size or (2000 if args.quick else 10000)
+    list_runs = args.list_runs or (3 if args.quick else 7)
+
+    print(f"kubedash API benchmark  {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
+    print(f"machine: {machine()}")
+    print(f"wrk runs of {duration:g} s, connections {conns} (wrk threads = connections), "
+          f"list of {list_size} Leases x {list_runs} runs\n")
+
+    data_dir = Path(tempfile.mkdtemp(prefix="kubedash-bench-"))
+    server = Server(data_dir)
+    results: list[Result] = []
+    try:
+        server.start()
+        print(f"server: manage.py serve, pid {server.proc.pid}, http://127.0.0.1:{server.port}  (data {data_dir})")
+        most = max(conns)
+        seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(most)])
+        seed_leases(server, GET_NS, ["lease-0"])
+        # Warm up imports and caches on every path measured.
+        run_wrk(wrk, server, "/healthz", 2, 1)
+        run_wrk(wrk, server, "/healthz", 2, 1, "lease_renew.lua", renew_env())
+        run_wrk(wrk, server, LEASES.format(ns=GET_NS) + "/lease-0", 2, 1)
+
+        for c in conns:
+            data, cpu = run_wrk(wrk, server, "/healthz", c, duration)
+            ceiling = to_result("ceiling GET /healthz", c, data, cpu)
+            ceiling.ratio = 1.0
+            renew = scenario_renew(wrk, server, c, duration)
+            data, cpu = run_wrk(wrk, server, LEASES.format(ns=GET_NS) + "/lease-0", c, duration)
+            get = to_result("GET one Lease", c, data, cpu)
+            for r in (renew, get):
+                r.ratio = r.rate / ceiling.rate if ceiling.rate else None
+            results += [ceiling, renew, get]
+            print_results([ceiling, renew, get], header=c == conns[0])
+
+        print(f"\nseeding {list_size} Leases through the API (8 keep-alive connections) ...")
+        seconds = seed_leases(server, LIST_NS, [f"lease-{i:05d}" for i in range(list_size)])
+        print(f"seeded in {seconds:.1f} s ({list_size / seconds:.0f} creates/s)")
+        list_json, n_json, size_json = time_list(server, list_runs, "application/json")
+        list_table, n_table, size_table = time_list(server, list_runs, TABLE_ACCEPT)
+        print(f"GET {ALL_LEASES} (JSON):  {n_json} items, {size_json / 1e6:.1f} MB, "
+              f"median {statistics.median(list_json):.3f} s, max {max(list_json):.3f} s over {list_runs} runs")
+        print(f"GET {ALL_LEASES} (Table): {n_table} rows, {size_table / 1e6:.1f} MB, "
+              f"median {statistics.median(list_table):.3f} s, max {max(list_table):.3f} s over {list_runs} runs")
+
+        profile = None
+        if args.profile:
+            print(f"\nprofiling the server with py-spy for 10 s under the renew load ({conns[0]} connections) ...")
+            profile = profile_renew(wrk, server, conns[0], 10, args.profile)
+            print(profile)
+    finally:
+        server.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+    # Summary
+    print("\n== all runs ==")
+    print_results(results)
+    c0 = conns[0]
+    renew = next(r for r in results if r.scenario.startswith("lease renew") and r.connections == c0)
+    get = next(r for r in results if r.scenario.startswith("GET one") and r.connections == c0)
+    list_note = "" if list_size == 10000 else f" (n={list_size}; the target is for 10,000)"
+    targets = [
+        (f"renew rate >= {RENEW_MIN_RATE:.0f}/s ({c0} conns)", f"{renew.rate:.0f}/s", renew.rate >= RENEW_MIN_RATE),
+        (f"renew >= {RENEW_MIN_RATIO} x ceiling", fmt_ratio(renew.ratio), (renew.ratio or 0) >= RENEW_MIN_RATIO),
+        (f"renew p99 <= {RENEW_MAX_P99_MS:.0f} ms", f"{renew.p99_ms:.1f} ms", renew.p99_ms <= RENEW_MAX_P99_MS),
+        ("renew non-2xx == 0", str(renew.non_2xx), renew.non_2xx == 0 and renew.errors == 0),
+        (f"GET one Lease >= {GET_MIN_RATIO} x ceiling", fmt_ratio(get.ratio), (get.ratio or 0) >= GET_MIN_RATIO),
+        (f"list JSON median < {LIST_MAX_SECONDS} s{list_note}", f"{statistics.median(list_json):.3f} s",
+         statistics.median(list_json) < LIST_MAX_SECONDS),
+        ("list Table median (reported)", f"{statistics.median(list_table):.3f} s", None),
+    ]
+    print("\n== targets ==")
+    missed = 0
+    for name, value, ok in targets:
+        verdict = "-" if ok is None else ("PASS" if ok else "MISS")
+        missed += ok is False
+        print(f"{name:<44} {value:>12}  {verdict}")
+    return 1 if (args.strict and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

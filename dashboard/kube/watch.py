@@ -1,0 +1,275 @@
+"""Watch: one hub per process fans committed revisions out to watch streams.
+
+The hub wakes when a write commits (in-process signal, or Redis pub/sub across processes,
+plus a slow safety poll), reads the new revisions once, and offers each to the subscribers
+of that kind through bounded queues: one DB query per batch of revisions, never one per
+watcher. A subscriber that falls too far behind is closed; its client resumes from the last
+resourceVersion it saw.
+
+Selector semantics: a watcher with a label or field selector keeps the set of keys it has
+reported as matching, so an object that stops matching is sent as DELETED and one that starts
+matching as ADDED, exactly as kube-apiserver's watch cache does.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from . import registry, store
+from .models import Revision
+
+log = logging.getLogger(__name__)
+
+CLOSE = object()  # queue sentinel: the stream must end (overflow or shutdown)
+
+
+class Event:
+    """One revision as the hub read it; parsed and encoded at most once per format."""
+
+    __slots__ = ("rv", "kind", "namespace", "name", "type", "text", "_obj", "_lines")
+
+    def __init__(self, rv, kind, namespace, name, type_, text):
+        self.rv, self.kind, self.namespace, self.name, self.type, self.text = rv, kind, namespace, name, type_, text
+        self._obj = None
+        self._lines = None
+
+    def line(self, event_type: str) -> bytes:
+        """The JSON watch event line; shared by every watcher that gets this revision."""
+        if self._lines is None:
+            self._lines = {}
+        line = self._lines.get(event_type)
+        if line is None:
+            line = b'{"type":"' + event_type.encode() + b'","object":' + self.text.encode() + b"}\n"
+            self._lines[event_type] = line
+        return line
+
+    @property
+    def obj(self) -> dict:
+        if self._obj is None:
+            self._obj = orjson.loads(self.text)
+        return self._obj
+
+
+@dataclass(eq=False)
+class Subscriber:
+    resource: registry.Resource
+    namespace: str | None = None
+    names: tuple[str, ...] = ()
+    label_selector: object = None
+    field_selector: object = None
+    start_rv: int = 0
+    # Keys reported as matching so far; None when selectors can't change for a key.
+    matching: set | None = None
+    queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(settings.KUBE_WATCH_QUEUE_SIZE))
+    buffer: list | None = field(default_factory=list)   # events held while the backlog loads
+    closed: bool = False
+
+    @property
+    def stateful(self) -> bool:
+        """Does matching depend on the object's content (labels, status fields)?"""
+        if self.label_selector is not None and not self.label_selector.empty:
+            return True
+        fs = self.field_selector
+        if fs is None or fs.empty:
+            return False
+        return any(r.field not in ("metadata.name", "metadata.namespace") for r in fs.requirements)
+
+    def selects(self, obj: dict) -> bool:
+        if self.label_selector is not None and not self.label_selector.matches(obj["metadata"].get("labels") or {}):
+            return False
+        if self.field_selector is not None and not self.field_selector.matches(
+                lambda f: store.field_value(self.resource, obj, f)):
+            return False
+        return True
+
+    def offer(self, ev: Event) -> None:
+        if self.closed or not self.wants(ev):
+            return
+        if self.buffer is not None:
+            self.buffer.append(ev)
+            return
+        self._deliver(ev)
+
+    def _deliver(self, ev: Event) -> None:
+        kind = self.decide(ev)
+        if kind is None:
+            return
+        try:
+            self.queue.put_nowait((kind, ev))
+        except asyncio.QueueFull:
+            self.close()
+
+    def decide(self, ev: Event) -> str | None:
+        """The event type this watcher must see for ev, or None to skip it."""
+        kind = ev.type
+        if self.matching is not None:
+            key = (ev.namespace, ev.name)
+            now = ev.type != Revision.DELETED and self.selects(ev.obj)
+            was = key in self.matching
+            if now:
+                kind = Revision.MODIFIED if was else Revision.ADDED
+                self.matching.add(key)
+            elif was:
+                kind = Revision.DELETED
+                self.matching.discard(key)
+            else:
+                return None
+        elif self.field_selector is not None and not self.selects(ev.obj):
+            return None  # name/namespace terms only: these never change for a key
+        return kind
+
+    def wants(self, ev: Event) -> bool:
+        if ev.rv <= self.start_rv:
+            return False
+        if self.namespace is not None and ev.namespace != self.namespace:
+            return False
+        return not self.names or ev.name in self.names
+
+    def release_buffer(self) -> None:
+        pending, self.buffer = self.buffer, None
+        for ev in pending or ():
+            if ev.rv > self.start_rv:
+                self._deliver(ev)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait((CLOSE, None))
+
+
+def _read_after(rv: int, limit: int, upto: int | None = None) -> list[Event]:
+    rows = Revision.objects.filter(rv__gt=rv)
+    if upto is not None:
+        rows = rows.filter(rv__lte=upto)
+    rows = rows.order_by("rv").values_list("rv", "kind", "namespace", "name", "type", "object")[:limit]
+    return [Event(*row) for row in rows]
+
+
+class Hub:
+    """Per-process fan-out of committed revisions to subscribers (lives on the event loop)."""
+
+    BATCH = 2000
+
+    def __init__(self):
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.subscribers: dict[str, set[Subscriber]] = {}
+        self.last_rv = 0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._start_lock: asyncio.Lock | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._task is not None and self.loop is loop and not self._task.done():
+            return
+        if self._start_lock is None or self.loop is not loop:
+            self._start_lock = asyncio.Lock()
+            self.loop = loop
+        async with self._start_lock:
+            if self._task is not None and not self._task.done() and self.loop is loop:
+                return
+            self._wake = asyncio.Event()
+            self.subscribers = {}
+            self.last_rv = await sync_to_async(store.current_revision)()
+            self._task = loop.create_task(self._run())
+            if settings.REDIS_URL:
+                loop.create_task(self._listen_redis())
+
+    def notify(self) -> None:
+        """Thread-safe: a revision committed (called from the writer's thread)."""
+        loop, wake = self.loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # loop shutting down
+                pass
+
+    def register(self, sub: Subscriber) -> int:
+        self.subscribers.setdefault(sub.resource.kind, set()).add(sub)
+        return self.last_rv
+
+    def unregister(self, sub: Subscriber) -> None:
+        subs = self.subscribers.get(sub.resource.kind)
+        if subs is not None:
+            subs.discard(sub)
+
+    async def _run(self) -> None:
+        poll = settings.KUBE_WATCH_POLL_SECONDS
+        while True:
+            try:
+                async with asyncio.timeout(poll):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if not any(self.subscribers.values()):
+                self.last_rv = max(self.last_rv, await sync_to_async(store.current_revision)())
+                continue
+            try:
+                while True:
+                    events = await sync_to_async(_read_after)(self.last_rv, self.BATCH)
+                    self.dispatch(events)
+                    if len(events) < self.BATCH:
+                        break
+            except Exception:  # the DB hiccuped: keep the hub alive, retry on the next wake/poll
+                log.exception("watch hub failed to read revisions")
+
+    def dispatch(self, events: list[Event]) -> None:
+        for ev in events:
+            for sub in tuple(self.subscribers.get(ev.kind, ())):
+                sub.offer(ev)
+            self.last_rv = ev.rv
+
+    async def _listen_redis(self) -> None:
+        import redis.asyncio as aioredis
+
+        while True:
+            try:
+                client = aioredis.from_url(settings.REDIS_URL)
+                async with client.pubsub() as pubsub:
+                    await pubsub.subscribe(REDIS_CHANNEL)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("watch hub lost Redis; relying on polling until it is back", exc_info=True)
+                await asyncio.sleep(1)
+
+
+REDIS_CHANNEL = "kubedash:revisions"
+hub = Hub()
+_redis_lock = threading.Lock()
+_redis_client = None
+
+
+def _publish_redis() -> None:
+    global _redis_client
+    import redis
+
+    with _redis_lock:
+        if _redis_client is None:
+            _redis_client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        _redis_client.publish(REDIS_CHANNEL, b"1")
+    except Exception:  # the other processes fall back to their safety poll
+        log.warning("could not publish a revision to Redis", exc_info=True)
+
+
+def on_revision_committed(sender, rv, **kwargs) -> None:
+    hub.notify()
+    if settings.REDIS_URL:
+        _publish_redis()
+
+
+store.revision_committed.connect(on_revision_committed, dispatch_uid="kube-watch-hub")

@@ -1,0 +1,274 @@
+"""Watch streams over HTTP: `?watch=true` on list paths and the deprecated /watch/ paths.
+
+Async views under Daphne: newline-delimited JSON events, headers sent at once, bookmarks on a
+timer, a clean end at timeoutSeconds. Parameter rules follow kube-apiserver's ListOptions
+validation for watches.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from . import store
+from .errors import ApiError, gone, unauthorized
+from .meta import parse_bool
+from .models import Revision
+from .views import authorize, collection, list_query, resolve, status_response
+from .watch import CLOSE, Event, Subscriber, _read_after, hub
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _invalid_options(causes: list[tuple[str, str]]) -> ApiError:
+    text = ", ".join(f"{f}: Forbidden: {m}" for f, m in causes)
+    return ApiError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: ' + (text if len(causes) == 1 else f"[{text}]"),
+                    {"group": "meta.k8s.io", "kind": "ListOptions",
+                     "causes": [{"reason": "FieldValueForbidden", "message": f"Forbidden: {m}", "field": f}
+                                for f, m in causes]})
+
+
+def _watch_options(request) -> dict:
+    params = request.GET
+    send_initial = params.get("sendInitialEvents")
+    send_initial = None if send_initial in (None, "") else parse_bool(send_initial, "sendInitialEvents")
+    bookmarks = parse_bool(params.get("allowWatchBookmarks"), "allowWatchBookmarks")
+    match = params.get("resourceVersionMatch", "")
+    causes = []
+    if send_initial is not None:
+        if match != "NotOlderThan":
+            causes.append(("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+        if send_initial and not bookmarks:
+            causes.append(("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"))
+    elif match:
+        causes.append(("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+    if causes:
+        raise _invalid_options(causes)
+    timeout = params.get("timeoutSeconds", "")
+    if timeout:
+        if not timeout.isdigit():
+            raise ApiError(400, "BadRequest", f'invalid value for query parameter "timeoutSeconds": "{timeout}" is not a non-negative integer')
+        seconds = float(timeout) or None
+    else:
+        seconds = None
+    if seconds is None:
+        # kube-apiserver spreads watch lifetimes over [min, 2*min) so clients don't reconnect in step.
+        low = settings.KUBE_WATCH_MIN_TIMEOUT_SECONDS
+        seconds = low * (1 + random.random())
+    return {"send_initial": send_initial, "bookmarks": bookmarks, "timeout": seconds}
+
+
+def _principal(request):
+    """Authenticate outside DRF (this view is async): bearer token, then session."""
+    from rest_framework.request import Request
+
+    from dashboard.web.auth import BearerTokenAuthentication, principal_for
+
+    result = BearerTokenAuthentication().authenticate(Request(request))
+    if result is not None:
+        return result[0]
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return principal_for(user)
+    raise unauthorized()
+
+
+def _prepare(request, kw: dict, single_name: str | None):
+    """Everything that needs the database before the stream starts (runs in a thread)."""
+    res = resolve(kw)
+    namespace = kw.get("namespace")
+    request.user = _principal(request)
+    authorize(request, res, "watch", namespace)
+    options = _watch_options(request)
+    q = list_query(request, res, namespace)
+    q.limit, q.continue_token = None, ""
+    if single_name is not None:
+        q.names = (single_name,)
+    sub = Subscriber(resource=res, namespace=q.namespace, names=q.names, label_selector=q.label_selector,
+                     field_selector=q.field_selector)
+    if sub.stateful:
+        sub.matching = set()
+    rv = q.resource_version
+    initial: list[bytes] = []
+    want_initial = options["send_initial"] if options["send_initial"] is not None else not rv
+    if want_initial or (options["send_initial"] is not None and not rv):
+        # Start from the current state (a consistent list), optionally sending it as ADDED events.
+        q.resource_version, q.resource_version_match = None, ""
+        page = store.list_objects(res, q)
+        start = page.resource_version
+        if want_initial:
+            initial = page.items
+        if sub.matching is not None:
+            sub.matching.update(_keys(page.items))
+    else:
+        compacted = store.compacted_revision()
+        if rv < compacted:
+            raise gone(f"too old resource version: {rv} ({compacted})")
+        _wait_for_revision(rv)
+        start = rv
+        if sub.matching is not None:
+            q.resource_version, q.resource_version_match = rv, "Exact"
+            sub.matching.update(_keys(store.list_objects(res, q).items))
+    sub.start_rv = start
+    return res, sub, options, initial
+
+
+def _keys(items: list[bytes]) -> set[tuple[str, str]]:
+    out = set()
+    for text in items:
+        m = orjson.loads(text)["metadata"]
+        out.add((m.get("namespace", ""), m["name"]))
+    return out
+
+
+def _wait_for_revision(rv: int, seconds: float = 3.0) -> None:
+    """A resourceVersion from the future: wait briefly for it, as kube-apiserver does."""
+    deadline = time.monotonic() + seconds
+    while True:
+        current = store.current_revision()
+        if rv <= current:
+            return
+        if time.monotonic() > deadline:
+            raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: {current}",
+                           {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                            "retryAfterSeconds": 1})
+        time.sleep(0.1)
+
+
+def _error_line(err: ApiError) -> bytes:
+    return orjson.dumps({"type": "ERROR", "object": err.status()}) + b"\n"
+
+
+class _Encoder:
+    """Turns (type, event) into stream bytes: plain JSON, or one-row Tables for `kubectl get -w`."""
+
+    def __init__(self, request, res):
+        from .tables import table_version
+
+        self.res = res
+        self.table = table_version(request.META.get("HTTP_ACCEPT", ""))
+        self.first = True
+
+    def event(self, kind: str, ev: Event) -> bytes:
+        if self.table is None:
+            return ev.line(kind)
+        return self._table_line(kind, ev.obj)
+
+    def added(self, text: bytes) -> bytes:
+        if self.table is None:
+            return b'{"type":"ADDED","object":' + text + b"}\n"
+        return self._table_line("ADDED", orjson.loads(text))
+
+    def _table_line(self, kind: str, obj: dict) -> bytes:
+        from .meta import now
+        from .tables import build_table
+
+        table = build_table(self.res, [obj], include_object="Metadata", now=now(), version=self.table,
+                            with_columns=self.first)
+        self.first = False
+        return orjson.dumps({"type": kind, "object": table}) + b"\n"
+
+    def bookmark(self, rv: int, initial_end: bool = False) -> bytes:
+        meta = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return orjson.dumps({"type": "BOOKMARK", "object": {"kind": self.res.kind, "apiVersion": self.res.api_version,
+                                                             "metadata": meta}}) + b"\n"
+
+
+async def _stream(request, res, sub: Subscriber, options: dict, initial: list[bytes]):
+    enc = _Encoder(request, res)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + options["timeout"]
+    interval = settings.KUBE_WATCH_BOOKMARK_SECONDS
+    try:
+        yield b""  # send the headers now: clients learn the watch is established
+        if initial:
+            yield b"".join(enc.added(text) for text in initial)
+        # Revisions committed between the starting point and registration come from the log.
+        registered_at = hub.register(sub)
+        after = sub.start_rv
+        while after < registered_at:
+            batch = await sync_to_async(_read_after)(after, 2000, registered_at)
+            if not batch:
+                break
+            lines = [enc.event(kind, ev) for ev in batch if sub.wants(ev) and (kind := sub.decide(ev))]
+            if lines:
+                yield b"".join(lines)
+            after = batch[-1].rv
+        sub.release_buffer()
+        if options["send_initial"]:
+            yield enc.bookmark(max(sub.start_rv, after), initial_end=True)
+        next_bookmark = loop.time() + interval
+        final_bookmark = options["bookmarks"] and options["timeout"] >= 2
+        while True:
+            now = loop.time()
+            wake_at = min(deadline - (1 if final_bookmark else 0), next_bookmark if options["bookmarks"] else deadline)
+            try:
+                async with asyncio.timeout(max(wake_at - now, 0)):
+                    kind, ev = await sub.queue.get()
+            except TimeoutError:
+                if loop.time() >= deadline - (1 if final_bookmark else 0):
+                    if final_bookmark:
+                        yield enc.bookmark(hub.last_rv)
+                        final_bookmark = False
+                        continue
+                    return
+                yield enc.bookmark(hub.last_rv)
+                next_bookmark = loop.time() + interval
+                continue
+            if kind is CLOSE:
+                return
+            lines = [enc.event(kind, ev)]
+            while not sub.queue.empty():  # send what has piled up in one write
+                kind, ev = sub.queue.get_nowait()
+                if kind is CLOSE:
+                    yield b"".join(lines)
+                    return
+                lines.append(enc.event(kind, ev))
+            yield b"".join(lines)
+            if loop.time() >= deadline:
+                return
+    finally:
+        hub.unregister(sub)
+
+
+async def watch(request, single_name: str | None = None, **kw):
+    try:
+        await hub.start()
+        res, sub, options, initial = await sync_to_async(_prepare)(request, kw, single_name)
+    except ApiError as err:
+        if err.code == 410:
+            # Too old: kube-apiserver answers 200 and a single ERROR event, then closes.
+            return StreamingHttpResponse(iter([_error_line(err)]), content_type="application/json")
+        return status_response(err, request)
+    response = StreamingHttpResponse(_stream(request, res, sub, options, initial), content_type="application/json")
+    response["Cache-Control"] = "no-cache, private"
+    return response
+
+
+@csrf_exempt  # the DRF view it hands writes to enforces CSRF for session (browser) clients
+async def collection_or_watch(request, **kw):
+    """List paths: `?watch=true` (Go ParseBool) streams, anything else is the list/create view."""
+    try:
+        wants_watch = request.method == "GET" and parse_bool(request.GET.get("watch"), "watch")
+    except ApiError as err:
+        return status_response(err, request)
+    if wants_watch:
+        return await watch(request, **kw)
+    return await sync_to_async(collection)(request, **kw)
+
+
+@csrf_exempt
+async def watch_path(request, name: str | None = None, **kw):
+    """The deprecated /watch/... paths (a name narrows it to one object)."""
+    if request.method != "GET":
+        from .errors import method_not_allowed
+        return status_response(method_not_allowed(request.method), request)
+    return await watch(request, single_name=name, **kw)
