@@ -1,6 +1,7 @@
 """Shared fixtures: an API client with bearer tokens, and a live `manage.py serve` server."""
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import socket
@@ -82,12 +83,44 @@ def free_port() -> int:
 
 
 class LiveServer:
+    host = "127.0.0.1"
+
     def __init__(self, data_dir: Path, http_port: int, tls_port: int, proc):
         self.data_dir = data_dir
+        self.http_port = http_port
+        self._admin_token = None
         self.http_url = f"http://127.0.0.1:{http_port}"
         self.https_url = f"https://127.0.0.1:{tls_port}"
         self.proc = proc
         self.env = server_env(data_dir)
+
+    def request(self, method: str, path: str, body=None, token: str | None = None,
+                content_type: str = "application/json", headers: dict | None = None):
+        """One plain-HTTP request; returns (status, headers, parsed JSON or raw bytes)."""
+        conn = http.client.HTTPConnection(self.host, self.http_port, timeout=30)
+        hdrs = {"Authorization": f"Bearer {token or self.admin_token}", **(headers or {})}
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else orjson.dumps(body)
+            hdrs["Content-Type"] = content_type
+        conn.request(method, path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        raw = resp.read()
+        conn.close()
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            parsed = raw
+        return resp.status, dict(resp.getheaders()), parsed
+
+    def watch(self, path: str, token: str | None = None, headers: dict | None = None) -> "WatchStream":
+        return WatchStream(self, path, token or self.admin_token, headers or {})
+
+    @property
+    def admin_token(self) -> str:
+        if self._admin_token is None:
+            self._admin_token = self.token("live-admin", "admin")
+        return self._admin_token
 
     def manage(self, *args) -> str:
         out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
@@ -106,11 +139,55 @@ class LiveServer:
         return str(self.data_dir / "tls" / "ca.crt")
 
 
+class WatchStream:
+    """A watch over plain HTTP, read event by event (each with a timeout)."""
+
+    def __init__(self, server: LiveServer, path: str, token: str, headers: dict):
+        self.conn = http.client.HTTPConnection(server.host, server.http_port, timeout=30)
+        self.conn.request("GET", path, headers={"Authorization": f"Bearer {token}", **headers})
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+
+    def next(self, timeout: float = 10.0):
+        """The next event as a dict, or None when the server ended the stream."""
+        self.conn.sock.settimeout(timeout)
+        line = self.response.readline()
+        if not line:
+            return None
+        return orjson.loads(line)
+
+    def quiet(self, seconds: float) -> bool:
+        """True when nothing arrives for `seconds` (the stream is unusable afterwards)."""
+        try:
+            return self.next(timeout=seconds) is None
+        except TimeoutError:
+            return True
+
+    def events(self, count: int, timeout: float = 10.0) -> list[dict]:
+        out = []
+        for _ in range(count):
+            ev = self.next(timeout)
+            if ev is None:
+                break
+            out.append(ev)
+        return out
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def server_env(data_dir: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env["KUBEDASH_DATA_DIR"] = str(data_dir)
     env["DJANGO_SETTINGS_MODULE"] = "dashboard.settings"
     env["PYTHONPATH"] = str(ROOT)
+    env["KUBEDASH_WATCH_BOOKMARK_SECONDS"] = "1"   # so bookmark tests take seconds, not minutes
     return env
 
 

@@ -54,7 +54,7 @@ def kubectl(kube_server, tmp_path_factory):
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    run.home = home
+    run.home, run.config, run.binary = home, config, binary
     return run
 
 
@@ -182,3 +182,46 @@ def test_endpoints_short_name_and_describe(kubectl):
     out = kubectl("get", "ep", "web", "-n", "kt").stdout
     assert "10.1.0.1:8080,10.1.0.2:8080" in out
     assert "10.1.0.3" in kubectl("describe", "endpoints", "web", "-n", "kt").stdout
+
+
+def _read_until(proc, needles: list[str], timeout: float = 20) -> str:
+    """Read a running kubectl's stdout until every needle appeared (in order of arrival)."""
+    import selectors as sel
+    import time
+
+    out = ""
+    deadline = time.monotonic() + timeout
+    watcher = sel.DefaultSelector()
+    watcher.register(proc.stdout, sel.EVENT_READ)
+    while not all(n in out for n in needles):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not watcher.select(remaining):
+            break
+        chunk = os.read(proc.stdout.fileno(), 65536)  # unbuffered: select() must see what is left
+        if not chunk:
+            break
+        out += chunk.decode()
+    return out
+
+
+@pytest.mark.parametrize("events_flag", [False, True])
+def test_get_watch(kubectl, events_flag):
+    ns = "kw-events" if events_flag else "kw-plain"
+    kubectl("create", "-f", "-", stdin=LEASE_YAML.format(name="w1", ns=ns, idx=1, holder="first"))
+    args = [kubectl.binary, "--cache-dir", str(kubectl.home / "cache"), "get", "leases", "-n", ns, "-w"]
+    if events_flag:
+        args.append("--output-watch-events")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "HOME": str(kubectl.home), "KUBECONFIG": str(kubectl.config)})
+    try:
+        first = _read_until(proc, ["first"])
+        assert "w1" in first and "first" in first
+        kubectl("patch", "lease", "w1", "-n", ns, "--type=merge", "-p", '{"spec":{"holderIdentity":"second"}}')
+        kubectl("create", "-f", "-", stdin=LEASE_YAML.format(name="w2", ns=ns, idx=2, holder="third"))
+        later = _read_until(proc, ["second", "third"])
+        assert "second" in later and "third" in later
+        if events_flag:
+            assert "MODIFIED" in later and "ADDED" in later
+    finally:
+        proc.kill()
+        proc.wait()

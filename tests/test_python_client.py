@@ -87,3 +87,32 @@ def test_errors_are_status_objects(api_client):
     import json
     status = json.loads(err.value.body)
     assert status["kind"] == "Status" and status["details"]["causes"][0]["field"] == "spec.leaseDurationSeconds"
+
+
+def test_watch_stream(api_client):
+    """watch.Watch().stream: the official client's list-then-watch helper."""
+    import threading
+
+    from kubernetes import watch
+
+    api = k8s.CoordinationV1Api(api_client)
+    api.create_namespaced_lease("pyw", k8s.V1Lease(metadata=k8s.V1ObjectMeta(name="w0"), spec=k8s.V1LeaseSpec()))
+    listed = api.list_namespaced_lease("pyw")
+
+    def writes():
+        api.create_namespaced_lease("pyw", k8s.V1Lease(metadata=k8s.V1ObjectMeta(name="w1"), spec=k8s.V1LeaseSpec()))
+        api.patch_namespaced_lease("w1", "pyw", {"spec": {"holderIdentity": "h"}})
+        api.delete_namespaced_lease("w0", "pyw")
+
+    w = watch.Watch()
+    seen = []
+    writer = threading.Timer(0.5, writes)
+    writer.start()
+    for event in w.stream(api.list_namespaced_lease, "pyw", resource_version=listed.metadata.resource_version,
+                          timeout_seconds=10):
+        seen.append((event["type"], event["object"].metadata.name))
+        if len(seen) == 3:
+            w.stop()
+    writer.join()
+    assert seen == [("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w0")]
+    assert isinstance(event["object"], k8s.V1Lease)

@@ -84,7 +84,8 @@ def _record(res: Resource, obj: dict, event: str, moment) -> int:
     obj["metadata"]["resourceVersion"] = str(rv)
     m = obj["metadata"]
     Revision.objects.create(rv=rv, kind=res.kind, namespace=m.get("namespace", ""), name=m["name"],
-                            type=event, object=_dumps(obj).decode(), created=moment)
+                            type=event, object=_dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode(),
+                            created=moment)
     _announce(rv)
     return rv
 

@@ -236,7 +236,8 @@ def authorize(request, res: registry.Resource, verb: str, namespace: str | None)
         raise forbidden_request(principal.username, verb, res.group, res.plural, namespace)
 
 
-def list_query(request, res: registry.Resource, namespace: str | None) -> store.ListQuery:
+def list_query(request, res: registry.Resource, namespace: str | None, *, watch: bool = False) -> store.ListQuery:
+    """The list (or watch) parameters. Watches validate resourceVersionMatch themselves."""
     from .selectors import parse_field_selector, parse_label_selector
 
     params = request.GET
@@ -250,6 +251,8 @@ def list_query(request, res: registry.Resource, namespace: str | None) -> store.
     rv = parse_resource_version(params.get("resourceVersion"))
     match = params.get("resourceVersionMatch", "")
     cont = params.get("continue", "")
+    if watch:
+        match = ""
     if match and match not in ("Exact", "NotOlderThan"):
         raise bad_request(f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')
     if match and rv is None:

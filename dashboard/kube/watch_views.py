@@ -86,7 +86,7 @@ def _prepare(request, kw: dict, single_name: str | None):
     request.user = _principal(request)
     authorize(request, res, "watch", namespace)
     options = _watch_options(request)
-    q = list_query(request, res, namespace)
+    q = list_query(request, res, namespace, watch=True)
     q.limit, q.continue_token = None, ""
     if single_name is not None:
         q.names = (single_name,)
