@@ -19,6 +19,7 @@ from dashboard.kube import validation as v
 from dashboard.kube.errors import (Cause, duplicate, forbidden, invalid, not_supported, required,
                                    too_many)
 from dashboard.kube.registry import Column
+from dashboard.kube.tables import human_duration  # noqa: F401  (one HumanDuration, shared)
 
 DEFINITION = "io.k8s.api.batch.v1.Job"
 MAX_INT32 = 2 ** 31 - 1
@@ -1275,35 +1276,6 @@ def completions_text(obj: dict) -> str:
         return f"{succeeded}/{spec['completions']}"
     parallelism = _int(spec.get("parallelism"))
     return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
-
-
-def human_duration(seconds: float) -> str:
-    """apimachinery's duration.HumanDuration."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
-    return f"{hours // 24 // 365}y"
 
 
 def duration_text(obj: dict, now: datetime) -> str:

@@ -64,6 +64,8 @@ class Subscriber:
     label_selector: object = None
     field_selector: object = None
     start_rv: int = 0
+    # Extra condition on the object (e.g. the pages' name search), applied like a selector.
+    predicate: object = None
     # Keys reported as matching so far; None when selectors can't change for a key.
     matching: set | None = None
     queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(settings.KUBE_WATCH_QUEUE_SIZE))
@@ -73,6 +75,8 @@ class Subscriber:
     @property
     def stateful(self) -> bool:
         """Does matching depend on the object's content (labels, status fields)?"""
+        if self.predicate is not None:
+            return True
         if self.label_selector is not None and not self.label_selector.empty:
             return True
         fs = self.field_selector
@@ -86,7 +90,7 @@ class Subscriber:
         if self.field_selector is not None and not self.field_selector.matches(
                 lambda f: store.field_value(self.resource, obj, f)):
             return False
-        return True
+        return self.predicate is None or self.predicate(obj)
 
     def offer(self, ev: Event) -> None:
         if self.closed or not self.wants(ev):
