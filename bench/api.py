@@ -23,6 +23,7 @@ import http.client
 import json
 import os
 import platform
+import resource
 import shutil
 import socket
 import statistics
@@ -160,7 +161,7 @@ def lease_body(name: str, ns: str, holder: str) -> bytes:
     }).encode()
 
 
-def seed_leases(server: Server, ns: str, names: list[str], workers: int = 8) -> float:
+def seed_leases(server: Server, ns: str, names: list[str], workers: int = 4) -> float:
     """POST each Lease through the API from `workers` keep-alive connections; returns seconds."""
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
     path = LEASES.format(ns=ns)
@@ -205,23 +206,47 @@ class Result:
     non_2xx: int
     errors: int                 # socket errors and timeouts
     cpu: float                  # server CPU use during the run, in cores (1.0 = one core busy)
+    other_cpu: float = 0.0      # cores used by other processes than the server and wrk
     ratio: float | None = None  # rate / ceiling rate at the same connection count
     extra: dict = field(default_factory=dict)
 
 
+def host_busy_seconds() -> float:
+    """CPU seconds all processes on this machine have used (Linux /proc/stat), else 0."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        return (sum(values[:8]) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")   # minus idle, iowait
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_wrk(wrk: str, server: Server, url_path: str, connections: int, duration: float,
             script: str = "wrk_report.lua", env: dict | None = None) -> tuple[dict, float]:
-    """Run wrk (a separate process, threads == connections); returns (its result, server CPU)."""
+    """Run wrk (a separate process, threads == connections); returns (its result, server CPU).
+
+    The result also gets "wrk_cpu" and "other_cpu": cores used by wrk, and by everything else
+    on the machine (other work sharing the cores makes the figures pessimistic)."""
     cmd = [wrk, f"-t{connections}", f"-c{connections}", f"-d{duration:g}s", "--timeout", "10s",
            "-H", f"Authorization: Bearer {server.token}", "-s", script,
            f"http://127.0.0.1:{server.port}{url_path}"]
     cpu_before, wall_before = server.cpu_seconds(), time.monotonic()
+    host_before, wrk_before = host_busy_seconds(), children_cpu_seconds()
     out = subprocess.run(cmd, cwd=BENCH, env={**os.environ, **(env or {})}, capture_output=True, text=True,
                          timeout=duration + 60)
-    cpu = (server.cpu_seconds() - cpu_before) / max(time.monotonic() - wall_before, 1e-9)
+    wall = max(time.monotonic() - wall_before, 1e-9)
+    cpu = (server.cpu_seconds() - cpu_before) / wall
+    wrk_cpu = (children_cpu_seconds() - wrk_before) / wall
+    other = max((host_busy_seconds() - host_before) / wall - cpu - wrk_cpu, 0.0)
     for line in out.stdout.splitlines():
         if line.startswith("BENCH_JSON "):
-            return json.loads(line[len("BENCH_JSON "):]), cpu
+            data = json.loads(line[len("BENCH_JSON "):])
+            data.update(wrk_cpu=wrk_cpu, other_cpu=other)
+            return data, cpu
     raise SystemExit(f"wrk gave no result (exit {out.returncode}):\n{out.stdout}\n{out.stderr}")
 
 
@@ -231,7 +256,7 @@ def to_result(name: str, connections: int, data: dict, cpu: float, ok_count: int
     ok = data["requests"] - non_2xx if ok_count is None else ok_count
     return Result(name, connections, ok / seconds, data["lat_p50_us"] / 1000, data["lat_p99_us"] / 1000,
                   non_2xx, data["err_connect"] + data["err_read"] + data["err_write"] + data["err_timeout"],
-                  cpu, extra=data)
+                  cpu, other_cpu=data.get("other_cpu", 0.0), extra=data)
 
 
 def renew_env(prefix: str = "renew-") -> dict:
@@ -277,82 +302,149 @@ def time_list(server: Server, runs: int, accept: str) -> tuple[list[float], int,
 # Profiling (optional): py-spy on the server under the renew load
 
 
-CATEGORIES = [  # (label, substrings of a frame's "function (file)"), first match from the leaf up wins
-    ("SQLite (sqlite3 C calls)", ("sqlite3/", "backends/sqlite3")),
-    ("Django ORM (query building/compiling)", ("django/db/",)),
+CATEGORIES = [  # (label, substrings of a frame "function (file:line)"); the leaf-most match wins
+    ("SQLite (sqlite3 calls, connect)", ("sqlite3/base.py", "sqlite3/_functions.py", "sqlite3/__init__")),
+    ("Django ORM (query building, compiling, rows)", ("django/db/",)),
     ("schema decode", ("kube/schema.py",)),
-    ("validation", ("kube/validation.py", "kube/meta.py")),
+    ("validation/normalisation", ("kube/validation.py", "kube/meta.py", "coordination/strategy.py")),
     ("JSON (orjson/json)", ("orjson", "json/")),
-    ("DRF (APIView, Request, auth)", ("rest_framework/",)),
-    ("token auth", ("web/auth.py", "web/models.py")),
-    ("store (kubedash write path)", ("kube/store.py",)),
-    ("kubedash views", ("kube/views.py", "kube/registry.py", "coordination/")),
-    ("Django middleware/handlers/urls", ("django/middleware", "django/contrib/", "django/core/handlers",
-                                          "django/urls", "django/http", "django/utils", "django/dispatch")),
-    ("asgiref thread hop (sync_to_async)", ("asgiref/",)),
+    ("DRF (APIView, Request)", ("rest_framework/",)),
+    ("kubedash views/store/auth", ("dashboard/",)),
+    ("Django middleware/handlers/urls/http", ("django/",)),
+    ("asgiref thread hops (sync_to_async, executors, thread start/join, wakeups)", (
+        "asgiref/", "concurrent/futures", "threading.py", "queue.py", "run_in_executor",
+        "_write_to_self", "_read_from_self", "call_soon_threadsafe", "futures.py", "tasks.py")),
     ("Daphne/Twisted HTTP", ("daphne/", "twisted/", "autobahn/")),
     ("asyncio event loop", ("asyncio/", "selectors.py")),
-    ("thread pool / idle", ("concurrent/futures", "threading.py", "queue.py")),
 ]
 
+# Inclusive checkpoints: share of samples whose stack passes through the frame.
+CHECKPOINTS = [
+    ("Django request (handler, middleware, view)", ("BaseHandler.get_response_async", "BaseHandler.get_response (")),
+    ("  middleware hops (MiddlewareMixin.__acall__)", ("MiddlewareMixin.__acall__",)),
+    ("  DRF APIView.dispatch", ("APIView.dispatch",)),
+    ("    token authentication (BearerTokenAuthentication)", ("BearerTokenAuthentication.authenticate",)),
+    ("    read_body (JSON decode)", ("read_body (",)),
+    ("    decode_object (schema decode, pruning)", ("decode_object (",)),
+    ("    store.update (transaction, SQL, validation)", ("update (dashboard/kube/store.py",)),
+    ("      store._load (SELECT current object)", ("_load (dashboard/kube/store.py",)),
+    ("      store._record (revision INSERT)", ("_record (dashboard/kube/store.py",)),
+    ("      validation/normalisation", ("kube/validation.py", "coordination/strategy.py")),
+    ("    response rendering", ("object_response (", "json_response (")),
+    ("new SQLite connection (get_new_connection)", ("get_new_connection",)),
+    ("thread start/join (ThreadSensitiveContext, executors)", ("Thread.start (", "Thread.join (")),
+    ("Daphne/Twisted HTTP parsing and writing", ("http_protocol.py", "twisted/web/http.py", "twisted/internet/tcp.py")),
+]
 
-def categorise(stack: str) -> str:
-    frames = stack.split(";")
-    for frame in reversed(frames):   # leaf first: attribute time to the innermost known layer
+# Leaf frames where a thread waits rather than runs (py-spy's own idle test misses some).
+IDLE_LEAVES = ("EpollSelector.select", "Condition.wait", "_wait_for_tstate_lock", "Event.wait",
+               "_worker (concurrent/futures/thread.py")
+
+
+def read_collapsed(raw: Path):
+    for line in raw.read_text(errors="replace").splitlines():
+        stack_text, _, count = line.rpartition(" ")
+        if count.isdigit():
+            yield stack_text.split(";"), int(count)
+
+
+def summarise_gil(raw: Path, seconds: float, rate: int) -> str:
+    """Where the GIL goes (recorded with --gil): with one process this is the serial work
+    that bounds throughput. Self time by layer, then inclusive time through checkpoints."""
+    by_cat: Counter = Counter()
+    checkpoints: Counter = Counter()
+    total = 0
+    for stack, n in read_collapsed(raw):
+        total += n
+        by_cat[categorise(stack)] += n
+        for label, keys in CHECKPOINTS:
+            if any(k in frame for frame in stack for k in keys):
+                checkpoints[label] += n
+    if not total:
+        return "py-spy recorded no samples"
+    lines = [f"GIL held {100 * total / (seconds * rate):.0f}% of the time ({total} samples); "
+             "self time by layer (innermost recognised frame), % of GIL samples:"]
+    for label, n in by_cat.most_common():
+        lines.append(f"  {100 * n / total:5.1f}%  {label}")
+    lines.append("Inclusive time through checkpoints, % of GIL samples:")
+    for label, _ in CHECKPOINTS:
+        lines.append(f"  {100 * checkpoints[label] / total:5.1f}%  {label}")
+    return "\n".join(lines)
+
+
+def summarise_wall(raw: Path, seconds: float, rate: int) -> str:
+    """Wall-clock view (recorded with --idle --threads): what the event-loop thread does, and
+    how much thread time waits inside SQLite calls (lock waits included)."""
+    possible = seconds * rate
+    main: Counter = Counter()
+    workers = Counter()
+    for stack, n in read_collapsed(raw):
+        leaf = stack[-1]
+        idle = any(k in leaf for k in IDLE_LEAVES)
+        if "MainThread" in stack[0]:
+            if "EpollSelector.select" in leaf:
+                main["waiting for I/O (epoll)"] += n
+            elif any("Thread.start (" in f for f in stack):
+                main["blocked starting a thread (Thread.start)"] += n
+            elif idle:
+                main["other waits"] += n
+            else:
+                main["running"] += n
+        elif not idle:
+            workers["busy"] += n
+            if any("SQLiteCursorWrapper.execute" in f or "BaseDatabaseWrapper.commit" in f for f in stack):
+                workers["in SQLite execute/commit (incl. lock waits)"] += n
+            if any("get_new_connection" in f for f in stack):
+                workers["opening SQLite connections"] += n
+    lines = ["Event-loop (main) thread, % of its samples:"]
+    main_total = sum(main.values()) or 1
+    for label, n in main.most_common():
+        lines.append(f"  {100 * n / main_total:5.1f}%  {label}")
+    lines.append("Worker threads, thread-time as % of wall time (can exceed 100%: several threads):")
+    for label, n in workers.most_common():
+        lines.append(f"  {100 * n / possible:5.1f}%  {label}")
+    return "\n".join(lines)
+
+
+def categorise(stack: list[str]) -> str:
+    for frame in reversed(stack):   # leaf first: attribute time to the innermost known layer
         for label, keys in CATEGORIES:
             if any(k in frame for k in keys):
                 return label
     return "other"
 
 
-def summarise_profile(raw: Path, top: int = 12) -> str:
-    """Summary of py-spy's collapsed stacks: share per layer (leaf attribution) and top functions."""
-    by_cat: Counter = Counter()
-    inclusive: Counter = Counter()
-    total = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
-        total += n
-        by_cat[categorise(stack)] += n
-        for frame in set(stack.split(";")):
-            inclusive[frame] += n
-    if not total:
-        return "py-spy recorded no samples"
-    lines = [f"py-spy: {total} samples (all threads, idle excluded)", "",
-             "Self time by layer (innermost recognised frame):"]
-    for label, n in by_cat.most_common():
-        lines.append(f"  {100 * n / total:5.1f}%  {label}")
-    lines += ["", "Inclusive time, top frames (kubedash, DRF, Django, asgiref, daphne):"]
-    wanted = ("kube/", "web/auth", "rest_framework/", "django/", "asgiref/", "daphne/")
-    shown = 0
-    for frame, n in inclusive.most_common():
-        if any(w in frame for w in wanted):
-            lines.append(f"  {100 * n / total:5.1f}%  {frame}")
-            shown += 1
-            if shown >= top * 2:
-                break
-    return "\n".join(lines)
+PROFILE_RATE = 200
 
 
 def profile_renew(wrk: str, server: Server, connections: int, seconds: float, out: Path) -> str:
+    """Two py-spy recordings of the server under the renew load: GIL samples, then wall clock."""
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(pyspy).exists() and not shutil.which("py-spy"):
+    if not Path(pyspy).exists():
         return "py-spy not found: install it with `.venv/bin/pip install py-spy` to profile"
+    half = seconds / 2
     holder: dict = {}
     load = threading.Thread(target=lambda: holder.update(r=run_wrk(
-        wrk, server, "/healthz", connections, seconds + 4, "lease_renew.lua", renew_env())))
+        wrk, server, "/healthz", connections, seconds + 6, "lease_renew.lua", renew_env())))
     load.start()
     time.sleep(2)   # let wrk connect and reach steady state
-    spy = subprocess.run([pyspy, "record", "--pid", str(server.proc.pid), "--duration", str(int(seconds)),
-                          "--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"],
-                         capture_output=True, text=True, timeout=seconds + 60)
+    outputs = []
+    for suffix, flags in ((".gil", ["--gil"]), (".wall", ["--idle", "--threads"])):
+        path = out.with_name(out.name + suffix)
+        spy = subprocess.run([pyspy, "record", "--pid", str(server.proc.pid), "--duration", f"{half:g}",
+                              "--rate", str(PROFILE_RATE), "--format", "raw", "--output", str(path), *flags],
+                             capture_output=True, text=True, timeout=seconds + 60)
+        if spy.returncode != 0 or not path.exists():
+            load.join()
+            return f"py-spy failed (exit {spy.returncode}): {spy.stderr.strip()[-500:]}"
+        outputs.append(path)
     load.join()
-    if spy.returncode != 0 or not out.exists():
-        return f"py-spy failed (exit {spy.returncode}): {spy.stderr.strip()[-500:]}"
-    return summarise_profile(out)
+    data, _ = holder["r"]
+    rate = data["renewed"] / (data["duration_us"] / 1e6)
+    return (f"renew load during profiling: {rate:.0f} renewals/s (slowed by sampling)\n"
+            f"raw stacks: {outputs[0]}, {outputs[1]}\n"
+            + summarise_gil(outputs[0], half, PROFILE_RATE) + "\n"
+            + summarise_wall(outputs[1], half, PROFILE_RATE))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,10 +458,10 @@ def fmt_ratio(r: float | None) -> str:
 def print_results(results: list[Result], header: bool = True) -> None:
     if header:
         print(f"{'scenario':<22} {'conns':>5} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'non-2xx':>8} {'errors':>7} {'x ceiling':>9} {'srv CPU':>8}")
+              f"{'non-2xx':>8} {'errors':>7} {'x ceiling':>9} {'srv CPU':>8} {'other CPU':>9}")
     for r in results:
         print(f"{r.scenario:<22} {r.connections:>5} {r.rate:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
-              f"{r.non_2xx:>8} {r.errors:>7} {fmt_ratio(r.ratio):>9} {r.cpu:>7.2f}c")
+              f"{r.non_2xx:>8} {r.errors:>7} {fmt_ratio(r.ratio):>9} {r.cpu:>7.2f}c {r.other_cpu:>8.2f}c")
 
 
 def machine() -> str:
@@ -394,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list-size", type=int, default=None, help="objects in the big list (default 10000)")
     parser.add_argument("--list-runs", type=int, default=None, help="timed list requests per form (default 7)")
     parser.add_argument("--profile", type=Path, default=None,
-                        help="also profile the server with py-spy for ~10 s under the renew load; "
-                             "raw collapsed stacks go to this file")
+                        help="also profile the server with py-spy for ~10 s under the renew load "
+                             "(needs `pip install py-spy`); raw collapsed stacks go to FILE.gil/FILE.wall")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args(argv)
 
@@ -439,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
             results += [ceiling, renew, get]
             print_results([ceiling, renew, get], header=c == conns[0])
 
-        print(f"\nseeding {list_size} Leases through the API (8 keep-alive connections) ...")
+        print(f"\nseeding {list_size} Leases through the API (4 keep-alive connections; the server, not the client, is the limit) ...")
         seconds = seed_leases(server, LIST_NS, [f"lease-{i:05d}" for i in range(list_size)])
         print(f"seeded in {seconds:.1f} s ({list_size / seconds:.0f} creates/s)")
         list_json, n_json, size_json = time_list(server, list_runs, "application/json")
@@ -481,6 +573,10 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "-" if ok is None else ("PASS" if ok else "MISS")
         missed += ok is False
         print(f"{name:<44} {value:>12}  {verdict}")
+    busiest = max((r.other_cpu for r in results), default=0.0)
+    if busiest > 0.25:
+        print(f"\nnote: other processes used up to {busiest:.2f} of the {os.cpu_count()} cores during the wrk runs; "
+              "the machine was shared, so these figures are pessimistic")
     return 1 if (args.strict and missed) else 0
 
 

@@ -90,7 +90,9 @@ TEMPLATES = [
 ]
 
 _default_db = f"sqlite:///{DATA_DIR / 'kubedash.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_db), conn_max_age=600)}
+# conn_max_age=0: under ASGI each request runs in its own thread, so a kept connection would
+# outlive its thread and pile up (PostgreSQL then refuses clients).
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_db), conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         # Writers take the lock at BEGIN, so revision numbers commit in order (see store.py).

@@ -1,6 +1,6 @@
 """HTTP routes: the Kubernetes API paths (all kinds, one generic view each) and the pages."""
 from django.contrib import admin
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from dashboard.kube import discovery_views as disc
 from dashboard.kube.views import NotFoundView, ObjectView
@@ -42,4 +42,5 @@ urlpatterns = [
     *kube_paths("apis/<str:group>/<str:version>"),
     re_path(r"^(api|apis|openapi)(/.*)?$", NotFoundView.as_view()),
     path("admin/", admin.site.urls),
+    path("", include("dashboard.web.urls")),
 ]

@@ -20,7 +20,7 @@ def compaction_point(keep: int | None = None, keep_seconds: int | None = None) -
     """The highest revision that may go: older than both the count and the age retention."""
     keep = settings.KUBE_RETAIN_REVISIONS if keep is None else keep
     keep_seconds = settings.KUBE_RETAIN_SECONDS if keep_seconds is None else keep_seconds
-    current = RevisionCounter.objects.get(pk=1).value
+    current = RevisionCounter.objects.filter(pk=1).values_list("value", flat=True).first() or 0
     point = current - keep
     if keep_seconds:
         cutoff = now() - timedelta(seconds=keep_seconds)
@@ -33,7 +33,7 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0) -> int:
     """Compact now; returns how many revisions were removed."""
     with transaction.atomic():
         point = compaction_point(keep, keep_seconds)
-        state = CompactionState.objects.select_for_update().get(pk=1)
+        state, _ = CompactionState.objects.select_for_update().get_or_create(pk=1)
         if point <= state.compacted_rv:
             return 0
         live = set()

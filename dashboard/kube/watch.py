@@ -169,6 +169,10 @@ class Hub:
         self.last_rv = 0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
+        # The loop keeps only weak references to tasks: without this one, the Redis listener
+        # (a reference cycle with its socket reader) is garbage-collected mid-wait, and the
+        # other processes' writes then wait for the safety poll.
+        self._redis_task: asyncio.Task | None = None
         self._start_lock: asyncio.Lock | None = None
 
     async def start(self) -> None:
@@ -186,7 +190,7 @@ class Hub:
             self.last_rv = await sync_to_async(store.current_revision)()
             self._task = loop.create_task(self._run())
             if settings.REDIS_URL:
-                loop.create_task(self._listen_redis())
+                self._redis_task = loop.create_task(self._listen_redis())
 
     def notify(self) -> None:
         """Thread-safe: a revision committed (called from the writer's thread)."""
@@ -215,10 +219,14 @@ class Hub:
             except TimeoutError:
                 pass
             self._wake.clear()
-            if not any(self.subscribers.values()):
-                self.last_rv = max(self.last_rv, await sync_to_async(store.current_revision)())
-                continue
             try:
+                if not any(self.subscribers.values()):
+                    current = await sync_to_async(store.current_revision)()
+                    # Skip ahead only if nobody registered during the await: a watcher that did
+                    # took last_rv as its starting point and needs the revisions after it.
+                    if not any(self.subscribers.values()):
+                        self.last_rv = max(self.last_rv, current)
+                        continue
                 while True:
                     events = await sync_to_async(_read_after)(self.last_rv, self.BATCH)
                     self.dispatch(events)
@@ -241,6 +249,7 @@ class Hub:
                 client = aioredis.from_url(settings.REDIS_URL)
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(REDIS_CHANNEL)
+                    self._wake.set()  # catch up on what committed while (re)subscribing
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             self._wake.set()

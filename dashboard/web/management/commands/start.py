@@ -21,6 +21,7 @@ from dashboard.web.models import Role
 
 from .kubeconfig import build_kubeconfig, ca_pem_for, read_token, write_kubeconfig
 from .serve import url
+from .simulate import DEFAULT_NAMESPACES, start_demo, stop_demo
 
 ADMIN = "admin"
 PASSWORD_FILE = "admin-password"
@@ -80,11 +81,9 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
         parser.add_argument("--tls-port", type=int, default=8443, help="HTTPS port (default 8443)")
         parser.add_argument("--access-log", action="store_true", help="log every request")
-        # Demo hook: the demo simulator (leases renewing, endpoints flapping, jobs progressing)
-        # comes in a later issue and will be started here unless --no-demo is given. The flag
-        # is accepted now, and ignored, so scripts and the README can already use it.
         parser.add_argument("--no-demo", action="store_true",
-                            help="do not run the demo simulator (there is none yet)")
+                            help="do not run the demo simulator (leases renewing, endpoints "
+                                 "flapping, jobs progressing in namespaces demo, payments, batch)")
 
     def handle(self, *args, **options):
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
@@ -95,8 +94,6 @@ class Command(BaseCommand):
         server = url("https", host, tls_port)
         reused = ensure_admin_kubeconfig(kubeconfig, server)
         password = ensure_admin_password(settings.DATA_DIR)
-
-        # Demo hook (see --no-demo): start the simulator here once it exists.
 
         shown = _relative(kubeconfig)
         site = url("http", host, port)
@@ -112,9 +109,17 @@ class Command(BaseCommand):
         self.stdout.write("kubectl:")
         self.stdout.write(f"  kubectl --kubeconfig {shown} get leases -A")
         self.stdout.write(f"  ({'kept' if reused else 'wrote'} {shown}: user {ADMIN}, server {server})")
+        if not options["no_demo"]:
+            self.stdout.write(f"Demo: a simulator writes to namespaces {DEFAULT_NAMESPACES} "
+                              f"through the API (--no-demo turns it off)")
         self.stdout.write("")
-        call_command("serve", host=host, port=port, tls_port=tls_port,
-                     access_log=options["access_log"], verbosity=options["verbosity"])
+        # The demo simulator is a separate API client; it starts writing once serve listens.
+        demo = None if options["no_demo"] else start_demo(site)
+        try:
+            call_command("serve", host=host, port=port, tls_port=tls_port,
+                         access_log=options["access_log"], verbosity=options["verbosity"])
+        finally:
+            stop_demo(demo)
 
 
 def _relative(path: Path) -> str:

@@ -1,0 +1,126 @@
+"""Live pages: one websocket per page pushes re-rendered fragments (htmx `hx-swap-oob`).
+
+The consumer subscribes to the per-process watch hub for exactly what its page shows (kind,
+namespace, label selector, name search, one object), renders the changed object with the
+same template partial as the full page, and sends it. On (re)connect it compares the page's
+revision with the current one and, if anything changed meanwhile, re-renders the page's
+items wholesale: a reconnecting page always converges, and nothing is silently missed.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from dashboard.kube import registry
+from dashboard.kube.errors import ApiError
+from dashboard.kube.selectors import parse_label_selector
+from dashboard.kube.watch import CLOSE, Subscriber, hub
+
+from . import live
+
+log = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 0.05   # coalesce bursts of writes into one push
+
+
+@dataclass
+class PageSpec:
+    """What a page shows, parsed from the websocket's query string (mirrors the page URL)."""
+
+    view: str
+    kinds: tuple[str, ...]
+    namespace: str | None
+    label_selector: object
+    q: str
+    name: str
+    rv: int
+
+
+def parse_spec(query: bytes) -> PageSpec:
+    params = {k: v[-1] for k, v in parse_qs(query.decode()).items()}
+    view = params.get("view", "")
+    kinds = live.VIEW_KINDS.get(view)
+    if kinds is None:
+        raise ValueError(f"unknown view {view!r}")
+    rv = params.get("rv", "0")
+    return PageSpec(view=view, kinds=kinds, namespace=params.get("namespace") or None,
+                    label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
+                    q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0)
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    async def connect(self):
+        self.subscribers: list[Subscriber] = []
+        self.pending: dict[tuple, tuple] = {}
+        self.flush_lock = asyncio.Lock()
+        self.flush_handle = None
+        self.pump = None
+        try:
+            self.spec = parse_spec(self.scope.get("query_string", b""))
+        except (ValueError, ApiError):
+            await self.close(code=4400)
+            return
+        self.principal = await sync_to_async(live.principal_from_scope)(self.scope)
+        if self.principal is None or not live.may_view(self.principal, self.spec.namespace, self.spec.kinds):
+            await self.close(code=4403)
+            return
+        await hub.start()
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
+        for kind in self.spec.kinds:
+            res = registry.by_kind(kind)
+            sub = Subscriber(resource=res, namespace=self.spec.namespace, label_selector=self.spec.label_selector,
+                             names=(self.spec.name,) if self.spec.name else (),
+                             predicate=live.page_predicate(self.principal, self.spec.q), queue=self.queue)
+            sub.matching = set()
+            hub.register(sub)            # buffered until the snapshot below is taken
+            self.subscribers.append(sub)
+        state = await sync_to_async(live.snapshot)(self.spec, self.principal)
+        for sub in self.subscribers:
+            sub.start_rv = state.rv
+            sub.matching.update(state.keys.get(sub.resource.kind, ()))
+        self.shown = sorted(k for keys in state.keys.values() for k in keys)
+        await self.accept()  # only now: the subscription and the snapshot are in place
+        if await sync_to_async(live.changed_since)(self.spec, state.rv):
+            await self.send(text_data=await sync_to_async(live.render_refresh)(self.spec, state))
+        for sub in self.subscribers:
+            sub.release_buffer()
+        self.pump = asyncio.get_running_loop().create_task(self._pump())
+
+    async def disconnect(self, code):
+        for sub in getattr(self, "subscribers", ()):
+            hub.unregister(sub)
+        if getattr(self, "pump", None) is not None:
+            self.pump.cancel()
+        if getattr(self, "flush_handle", None) is not None:
+            self.flush_handle.cancel()
+
+    async def receive(self, text_data=None, bytes_data=None):
+        # Pages only listen; anything a client sends is ignored (no writes over this socket).
+        return
+
+    async def _pump(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            kind, ev = await self.queue.get()
+            if kind is CLOSE:
+                # We fell too far behind: close; the page reconnects and refreshes.
+                await self.close(code=4408)
+                return
+            self.pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
+            if self.flush_handle is None:
+                self.flush_handle = loop.call_later(FLUSH_SECONDS, lambda: loop.create_task(self._flush()))
+
+    async def _flush(self):
+        self.flush_handle = None
+        async with self.flush_lock:  # one render at a time: it updates self.shown
+            pending, self.pending = self.pending, {}
+            if not pending:
+                return
+            html = await sync_to_async(live.render_changes)(self.spec, pending, self.shown)
+            if html:
+                await self.send(text_data=html)

@@ -1,0 +1,177 @@
+"""What the live consumer renders: page snapshots and the fragments for changed objects.
+
+Kept apart from the consumer so the page views, the websocket and the tests share one
+definition of "what a page shows" and render through the very same template partials.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from dashboard.kube import registry, store
+from dashboard.kube.meta import now
+from dashboard.kube.models import Revision
+
+from .auth import principal_for
+from .present import dom_id, present
+
+VIEW_KINDS = {
+    "overview": ("Lease", "Endpoints", "Job"),
+    "leases": ("Lease",),
+    "endpoints": ("Endpoints",),
+    "jobs": ("Job",),
+    "lease": ("Lease",),
+    "endpoints_detail": ("Endpoints",),
+    "job": ("Job",),
+}
+LIST_TEMPLATES = {"Lease": "web/leases.html", "Endpoints": "web/endpoints.html", "Job": "web/jobs.html"}
+DETAIL_TEMPLATES = {"Lease": "web/lease_detail.html", "Endpoints": "web/endpoints_detail.html", "Job": "web/job_detail.html"}
+DETAIL_VIEWS = {"lease", "endpoints_detail", "job"}
+
+
+def principal_from_scope(scope):
+    """The page viewer behind a websocket (session user), or None."""
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return None
+    return principal_for(user)
+
+
+def may_view(principal, namespace: str | None, kinds) -> bool:
+    return principal.can("list", namespace) if namespace else True
+
+
+def page_predicate(principal, q: str):
+    """Namespace limits and the name search, as one condition on an object."""
+    allowed = set(principal.namespaces)
+    if not allowed and not q:
+        return None
+
+    def visible(obj: dict) -> bool:
+        m = obj["metadata"]
+        return (not allowed or m.get("namespace") in allowed) and (not q or q in m["name"])
+
+    return visible
+
+
+@dataclass
+class Snapshot:
+    rv: int
+    keys: dict = field(default_factory=dict)      # kind -> set of (namespace, name)
+    objects: dict = field(default_factory=dict)   # kind -> [object], in key order
+
+
+def snapshot(spec, principal) -> Snapshot:
+    """What the page shows now, all kinds read at one revision."""
+    visible = page_predicate(principal, spec.q)
+    state = Snapshot(rv=0)
+    for kind in spec.kinds:
+        res = registry.by_kind(kind)
+        q = store.ListQuery(namespace=spec.namespace, label_selector=spec.label_selector,
+                            names=(spec.name,) if spec.name else ())
+        if state.rv:
+            q.resource_version, q.resource_version_match = state.rv, "Exact"
+        page = store.list_objects(res, q)
+        state.rv = page.resource_version
+        objects = [o for o in map(orjson.loads, page.items) if visible is None or visible(o)]
+        state.objects[kind] = objects
+        state.keys[kind] = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects}
+    return state
+
+
+def changed_since(spec, rv: int) -> bool:
+    """Did anything this page may show change after the page's revision (up to rv)?"""
+    if spec.rv >= rv:
+        return False
+    revisions = Revision.objects.filter(rv__gt=spec.rv, rv__lte=rv, kind__in=spec.kinds)
+    if spec.namespace:
+        revisions = revisions.filter(namespace=spec.namespace)
+    if spec.name:
+        revisions = revisions.filter(name=spec.name)
+    return revisions.exists()
+
+
+def _item(kind: str, obj: dict, oob: str, moment) -> str:
+    return render_to_string(LIST_TEMPLATES[kind] + "#item", {"item": present(kind, obj, moment), "oob": oob})
+
+
+def _detail(kind: str, obj: dict | None, moment) -> str:
+    if obj is None:
+        return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
+                "This object has been deleted.</p></section>")
+    import yaml
+
+    return render_to_string(DETAIL_TEMPLATES[kind] + "#detail", {
+        "item": present(kind, obj, moment), "oob": "true",
+        "yaml": yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)})
+
+
+def _empty_marker(empty: bool) -> str:
+    if empty:
+        return '<p id="items-empty" class="empty" hx-swap-oob="true">Nothing matches this view right now.</p>'
+    return '<p id="items-empty" class="empty" hidden hx-swap-oob="true"></p>'
+
+
+def render_refresh(spec, state: Snapshot) -> str:
+    """The whole live part of a page, for a page that missed changes (e.g. it reconnected)."""
+    moment = now()
+    if spec.view == "overview":
+        return "".join(_namespace(ns, moment) for ns in overview_namespaces(state))
+    if spec.view in DETAIL_VIEWS:
+        kind = spec.kinds[0]
+        objects = state.objects[kind]
+        return _detail(kind, objects[0] if objects else None, moment)
+    kind = spec.kinds[0]
+    rows = "".join(_item(kind, o, "", moment) for o in state.objects[kind])
+    return (f'<template hx-swap-oob="innerHTML:#items">{rows}</template>'
+            + _empty_marker(not state.objects[kind]))
+
+
+def render_changes(spec, pending: dict, shown: list) -> str:
+    """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated."""
+    moment = now()
+    if spec.view == "overview":
+        namespaces = sorted({key[1] for key in pending})
+        return "".join(_namespace(ns, moment) for ns in namespaces)
+    parts = []
+    was_empty = not shown
+    import bisect
+
+    for (kind, namespace, name), (event, ev) in sorted(pending.items(), key=lambda kv: kv[0][1:]):
+        key = (namespace, name)
+        at = bisect.bisect_left(shown, key)
+        present_now = at < len(shown) and shown[at] == key
+        if spec.view in DETAIL_VIEWS:
+            parts.append(_detail(kind, None if event == Revision.DELETED else ev.obj, moment))
+            continue
+        if event == Revision.DELETED:
+            if present_now:
+                shown.pop(at)
+                parts.append(f'<div id="{dom_id(kind, namespace, name)}" hx-swap-oob="delete"></div>')
+            continue
+        if present_now:
+            parts.append(_item(kind, ev.obj, "true", moment))
+            continue
+        # A new row goes right after its predecessor in (namespace, name) order.
+        target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
+        shown.insert(at, key)
+        parts.append(f'<template hx-swap-oob="{target}">{_item(kind, ev.obj, "", moment)}</template>')
+    if spec.view not in DETAIL_VIEWS and was_empty != (not shown):
+        parts.append(_empty_marker(not shown))
+    return "".join(parts)
+
+
+def overview_namespaces(state: Snapshot) -> list[str]:
+    return sorted({key[0] for keys in state.keys.values() for key in keys})
+
+
+def _namespace(namespace: str, moment) -> str:
+    from .views import namespace_summary
+
+    return render_to_string("web/overview.html#namespace", {"ns": namespace_summary(namespace, moment), "oob": "true"})
+
+
+__all__ = ["VIEW_KINDS", "snapshot", "render_refresh", "render_changes", "escape"]

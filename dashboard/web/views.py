@@ -1,0 +1,361 @@
+"""The pages: server-rendered lists and details over the store, one shareable URL each.
+
+Each list page is the same generic view configured by a small KindPage declaration. Reads go
+through store.list_objects (one consistent snapshot, continue tokens) and the rows are built
+by present.present(), the same function the live consumer uses for its pushes.
+
+Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
+substring), limit (page size) and continue (the next page of the same snapshot).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlencode
+
+import orjson
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q, Sum
+from django.http import Http404
+from django.shortcuts import render
+from django.utils.decorators import method_decorator
+from django.views import View
+
+from dashboard.kube import store
+from dashboard.kube.errors import ApiError
+from dashboard.kube.meta import now as utcnow
+from dashboard.kube.models import Revision
+from dashboard.kube.registry import by_kind
+from dashboard.kube.selectors import parse_label_selector
+
+from . import present as p
+from .auth import Principal, principal_for
+
+PAGE_SIZE = 1000           # rows per page (1,000 Leases render in one page)
+MAX_PAGE_SIZE = 5000
+HISTORY_REVISIONS = 2000   # the newest revisions a lease timeline reads
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def ws_url(view: str, rv: int | str | None, **params: str) -> str:
+    """The page's websocket address: what it shows and the revision it was rendered at."""
+    query = {"view": view, **{k: v for k, v in params.items() if v}}
+    if rv not in (None, ""):
+        query["rv"] = str(rv)
+    return "/ws/live/?" + urlencode(query)
+
+
+def known_namespaces(principal: Principal) -> list[str]:
+    """Namespaces for the filter menu: the user's own list, or every namespace in use."""
+    if principal.namespaces:
+        return sorted(principal.namespaces)
+    seen: set[str] = set()
+    for kind in ("Lease", "Endpoints", "Job"):
+        seen.update(by_kind(kind).model.objects.values_list("namespace", flat=True).distinct())
+    return sorted(seen)
+
+
+def base_context(request, principal: Principal, active: str) -> dict:
+    return {"principal": principal, "active": active, "server_now": p.iso(utcnow())}
+
+
+@dataclass
+class Filters:
+    namespace: str = ""
+    label_selector: str = ""
+    q: str = ""
+    limit: int = PAGE_SIZE
+    continue_token: str = ""
+
+    @classmethod
+    def from_request(cls, request) -> "Filters":
+        g = request.GET
+        try:
+            limit = int(g.get("limit") or PAGE_SIZE)
+        except ValueError:
+            limit = PAGE_SIZE
+        return cls(namespace=(g.get("namespace") or "").strip(), label_selector=(g.get("labelSelector") or "").strip(),
+                   q=(g.get("q") or "").strip(), limit=max(1, min(limit, MAX_PAGE_SIZE)),
+                   continue_token=g.get("continue") or "")
+
+    @property
+    def custom_limit(self) -> int | None:
+        return self.limit if self.limit != PAGE_SIZE else None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.namespace or self.label_selector or self.q)
+
+    def query(self, **extra) -> str:
+        """This page's filters as a query string (for links: next page, clear)."""
+        params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q}
+        if self.limit != PAGE_SIZE:
+            params["limit"] = str(self.limit)
+        params.update(extra)
+        return urlencode({k: v for k, v in params.items() if v})
+
+
+@dataclass
+class Fetched:
+    objects: list[dict]
+    resource_version: int
+    next_token: str
+
+
+def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int, token: str) -> Fetched:
+    """One page of objects in (namespace, name) order, read from one snapshot.
+
+    namespaces is [None] (all), or the sorted namespaces to read one after another (a
+    namespace-limited user). The name filter q is applied here, so the store is read in
+    chunks until the page is full; the next-page token is our own (same snapshot, resumes
+    after the last object shown).
+    """
+    res = by_kind(kind)
+    start = store.decode_continue(token) if token else None
+    rv: int | None = start[0] if start else None
+    out: list[dict] = []
+    needle = q.lower()
+    chunk = limit + 1 if not needle else max(limit + 1, 500)
+    for ns in namespaces:
+        if start is not None and ns is not None and ns < start[1]:
+            continue
+        if start is not None and (ns is None or ns == start[1]):
+            cont = store.encode_continue(rv, start[1], start[2])
+        elif rv is not None:
+            cont = store.encode_continue(rv, ns, "")   # the same snapshot, from this namespace's start
+        else:
+            cont = ""
+        while True:
+            page = store.list_objects(res, store.ListQuery(namespace=ns, label_selector=selector, limit=chunk,
+                                                           continue_token=cont))
+            rv = page.resource_version
+            for raw in page.items:
+                obj = orjson.loads(raw)
+                meta = obj["metadata"]
+                if needle and needle not in meta["name"].lower():
+                    continue
+                if len(out) == limit:
+                    last = out[-1]["metadata"]
+                    return Fetched(out, rv, store.encode_continue(rv, last["namespace"], last["name"]))
+                out.append(obj)
+            if not page.continue_token:
+                break
+            cont = page.continue_token
+    return Fetched(out, rv if rv is not None else store.current_revision(), "")
+
+
+def _scope(principal: Principal, namespace: str) -> list[str | None] | None:
+    """The namespaces a list reads, or None when the user may not see the one asked for."""
+    if namespace:
+        return [namespace] if principal.can("list", namespace) else None
+    if principal.namespaces:
+        return sorted(principal.namespaces)
+    return [None]
+
+
+def forbidden_page(request, principal, active: str, namespace: str):
+    ctx = base_context(request, principal, active)
+    ctx.update(title="Not allowed", message=f"You have no access to namespace “{namespace}”.")
+    return render(request, "web/error.html", ctx, status=403)
+
+
+# ---------------------------------------------------------------------------------------------
+# List pages
+
+
+@dataclass(frozen=True)
+class KindPage:
+    kind: str
+    view: str          # the websocket view name
+    template: str
+    title: str
+    noun: str          # "leases", "Endpoints objects", "jobs"
+
+
+LEASES_PAGE = KindPage("Lease", "leases", "web/leases.html", "Leader holders", "leases")
+ENDPOINTS_PAGE = KindPage("Endpoints", "endpoints", "web/endpoints.html", "Endpoints readiness", "Endpoints objects")
+JOBS_PAGE = KindPage("Job", "jobs", "web/jobs.html", "Job progress", "jobs")
+
+
+@method_decorator(login_required, name="dispatch")
+class KindListView(View):
+    page: KindPage = LEASES_PAGE
+
+    def get(self, request):
+        page = self.page
+        principal = principal_for(request.user)
+        filters = Filters.from_request(request)
+        ctx = base_context(request, principal, page.view)
+        ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="")
+        namespaces = _scope(principal, filters.namespace)
+        if namespaces is None:
+            return forbidden_page(request, principal, page.view, filters.namespace)
+        status = 200
+        try:
+            selector = parse_label_selector(filters.label_selector)
+        except ApiError as exc:
+            ctx["error"] = f"Label selector: {exc.message}"
+            ctx["error_field"] = "labelSelector"
+            return render(request, page.template, ctx, status=400)
+        try:
+            fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token)
+        except ApiError as exc:
+            # A garbage or compacted continue token: say so, and offer the first page.
+            ctx["error"] = ("This page of results has expired; start again from the first page."
+                            if exc.code == 410 else "This link's page position is not valid.")
+            ctx["first_page"] = "?" + filters.query()
+            return render(request, page.template, ctx, status=exc.code if exc.code in (400, 410) else 400)
+        now = utcnow()
+        ctx.update(p.page_context(page.kind, fetched.objects, now))
+        ctx["rv"] = fetched.resource_version
+        if fetched.next_token:
+            ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
+        if filters.continue_token:
+            ctx["first_page"] = "?" + filters.query()
+        ctx["ws_url"] = ws_url(page.view, fetched.resource_version, namespace=filters.namespace,
+                               labelSelector=filters.label_selector, q=filters.q)
+        return render(request, page.template, ctx, status=status)
+
+
+class LeaseListView(KindListView):
+    page = LEASES_PAGE
+
+
+class EndpointsListView(KindListView):
+    page = ENDPOINTS_PAGE
+
+
+class JobListView(KindListView):
+    page = JOBS_PAGE
+
+
+# ---------------------------------------------------------------------------------------------
+# Detail pages
+
+
+@dataclass(frozen=True)
+class DetailPage:
+    kind: str
+    view: str
+    template: str
+    list_view: str
+
+
+LEASE_DETAIL = DetailPage("Lease", "lease", "web/lease_detail.html", "leases")
+ENDPOINTS_DETAIL = DetailPage("Endpoints", "endpoints_detail", "web/endpoints_detail.html", "endpoints")
+JOB_DETAIL = DetailPage("Job", "job", "web/job_detail.html", "jobs")
+
+
+@method_decorator(login_required, name="dispatch")
+class DetailView(View):
+    page: DetailPage = LEASE_DETAIL
+
+    def get(self, request, namespace: str, name: str):
+        page = self.page
+        principal = principal_for(request.user)
+        if not principal.can("get", namespace):
+            return forbidden_page(request, principal, page.list_view, namespace)
+        try:
+            obj = store.get(by_kind(page.kind), namespace, name)
+        except ApiError as exc:
+            if exc.code == 404:
+                raise Http404(f"{page.kind} {namespace}/{name} not found")
+            raise
+        now = utcnow()
+        ctx = base_context(request, principal, page.list_view)
+        rv = obj["metadata"].get("resourceVersion", "")
+        ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
+                   ws_url=ws_url(page.view, rv, namespace=namespace, name=name))
+        ctx.update(self.extra(namespace, name, now))
+        return render(request, page.template, ctx)
+
+    def extra(self, namespace: str, name: str, now: datetime) -> dict:
+        return {}
+
+
+class LeaseDetailView(DetailView):
+    page = LEASE_DETAIL
+
+    def extra(self, namespace, name, now):
+        return {"history": lease_history(namespace, name, now)}
+
+
+class EndpointsDetailView(DetailView):
+    page = ENDPOINTS_DETAIL
+
+
+class JobDetailView(DetailView):
+    page = JOB_DETAIL
+
+
+def lease_history(namespace: str, name: str, now: datetime) -> dict:
+    """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS)."""
+    rows = list(Revision.objects.filter(kind="Lease", namespace=namespace, name=name)
+                .order_by("-rv").values_list("type", "object", "created")[:HISTORY_REVISIONS])
+    rows.reverse()
+    return p.holder_history(((t, orjson.loads(o), c) for t, o, c in rows), now)
+
+
+# ---------------------------------------------------------------------------------------------
+# Overview
+
+
+def namespace_cards(now: datetime, namespaces: list[str] | None = None) -> list[dict]:
+    """One overview card per namespace (all in use, or just `namespaces`), from the typed
+    columns: three grouped queries, no per-object work beyond the lease expiry sums."""
+    models = {kind: by_kind(kind).model.objects.all() for kind in ("Lease", "Endpoints", "Job")}
+    if namespaces is not None:
+        models = {k: qs.filter(namespace__in=namespaces) for k, qs in models.items()}
+    leases: dict[str, list] = {}
+    for ns, holder, renewed, duration in models["Lease"].values_list(
+            "namespace", "holder_identity", "renew_time", "lease_duration_seconds"):
+        leases.setdefault(ns, []).append((holder, renewed, duration))
+    endpoints = {row.pop("namespace"): row for row in models["Endpoints"].values("namespace").annotate(
+        objects=Count("id"), ready=Sum("ready_addresses"), not_ready=Sum("not_ready_addresses"),
+        healthy=Count("id", filter=Q(not_ready_addresses=0, ready_addresses__gt=0))).order_by()}
+    jobs: dict[str, dict[str, int]] = {}
+    for ns, phase, count in models["Job"].values_list("namespace", "phase").annotate(n=Count("id")).order_by():
+        jobs.setdefault(ns, {})[phase] = count
+    names = set(leases) | set(endpoints) | set(jobs) | set(namespaces or ())
+    return [p.namespace_card(ns, now, leases=leases.get(ns, ()), endpoints=endpoints.get(ns), jobs=jobs.get(ns))
+            for ns in sorted(names)]
+
+
+def namespace_summary(namespace: str, now: datetime) -> dict:
+    """One namespace's overview card (the `ns` of "web/overview.html#namespace"); all zero
+    when the namespace no longer holds any object."""
+    return namespace_cards(now, [namespace])[0]
+
+
+@login_required
+def overview(request):
+    principal = principal_for(request.user)
+    namespace = (request.GET.get("namespace") or "").strip()
+    if namespace and not principal.can("list", namespace):
+        return forbidden_page(request, principal, "overview", namespace)
+    # The revision first: the cards show at least this state, so replaying events after it
+    # can only repeat a change, never miss one.
+    rv = store.current_revision()
+    now = utcnow()
+    only = [namespace] if namespace else (sorted(principal.namespaces) if principal.namespaces else None)
+    cards = namespace_cards(now, only)
+    ctx = base_context(request, principal, "overview")
+    ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
+               ws_url=ws_url("overview", rv, namespace=namespace),
+               totals=_overview_totals(cards))
+    return render(request, "web/overview.html", ctx)
+
+
+def _overview_totals(cards: list[dict]) -> dict:
+    out = {"namespaces": len(cards), "leases": 0, "expired": 0, "endpoints": 0, "not_ready": 0, "jobs": 0, "failed": 0}
+    for c in cards:
+        out["leases"] += c["leases"]["total"]
+        out["expired"] += c["leases"]["expired"]
+        out["endpoints"] += c["endpoints"]["objects"]
+        out["not_ready"] += c["endpoints"]["not_ready"] or 0
+        out["jobs"] += c["jobs"]["total"]
+        out["failed"] += c["jobs"]["failed"]
+    return out

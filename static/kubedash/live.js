@@ -1,0 +1,119 @@
+// kubedash live.js: the little the pages need beyond htmx.
+//  1. Time-based state, every second, with no server round trip: "renewed 12s ago",
+//     "expires in 4s" / "expired 3s ago", and a lease row flipping from held to expired.
+//  2. The websocket's state in #live-status ("Live" / "Reconnecting…").
+//  3. Reconnects resume from the newest revision the page has seen (#live-rv).
+(function () {
+  "use strict";
+
+  // The server's clock is the reference: a browser whose clock is off by a minute must not
+  // show a held lease as expired. body[data-server-now] is the render time.
+  var skew = Date.parse(document.body.dataset.serverNow || "") - Date.now();
+  if (isNaN(skew)) skew = 0;
+
+  // apimachinery's HumanDuration: the same text the server renders.
+  function human(ms) {
+    var s = Math.floor(ms / 1000), m = Math.floor(s / 60), h = Math.floor(s / 3600), d = Math.floor(h / 24);
+    if (s < 120) return s + "s";
+    if (m < 10) return m + "m" + (s % 60 ? (s % 60) + "s" : "");
+    if (m < 180) return m + "m";
+    if (h < 8) return h + "h" + (m % 60 ? (m % 60) + "m" : "");
+    if (h < 48) return h + "h";
+    if (h < 192) return d + "d" + (h % 24 ? (h % 24) + "h" : "");
+    if (d < 730) return d + "d";
+    var y = Math.floor(d / 365);
+    return y + "y" + (y < 8 && d % 365 ? (d % 365) + "d" : "");
+  }
+
+  function each(selector, fn) {
+    Array.prototype.forEach.call(document.querySelectorAll(selector), fn);
+  }
+
+  function setText(el, text) {
+    if (el && el.textContent !== text) el.textContent = text;
+  }
+
+  // A count, and its badge greyed out (class "zero") when it is 0.
+  function count(el, n) {
+    if (!el) return;
+    setText(el, String(n));
+    var tone = el.closest(".tone");
+    if (tone) tone.classList.toggle("zero", n === 0);
+  }
+
+  function tick() {
+    var now = Date.now() + skew;
+    each("[data-renewed-at]", function (el) {
+      var t = now - Date.parse(el.dataset.renewedAt);
+      setText(el, "renewed " + (t < 1000 ? "just now" : human(t) + " ago"));
+    });
+    each("[data-expires-at]", function (el) {
+      var left = Date.parse(el.dataset.expiresAt) - now;
+      setText(el, left > 0 ? "expires in " + human(Math.ceil(left / 1000) * 1000) : "expired " + human(-left) + " ago");
+      // A lease row (or the detail summary) flips held <-> expired: class and text.
+      var row = el.closest("[data-lease-live]");
+      if (row && row.classList.contains("is-held") !== left > 0) {
+        row.classList.toggle("is-held", left > 0);
+        row.classList.toggle("is-expired", left <= 0);
+        setText(row.querySelector("[data-state-label]"), left > 0 ? "held" : "expired");
+      }
+    });
+    // Overview cards: held / expired counted from the leases' expiry instants (epoch ms).
+    each("[data-expiries]", function (el) {
+      var held = +(el.dataset.heldBase || 0), expired = 0;
+      el.dataset.expiries.split(" ").forEach(function (t) {
+        if (t) { if (+t > now) held++; else expired++; }
+      });
+      count(el.querySelector("[data-held]"), held);
+      count(el.querySelector("[data-expired]"), expired);
+    });
+    // Counters that follow the rows on the page (they change with pushes and flips).
+    each("[data-count-of]", function (el) {
+      setText(el, String(document.querySelectorAll(el.dataset.countOf).length));
+    });
+  }
+
+  tick();
+  setInterval(tick, 1000);
+
+  // --- the websocket ----------------------------------------------------------------------
+  var status = document.getElementById("live-status");
+
+  function show(state, text) {
+    if (!status) return;
+    status.dataset.state = state;
+    setText(status, text);
+  }
+
+  document.addEventListener("htmx:wsOpen", function () { show("live", "Live"); });
+  document.addEventListener("htmx:wsError", function () { show("down", "Reconnecting…"); });
+  document.addEventListener("htmx:wsClose", function (e) {
+    var code = e.detail && e.detail.event ? e.detail.event.code : 0;
+    if (code >= 4000) {
+      // The server refused this page (e.g. logged out): no retry; a reload shows why.
+      show("off", "Disconnected — reload");
+      return;
+    }
+    show("down", "Reconnecting…");
+    // The extension itself retries only after abnormal closes (1006, 1011-1013); a clean
+    // close (a restarting server says 1001) must reconnect too, or the page goes stale.
+    if ([1006, 1011, 1012, 1013].indexOf(code) < 0 && e.detail && e.detail.socketWrapper) {
+      setTimeout(e.detail.socketWrapper.reconnect, 1000 + Math.random() * 2000);
+    }
+  });
+
+  // Reconnect from the newest revision seen: pushes may update #live-rv (hx-swap-oob).
+  if (window.htmx) {
+    htmx.createWebSocket = function (url) {
+      var mark = document.getElementById("live-rv");
+      if (mark && mark.dataset.rv) {
+        var u = new URL(url, location.href);
+        u.searchParams.set("rv", mark.dataset.rv);
+        url = u.href;
+      }
+      var socket = new WebSocket(url, []);
+      socket.binaryType = htmx.config.wsBinaryType;
+      return socket;
+    };
+  }
+})();

@@ -1,0 +1,158 @@
+"""The live pages' websocket (Channels WebsocketCommunicator against the real consumer, the
+real watch hub and the real database): the right fragment for a write, nothing for writes
+outside the view, order of new rows, deletes, and convergence after a reconnect."""
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from manifests import lease
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+def _write(fn, *args, **kw):
+    return sync_to_async(fn)(*args, **kw)
+
+
+@pytest.fixture
+def store_ops():
+    from dashboard.coordination.resource import LEASES
+    from dashboard.kube import store
+
+    class Ops:
+        def create(self, name, ns="default", **meta):
+            return store.create(LEASES, ns, lease(name, ns=ns, **meta)).object
+
+        def patch(self, name, ns="default", holder="x", labels=None):
+            def change(obj):
+                obj["spec"]["holderIdentity"] = holder
+                if labels is not None:
+                    obj["metadata"]["labels"] = labels
+                return obj
+            return store.update(LEASES, ns, name, change, is_patch=True).object
+
+        def delete(self, name, ns="default"):
+            return store.delete(LEASES, ns, name)
+
+        def rv(self):
+            return store.current_revision()
+
+    return Ops()
+
+
+@pytest.fixture
+def user(transactional_db):
+    from dashboard.web.auth import ensure_user
+    return ensure_user("page-viewer", "viewer")
+
+
+async def connect(user, query: str):
+    from dashboard.web.consumers import LiveConsumer
+
+    comm = WebsocketCommunicator(LiveConsumer.as_asgi(), f"/ws/live/?{query}")
+    comm.scope["user"] = user
+    connected, code = await comm.connect(timeout=5)
+    return comm, connected, code
+
+
+async def test_write_pushes_the_row_fragment(user, store_ops):
+    await _write(store_ops.create, "a")
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
+    assert ok
+    assert await comm.receive_nothing(timeout=0.3)   # page is current: no refresh
+    await _write(store_ops.patch, "a", holder="new-holder")
+    html = await comm.receive_from(timeout=5)
+    assert 'id="lease-default--a"' in html and 'hx-swap-oob="true"' in html and "new-holder" in html
+    await comm.disconnect()
+
+
+async def test_nothing_for_writes_outside_the_view(user, store_ops):
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&namespace=team-a&rv={rv}")
+    assert ok
+    await _write(store_ops.create, "elsewhere", ns="team-b")
+    got = await comm.receive_nothing(timeout=0.5) or await comm.receive_from()
+    assert got is True, got
+    await _write(store_ops.create, "here", ns="team-a")
+    html = await comm.receive_from(timeout=5)
+    assert "lease-team-a--here" in html and "elsewhere" not in html
+    await comm.disconnect()
+
+
+async def test_new_rows_land_in_order_and_deletes_remove(user, store_ops):
+    await _write(store_ops.create, "b")
+    await _write(store_ops.create, "d")
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
+    await _write(store_ops.create, "c")
+    html = await comm.receive_from(timeout=5)
+    assert 'hx-swap-oob="afterend:#lease-default--b"' in html and "lease-default--c" in html
+    await _write(store_ops.create, "a")
+    html = await comm.receive_from(timeout=5)
+    assert 'hx-swap-oob="afterbegin:#items"' in html
+    await _write(store_ops.delete, "d")
+    html = await comm.receive_from(timeout=5)
+    assert '<div id="lease-default--d" hx-swap-oob="delete"></div>' in html
+    await comm.disconnect()
+
+
+async def test_label_selector_view_follows_transitions(user, store_ops):
+    await _write(store_ops.create, "a", labels={"role": "leader"})
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&labelSelector=role%3Dleader&rv={rv}")
+    await _write(store_ops.patch, "a", labels={"role": "standby"})
+    html = await comm.receive_from(timeout=5)
+    assert 'hx-swap-oob="delete"' in html
+    assert 'id="items-empty"' in html  # the page shows its empty state again
+
+
+async def test_reconnect_with_an_old_revision_refreshes_the_page(user, store_ops):
+    await _write(store_ops.create, "a")
+    old = await _write(store_ops.rv)
+    await _write(store_ops.create, "b")           # happened while the page was disconnected
+    await _write(store_ops.patch, "a", holder="moved")
+    comm, ok, _ = await connect(user, f"view=leases&rv={old}")
+    html = await comm.receive_from(timeout=5)
+    assert 'hx-swap-oob="innerHTML:#items"' in html
+    assert "lease-default--b" in html and "moved" in html
+    await comm.disconnect()
+
+
+async def test_detail_view_gets_its_detail_fragment(user, store_ops):
+    await _write(store_ops.create, "a")
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=lease&namespace=default&name=a&rv={rv}")
+    await _write(store_ops.create, "other")
+    assert await comm.receive_nothing(timeout=0.3)
+    await _write(store_ops.patch, "a", holder="detail-holder")
+    html = await comm.receive_from(timeout=5)
+    assert 'id="detail"' in html and "detail-holder" in html
+    await _write(store_ops.delete, "a")
+    assert "deleted" in await comm.receive_from(timeout=5)
+    await comm.disconnect()
+
+
+async def test_anonymous_and_out_of_scope_sockets_are_refused(transactional_db, store_ops):
+    from django.contrib.auth.models import AnonymousUser
+
+    from dashboard.web.auth import ensure_user
+    from dashboard.web.models import Profile
+
+    comm, ok, code = await connect(AnonymousUser(), "view=leases")
+    assert not ok and code == 4403
+    limited = await sync_to_async(ensure_user)("limited", "viewer")
+    await sync_to_async(Profile.objects.filter(user=limited).update)(namespaces=["team-a"])
+    limited = await sync_to_async(lambda: type(limited).objects.select_related("kube_profile").get(pk=limited.pk))()
+    comm, ok, code = await connect(limited, "view=leases&namespace=team-b")
+    assert not ok and code == 4403
+    comm, ok, _ = await connect(limited, "view=leases&namespace=team-a")
+    assert ok
+    await comm.disconnect()
+
+
+async def test_bad_view_is_refused(user):
+    comm, ok, code = await connect(user, "view=nope")
+    assert not ok and code == 4400
