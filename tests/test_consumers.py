@@ -66,6 +66,7 @@ async def test_write_pushes_the_row_fragment(user, store_ops):
     await _write(store_ops.patch, "a", holder="new-holder")
     html = await comm.receive_from(timeout=5)
     assert 'id="lease-default--a"' in html and 'hx-swap-oob="true"' in html and "new-holder" in html
+    assert '<span id="live-rv" data-rv="' in html  # the page's revision moves with each push
     await comm.disconnect()
 
 
@@ -89,10 +90,10 @@ async def test_new_rows_land_in_order_and_deletes_remove(user, store_ops):
     comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
     await _write(store_ops.create, "c")
     html = await comm.receive_from(timeout=5)
-    assert 'hx-swap-oob="afterend:#lease-default--b"' in html and "lease-default--c" in html
+    assert '<tbody hx-swap-oob="afterend:#lease-default--b">' in html and "lease-default--c" in html
     await _write(store_ops.create, "a")
     html = await comm.receive_from(timeout=5)
-    assert 'hx-swap-oob="afterbegin:#items"' in html
+    assert '<tbody hx-swap-oob="afterbegin:#items">' in html
     await _write(store_ops.delete, "d")
     html = await comm.receive_from(timeout=5)
     assert '<div id="lease-default--d" hx-swap-oob="delete"></div>' in html
@@ -116,7 +117,7 @@ async def test_reconnect_with_an_old_revision_refreshes_the_page(user, store_ops
     await _write(store_ops.patch, "a", holder="moved")
     comm, ok, _ = await connect(user, f"view=leases&rv={old}")
     html = await comm.receive_from(timeout=5)
-    assert 'hx-swap-oob="innerHTML:#items"' in html
+    assert '<tbody hx-swap-oob="innerHTML:#items">' in html
     assert "lease-default--b" in html and "moved" in html
     await comm.disconnect()
 
@@ -156,3 +157,27 @@ async def test_anonymous_and_out_of_scope_sockets_are_refused(transactional_db, 
 async def test_bad_view_is_refused(user):
     comm, ok, code = await connect(user, "view=nope")
     assert not ok and code == 4400
+
+
+async def test_overview_recounts_namespaces(user, store_ops):
+    await _write(store_ops.create, "a", ns="ov-a")
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=overview&rv={rv}")
+    assert ok
+    await _write(store_ops.create, "b", ns="ov-b")       # a namespace the page has not seen
+    html = await comm.receive_from(timeout=5)
+    assert 'hx-swap-oob="innerHTML:#namespaces"' in html and 'id="ns-ov-a"' in html and 'id="ns-ov-b"' in html
+    await comm.disconnect()
+
+
+async def test_endpoints_cards_insert_with_a_div(user, transactional_db):
+    from dashboard.core.resource import ENDPOINTS
+    from dashboard.kube import store
+    from manifests import endpoints
+
+    rv = await _write(store.current_revision)
+    comm, ok, _ = await connect(user, f"view=endpoints&rv={rv}")
+    await _write(store.create, ENDPOINTS, "default", endpoints("web", not_ready=("10.0.0.9",)))
+    html = await comm.receive_from(timeout=5)
+    assert '<div hx-swap-oob="afterbegin:#items">' in html and "10.0.0.9" in html
+    await comm.disconnect()

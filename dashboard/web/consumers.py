@@ -39,6 +39,7 @@ class PageSpec:
     q: str
     name: str
     rv: int
+    allowed: tuple[str, ...] = ()   # the viewer's namespace limits (empty: all)
 
 
 def parse_spec(query: bytes) -> PageSpec:
@@ -69,6 +70,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.principal is None or not live.may_view(self.principal, self.spec.namespace, self.spec.kinds):
             await self.close(code=4403)
             return
+        self.spec.allowed = tuple(self.principal.namespaces)
         await hub.start()
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
         for kind in self.spec.kinds:

@@ -16,7 +16,7 @@ from dashboard.kube.meta import now
 from dashboard.kube.models import Revision
 
 from .auth import principal_for
-from .present import dom_id, present
+from .present import dom_id, object_yaml, present
 
 VIEW_KINDS = {
     "overview": ("Lease", "Endpoints", "Job"),
@@ -30,6 +30,20 @@ VIEW_KINDS = {
 LIST_TEMPLATES = {"Lease": "web/leases.html", "Endpoints": "web/endpoints.html", "Job": "web/jobs.html"}
 DETAIL_TEMPLATES = {"Lease": "web/lease_detail.html", "Endpoints": "web/endpoints_detail.html", "Job": "web/job_detail.html"}
 DETAIL_VIEWS = {"lease", "endpoints_detail", "job"}
+# The element that carries a non-replacing oob swap: htmx inserts its children. Table rows
+# need a <tbody> to survive HTML parsing; cards a <div>.
+WRAPPERS = {"Lease": "tbody", "Job": "tbody", "Endpoints": "div"}
+
+
+def _wrapped(kind: str, swap: str, html: str) -> str:
+    tag = WRAPPERS[kind]
+    return f'<{tag} hx-swap-oob="{swap}">{html}</{tag}>'
+
+
+def revision_marker(rv: int) -> str:
+    """Where the page keeps its revision: a reconnect resumes from it (static/kubedash/live.js)."""
+    return f'<span id="live-rv" data-rv="{rv}" hidden hx-swap-oob="true"></span>'
+
 
 
 def principal_from_scope(scope):
@@ -102,11 +116,8 @@ def _detail(kind: str, obj: dict | None, moment) -> str:
     if obj is None:
         return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
                 "This object has been deleted.</p></section>")
-    import yaml
-
     return render_to_string(DETAIL_TEMPLATES[kind] + "#detail", {
-        "item": present(kind, obj, moment), "oob": "true",
-        "yaml": yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)})
+        "item": present(kind, obj, moment), "oob": "true", "yaml": object_yaml(obj)})
 
 
 def _empty_marker(empty: bool) -> str:
@@ -118,24 +129,25 @@ def _empty_marker(empty: bool) -> str:
 def render_refresh(spec, state: Snapshot) -> str:
     """The whole live part of a page, for a page that missed changes (e.g. it reconnected)."""
     moment = now()
+    marker = revision_marker(state.rv)
     if spec.view == "overview":
-        return "".join(_namespace(ns, moment) for ns in overview_namespaces(state))
+        return _namespaces(overview_namespaces(state), moment) + marker
     if spec.view in DETAIL_VIEWS:
         kind = spec.kinds[0]
         objects = state.objects[kind]
-        return _detail(kind, objects[0] if objects else None, moment)
+        return _detail(kind, objects[0] if objects else None, moment) + marker
     kind = spec.kinds[0]
     rows = "".join(_item(kind, o, "", moment) for o in state.objects[kind])
-    return (f'<template hx-swap-oob="innerHTML:#items">{rows}</template>'
-            + _empty_marker(not state.objects[kind]))
+    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not state.objects[kind]) + marker
 
 
 def render_changes(spec, pending: dict, shown: list) -> str:
     """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated."""
     moment = now()
+    marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == "overview":
-        namespaces = sorted({key[1] for key in pending})
-        return "".join(_namespace(ns, moment) for ns in namespaces)
+        # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
+        return _namespaces(visible_namespaces(spec), moment) + marker
     parts = []
     was_empty = not shown
     import bisect
@@ -158,20 +170,36 @@ def render_changes(spec, pending: dict, shown: list) -> str:
         # A new row goes right after its predecessor in (namespace, name) order.
         target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
         shown.insert(at, key)
-        parts.append(f'<template hx-swap-oob="{target}">{_item(kind, ev.obj, "", moment)}</template>')
+        parts.append(_wrapped(kind, target, _item(kind, ev.obj, "", moment)))
     if spec.view not in DETAIL_VIEWS and was_empty != (not shown):
         parts.append(_empty_marker(not shown))
-    return "".join(parts)
+    return "".join(parts) + marker
 
 
 def overview_namespaces(state: Snapshot) -> list[str]:
-    return sorted({key[0] for keys in state.keys.values() for key in keys})
+    return sorted({key[0] for keys in state.keys.values() for key in keys})  # already limited by snapshot()
 
 
-def _namespace(namespace: str, moment) -> str:
-    from .views import namespace_summary
+def visible_namespaces(spec) -> list[str]:
+    """Namespaces that hold any object (the overview's cards), limited to the page's filter."""
+    names: set[str] = set()
+    for kind in spec.kinds:
+        rows = registry.by_kind(kind).model.objects.all()
+        if spec.namespace:
+            rows = rows.filter(namespace=spec.namespace)
+        names.update(rows.values_list("namespace", flat=True).distinct())
+    if spec.allowed:
+        names &= set(spec.allowed)
+    return sorted(names)
 
-    return render_to_string("web/overview.html#namespace", {"ns": namespace_summary(namespace, moment), "oob": "true"})
+
+def _namespaces(namespaces: list[str], moment) -> str:
+    from .views import namespace_cards
+
+    cards = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""})
+                    for card in (namespace_cards(moment, namespaces) if namespaces else []))
+    return f'<div hx-swap-oob="innerHTML:#namespaces">{cards}</div>'
+
 
 
 __all__ = ["VIEW_KINDS", "snapshot", "render_refresh", "render_changes", "escape"]

@@ -269,15 +269,15 @@ class Simulation:
         """The cast: elections, services and the job controller, spread over the namespaces."""
         self.elections = [
             Election(self, self.ns(0), "kube-scheduler",
-                     ["control-plane-1", "control-plane-2", "control-plane-3"], crash=0.02, release=0.02),
+                     ["control-plane-1", "control-plane-2", "control-plane-3"], tenure=(40, 150)),
             Election(self, self.ns(0), "kube-controller-manager",
-                     ["control-plane-1", "control-plane-2", "control-plane-3"], crash=0.03, release=0.02),
+                     ["control-plane-1", "control-plane-2", "control-plane-3"], tenure=(40, 150)),
             Election(self, self.ns(1), "payments-api-leader",
-                     ["payments-api-7c9d8f-x2lkp", "payments-api-7c9d8f-q8zrt"], crash=0.04, release=0.03),
+                     ["payments-api-7c9d8f-x2lkp", "payments-api-7c9d8f-q8zrt"], tenure=(20, 90)),
             # An operator that flaps: the page always has a takeover to show.
             Election(self, self.ns(2), "batch-operator",
                      ["batch-operator-5b8d-tw9cm", "batch-operator-5b8d-hk4vz", "batch-operator-5b8d-m7q2x"],
-                     crash=0.08, release=0.06),
+                     tenure=(8, 25)),
         ]
         self.services = [
             EndpointsController(self, self.ns(0), "web", [("http", 80), ("https", 443)],
@@ -320,16 +320,17 @@ class Simulation:
 # =======================================================================================
 
 class Election:
-    """One Lease and its candidates. `crash` / `release`: chance per renewal that the holder
-    dies silently or steps down cleanly."""
+    """One Lease and its candidates. A holder keeps it for `tenure` (a range of seconds,
+    drawn at each acquisition), then dies silently (the Lease expires before a takeover)
+    or, `release` of the time, steps down cleanly."""
 
     def __init__(self, sim: Simulation, namespace: str, name: str, hosts: list[str], *,
-                 crash: float, release: float):
+                 tenure: tuple[float, float], release: float = 0.4):
         self.sim = sim
         self.namespace = namespace
         self.name = name
         self.path = LEASES.format(ns=namespace) + "/" + name
-        self.crash = crash
+        self.tenure = tenure
         self.release = release
         self.candidates = [Candidate(self, host) for host in hosts]
 
@@ -361,6 +362,7 @@ class Candidate:
         self.up = True
         self.leader = False
         self.observed: dict | None = None     # the Lease as last seen (carries resourceVersion)
+        self.term_end = 0.0                   # when, as the holder, it will crash or step down
 
     def _new_identity(self) -> str:
         return f"{self.host}_{self.sim.rng.getrandbits(32):08x}"
@@ -437,6 +439,7 @@ class Candidate:
     def _lead(self, lease: dict) -> None:
         self.leader = True
         self.observed = lease
+        self.term_end = self.sim.now + self.sim.scaled(self.sim.uniform(*self.election.tenure))
         self._next_renewal()
 
     def _next_renewal(self) -> None:
@@ -445,12 +448,11 @@ class Candidate:
     def renew(self) -> None:
         if not (self.up and self.leader):
             return
-        roll = self.sim.rng.random()
-        if roll < self.election.crash:
-            self.crash()
-            return
-        if roll < self.election.crash + self.election.release:
-            self.release()
+        if self.sim.now >= self.term_end:
+            if self.sim.rng.random() < self.election.release:
+                self.release()
+            else:
+                self.crash()
             return
         self._put_renewal(retry_conflict=True)
 

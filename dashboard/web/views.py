@@ -193,7 +193,6 @@ class KindListView(View):
         namespaces = _scope(principal, filters.namespace)
         if namespaces is None:
             return forbidden_page(request, principal, page.view, filters.namespace)
-        status = 200
         try:
             selector = parse_label_selector(filters.label_selector)
         except ApiError as exc:
@@ -217,7 +216,7 @@ class KindListView(View):
             ctx["first_page"] = "?" + filters.query()
         ctx["ws_url"] = ws_url(page.view, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q)
-        return render(request, page.template, ctx, status=status)
+        return render(request, page.template, ctx)
 
 
 class LeaseListView(KindListView):
