@@ -51,18 +51,6 @@ def _unprocessable(detail: str) -> ApiError:
                     {"causes": [{"message": detail}]})
 
 
-def _go_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "null"
-
-
 def _parse(body: bytes | str | Any) -> Any:
     if not isinstance(body, (bytes, bytearray, str)):
         return body
@@ -96,11 +84,11 @@ def json_patch(obj: dict, patch_body: bytes | str | list) -> dict:
     """Apply an RFC 6902 patch; returns a new dict (obj is left alone)."""
     ops = _parse(patch_body)
     if not isinstance(ops, list):
-        raise bad_request(f"error decoding patch: json: cannot unmarshal {_go_kind(ops)} "
+        raise bad_request(f"error decoding patch: json: cannot unmarshal {schema.json_kind(ops)} "
                           f"into Go value of type []handlers.jsonPatchOp")
     for op in ops:
         if not isinstance(op, dict):
-            raise bad_request(f"error decoding patch: json: cannot unmarshal {_go_kind(op)} "
+            raise bad_request(f"error decoding patch: json: cannot unmarshal {schema.json_kind(op)} "
                               f"into Go struct field of type handlers.jsonPatchOp")
     if len(ops) > MAX_JSON_PATCH_OPERATIONS:
         raise ApiError(413, "RequestEntityTooLarge",
@@ -146,7 +134,7 @@ def strategic_merge_patch(obj: dict, patch: Any, definition: str) -> dict:
     """Kubernetes strategic merge patch, driven by the definition's patch metadata."""
     patch = _parse(patch)
     if not isinstance(patch, dict):
-        raise bad_request(f"json: cannot unmarshal {_go_kind(patch)} into Go value of type "
+        raise bad_request(f"json: cannot unmarshal {schema.json_kind(patch)} into Go value of type "
                           f"map[string]interface {{}}")
     return _merge_map(copy.deepcopy(obj), patch, schema.node(definition), "")
 
@@ -359,7 +347,7 @@ def apply_patch(obj: dict, patch_bytes: bytes, content_type: str, definition: st
         return json_patch(obj, body)
     if kind == MERGE_PATCH:
         if not isinstance(body, dict):
-            raise bad_request(f"error decoding patch: json: cannot unmarshal {_go_kind(body)} "
+            raise bad_request(f"error decoding patch: json: cannot unmarshal {schema.json_kind(body)} "
                               f"into Go value of type map[string]interface {{}}")
         return merge_patch(obj, body)
     return strategic_merge_patch(obj, body, definition)

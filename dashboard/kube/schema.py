@@ -405,7 +405,7 @@ class DecodeError(ApiError):
         self.detail = detail
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -414,7 +414,7 @@ def _json_kind(value: Any) -> str:
         return "string"
     if isinstance(value, list):
         return "array"
-    return "object"
+    return "object" if isinstance(value, dict) else "null"
 
 
 def _cannot_handle(definition: str, detail: str) -> str:
@@ -437,7 +437,7 @@ def decode(obj: Any, definition: str) -> tuple[dict, list[str]]:
     try:
         out = root.decode(obj, "", "", unknown)
     except _Mismatch as exc:
-        got = _json_kind(exc.value)
+        got = json_kind(exc.value)
         if exc.number_literal:
             got = f"number {json.dumps(exc.value)}"
         go_path = re.sub(r"\[\d+\]", "", exc.path)

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
+from . import schema as _schema
 from .errors import INVALID, TOO_LONG, ApiError, Cause, forbidden, invalid, required
 
 # ---------------------------------------------------------------------------------------
@@ -765,13 +766,13 @@ def format_time(moment: datetime) -> str:
 
 def normalize_micro_time(value: Any) -> str:
     if not isinstance(value, str):
-        raise FormatError(f"json: cannot unmarshal {_json_kind(value)} into Go value of type string")
+        raise FormatError(f"json: cannot unmarshal {_schema.json_kind(value)} into Go value of type string")
     return format_micro_time(parse_go_time(value, MICRO_TIME_LAYOUT))
 
 
 def normalize_time(value: Any) -> str:
     if not isinstance(value, str):
-        raise FormatError(f"json: cannot unmarshal {_json_kind(value)} into Go value of type string")
+        raise FormatError(f"json: cannot unmarshal {_schema.json_kind(value)} into Go value of type string")
     return format_time(parse_go_time(value, TIME_LAYOUT))
 
 
@@ -785,18 +786,6 @@ def parse_time_lenient(value: Any) -> datetime | None:
         except FormatError:
             continue
     return None
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"
 
 
 # Quantity --------------------------------------------------------------------------------
