@@ -1,7 +1,7 @@
 """Watch fan-out benchmark (issue 3): many watchers on one `manage.py serve` process under writes.
 
-    .venv/bin/python bench/watch.py [--watchers 1000] [--rate 200] [--duration 20]
-                                    [--namespaces 10] [--cluster-share 0.5]
+    .venv/bin/python bench/watch.py [--watchers 1000] [--rate 200] [--duration 20] [--quick]
+                                    [--namespaces 10] [--cluster-share 0.5] [--no-max]
                                     [--profile /tmp/spy.txt] [--strict]
 
 Three processes besides the server, so the server's own CPU is what is measured:
@@ -712,13 +712,14 @@ CATEGORIES = [  # (label, substrings of a frame), first match from the leaf up w
     ("SQLite / Django ORM", ("sqlite3", "django/db/")),
     ("write path (store, views, validation, schema, patch)",
      ("kube/store.py", "kube/views.py", "kube/validation.py", "kube/schema.py", "kube/patch.py",
-      "kube/meta.py", "coordination/", "core/", "batch/")),
+      "kube/meta.py", "dashboard/coordination/", "dashboard/core/", "dashboard/batch/")),
     ("JSON (orjson/json)", ("orjson", "json/")),
     ("DRF + auth", ("rest_framework/", "web/auth.py", "web/models.py")),
     ("Django ASGI handler (request, streaming response)", ("django/core/handlers/asgi.py",)),
     ("Django HTTP/middleware/urls/signals", ("django/",)),
     ("asgiref (sync_to_async, thread hop)", ("asgiref/",)),
     ("Daphne (ASGI server)", ("daphne/",)),
+    ("uvicorn (ASGI server, if swapped in)", ("uvicorn/", "httptools", "uvloop")),
     ("Twisted HTTP/TCP", ("twisted/",)),
     ("asyncio event loop", ("asyncio/", "selectors.py")),
     ("thread pools (submit, thread start/join, waits)", ("concurrent/futures", "threading.py", "queue.py")),
@@ -790,9 +791,10 @@ def main(argv: list[str] | None = None) -> int:
         (writer_main if sys.argv[1] == "_writer" else watchers_main)(cfg)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--watchers", type=int, default=1000, help="concurrent watch streams (default 1000)")
+    parser.add_argument("--watchers", type=int, default=None, help="concurrent watch streams (default 1000)")
     parser.add_argument("--rate", type=float, default=200, help="paced writes per second (default 200)")
-    parser.add_argument("--duration", type=float, default=20, help="seconds per paced phase (default 20)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per paced phase (default 20)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 100 watchers, 4 s phases")
     parser.add_argument("--max-duration", type=float, default=None,
                         help="seconds per max-rate phase (default: half of --duration)")
     parser.add_argument("--connections", type=int, default=4, help="writer keep-alive connections (default 4)")
@@ -807,6 +809,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-max", action="store_true", help="skip the max-rate phases")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args(argv)
+    args.watchers = args.watchers or (100 if args.quick else 1000)
+    args.duration = args.duration or (4 if args.quick else 20)
     max_duration = args.max_duration or args.duration / 2
     fd_limit = raise_fd_limit()
 

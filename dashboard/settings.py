@@ -61,11 +61,15 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: CSP on pages, and `Secure` on every cookie of an HTTPS response.
+    "dashboard.web.security.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A session opened through a share link reaches its own pages and nothing else.
+    "dashboard.web.share.ShareLinkMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -90,9 +94,10 @@ TEMPLATES = [
 ]
 
 _default_db = f"sqlite:///{DATA_DIR / 'kubedash.sqlite3'}"
-# conn_max_age=0: under ASGI each request runs in its own thread, so a kept connection would
-# outlive its thread and pile up (PostgreSQL then refuses clients).
-DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_db), conn_max_age=0)}
+# Persistent connections: requests run on one long-lived sync thread (dashboard/fasthttp.py),
+# so a process holds one connection instead of opening one per request.
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_db), conn_max_age=600,
+                                              conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         # Writers take the lock at BEGIN, so revision numbers commit in order (see store.py).
@@ -149,11 +154,15 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "dashboard.kube.views.exception_handler",
 }
 
-# Security headers (pages); cookies are marked secure when the request came over HTTPS.
+# Security headers (pages); cookies are marked secure when the request came over HTTPS
+# (dashboard.web.security: per request, since one server answers both HTTP and HTTPS).
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
 
 LOGGING = {
     "version": 1,

@@ -42,5 +42,6 @@ urlpatterns = [
     *kube_paths("apis/<str:group>/<str:version>"),
     re_path(r"^(api|apis|openapi)(/.*)?$", NotFoundView.as_view()),
     path("admin/", admin.site.urls),
+    path("", include("dashboard.web.share_urls")),
     path("", include("dashboard.web.urls")),
 ]

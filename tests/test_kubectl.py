@@ -74,17 +74,19 @@ def test_create_get_describe_delete_lease(kubectl):
 
 
 def test_get_all_namespaces_wide_chunks_sort_and_selectors(kubectl):
+    # The server is shared with other modules: label this test's leases and select on it.
     for i, ns in enumerate(["ka", "kb", "ka", "kb", "ka"]):
-        kubectl("create", "-f", "-", stdin=LEASE_YAML.format(name=f"s{i}", ns=ns, idx=i, holder=f"h{4 - i}"))
+        manifest = LEASE_YAML.format(name=f"s{i}", ns=ns, idx=i, holder=f"h{4 - i}").replace("app: kd", "app: kd-chunks")
+        kubectl("create", "-f", "-", stdin=manifest)
     out = kubectl("get", "leases", "-A").stdout
     assert out.splitlines()[0].split()[:3] == ["NAMESPACE", "NAME", "HOLDER"]
     assert all(f"s{i}" in out for i in range(5))
-    chunked = kubectl("get", "leases", "-A", "--chunk-size=2", "-o", "name").stdout.split()
+    chunked = kubectl("get", "leases", "-A", "-l", "app=kd-chunks", "--chunk-size=2", "-o", "name").stdout.split()
     assert sorted(chunked) == sorted(f"lease.coordination.k8s.io/s{i}" for i in range(5))
     by_holder = kubectl("get", "leases", "-n", "ka", "--sort-by=.spec.holderIdentity", "-o",
                         "custom-columns=N:.metadata.name", "--no-headers").stdout.split()
     assert by_holder == ["s4", "s2", "s0"]
-    assert kubectl("get", "leases", "-A", "-l", "idx in (1,3)", "-o", "name").stdout.split() == [
+    assert kubectl("get", "leases", "-A", "-l", "app=kd-chunks,idx in (1,3)", "-o", "name").stdout.split() == [
         "lease.coordination.k8s.io/s1", "lease.coordination.k8s.io/s3"]
     assert kubectl("get", "leases", "-n", "ka", "--field-selector", "metadata.name=s2", "-o", "name").stdout.split() == [
         "lease.coordination.k8s.io/s2"]

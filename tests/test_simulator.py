@@ -3,6 +3,8 @@ accepted, and what it leaves behind (and the history a watch replays) looks like
 at work: leases renewed and changing hands, endpoints flapping, jobs progressing."""
 from __future__ import annotations
 
+import copy
+import json
 import re
 import subprocess
 import sys
@@ -12,7 +14,8 @@ import pytest
 
 from conftest import ROOT
 
-from dashboard.web.simulator import format_indexes, micro_time, parse_indexes, parse_time
+from dashboard.web.simulator import (Client, Response, Simulation, Stats, format_indexes, micro_time,
+                                     parse_indexes, parse_time)
 
 LEASES = "/apis/coordination.k8s.io/v1"
 CORE = "/api/v1"
@@ -34,6 +37,129 @@ def test_micro_time_has_six_digits_and_parses_back():
     text = micro_time(1_800_000_000.123456)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", text)
     assert abs(parse_time(text) - 1_800_000_000.123456) < 1e-5
+
+
+# -- against an in-memory API: determinism, and a long run checked by the kinds' own rules ----
+
+class FakeApi(Client):
+    """Just enough of the API for the simulator: objects by path, resourceVersion conflicts,
+    generateName, /status, merge-patch of spec, and each kind's own validation (status rules
+    of Jobs included). Every request is logged."""
+
+    def __init__(self):
+        super().__init__("http://fake", "token", Stats(log=lambda line: None))
+        self.objects: dict[str, dict] = {}
+        self.rv = 0
+        self.log: list[tuple] = []
+
+    def raw(self, method, path, body=None, content_type="application/json"):
+        from dashboard.batch import strategy as jobs
+        from dashboard.coordination import strategy as leases
+        from dashboard.core import strategy as endpoints
+
+        path, _, _query = path.partition("?")
+        self.log.append((method, path, _without_times(body)))
+        body = copy.deepcopy(body)
+        subresource = "status" if path.endswith("/status") else ""
+        path = path.removesuffix("/status")
+        plurals = {"leases": leases, "endpoints": endpoints, "jobs": jobs}
+        parts = path.strip("/").split("/")
+        collection = parts[-1] in plurals          # .../namespaces/NS/PLURAL[/NAME]
+        strategy = plurals[parts[-1] if collection else parts[-2]]
+        if method == "GET" and collection:
+            prefix = path + "/"
+            return Response(200, {"items": [copy.deepcopy(o) for k, o in self.objects.items() if k.startswith(prefix)]})
+        if method == "POST":
+            meta = body["metadata"]
+            if not meta.get("name"):
+                self.rv += 1
+                meta["name"] = f"{meta['generateName']}{self.rv:05d}"
+            path = f"{path}/{meta['name']}"
+            if path in self.objects:
+                return Response(409, {"reason": "AlreadyExists"})
+            return self._store(path, body, strategy, None, 201)
+        current = self.objects.get(path)
+        if method == "GET":
+            return Response(200, copy.deepcopy(current)) if current else Response(404, {"reason": "NotFound"})
+        if method == "DELETE":
+            return Response(200, {"status": "Success"}) if self.objects.pop(path, None) else Response(404, {})
+        if method == "PATCH":
+            if current is None:
+                return Response(404, {"reason": "NotFound"})
+            new = copy.deepcopy(current)
+            new["spec"].update(body["spec"])
+            return self._store(path, new, strategy, current, 200)
+        # PUT
+        if current is None:
+            if subresource or strategy is jobs:
+                return Response(404, {"reason": "NotFound"})
+            return self._store(path, body, strategy, None, 201)
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            return Response(409, {"reason": "Conflict"})
+        if subresource:
+            new = copy.deepcopy(current)
+            new["status"] = body.get("status") or {}
+            strategy.normalize(new)
+            causes = strategy.validate_status_update(new, current)
+            if causes:
+                return Response(422, {"reason": "Invalid", "message": repr(causes)})
+            return self._store(path, new, None, current, 200)
+        return self._store(path, body, strategy, current, 200)
+
+    def _store(self, path, obj, strategy, old, status):
+        obj["metadata"]["uid"] = old["metadata"]["uid"] if old else f"uid-{self.rv + 1}"
+        if strategy is not None:
+            strategy.default(obj)
+            if old is None and hasattr(strategy, "prepare_for_create"):
+                strategy.prepare_for_create(obj)
+            causes = strategy.validate(obj)
+            if causes:
+                return Response(422, {"reason": "Invalid", "message": repr(causes)})
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[path] = obj
+        return Response(status, copy.deepcopy(obj))
+
+
+def _without_times(body):
+    """A request minus what depends on the wall clock (timestamps, resourceVersions)."""
+    text = json.dumps(body, sort_keys=True) if body is not None else ""
+    return re.sub(r'"(\d{4}-[^"]*Z|\d+)"', '"_"', text)
+
+
+def fake_run(seed: int, speed: float, seconds: float) -> FakeApi:
+    api = FakeApi()
+    sim = Simulation(api, ["demo", "payments", "batch"], speed=speed, seed=seed)
+    sim.setup()
+    sim.run(duration=seconds)
+    return api
+
+
+def test_a_seed_replays_the_same_story():
+    first, second = fake_run(7, 100, 1.5), fake_run(7, 100, 1.5)
+    common = min(len(first.log), len(second.log))
+    assert common > 300
+    assert first.log[:common] == second.log[:common]
+    other = fake_run(8, 100, 1.5)
+    assert other.log[:common] != first.log[:common]
+
+
+def test_a_long_run_keeps_to_the_rules():
+    """Ten minutes of cluster life in two seconds: every write passes the kinds' validation
+    (Job status transitions included), and the number of Jobs stays bounded."""
+    api = fake_run(3, 300, 2.0)
+    stats = api.stats
+    assert stats.errors == 0, stats.by_kind
+    assert stats.writes > 1000
+    jobs = [o for k, o in api.objects.items() if "/jobs/" in k]
+    assert 1 <= len(jobs) <= 12
+    deleted = {p for m, p, _ in api.log if m == "DELETE"}
+    assert deleted, "finished jobs are cleaned up"
+    reasons = {c["reason"] for m, p, b in api.log if p.endswith("/status") and b
+               for c in json.loads(b).get("status", {}).get("conditions", [])}
+    # Every ending was taken, each through the interim condition the status rules require.
+    assert {"CompletionsReached", "BackoffLimitExceeded", "FailedIndexes", "JobSuspended", "JobResumed"} <= reasons
 
 
 # -- against the live server ----------------------------------------------------------------

@@ -258,3 +258,15 @@ def test_stale_state_plus_events_equals_fresh_state(kube_server, ns):
                 assert ev["object"] == marker
                 break
     assert state == {i["metadata"]["name"]: i for i in fresh["items"]}
+
+
+def test_resumed_watch_sees_only_its_kind(kube_server, ns):
+    first = create(kube_server, ns, "a")
+    status, _, _ = kube_server.request("POST", f"/api/v1/namespaces/{ns}/endpoints",
+                                       {"metadata": {"name": "svc"}, "subsets": [{"addresses": [{"ip": "10.9.0.1"}],
+                                                                                   "ports": [{"port": 80}]}]})
+    assert status == 201
+    create(kube_server, ns, "b")
+    with kube_server.watch(f"{leases(ns)}?watch=true&resourceVersion={first['metadata']['resourceVersion']}") as w:
+        assert summary(w.events(1)) == [("ADDED", "b")]
+        assert w.quiet(1.0)

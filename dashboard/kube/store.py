@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -83,16 +84,44 @@ def _row_fields(res: Resource, obj: dict, rv: int) -> dict:
     return fields
 
 
+# The write path runs on every renew: its three statements are plain SQL built once per kind
+# (the ORM's query building was a third of a renewal's CPU). Values go through each field's
+# own get_db_prep_save, so SQLite and PostgreSQL get what the ORM would send.
+_INSERT_REVISION = ("INSERT INTO kube_revision (rv, kind, namespace, name, type, object, created) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s)")
+
+
+@functools.cache
+def _sql(model) -> dict:
+    table = model._meta.db_table
+    fields = [f for f in model._meta.concrete_fields if f.name not in ("id", "namespace", "name")]
+    return {
+        "load": (f"SELECT t.id, r.object FROM {table} t JOIN kube_revision r ON r.rv = t.resource_version "
+                 "WHERE t.namespace = %s AND t.name = %s"),
+        "update": f"UPDATE {table} SET " + ", ".join(f"{f.column} = %s" for f in fields) + " WHERE id = %s",
+        "fields": fields,
+    }
+
+
 def _record(res: Resource, obj: dict, event: str, moment) -> int:
     """Give obj the next revision and append it to the log; returns the revision."""
     rv = _next_revision()
     obj["metadata"]["resourceVersion"] = str(rv)
     m = obj["metadata"]
-    Revision.objects.create(rv=rv, kind=res.kind, namespace=m.get("namespace", ""), name=m["name"],
-                            type=event, object=_dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode(),
-                            created=moment)
+    text = _dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(_INSERT_REVISION, [rv, res.kind, m.get("namespace", ""), m["name"], event, text,
+                                          connection.ops.adapt_datetimefield_value(moment)])
     _announce(rv)
     return rv
+
+
+def _update_row(res: Resource, row_id: int, obj: dict, rv: int) -> None:
+    sql = _sql(res.model)
+    values = _row_fields(res, obj, rv)
+    params = [f.get_db_prep_save(values[f.attname], connection) for f in sql["fields"]]
+    with connection.cursor() as cursor:
+        cursor.execute(sql["update"], params + [row_id])
 
 
 def _validate(res: Resource, obj: dict, causes: list) -> None:
@@ -138,8 +167,9 @@ def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
 
 def _load(res: Resource, namespace: str, name: str):
     """(row id, object dict) of the current object, or (None, None)."""
-    hit = (res.model.objects.filter(namespace=namespace, name=name)
-           .values_list("id", "current__object").first())
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(res.model)["load"], [namespace, name])
+        hit = cursor.fetchone()
     if hit is None:
         return None, None
     return hit[0], orjson.loads(hit[1])
@@ -452,7 +482,7 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return _delete_inside(res, row_id, new, moment)
         rv = _record(res, new, Revision.MODIFIED, moment)
-        res.model.objects.filter(pk=row_id).update(**_row_fields(res, new, rv))
+        _update_row(res, row_id, new, rv)
         return Result(new)
 
     return _run(dry_run, work)
@@ -498,7 +528,7 @@ def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, 
             m["deletionTimestamp"] = kmeta.format_time(moment)
             m["deletionGracePeriodSeconds"] = 0
             new_rv = _record(res, current, Revision.MODIFIED, moment)
-            res.model.objects.filter(pk=row_id).update(**_row_fields(res, current, new_rv))
+            _update_row(res, row_id, current, new_rv)
             return Result(current)
         return _delete_inside(res, row_id, current, moment)
 

@@ -129,7 +129,7 @@ class Subscriber:
         return kind
 
     def wants(self, ev: Event) -> bool:
-        if ev.rv <= self.start_rv:
+        if ev.rv <= self.start_rv or ev.kind != self.resource.kind:
             return False
         if self.namespace is not None and ev.namespace != self.namespace:
             return False

@@ -1,34 +1,94 @@
 """Authentication (bearer tokens, browser sessions) and the one place roles are enforced."""
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
 from .models import ApiToken, Profile, Role, hash_token
 
+log = logging.getLogger(__name__)
+
 READ_VERBS = frozenset({"get", "list", "watch"})
+
+
+SHARE = "share"           # the role of a share link's visitor (not a user role)
+SHARE_VERB = "share"      # creating share links: editors and admins, within their own scope
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is asking and what they may do; attached to request.user by authentication."""
+    """Who is asking and what they may do; attached to request.user by authentication.
+
+    One class for everyone: users (a role, optional namespace limits) and share links (role
+    "share", one kind, optionally one namespace, plus a label selector objects must match).
+    """
 
     username: str
     role: str
     namespaces: tuple[str, ...] = ()   # empty: all namespaces
+    kinds: tuple[str, ...] = ()        # empty: all kinds (share links: the one kind shared)
+    label_selector: str = ""           # share links: only objects matching it
+    share_id: int | None = None        # share links: the ShareLink row
     is_authenticated: bool = True
 
-    def can(self, verb: str, namespace: str | None) -> bool:
+    @property
+    def is_share(self) -> bool:
+        return self.role == SHARE
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.ADMIN
+
+    def can(self, verb: str, namespace: str | None, kind: str | None = None) -> bool:
+        """The one place roles are enforced (API, pages, forms, websockets).
+
+        `kind` is required for principals limited to kinds (share links): without it, or
+        with another kind, the answer is no - so a caller that forgets it fails closed.
+        """
+        if self.kinds and kind not in self.kinds:
+            return False
         if self.namespaces and (namespace is None or namespace not in self.namespaces):
             # Like a namespaced RoleBinding: no cluster-wide reads, nothing outside the list.
             return False
         if verb in READ_VERBS:
             return True
         return self.role in (Role.ADMIN, Role.EDITOR)
+
+    def selector(self):
+        """This principal's own label selector (parsed), or None when it has none."""
+        if not self.label_selector:
+            return None
+        from dashboard.kube.selectors import parse_label_selector
+
+        return parse_label_selector(self.label_selector)
+
+    def narrow(self, selector):
+        """A page's label selector ANDed with this principal's own (a share link's)."""
+        own = self.selector()
+        if own is None:
+            return selector
+        if selector is None or selector.empty:
+            return own
+        from dashboard.kube.selectors import LabelSelector
+
+        return LabelSelector(own.requirements + selector.requirements,
+                             nothing=own.matches_nothing or selector.matches_nothing)
+
+    def sees(self, kind: str, obj: dict) -> bool:
+        """May this principal read this very object (kind, namespace and labels)?"""
+        meta = obj.get("metadata") or {}
+        if not self.can("get", meta.get("namespace"), kind):
+            return False
+        own = self.selector()
+        return own is None or own.matches(meta.get("labels") or {})
 
 
 def principal_for(user) -> Principal:
@@ -37,6 +97,27 @@ def principal_for(user) -> Principal:
         role = Role.ADMIN if user.is_superuser else Role.VIEWER
         return Principal(user.get_username(), role)
     return Principal(user.get_username(), profile.role, tuple(profile.namespaces or ()))
+
+
+# last_used is bookkeeping: written at most once a minute per token, never on every request.
+LAST_USED_GRANULARITY = timedelta(minutes=1)
+
+
+def touch_last_used(model, row, now=None) -> None:
+    """Record a use of an ApiToken / ShareLink row if its last_used is older than a minute.
+
+    One conditional UPDATE, only when the loaded row looks stale: concurrent requests don't
+    pile up writes, and a busy database never fails the request over this.
+    """
+    now = now or timezone.now()
+    if row.last_used is not None and now - row.last_used < LAST_USED_GRANULARITY:
+        return
+    stale = Q(last_used__isnull=True) | Q(last_used__lt=now - LAST_USED_GRANULARITY)
+    try:
+        model.objects.filter(stale, pk=row.pk).update(last_used=now)
+    except DatabaseError:
+        log.debug("could not record the last use of %s %s", model.__name__, row.pk)
+    row.last_used = now
 
 
 class BearerTokenAuthentication(BaseAuthentication):
@@ -52,6 +133,7 @@ class BearerTokenAuthentication(BaseAuthentication):
         if row is None:
             from dashboard.kube.errors import unauthorized
             raise unauthorized()
+        touch_last_used(ApiToken, row)
         return principal_for(row.user), row
 
     def authenticate_header(self, request):

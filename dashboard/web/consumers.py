@@ -21,7 +21,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 from dashboard.kube.watch import CLOSE, Subscriber, hub
 
-from . import live
+from . import live, share
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         self.spec.allowed = tuple(self.principal.namespaces)
+        # A share link's selector narrows whatever the page asked for (never widens).
+        self.spec.label_selector = self.principal.narrow(self.spec.label_selector)
+        if self.principal.share_id is not None:
+            # Revoking the link closes this socket at once (group_send from any process),
+            # and a timer re-checks it (expiry, or a revoke message that got lost).
+            await self.channel_layer.group_add(share.group_name(self.principal.share_id), self.channel_name)
         await hub.start()
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
         for kind in self.spec.kinds:
@@ -87,6 +93,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             sub.matching.update(state.keys.get(sub.resource.kind, ()))
         self.shown = sorted(k for keys in state.keys.values() for k in keys)
         await self.accept()  # only now: the subscription and the snapshot are in place
+        if self.principal.share_id is not None:
+            self.share_watch = asyncio.get_running_loop().create_task(self._watch_share())
         if await sync_to_async(live.changed_since)(self.spec, state.rv):
             await self.send(text_data=await sync_to_async(live.render_refresh)(self.spec, state))
         for sub in self.subscribers:
@@ -94,6 +102,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.pump = asyncio.get_running_loop().create_task(self._pump())
 
     async def disconnect(self, code):
+        principal = getattr(self, "principal", None)
+        if principal is not None and principal.share_id is not None:
+            await self.channel_layer.group_discard(share.group_name(principal.share_id), self.channel_name)
+        if getattr(self, "share_watch", None) is not None:
+            self.share_watch.cancel()
         for sub in getattr(self, "subscribers", ()):
             hub.unregister(sub)
         if getattr(self, "pump", None) is not None:
@@ -104,6 +117,29 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         # Pages only listen; anything a client sends is ignored (no writes over this socket).
         return
+
+    async def share_revoked(self, event):
+        """Channel-layer message: this socket's share link was revoked."""
+        await self._close_share()
+
+    async def _watch_share(self):
+        while True:
+            left = await sync_to_async(share.seconds_left)(self.principal.share_id)
+            if left is None:
+                await self._close_share()
+                return
+            await asyncio.sleep(max(left, 0.05))
+
+    async def _close_share(self):
+        # Clear the page's data first (the page shows why), then close: 4403 means "don't retry".
+        if getattr(self, "share_closed", False):
+            return
+        self.share_closed = True
+        try:
+            await self.send(text_data=share.REVOKED_FRAGMENT)
+        except Exception:  # the socket may already be gone
+            pass
+        await self.close(code=4403)
 
     async def _pump(self):
         loop = asyncio.get_running_loop()

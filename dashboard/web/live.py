@@ -47,7 +47,16 @@ def revision_marker(rv: int) -> str:
 
 
 def principal_from_scope(scope):
-    """The page viewer behind a websocket (session user), or None."""
+    """The page viewer behind a websocket: the session's share link, else its user, or None.
+
+    Like the pages (share.page_principal): a session in share mode is the share link, even
+    with a user logged in; a share link that stopped working gives no principal at all.
+    """
+    from .share import principal_from_session, session_has_share
+
+    session = scope.get("session")
+    if session_has_share(session):
+        return principal_from_session(session)
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return None
@@ -55,18 +64,26 @@ def principal_from_scope(scope):
 
 
 def may_view(principal, namespace: str | None, kinds) -> bool:
-    return principal.can("list", namespace) if namespace else True
+    """May the principal see this page's every kind (in its namespace, if it has one)?"""
+    if principal.is_share and len(kinds) != 1:
+        return False   # the overview (all kinds) is never part of a shared view
+    if namespace:
+        return all(principal.can("list", namespace, kind) for kind in kinds)
+    # No namespace: everything the principal may see (namespace limits apply per object).
+    return all(not principal.kinds or kind in principal.kinds for kind in kinds)
 
 
 def page_predicate(principal, q: str):
-    """Namespace limits and the name search, as one condition on an object."""
+    """Namespace limits, a share link's selector and the name search, as one condition."""
     allowed = set(principal.namespaces)
-    if not allowed and not q:
+    own = principal.selector()
+    if not allowed and not q and own is None:
         return None
 
     def visible(obj: dict) -> bool:
         m = obj["metadata"]
-        return (not allowed or m.get("namespace") in allowed) and (not q or q in m["name"])
+        return ((not allowed or m.get("namespace") in allowed) and (not q or q in m["name"])
+                and (own is None or own.matches(m.get("labels") or {})))
 
     return visible
 

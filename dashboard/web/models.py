@@ -30,3 +30,30 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
+
+
+class ShareLink(models.Model):
+    """A read-only, expiring, revocable view of one list page (kind, namespace, selector).
+
+    Only the sha256 of the token is kept: the link is shown once, at creation.
+    """
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    label = models.CharField(max_length=100)
+    kind = models.CharField(max_length=32)                             # Lease, Endpoints or Job
+    namespace = models.CharField(max_length=253, blank=True, default="")  # "": all namespaces
+    label_selector = models.CharField(max_length=1000, blank=True, default="")
+    creator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="share_links")
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField()
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def state(self, now) -> str:
+        """"active", "expired" or "revoked" at `now`."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "active" if now < self.expires else "expired"

@@ -294,15 +294,21 @@ class Simulation:
 
     def run(self, duration: float | None = None, stop: Callable[[], bool] = lambda: False) -> None:
         """Run callbacks in timeline order until the duration (real seconds) is up or stop()."""
+        began = time.monotonic()
         while self._queue and not stop():
+            if duration and time.monotonic() - began >= duration:
+                return
             due, _, fn = self._queue[0]
             elapsed = time.monotonic() - self._mono0
-            if duration and (due > duration or elapsed > duration):
-                return
             if due > elapsed:
                 # Short naps, so a stop request or the end of the duration is noticed quickly.
                 time.sleep(min(due - elapsed, 0.25))
                 continue
+            if elapsed - due > 1.0:
+                # The server (or this host) stalled: pause the story rather than write stale
+                # timestamps (leases would look expired); the order of events is unchanged.
+                self._mono0 += elapsed - due
+                self._wall0 += elapsed - due
             heapq.heappop(self._queue)
             self.now = due
             try:

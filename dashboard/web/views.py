@@ -29,7 +29,8 @@ from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import parse_label_selector
 
 from . import present as p
-from .auth import Principal, principal_for
+from .auth import SHARE_VERB, Principal
+from .share import page_principal, viewer_required
 
 PAGE_SIZE = 1000           # rows per page (1,000 Leases render in one page)
 MAX_PAGE_SIZE = 5000
@@ -52,6 +53,8 @@ def known_namespaces(principal: Principal) -> list[str]:
     """Namespaces for the filter menu: the user's own list, or every namespace in use."""
     if principal.namespaces:
         return sorted(principal.namespaces)
+    if principal.is_share:
+        return []   # a shared view names no namespace beyond its own objects
     seen: set[str] = set()
     for kind in ("Lease", "Endpoints", "Job"):
         seen.update(by_kind(kind).model.objects.values_list("namespace", flat=True).distinct())
@@ -59,7 +62,16 @@ def known_namespaces(principal: Principal) -> list[str]:
 
 
 def base_context(request, principal: Principal, active: str) -> dict:
-    return {"principal": principal, "active": active, "server_now": p.iso(utcnow())}
+    return {"principal": principal, "active": active, "server_now": p.iso(utcnow()),
+            "share_link": getattr(request, "share_link", None)}
+
+
+def share_url(principal: Principal, kind: str, namespace: str, label_selector: str) -> str:
+    """The "Share this view" target, for those who may share this view (else "")."""
+    if not principal.can(SHARE_VERB, namespace or None, kind):
+        return ""
+    query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector}
+    return "/share/new/?" + urlencode({k: v for k, v in query.items() if v})
 
 
 @dataclass
@@ -147,18 +159,21 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     return Fetched(out, rv if rv is not None else store.current_revision(), "")
 
 
-def _scope(principal: Principal, namespace: str) -> list[str | None] | None:
+def _scope(principal: Principal, namespace: str, kind: str) -> list[str | None] | None:
     """The namespaces a list reads, or None when the user may not see the one asked for."""
     if namespace:
-        return [namespace] if principal.can("list", namespace) else None
+        return [namespace] if principal.can("list", namespace, kind) else None
     if principal.namespaces:
-        return sorted(principal.namespaces)
-    return [None]
+        allowed = [ns for ns in sorted(principal.namespaces) if principal.can("list", ns, kind)]
+        return allowed or None
+    return [None] if principal.can("list", None, kind) else None
 
 
 def forbidden_page(request, principal, active: str, namespace: str):
     ctx = base_context(request, principal, active)
-    ctx.update(title="Not allowed", message=f"You have no access to namespace “{namespace}”.")
+    message = (f"You have no access to namespace “{namespace}”." if namespace and not principal.is_share
+               else "This view is outside what you may see.")
+    ctx.update(title="Not allowed", message=message)
     return render(request, "web/error.html", ctx, status=403)
 
 
@@ -180,21 +195,22 @@ ENDPOINTS_PAGE = KindPage("Endpoints", "endpoints", "web/endpoints.html", "Endpo
 JOBS_PAGE = KindPage("Job", "jobs", "web/jobs.html", "Job progress", "jobs")
 
 
-@method_decorator(login_required, name="dispatch")
+@method_decorator(viewer_required, name="dispatch")
 class KindListView(View):
     page: KindPage = LEASES_PAGE
 
     def get(self, request):
         page = self.page
-        principal = principal_for(request.user)
+        principal = page_principal(request)
         filters = Filters.from_request(request)
         ctx = base_context(request, principal, page.view)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="")
-        namespaces = _scope(principal, filters.namespace)
+        namespaces = _scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.view, filters.namespace)
         try:
-            selector = parse_label_selector(filters.label_selector)
+            # A share link's own selector always applies; the visitor can only narrow it.
+            selector = principal.narrow(parse_label_selector(filters.label_selector))
         except ApiError as exc:
             ctx["error"] = f"Label selector: {exc.message}"
             ctx["error_field"] = "labelSelector"
@@ -216,6 +232,7 @@ class KindListView(View):
             ctx["first_page"] = "?" + filters.query()
         ctx["ws_url"] = ws_url(page.view, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q)
+        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector)
         return render(request, page.template, ctx)
 
 
@@ -248,14 +265,14 @@ ENDPOINTS_DETAIL = DetailPage("Endpoints", "endpoints_detail", "web/endpoints_de
 JOB_DETAIL = DetailPage("Job", "job", "web/job_detail.html", "jobs")
 
 
-@method_decorator(login_required, name="dispatch")
+@method_decorator(viewer_required, name="dispatch")
 class DetailView(View):
     page: DetailPage = LEASE_DETAIL
 
     def get(self, request, namespace: str, name: str):
         page = self.page
-        principal = principal_for(request.user)
-        if not principal.can("get", namespace):
+        principal = page_principal(request)
+        if not principal.can("get", namespace, page.kind):
             return forbidden_page(request, principal, page.list_view, namespace)
         try:
             obj = store.get(by_kind(page.kind), namespace, name)
@@ -263,6 +280,9 @@ class DetailView(View):
             if exc.code == 404:
                 raise Http404(f"{page.kind} {namespace}/{name} not found")
             raise
+        if not principal.sees(page.kind, obj):
+            # Outside a share link's selector: as if it did not exist.
+            raise Http404(f"{page.kind} {namespace}/{name} not found")
         now = utcnow()
         ctx = base_context(request, principal, page.list_view)
         rv = obj["metadata"].get("resourceVersion", "")
@@ -331,7 +351,9 @@ def namespace_summary(namespace: str, now: datetime) -> dict:
 
 @login_required
 def overview(request):
-    principal = principal_for(request.user)
+    principal = page_principal(request)
+    if principal.is_share:   # all kinds at once: never part of a shared view
+        return forbidden_page(request, principal, "overview", "")
     namespace = (request.GET.get("namespace") or "").strip()
     if namespace and not principal.can("list", namespace):
         return forbidden_page(request, principal, "overview", namespace)

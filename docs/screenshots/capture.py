@@ -17,7 +17,7 @@ SHOTS = [  # (file, path, viewport width, height)
     ("leases.png", "/leases/", 1280, 900),
     ("endpoints.png", "/endpoints/", 1280, 900),
     ("jobs.png", "/jobs/", 1280, 900),
-    ("lease-detail.png", "/leases/kube-system/kube-controller-manager/", 1280, 900),
+    ("lease-detail.png", "/leases/demo/kube-controller-manager/", 1280, 900),
     ("leases-phone.png", "/leases/", 375, 812),
     ("overview-phone.png", "/", 375, 812),
     ("jobs-phone.png", "/jobs/", 375, 812),

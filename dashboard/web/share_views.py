@@ -1,0 +1,138 @@
+"""Share link pages: create (from a list page), list, revoke; open (/s/<token>/) and leave."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from dashboard.kube.errors import ApiError
+from dashboard.kube.selectors import parse_label_selector
+
+from . import share
+from .auth import SHARE_VERB, principal_for
+from .models import ShareLink
+
+KIND_NOUNS = {"Lease": "Leases", "Endpoints": "Endpoints", "Job": "Jobs"}
+
+
+class ShareForm(forms.Form):
+    kind = forms.ChoiceField(choices=[(k, k) for k in share.KIND_PAGES], widget=forms.HiddenInput)
+    namespace = forms.CharField(required=False, max_length=253, widget=forms.HiddenInput)
+    labelSelector = forms.CharField(required=False, max_length=1000, widget=forms.HiddenInput)
+    label = forms.CharField(max_length=100, help_text="Who or what the link is for, e.g. “on-call team”.")
+    expiry = forms.ChoiceField(choices=[(k, v[0]) for k, v in share.EXPIRY_CHOICES.items()],
+                               initial=share.DEFAULT_EXPIRY, widget=forms.RadioSelect)
+
+    def clean_namespace(self):
+        return self.cleaned_data["namespace"].strip()
+
+    def clean_labelSelector(self):  # noqa: N802 (the page's query parameter name)
+        text = self.cleaned_data["labelSelector"].strip()
+        try:
+            parse_label_selector(text)
+        except ApiError as exc:
+            raise forms.ValidationError(f"Label selector: {exc.message}")
+        return text
+
+
+def describe(kind: str, namespace: str, label_selector: str) -> str:
+    where = f"namespace “{namespace}”" if namespace else "all namespaces"
+    return f"{KIND_NOUNS.get(kind, kind)} in {where}" + (f" matching {label_selector}" if label_selector else "")
+
+
+def _context(request, **extra) -> dict:
+    return {"principal": principal_for(request.user), "active": "share", **extra}
+
+
+def _no_store(response):
+    # Pages that show a secret once must not be kept by the browser or a proxy.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@share.user_required
+@require_GET
+def share_list(request):
+    principal = principal_for(request.user)
+    now = timezone.now()
+    rows = [{"link": link, "state": link.state(now), "scope": describe(link.kind, link.namespace, link.label_selector),
+             "can_revoke": principal.is_admin or link.creator_id == request.user.pk}
+            for link in share.visible_links(principal, request.user)]
+    return render(request, "web/share/list.html", _context(request, rows=rows, all_links=principal.is_admin))
+
+
+@share.user_required
+@require_http_methods(["GET", "POST"])
+def share_new(request):
+    principal = principal_for(request.user)
+    if request.method == "GET":
+        form = ShareForm(initial={"kind": request.GET.get("kind", ""), "namespace": request.GET.get("namespace", ""),
+                                  "labelSelector": request.GET.get("labelSelector", ""),
+                                  "expiry": share.DEFAULT_EXPIRY})
+        kind, namespace = request.GET.get("kind", ""), request.GET.get("namespace", "")
+        if kind not in share.KIND_PAGES:
+            raise Http404("Open a list page and use its “Share this view” button.")
+        selector = request.GET.get("labelSelector", "")
+        form.initial["label"] = describe(kind, namespace, selector)[:100]
+    else:
+        form = ShareForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            kind, namespace, selector = data["kind"], data["namespace"], data["labelSelector"]
+        else:
+            kind, namespace, selector = (request.POST.get("kind", ""), request.POST.get("namespace", ""),
+                                         request.POST.get("labelSelector", ""))
+    # Only editors and admins share, and only what they may see themselves.
+    if not principal.can(SHARE_VERB, namespace or None, kind):
+        why = ("Choose a namespace first: you may share only your own namespaces."
+               if principal.namespaces and not namespace else "Your role may not share this view.")
+        return render(request, "web/share/error.html", _context(request, title="Not allowed", message=why), status=403)
+    ctx = _context(request, form=form, scope=describe(kind, namespace, selector), kind=kind)
+    if request.method == "GET" or not form.is_valid():
+        return render(request, "web/share/new.html", ctx, status=200 if request.method == "GET" else 400)
+    data = form.cleaned_data
+    link, token = share.create_link(request.user, kind=kind, namespace=namespace, label_selector=selector,
+                                    label=data["label"], expiry=data["expiry"])
+    url = request.build_absolute_uri(f"/s/{token}/")
+    return _no_store(render(request, "web/share/created.html", _context(request, link=link, url=url,
+                                                                        scope=ctx["scope"])))
+
+
+@share.user_required
+@require_POST
+def share_revoke(request, link_id: int):
+    principal = principal_for(request.user)
+    link = get_object_or_404(ShareLink, pk=link_id)
+    if not (principal.is_admin or link.creator_id == request.user.pk):
+        # Don't confirm that someone else's link exists.
+        raise Http404("No such share link.")
+    share.revoke(link)
+    messages.success(request, f"Revoked “{link.label}”: it stopped working and its open pages were closed.")
+    return redirect("share_list")
+
+
+@require_GET
+def share_open(request, token: str):
+    """The link itself: remember it in this session, then show its view."""
+    link = share.link_by_token(token)
+    if link is None:
+        return share.stopped_page(request, "gone")
+    link, why = share.usable_link(link.pk)
+    if why:
+        return share.stopped_page(request, why)
+    if request.session.session_key:
+        request.session.cycle_key()   # a fresh session id for the new capability
+    request.session[share.SESSION_KEY] = link.pk
+    if not request.user.is_authenticated:
+        request.session.set_expiry(link.expires)
+    # Redirect: the token leaves the address bar (and any Referer) at once.
+    return redirect(share.page_url(link))
+
+
+@require_POST
+def share_leave(request):
+    request.session.pop(share.SESSION_KEY, None)
+    return redirect("/")

@@ -1,0 +1,124 @@
+"""The tokens page: API tokens for the signed-in user (admins see everyone's).
+
+A token is shown once, on the page that answers its creation (or inside the kubeconfig
+download that creates it); only its sha256 is stored.
+"""
+from __future__ import annotations
+
+import secrets
+from urllib.parse import urlsplit
+
+import yaml
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from dashboard.kube.tls import ensure_tls
+
+from .auth import principal_for
+from .management.commands.kubeconfig import build_kubeconfig
+from .models import ApiToken, hash_token
+from .share import TOKEN_BYTES, user_required
+
+DEFAULT_TLS_PORT = 8443   # `manage.py serve`'s HTTPS listener
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What the token is for, e.g. “CI pipeline”.")
+
+
+class KubeconfigForm(TokenForm):
+    server = forms.URLField(max_length=500, assume_scheme="https", help_text="The HTTPS address of this server's API listener.")
+    namespace = forms.CharField(max_length=253, required=False)
+
+    def clean_server(self):
+        server = self.cleaned_data["server"].rstrip("/")
+        if urlsplit(server).scheme != "https":
+            # kubectl sends a bearer token only over TLS.
+            raise forms.ValidationError("Use an https:// address: kubectl sends tokens only over TLS.")
+        return server
+
+
+def new_token(user, name: str) -> str:
+    """Create an API token for user; the plaintext exists only in this return value."""
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token))
+    return token
+
+
+def guess_server(request) -> str:
+    """The API's HTTPS address as seen from this page: this origin if it is HTTPS, else
+    the same host on the default TLS port."""
+    if request.is_secure():
+        return f"https://{request.get_host()}"
+    host = urlsplit(f"//{request.get_host()}").hostname or "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"https://{host}:{DEFAULT_TLS_PORT}"
+
+
+def _rows(request, principal):
+    rows = ApiToken.objects.select_related("user").filter(revoked=False).order_by("-created")
+    return rows if principal.is_admin else rows.filter(user=request.user)
+
+
+def _page(request, status=200, **extra):
+    principal = principal_for(request.user)
+    namespace = sorted(principal.namespaces)[0] if principal.namespaces else "default"
+    ctx = {"principal": principal, "active": "tokens", "tokens": _rows(request, principal),
+           "all_tokens": principal.is_admin, "form": TokenForm(),
+           "kube_form": KubeconfigForm(initial={"name": "kubeconfig", "server": guess_server(request),
+                                                "namespace": namespace}),
+           **extra}
+    return render(request, "web/tokens/list.html", ctx, status=status)
+
+
+@user_required
+@require_http_methods(["GET", "POST"])
+def tokens(request):
+    if request.method == "GET":
+        return _page(request)
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        return _page(request, status=400, form=form)
+    token = new_token(request.user, form.cleaned_data["name"])
+    response = render(request, "web/tokens/created.html", {
+        "principal": principal_for(request.user), "active": "tokens", "name": form.cleaned_data["name"],
+        "token": token})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@user_required
+@require_POST
+def token_revoke(request, token_id: int):
+    principal = principal_for(request.user)
+    row = get_object_or_404(ApiToken, pk=token_id, revoked=False)
+    if not (principal.is_admin or row.user_id == request.user.pk):
+        raise Http404("No such token.")
+    row.revoked = True
+    row.save(update_fields=["revoked"])
+    messages.success(request, f"Revoked token “{row.name or row.pk}”: it no longer authenticates.")
+    return redirect("tokens")
+
+
+@user_required
+@require_POST
+def token_kubeconfig(request):
+    """Create a token and answer with a kubeconfig carrying it (the only place it appears)."""
+    form = KubeconfigForm(request.POST)
+    if not form.is_valid():
+        return _page(request, status=400, kube_form=form)
+    data = form.cleaned_data
+    ca_pem = ensure_tls(settings.DATA_DIR).ca_cert.read_bytes()
+    token = new_token(request.user, data["name"])
+    username = request.user.get_username()
+    config = build_kubeconfig(data["server"], ca_pem, username, token, data["namespace"] or "default")
+    body = yaml.safe_dump(config, default_flow_style=False, sort_keys=False)
+    response = HttpResponse(body, content_type="application/yaml")
+    response["Content-Disposition"] = 'attachment; filename="kubeconfig"'
+    response["Cache-Control"] = "no-store"
+    return response
