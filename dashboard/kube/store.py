@@ -180,11 +180,13 @@ def _load(res: Resource, namespace: str, name: str):
 
 
 def get_raw(res: Resource, namespace: str, name: str) -> bytes:
-    text = (res.model.objects.filter(namespace=namespace, name=name)
-            .values_list("current__object", flat=True).first())
-    if text is None:
+    """The stored JSON of one object, as served (no decode, no re-encode)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(res.model)["load"], [namespace, name])
+        hit = cursor.fetchone()
+    if hit is None:
         raise not_found(res.group, res.plural, name)
-    return text.encode()
+    return hit[1].encode()
 
 
 def get(res: Resource, namespace: str, name: str) -> dict:
