@@ -45,3 +45,6 @@ urlpatterns = [
     path("", include("dashboard.web.share_urls")),
     path("", include("dashboard.web.urls")),
 ]
+
+handler400 = "dashboard.kube.errors.handler400"
+handler500 = "dashboard.kube.errors.handler500"

@@ -332,3 +332,9 @@ def test_kind_mismatch_is_400(api):
     body = lease()
     body["kind"] = "Job"
     assert api.post(LEASES, body).status_code == 400
+
+
+def test_disallowed_host_still_answers_status(api):
+    r = api.get(LEASES, headers={"Host": "evil.example"})
+    assert r.status_code == 400
+    assert r.json()["kind"] == "Status" and r.json()["reason"] == "BadRequest"

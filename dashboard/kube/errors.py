@@ -188,3 +188,33 @@ def request_entity_too_large(limit: int) -> ApiError:
 
 def internal(message: str) -> ApiError:
     return ApiError(500, "InternalError", message)
+
+
+# Django's last-resort handlers (urls.handler400 / handler500): on API paths they still answer
+# a metav1.Status, e.g. for a request whose Host header is not allowed.
+API_PREFIXES = ("/api", "/apis", "/openapi", "/version")
+
+
+def _django_fallback(request, code: int, reason: str, message: str, default):
+    if request.path.startswith(API_PREFIXES):
+        from django.http import HttpResponse
+        import orjson
+
+        body = ApiError(code, reason, message).status()
+        return HttpResponse(orjson.dumps(body), status=code, content_type="application/json")
+    return default()
+
+
+def handler400(request, exception=None):
+    from django.views import defaults
+
+    return _django_fallback(request, 400, "BadRequest", "the request could not be processed: "
+                            "check the Host header and the request line",
+                            lambda: defaults.bad_request(request, exception))
+
+
+def handler500(request):
+    from django.views import defaults
+
+    return _django_fallback(request, 500, "InternalError", "an internal error occurred; the request was not applied",
+                            lambda: defaults.server_error(request))
