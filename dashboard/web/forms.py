@@ -147,7 +147,7 @@ def format_env(env: list | None) -> str:
 
 _VALUE = r'(?:"(?:[^"\\]|\\.)*"|\{.*\}|\[.*\]|[^:]*)'
 _PLAIN = [
-    (re.compile(rf"^Invalid value: {_VALUE}: (?P<d>.+)$", re.S), "{d}"),
+    (re.compile(rf"^Invalid value: (?P<v>{_VALUE}): (?P<d>.+)$", re.S), "{d}"),
     (re.compile(rf"^Invalid value: (?P<v>{_VALUE})$", re.S), "{v} is not a valid value"),
     (re.compile(r"^Required value: (?P<d>.+)$", re.S), "Required: {d}"),
     (re.compile(r"^Required value$"), "This is required."),
@@ -160,17 +160,26 @@ _PLAIN = [
 ]
 
 
-def plain(message: str) -> str:
+def plain(message: str, keep_value: bool = False) -> str:
     """An apimachinery field error message without its "Invalid value: X:" preamble (the value
-    is right there in the field), starting with a capital letter."""
+    is right there in the field), starting with a capital letter. keep_value: say which value,
+    for fields that hold several (labels)."""
     for pattern, template in _PLAIN:
         m = pattern.match(message or "")
         if m:
             text = template.format(**m.groupdict())
+            if keep_value and "v" in m.groupdict() and "{v}" not in template:
+                return _tidy(f"{m.group('v')}: {text[:1].upper()}{text[1:]}")
             break
     else:
         text = message or "is not valid"
-    return text[:1].upper() + text[1:]
+    return _tidy(text[:1].upper() + text[1:])
+
+
+def _tidy(text: str) -> str:
+    """Drop the regular expression apimachinery appends to format errors: the examples before
+    it say the same in plain words."""
+    return re.sub(r",? regex used for validation is '[^']*'", "", text)
 
 
 _DECODE = re.compile(r"cannot unmarshal (?P<got>.+?) into Go struct field \w+\.(?P<path>\S+) of type (?P<type>\S+)")
@@ -244,7 +253,15 @@ class ObjectForm(forms.Form):
         if "namespace" in self.fields and limited and namespaces:
             # A namespace-limited user picks one of theirs.
             self.fields["namespace"] = forms.ChoiceField(label="Namespace", choices=[(n, n) for n in namespaces])
-        self.known_namespaces = namespaces or []
+        self.size_textareas()
+
+    def size_textareas(self) -> None:
+        """Textareas tall enough for what they hold (and a line to add one more)."""
+        source = self.data if self.is_bound else self.initial
+        for name, field in self.fields.items():
+            if isinstance(field.widget, forms.Textarea):
+                lines = len(str(source.get(name) or "").splitlines())
+                field.widget.attrs["rows"] = max(int(field.widget.attrs.get("rows", 2)), min(lines + 1, 16))
 
     # -- declarations -----------------------------------------------------------------------
 
@@ -327,14 +344,16 @@ class ObjectForm(forms.Form):
         details = err.details or {}
         causes = details.get("causes") or []
         if err.code == 422 and causes:
-            for cause in causes:
+            found: list[tuple[str | None, str]] = []
+            for cause in self._without_derived(causes):
                 path = cause.get("field") or ""
                 field, hint = self.locate(path)
-                text = plain(cause.get("message", ""))
-                if field:
-                    self.add_error(field, hint + text)
-                else:
-                    self.add_error(None, f"{path}: {text}" if path else text)
+                # Which value, when the field holds several and no line number says it.
+                several = field in self.fields and isinstance(self.fields[field].widget, forms.Textarea)
+                text = plain(cause.get("message", ""), keep_value=several and not hint)
+                found.append((field, hint + text) if field else (None, f"{path}: {text}" if path else text))
+            for field, message in _distinct(found):
+                self.add_error(field, message)
             return
         if err.code == 409 and err.reason == "AlreadyExists" and "name" in self.fields:
             self.add_error("name", f"A {self.KIND} with this name already exists in this namespace.")
@@ -348,8 +367,32 @@ class ObjectForm(forms.Form):
                     return
         self.add_error(None, err.message)
 
+    def _without_derived(self, causes: list[dict]) -> list[dict]:
+        """A Job's generated labels carry its name: an invalid name is reported again as an
+        invalid label the user never typed. When the name is reported, drop those."""
+        name = (self.cleaned_data or {}).get("name") or ""
+        if not name or not any(self.locate(c.get("field") or "")[0] == "name" for c in causes):
+            return causes
+        typed = self.data.get("labels", "") if self.is_bound else ""
+        return [c for c in causes if not ("labels" in (c.get("field") or "") and f'"{name}"' in c.get("message", "")
+                                          and name not in typed)]
+
     def clean_labels(self):
         return parse_labels(self.cleaned_data.get("labels", ""))
+
+
+def _distinct(found: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+    """kube reports some problems twice, sometimes once more with an example appended (an IP
+    is checked twice): say each once, in its longer form."""
+    out: list[tuple[str | None, str]] = []
+    for field, message in found:
+        same = [i for i, (f2, m2) in enumerate(out) if f2 == field
+                and (m2.startswith(message.rstrip(".")) or message.startswith(m2.rstrip(".")))]
+        if not same:
+            out.append((field, message))
+        elif len(message) > len(out[same[0]][1]):
+            out[same[0]] = (field, message)
+    return out
 
 
 def _item_text(value: Any) -> str:
@@ -469,6 +512,7 @@ class EndpointsForm(ObjectForm):
             self.fields[f"s{i}-ready"] = _line_list_field(f"Ready addresses (subset {n})", self.ADDRESS_HELP)
             self.fields[f"s{i}-not_ready"] = _line_list_field(f"Not-ready addresses (subset {n})", self.ADDRESS_HELP)
             self.fields[f"s{i}-ports"] = _line_list_field(f"Ports (subset {n})", self.PORT_HELP, rows=2)
+        self.size_textareas()
         self.subset_index: list[int] = []   # built subset -> form subset
 
     @classmethod
@@ -724,7 +768,7 @@ def job_template_facts(obj: dict) -> list[tuple[str, str]]:
     facts = [("Completion mode", spec.get("completionMode") or "NonIndexed"),
              ("Pod restart policy", pod.get("restartPolicy") or "—")]
     for c in pod.get("containers") or []:
-        facts.append((f"Container {c.get('name', '')}", c.get("image") or "—"))
+        facts.append((f"Container “{c.get('name', '')}” image", c.get("image") or "—"))
         if c.get("command"):
             facts.append(("Command", " ".join(c["command"])))
         if c.get("args"):
@@ -780,8 +824,7 @@ def conflict_view(form: ObjectForm, posted: dict, base: dict | None, current: di
             if name in source:
                 merged[name] = source[name]
         if mine != theirs:
-            note = ("changed by you and by someone else" if you_changed and they_changed
-                    else "changed by someone else" if they_changed else "your change")
+            note = _note(you_changed, they_changed)
             rows.append({"field": label, "yours": _group_display(cls, yours, names),
                          "current": _group_display(cls, now_values, names), "note": note,
                          "theirs_changed": they_changed})
@@ -789,6 +832,15 @@ def conflict_view(form: ObjectForm, posted: dict, base: dict | None, current: di
         if name in posted:
             merged[name] = posted[name]
     return rows, merged
+
+
+def _note(you_changed: bool, they_changed: bool) -> str:
+    """Who changed a field, and what "Reapply" does with it."""
+    if you_changed and they_changed:
+        return "changed by you and by someone else: reapplying saves yours"
+    if they_changed:
+        return "changed by someone else: reapplying keeps theirs"
+    return "your change: reapplying saves it"
 
 
 def _group_value(values: dict | None, names: tuple[str, ...]):
@@ -847,9 +899,15 @@ def load_yaml(text: str) -> dict:
 class YamlForm(forms.Form):
     yaml = forms.CharField(required=False, label="Object (YAML)", strip=False,
                            help_text="The whole object, as kubectl edit shows it. Unknown fields are an error.",
-                           widget=forms.Textarea(attrs={"rows": 28, "spellcheck": "false", "class": "mono yaml-input",
+                           widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "mono yaml-input",
                                                         "autocapitalize": "off", "autocomplete": "off",
                                                         "wrap": "off"}))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        source = self.data if self.is_bound else self.initial
+        lines = len(str(source.get("yaml") or "").splitlines())
+        self.fields["yaml"].widget.attrs["rows"] = max(12, min(lines + 2, 40))
 
     def clean_yaml(self):
         self.parsed = load_yaml(self.cleaned_data.get("yaml", ""))
@@ -905,8 +963,7 @@ def yaml_rows(yours: dict, base: dict | None, current: dict) -> list[dict]:
             continue
         they_changed = was is not None and was.get(path) != theirs.get(path)
         you_changed = was is None or was.get(path) != mine.get(path)
-        note = ("changed by you and by someone else" if you_changed and they_changed
-                else "changed by someone else" if they_changed else "your change")
+        note = _note(you_changed, they_changed)
         rows.append({"field": path, "yours": _leaf(mine, path), "current": _leaf(theirs, path), "note": note,
                      "theirs_changed": they_changed})
     return rows

@@ -200,8 +200,9 @@ def _api_forbidden() -> HttpResponse:
 
 
 def _route_name(path: str) -> str | None:
+    """The route's full name ("admin:login" is not our "login")."""
     try:
-        return resolve(path).url_name
+        return resolve(path).view_name
     except Resolver404:
         return None
 
@@ -226,7 +227,7 @@ def check_share_session(request) -> HttpResponse | None:
         return None
     if name == "overview":
         return HttpResponseRedirect(page_url(link))
-    if request.path_info.startswith(("/api/", "/apis/", "/api", "/apis", "/openapi")):
+    if request.path_info.startswith(("/api", "/openapi")):   # /api/..., /apis/...: a Status, not a page
         return _api_forbidden()
     if name is None and request.path_info.startswith("/" + settings.STATIC_URL.lstrip("/")):
         return None

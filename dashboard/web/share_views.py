@@ -12,7 +12,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 
 from . import share
-from .auth import SHARE_VERB, principal_for
+from .auth import SHARE_VERB, principal_for, touch_last_used
 from .models import ShareLink
 
 KIND_NOUNS = {"Lease": "Leases", "Endpoints": "Endpoints", "Job": "Jobs"}
@@ -39,7 +39,8 @@ class ShareForm(forms.Form):
 
 
 def describe(kind: str, namespace: str, label_selector: str) -> str:
-    where = f"namespace “{namespace}”" if namespace else "all namespaces"
+    """A link's scope in words (also the default label)."""
+    where = f"namespace {namespace}" if namespace else "all namespaces"
     return f"{KIND_NOUNS.get(kind, kind)} in {where}" + (f" matching {label_selector}" if label_selector else "")
 
 
@@ -126,6 +127,7 @@ def share_open(request, token: str):
     if request.session.session_key:
         request.session.cycle_key()   # a fresh session id for the new capability
     request.session[share.SESSION_KEY] = link.pk
+    touch_last_used(ShareLink, link)
     if not request.user.is_authenticated:
         request.session.set_expiry(link.expires)
     # Redirect: the token leaves the address bar (and any Referer) at once.

@@ -31,7 +31,8 @@ class TokenForm(forms.Form):
 
 
 class KubeconfigForm(TokenForm):
-    server = forms.URLField(max_length=500, assume_scheme="https", help_text="The HTTPS address of this server's API listener.")
+    server = forms.URLField(max_length=500, assume_scheme="https",
+                            help_text="The HTTPS address of this server's API listener.")
     namespace = forms.CharField(max_length=253, required=False)
 
     def clean_server(self):

@@ -1,11 +1,12 @@
 """The pages (included at the root by dashboard/urls.py, after the API paths)."""
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("", include("dashboard.web.edit_urls")),
     path("leases/", views.LeaseListView.as_view(), name="leases"),
     path("leases/<str:namespace>/<str:name>/", views.LeaseDetailView.as_view(), name="lease"),
     path("endpoints/", views.EndpointsListView.as_view(), name="endpoints"),

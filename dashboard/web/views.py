@@ -20,6 +20,7 @@ from django.http import Http404
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
 from django.views import View
+from django.views.decorators.http import require_safe
 
 from dashboard.kube import store
 from dashboard.kube.errors import ApiError
@@ -31,6 +32,7 @@ from dashboard.kube.selectors import parse_label_selector
 from . import present as p
 from .auth import SHARE_VERB, Principal
 from .share import page_principal, viewer_required
+from .edit_views import may_create_somewhere
 
 PAGE_SIZE = 1000           # rows per page (1,000 Leases render in one page)
 MAX_PAGE_SIZE = 5000
@@ -205,6 +207,7 @@ class KindListView(View):
         filters = Filters.from_request(request)
         ctx = base_context(request, principal, page.view)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="")
+        ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
         namespaces = _scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.view, filters.namespace)
@@ -287,7 +290,8 @@ class DetailView(View):
         ctx = base_context(request, principal, page.list_view)
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
-                   ws_url=ws_url(page.view, rv, namespace=namespace, name=name))
+                   ws_url=ws_url(page.view, rv, namespace=namespace, name=name),
+                   can_edit=principal.can("update", namespace, page.kind))   # edit / delete / actions
         ctx.update(self.extra(namespace, name, now))
         return render(request, page.template, ctx)
 
@@ -350,6 +354,7 @@ def namespace_summary(namespace: str, now: datetime) -> dict:
 
 
 @login_required
+@require_safe
 def overview(request):
     principal = page_principal(request)
     if principal.is_share:   # all kinds at once: never part of a shared view

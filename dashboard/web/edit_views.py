@@ -1,0 +1,527 @@
+"""The write side of the pages: create, edit (form and YAML), delete, and one-click actions.
+
+Every write goes through kube.views.decode_object (Strict) and the store, exactly like an API
+request, and every view asks Principal.can() for the object's namespace first (403 page
+otherwise). Edits are conditional on the resourceVersion the form was loaded at: a stale save
+is refused by the store (409) and answered with a page that shows what changed and offers to
+reapply. Successful saves redirect to the object's page (POST/redirect/GET) with a message.
+
+The one-click actions (release, mark ready / not ready, suspend / resume) are patches: they
+change one thing on the current object inside the store's write transaction, so they need no
+resourceVersion and cannot overwrite anything else. Release carries the holder the user saw
+and refuses if someone else holds the lease by now.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import orjson
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_http_methods
+
+from dashboard.kube import store
+from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
+from dashboard.kube.meta import now as utcnow
+from dashboard.kube.models import Revision
+from dashboard.kube.registry import Resource, by_kind
+from dashboard.kube.views import check_type_meta, decode_object
+
+from . import forms as f
+from .auth import Principal
+from .share import page_principal
+from .present import detail_url, object_yaml, present
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kind: str
+    plural: str        # the pages' URL segment
+    title: str         # the list page's name in crumbs
+    noun: str          # "lease", "Endpoints object", "job"
+    active: str        # the header's current item
+
+    @property
+    def list_url(self) -> str:
+        return f"/{self.plural}/"
+
+    @property
+    def resource(self) -> Resource:
+        return by_kind(self.kind)
+
+
+KINDS = {
+    "leases": KindInfo("Lease", "leases", "Leases", "lease", "leases"),
+    "endpoints": KindInfo("Endpoints", "endpoints", "Endpoints", "Endpoints object", "endpoints"),
+    "jobs": KindInfo("Job", "jobs", "Jobs", "job", "jobs"),
+}
+
+# A new object's starting values.
+CREATE_INITIAL = {
+    "Lease": {"duration": "15"},
+    "Endpoints": {"subsets": "1"},
+    "Job": {"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},
+}
+YAML_SKELETONS = {
+    "Lease": {"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
+    "Endpoints": {"subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"name": "http", "port": 80,
+                                                                              "protocol": "TCP"}]}]},
+    "Job": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Access
+
+
+def _page(request, template: str, ctx: dict, status: int = 200) -> HttpResponse:
+    return render(request, template, ctx, status=status)
+
+
+def forbidden(request, principal: Principal | None, info: KindInfo | None, message: str) -> HttpResponse:
+    ctx = {"principal": principal, "active": info.active if info else "", "title": "Not allowed", "message": message}
+    return _page(request, "web/error.html", ctx, status=403)
+
+
+def editor_view(view):
+    """Signed-in users only: a GET from a signed-out visitor goes to the login page, any
+    other method is refused (a write never follows a login redirect). Resolves the kind."""
+
+    @functools.wraps(view)
+    def wrapper(request, plural: str, *args, **kwargs):
+        info = KINDS.get(plural)
+        if info is None:
+            raise Http404("no such kind")
+        principal = page_principal(request)
+        if principal is None:
+            if request.method == "GET":
+                return redirect_to_login(request.get_full_path())
+            return forbidden(request, None, info, "Sign in to change objects.")
+        if principal.is_share:
+            # A shared view is read-only on every path (the share middleware refuses these
+            # routes already; this is the second lock).
+            return forbidden(request, principal, info, "A shared view is read-only.")
+        return view(request, principal, info, *args, **kwargs)
+
+    return wrapper
+
+
+def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> bool:
+    """May this principal create a `kind` in `namespace` (or, without one, in any namespace)?"""
+    if namespace:
+        return principal.can("create", namespace, kind)
+    if principal.namespaces:
+        return any(principal.can("create", ns, kind) for ns in principal.namespaces)
+    return principal.can("create", None, kind)
+
+
+def _denied(request, principal, info, verb: str, namespace: str) -> HttpResponse:
+    what = {"create": "create", "update": "edit", "patch": "change", "delete": "delete"}.get(verb, verb)
+    if principal.namespaces and namespace not in principal.namespaces:
+        message = f"You have no access to namespace “{namespace}”."
+    else:
+        message = f"Your role ({principal.role}) may not {what} {info.title.lower()} in namespace “{namespace}”."
+    return forbidden(request, principal, info, message)
+
+
+def _load(info: KindInfo, namespace: str, name: str) -> dict:
+    try:
+        return store.get(info.resource, namespace, name)
+    except ApiError as err:
+        if err.code == 404:
+            raise Http404(f"{info.kind} {namespace}/{name} not found")
+        raise
+
+
+def _base_revision(info: KindInfo, namespace: str, name: str, rv: str) -> dict | None:
+    """The object as it was at revision rv (what the form was loaded from), if still logged."""
+    if not rv.isdigit():
+        return None
+    text = (Revision.objects.filter(kind=info.kind, namespace=namespace, name=name, rv=int(rv))
+            .values_list("object", flat=True).first())
+    return orjson.loads(text) if text else None
+
+
+def _namespaces(principal: Principal) -> list[str]:
+    from .views import known_namespaces
+
+    return known_namespaces(principal)
+
+
+def _context(request, principal, info: KindInfo, **extra) -> dict:
+    ctx = {"principal": principal, "active": info.active, "info": info}
+    ctx.update(extra)
+    return ctx
+
+
+def _status_for(err: ApiError) -> int:
+    return err.code if 400 <= err.code < 500 else 400
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes (always decoded as the API decodes a request body)
+
+
+def _decoded(res: Resource, obj: dict) -> dict:
+    obj, _warnings = decode_object(res, obj, "Strict")
+    return obj
+
+
+def save_edit(res: Resource, namespace: str, name: str, rv: str, change) -> store.Result:
+    """Replace the object with change(current), only if it is still at revision rv."""
+
+    def build(current: dict) -> dict:
+        if current["metadata"].get("resourceVersion") != rv:
+            # Refuse before building: a stale form must not be judged against newer data.
+            raise conflict(res.group, res.plural, name, STALE_OBJECT)
+        new = change(current)
+        new.setdefault("metadata", {})["resourceVersion"] = rv
+        return _decoded(res, new)
+
+    return store.update(res, namespace, name, build)
+
+
+def patch_object(res: Resource, namespace: str, name: str, change) -> store.Result:
+    """A one-click change on the current object, inside the store's write transaction."""
+    return store.update(res, namespace, name, lambda current: _decoded(res, change(current)), is_patch=True)
+
+
+def _saved(request, info: KindInfo, obj: dict, verb: str, changed: bool = True) -> HttpResponse:
+    m = obj["metadata"]
+    if changed:
+        messages.success(request, f"{info.kind} {m['namespace']}/{m['name']} {verb}.")
+    else:
+        messages.info(request, f"No changes: {info.kind} {m['namespace']}/{m['name']} was already like this.")
+    return redirect(detail_url(info.kind, m["namespace"], m["name"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Create
+
+
+def _form_page(request, principal, info, form, *, status=200, **extra) -> HttpResponse:
+    ctx = _context(request, principal, info, form=form, namespaces=_namespaces(principal), **extra)
+    return _page(request, "web/edit/form.html", ctx, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@editor_view
+def create(request, principal: Principal, info: KindInfo):
+    if request.GET.get("as") == "yaml":
+        return create_yaml(request, principal, info)
+    namespace = (request.GET.get("namespace") or "").strip()
+    if not may_create_somewhere(principal, namespace, info.kind):
+        return _denied(request, principal, info, "create", namespace or "any")
+    form_cls = f.FORMS[info.kind]
+    options = {"mode": "create", "namespaces": _namespaces(principal), "limited": bool(principal.namespaces)}
+    page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": info.list_url,
+            "yaml_url": f"{info.list_url}new/?as=yaml" + (f"&namespace={namespace}" if namespace else "")}
+    if request.method == "GET":
+        initial = {"namespace": namespace or (principal.namespaces[0] if principal.namespaces else "default"),
+                   **CREATE_INITIAL[info.kind]}
+        return _form_page(request, principal, info, form_cls(initial=initial, **options), **page)
+
+    data = request.POST.copy()
+    restructured = _restructure(form_cls, data)
+    if restructured is not None:
+        return _form_page(request, principal, info, form_cls(initial=restructured, **options), **page)
+    form = form_cls(data, **options)
+    if not form.is_valid():
+        return _form_page(request, principal, info, form, status=400, **page)
+    namespace = str(form.cleaned_data.get("namespace") or "").strip()
+    if namespace and not principal.can("create", namespace, info.kind):
+        form.add_error("namespace", f"You may not create objects in namespace “{namespace}”.")
+        return _form_page(request, principal, info, form, status=403, **page)
+    try:
+        result = store.create(info.resource, namespace, _decoded(info.resource, form.new_object()))
+    except ApiError as err:
+        form.add_api_error(err)
+        return _form_page(request, principal, info, form, status=_status_for(err), **page)
+    return _saved(request, info, result.object, "created")
+
+
+def _restructure(form_cls, data) -> dict | None:
+    """Add / remove-subset buttons re-render the form with new structure instead of saving."""
+    action = data.get("action", "save")
+    if action == "save" or not hasattr(form_cls, "restructure"):
+        return None
+    return form_cls.restructure({k: data.get(k) for k in data}, action)
+
+
+# ---------------------------------------------------------------------------------------------
+# Edit (form)
+
+
+@require_http_methods(["GET", "POST"])
+@editor_view
+def edit(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+    if not principal.can("update", namespace, info.kind):
+        return _denied(request, principal, info, "update", namespace)
+    current = _load(info, namespace, name)
+    form_cls = f.FORMS[info.kind]
+    url = detail_url(info.kind, namespace, name)
+    page = {"heading": f"Edit {info.noun} {name}", "submit_label": "Save changes", "cancel_url": url,
+            "obj_url": url, "namespace": namespace, "name": name, "yaml_url": url + "yaml/"}
+    if info.kind == "Job":
+        page["readonly"] = f.job_template_facts(current)
+
+    if request.method == "GET":
+        rv = current["metadata"]["resourceVersion"]
+        form = form_cls(initial=form_cls.data_from_object(current), mode="edit")
+        return _form_page(request, principal, info, form, rv=rv, **page)
+
+    rv = request.POST.get("resourceVersion", "")
+    data = request.POST.copy()
+    restructured = _restructure(form_cls, data)
+    if restructured is not None:
+        return _form_page(request, principal, info, form_cls(initial=restructured, mode="edit"), rv=rv, **page)
+    form = form_cls(data, mode="edit")
+    if not form.is_valid():
+        return _form_page(request, principal, info, form, rv=rv, status=400, **page)
+    try:
+        result = save_edit(info.resource, namespace, name, rv, form.apply)
+    except ApiError as err:
+        if err.code == 409 and err.reason == "Conflict":
+            return _conflict_page(request, principal, info, form, namespace, name, rv)
+        if err.code == 404:
+            form.add_error(None, f"This {info.noun} was deleted after you opened the form; nothing was saved.")
+        else:
+            form.add_api_error(err)
+        return _form_page(request, principal, info, form, rv=rv, status=_status_for(err), **page)
+    return _saved(request, info, result.object, "saved", result.changed)
+
+
+def _conflict_page(request, principal, info, form, namespace, name, rv) -> HttpResponse:
+    current = _load(info, namespace, name)
+    base = _base_revision(info, namespace, name, rv)
+    posted = {k: request.POST.get(k) for k in request.POST if k not in ("csrfmiddlewaretoken", "resourceVersion", "action")}
+    rows, merged = f.conflict_view(form, posted, base, current)
+    url = detail_url(info.kind, namespace, name)
+    ctx = _context(request, principal, info, rows=rows, hidden=sorted(merged.items()), namespace=namespace, name=name,
+                   loaded_rv=rv, current_rv=current["metadata"]["resourceVersion"], base_known=base is not None,
+                   action_url=url + "edit/", discard_url=url + "edit/", obj_url=url)
+    return _page(request, "web/edit/conflict.html", ctx, status=409)
+
+
+# ---------------------------------------------------------------------------------------------
+# The YAML editor (kubectl edit: a PUT of the whole object at the loaded resourceVersion)
+
+
+def _yaml_page(request, principal, info, form, *, status=200, **extra) -> HttpResponse:
+    ctx = _context(request, principal, info, form=form, field=form["yaml"], **extra)
+    return _page(request, "web/edit/yaml.html", ctx, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@editor_view
+def edit_yaml(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+    if not principal.can("update", namespace, info.kind):
+        return _denied(request, principal, info, "update", namespace)
+    current = _load(info, namespace, name)
+    url = detail_url(info.kind, namespace, name)
+    page = {"heading": f"Edit {info.noun} {name} as YAML", "submit_label": "Save", "cancel_url": url,
+            "obj_url": url, "namespace": namespace, "name": name, "form_url": url + "edit/"}
+    if request.method == "GET":
+        form = f.YamlForm(initial={"yaml": object_yaml(current)})
+        return _yaml_page(request, principal, info, form, rv=current["metadata"]["resourceVersion"], **page)
+
+    rv = request.POST.get("resourceVersion", "")
+    form = f.YamlForm(request.POST)
+    if not form.is_valid():
+        return _yaml_page(request, principal, info, form, rv=rv, status=400, **page)
+    res = info.resource
+    try:
+        edited = dict(form.parsed)
+        check_type_meta(res, edited)
+        edited = _decoded(res, edited)
+        # The version the editor was loaded at decides, whatever the text says (kubectl edit
+        # sends the resourceVersion it fetched): a stale save is refused, never forced.
+        edited.setdefault("metadata", {})["resourceVersion"] = rv
+        result = store.update(res, namespace, name, edited)
+    except ApiError as err:
+        if err.code == 409 and err.reason == "Conflict":
+            return _yaml_conflict(request, principal, info, form, namespace, name, rv)
+        if err.code == 404:
+            form.add_error("yaml", f"This {info.noun} was deleted after you opened the editor; nothing was saved.")
+        else:
+            form.add_api_error(err)
+        return _yaml_page(request, principal, info, form, rv=rv, status=_status_for(err), **page)
+    return _saved(request, info, result.object, "saved", result.changed)
+
+
+def _yaml_conflict(request, principal, info, form, namespace, name, rv) -> HttpResponse:
+    current = _load(info, namespace, name)
+    base = _base_revision(info, namespace, name, rv)
+    yours = _decoded(info.resource, dict(form.parsed))
+    rows = f.yaml_rows(yours, base, current)
+    merged = f.reapply_yaml(yours, base, current)
+    url = detail_url(info.kind, namespace, name)
+    ctx = _context(request, principal, info, rows=rows, hidden=[("yaml", object_yaml(merged))], namespace=namespace,
+                   name=name, loaded_rv=rv, current_rv=current["metadata"]["resourceVersion"],
+                   base_known=base is not None, action_url=url + "yaml/", discard_url=url + "yaml/", obj_url=url,
+                   yaml_mode=True)
+    return _page(request, "web/edit/conflict.html", ctx, status=409)
+
+
+def create_yaml(request, principal: Principal, info: KindInfo):
+    namespace = (request.GET.get("namespace") or "").strip()
+    if not may_create_somewhere(principal, namespace, info.kind):
+        return _denied(request, principal, info, "create", namespace or "any")
+    page = {"heading": f"New {info.noun} from YAML", "submit_label": f"Create {info.noun}",
+            "cancel_url": info.list_url, "form_url": f"{info.list_url}new/"}
+    res = info.resource
+    if request.method == "GET":
+        default_ns = namespace or (principal.namespaces[0] if principal.namespaces else "default")
+        skeleton = {"apiVersion": res.api_version, "kind": res.kind,
+                    "metadata": {"name": "", "namespace": default_ns}, **YAML_SKELETONS[info.kind]}
+        return _yaml_page(request, principal, info, f.YamlForm(initial={"yaml": object_yaml(skeleton)}), **page)
+    form = f.YamlForm(request.POST)
+    if not form.is_valid():
+        return _yaml_page(request, principal, info, form, status=400, **page)
+    obj = dict(form.parsed)
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    target = str(meta.get("namespace") or "default")
+    if not principal.can("create", target, info.kind):
+        form.add_error("yaml", f"You may not create objects in namespace “{target}”.")
+        return _yaml_page(request, principal, info, form, status=403, **page)
+    try:
+        check_type_meta(res, obj)
+        result = store.create(res, target, _decoded(res, obj))
+    except ApiError as err:
+        form.add_api_error(err)
+        return _yaml_page(request, principal, info, form, status=_status_for(err), **page)
+    return _saved(request, info, result.object, "created")
+
+
+# ---------------------------------------------------------------------------------------------
+# Delete
+
+
+@require_http_methods(["GET", "POST"])
+@editor_view
+def delete(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+    if not principal.can("delete", namespace, info.kind):
+        return _denied(request, principal, info, "delete", namespace)
+    url = detail_url(info.kind, namespace, name)
+    list_url = f"{info.list_url}?namespace={namespace}"
+    if request.method == "GET":
+        current = _load(info, namespace, name)
+        ctx = _context(request, principal, info, namespace=namespace, name=name, obj_url=url,
+                       uid=current["metadata"].get("uid", ""), item=present(info.kind, current, utcnow()))
+        return _page(request, "web/edit/delete.html", ctx)
+    try:
+        # The uid precondition: delete the object the user saw, not one recreated since.
+        result = store.delete(info.resource, namespace, name, uid=request.POST.get("uid") or None)
+    except ApiError as err:
+        if err.code == 404:
+            messages.info(request, f"{info.kind} {namespace}/{name} was already deleted.")
+            return redirect(list_url)
+        messages.error(request, f"Not deleted: {err.message}")
+        return redirect(url)
+    if not result.deleted:
+        messages.info(request, f"{info.kind} {namespace}/{name} is being deleted (waiting for its finalizers).")
+        return redirect(url)
+    messages.success(request, f"{info.kind} {namespace}/{name} deleted.")
+    return redirect(list_url)
+
+
+# ---------------------------------------------------------------------------------------------
+# One-click actions
+
+
+def _action(request, principal, info: KindInfo, namespace: str, name: str, change, done: str) -> HttpResponse:
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    if not principal.can("patch", namespace, info.kind):
+        return _denied(request, principal, info, "patch", namespace)
+    try:
+        result = patch_object(info.resource, namespace, name, change)
+    except ApiError as err:
+        if err.code == 404:
+            raise Http404(f"{info.kind} {namespace}/{name} not found")
+        causes = (err.details or {}).get("causes") or []
+        text = "; ".join(f"{c.get('field')}: {f.plain(c.get('message', ''))}" for c in causes) or err.message
+        messages.error(request, f"Not changed: {text}")
+        return redirect(detail_url(info.kind, namespace, name))
+    if result.changed:
+        messages.success(request, done)
+    else:
+        messages.info(request, "Nothing to change.")
+    return redirect(detail_url(info.kind, namespace, name))
+
+
+def _refuse(message: str) -> ApiError:
+    return ApiError(409, "Conflict", message)
+
+
+@editor_view
+def release(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+    expected = request.POST.get("holder", "")
+
+    def change(current: dict) -> dict:
+        spec = current.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        if holder != expected:
+            raise _refuse(f"the lease is held by “{holder}” now, not “{expected}”." if holder
+                          else "the lease has no holder any more.")
+        current["spec"] = f.release_spec(spec, utcnow())
+        return current
+
+    return _action(request, principal, info, namespace, name, change,
+                   f"Lease {namespace}/{name} released: “{expected}” no longer holds it.")
+
+
+@editor_view
+def readiness(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+    ip = request.POST.get("ip", "")
+    ready = request.POST.get("ready") == "true"
+
+    def change(current: dict) -> dict:
+        if not f.set_readiness(current, ip, ready):
+            raise _refuse(f"no address {ip} in these Endpoints any more.")
+        return current
+
+    return _action(request, principal, info, namespace, name, change,
+                   f"{ip} marked {'ready' if ready else 'not ready'}.")
+
+
+@editor_view
+def suspend(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+    value = request.POST.get("suspend") == "true"
+
+    def change(current: dict) -> dict:
+        current.setdefault("spec", {})["suspend"] = value
+        return current
+
+    return _action(request, principal, info, namespace, name, change,
+                   f"Job {namespace}/{name} {'suspended' if value else 'resumed'}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The detail pages' action panels, refreshed by htmx after each live update
+
+
+ACTION_PARTS = ("toolbar", "readiness")
+
+
+@require_http_methods(["GET"])
+@editor_view
+def actions(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+    if not principal.can("update", namespace, info.kind):
+        return _denied(request, principal, info, "update", namespace)
+    part = request.GET.get("part", "toolbar")
+    if part not in ACTION_PARTS:
+        raise Http404("no such part")
+    obj = _load(info, namespace, name)
+    html = render_to_string(f"web/edit/_actions.html#{part}",
+                            {"item": present(info.kind, obj, utcnow()), "can_edit": True}, request=request)
+    return HttpResponse(html)
+
+
+__all__ = ["KINDS", "create", "edit", "edit_yaml", "delete", "release", "readiness", "suspend", "actions",
+           "save_edit", "patch_object", "may_create_somewhere"]
