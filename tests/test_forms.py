@@ -706,7 +706,7 @@ def test_an_invalid_job_name_is_reported_once_at_the_name(editor):
 # In a real browser (Chromium, a live server): the fixtures of test_browser.py
 
 
-from test_browser import (WAIT_MS, api, chromium, dom, held_lease, leases_path, login_user, ns,  # noqa: E402,F401
+from test_browser import (api, chromium, dom, held_lease, leases_path, login_user, ns,  # noqa: E402,F401
                           open_live, page, session_state)
 
 
