@@ -172,7 +172,7 @@ def test_share_link_is_live_read_only_and_revocable(chromium, editor_state, kube
             f"/leases/new/?namespace={ns}": 'name="holderIdentity"',
             f"/leases/{ns}/leader/edit/": 'name="holderIdentity"',
             f"/leases/{ns}/leader/yaml/": "holderIdentity",
-            f"/leases/{ns}/leader/delete/": 'method="post"',
+            f"/leases/{ns}/leader/delete/": "node-b",
             "/tokens/": "kubeconfig",
             "/share/": "Revoke",
             f"/share/new/?kind=Lease&namespace={ns}": "Create link",
@@ -187,6 +187,7 @@ def test_share_link_is_live_read_only_and_revocable(chromium, editor_state, kube
             body = probe.content()
             assert secret not in body, f"{path} showed {secret!r} to a share link"
             assert resp.status in REFUSED, f"{path}: {resp.status}"
+            assert probe.locator("main form").count() == 0, f"{path} offered a form"
         # The overview is not part of the view: it sends the visitor back to the shared page.
         probe.goto(base + "/")
         assert probe.url == f"{base}/leases/?namespace={ns}"
