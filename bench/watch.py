@@ -633,6 +633,16 @@ def write_stats(data: dict, requested: float | None) -> dict:
             "client_cpu": data["client_cpu"], "other_cpu": data["other_cpu"]}
 
 
+def expected_events(writes: dict, plan: list[dict]) -> int:
+    """How many events the watchers must receive for these writes (kind, and namespace if set)."""
+    by_scope: Counter = Counter()
+    for r in writes["records"]:
+        if 200 <= r[7] < 300:
+            by_scope[(r[2], None)] += 1
+            by_scope[(r[2], r[3])] += 1
+    return sum(by_scope[(w["kind"], w["ns"])] for w in plan)
+
+
 def delivery_stats(writes: dict, events: dict, plan: list[dict], wall: float) -> dict:
     """Match each event to its write (by resourceVersion; deletes by key) and check completeness."""
     recs = [r for r in writes["records"] if 200 <= r[7] < 300]
@@ -647,10 +657,6 @@ def delivery_stats(writes: dict, events: dict, plan: list[dict], wall: float) ->
         if rec is not None:
             by_rv[int(rv_text)] = rec
     # What each watcher must see: the writes of its kind (and namespace).
-    expected_by_scope: dict[tuple[str, str | None], int] = Counter()
-    for r in recs:
-        expected_by_scope[(r[2], None)] += 1
-        expected_by_scope[(r[2], r[3])] += 1
     wanted_by_scope: dict[tuple[str, str | None], set] = defaultdict(set)
     for r in recs:
         wanted_by_scope[(r[2], None)].add(id(r))
@@ -663,7 +669,7 @@ def delivery_stats(writes: dict, events: dict, plan: list[dict], wall: float) ->
     expected = delivered = unknown = dupes = out_of_order = 0
     for j, (rvs, times) in enumerate(zip(events["rvs"], events["times"])):
         w = plan[j]
-        expected += expected_by_scope[(w["kind"], w["ns"])]
+        expected += len(wanted_by_scope[(w["kind"], w["ns"])])
         seen = set()
         prev = 0
         for rv, t in zip(rvs, times):
@@ -869,13 +875,7 @@ def main(argv: list[str] | None = None) -> int:
         wall0 = time.monotonic()
         fan = bench.write_phase(args.rate, args.duration, child)
         fan_writes = write_stats(fan, args.rate)
-        recs_ok = [r for r in fan["records"] if 200 <= r[7] < 300]
-        by_scope = Counter()
-        for r in recs_ok:
-            by_scope[(r[2], None)] += 1
-            by_scope[(r[2], r[3])] += 1
-        expected = sum(by_scope[(w["kind"], w["ns"])] for w in plan)
-        drained = bench.drain(child, expected)
+        drained = bench.drain(child, expected_events(fan, plan))
         wall = time.monotonic() - wall0
         client_cpu = (cpu_seconds(child.proc.pid) - client_cpu0) / wall
         rss_active = rss_kb(pid)

@@ -23,6 +23,8 @@ from .models import Revision
 from .views import authorize, collection, list_query, resolve, status_response
 from .watch import CLOSE, Event, Subscriber, _read_after, hub
 
+TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
+
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
@@ -207,35 +209,50 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
             yield enc.bookmark(max(sub.start_rv, after), initial_end=True)
         next_bookmark = loop.time() + interval
         final_bookmark = options["bookmarks"] and options["timeout"] >= 2
-        while True:
-            now = loop.time()
-            wake_at = min(deadline - (1 if final_bookmark else 0), next_bookmark if options["bookmarks"] else deadline)
+
+        def wake_time() -> float:
+            end = deadline - (1 if final_bookmark else 0)
+            return min(end, next_bookmark) if options["bookmarks"] else end
+
+        # One timer per stream, re-armed only when it fires (not one timeout per event): it
+        # drops a TICK into the queue, which the loop below treats as "check the clock".
+        def tick() -> None:
             try:
-                async with asyncio.timeout(max(wake_at - now, 0)):
-                    kind, ev = await sub.queue.get()
-            except TimeoutError:
-                if loop.time() >= deadline - (1 if final_bookmark else 0):
-                    if final_bookmark:
-                        yield enc.bookmark(hub.last_rv)
-                        final_bookmark = False
-                        continue
-                    return
-                yield enc.bookmark(hub.last_rv)
-                next_bookmark = loop.time() + interval
-                continue
-            if kind is CLOSE:
-                return
-            lines = [enc.event(kind, ev)]
-            while not sub.queue.empty():  # send what has piled up in one write
-                kind, ev = sub.queue.get_nowait()
+                sub.queue.put_nowait((TICK, None))
+            except asyncio.QueueFull:
+                pass  # the stream is busy anyway; it checks the clock after each batch
+            timer[0] = loop.call_at(wake_time() if wake_time() > loop.time() else loop.time() + 0.5, tick)
+
+        timer = [loop.call_at(wake_time(), tick)]
+        while True:
+            kind, ev = await sub.queue.get()
+            lines = []
+            while True:
                 if kind is CLOSE:
-                    yield b"".join(lines)
+                    if lines:
+                        yield b"".join(lines)
                     return
-                lines.append(enc.event(kind, ev))
-            yield b"".join(lines)
-            if loop.time() >= deadline:
+                if kind is not TICK:
+                    lines.append(enc.event(kind, ev))
+                if sub.queue.empty():
+                    break
+                kind, ev = sub.queue.get_nowait()  # send what has piled up in one write
+            if lines:
+                yield b"".join(lines)
+            now = loop.time()
+            if now >= deadline - (1 if final_bookmark else 0):
+                if final_bookmark:
+                    yield enc.bookmark(hub.last_rv)
+                    final_bookmark = False
+                    if now < deadline:
+                        continue
                 return
+            if options["bookmarks"] and now >= next_bookmark and sub.queue.empty():
+                yield enc.bookmark(hub.last_rv)
+                next_bookmark = now + interval
     finally:
+        if "timer" in locals():
+            timer[0].cancel()
         hub.unregister(sub)
 
 

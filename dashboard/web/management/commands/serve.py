@@ -28,6 +28,18 @@ DEFAULT_HTTP_TIMEOUT = 2 * 3600
 DEFAULT_WEBSOCKET_TIMEOUT = 24 * 3600
 
 
+def raise_file_limit() -> None:
+    """Every watch and page websocket is a socket: lift the soft fd limit to the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+        except (ValueError, OSError):
+            pass
+
+
 def client_host(host: str) -> str:
     """The address a local client should dial for a listen address (wildcards -> loopback)."""
     host = host.strip("[]")
@@ -87,6 +99,7 @@ class Command(BaseCommand):
                             help="trust X-Forwarded-For/-Port/-Proto (only behind a reverse proxy)")
 
     def handle(self, *args, **options):
+        raise_file_limit()
         host, port = options["host"], options["port"]
         tls_port = None if options["no_tls"] else options["tls_port"]
         tls = None
