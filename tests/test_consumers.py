@@ -181,3 +181,30 @@ async def test_endpoints_cards_insert_with_a_div(user, transactional_db):
     html = await comm.receive_from(timeout=5)
     assert '<div hx-swap-oob="afterbegin:#items">' in html and "10.0.0.9" in html
     await comm.disconnect()
+
+
+async def test_endpoints_rollup_follows_a_card(user, transactional_db):
+    from dashboard.core.resource import ENDPOINTS
+    from dashboard.kube import store
+    from manifests import endpoints
+
+    await _write(store.create, ENDPOINTS, "default", endpoints("web", ips=("10.0.0.1", "10.0.0.2")))
+    rv = await _write(store.current_revision)
+    comm, ok, _ = await connect(user, f"view=endpoints&rv={rv}")
+    assert ok
+
+    def lose_one(obj):
+        subset = obj["subsets"][0]
+        subset["addresses"] = [{"ip": "10.0.0.1"}]
+        subset["notReadyAddresses"] = [{"ip": "10.0.0.2"}, {"ip": "10.0.0.3"}]
+        return obj
+
+    await _write(store.update, ENDPOINTS, "default", "web", lose_one, is_patch=True)
+    html = await comm.receive_from(timeout=5)
+    assert 'id="endpoints-default--web"' in html                 # the card itself
+    # The roll-up table is replaced alongside the card, with the new not-ready count.
+    assert '<section class="rollup" id="rollup"' in html and 'hx-swap-oob="true"' in html
+    rollup = html[html.index('id="rollup"'):]
+    rollup = rollup[:rollup.index("</section>")]
+    assert '<span class="badge bad">2 not ready</span>' in rollup
+    await comm.disconnect()

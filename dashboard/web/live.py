@@ -16,7 +16,7 @@ from dashboard.kube.meta import now
 from dashboard.kube.models import Revision
 
 from .auth import principal_for
-from .present import dom_id, object_yaml, present
+from .present import dom_id, endpoints_rollup, object_yaml, present
 
 VIEW_KINDS = {
     "overview": ("Lease", "Endpoints", "Job"),
@@ -100,17 +100,36 @@ def snapshot(spec, principal) -> Snapshot:
     visible = page_predicate(principal, spec.q)
     state = Snapshot(rv=0)
     for kind in spec.kinds:
-        res = registry.by_kind(kind)
-        q = store.ListQuery(namespace=spec.namespace, label_selector=spec.label_selector,
-                            names=(spec.name,) if spec.name else ())
-        if state.rv:
-            q.resource_version, q.resource_version_match = state.rv, "Exact"
-        page = store.list_objects(res, q)
-        state.rv = page.resource_version
-        objects = [o for o in map(orjson.loads, page.items) if visible is None or visible(o)]
+        state.rv, objects = _read(spec, kind, visible, state.rv)
         state.objects[kind] = objects
         state.keys[kind] = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects}
     return state
+
+
+def _read(spec, kind: str, visible, rv: int = 0) -> tuple[int, list[dict]]:
+    """The page's objects of one kind (its namespace, selector, name), at rv if given."""
+    q = store.ListQuery(namespace=spec.namespace, label_selector=spec.label_selector,
+                        names=(spec.name,) if spec.name else ())
+    if rv:
+        q.resource_version, q.resource_version_match = rv, "Exact"
+    page = store.list_objects(registry.by_kind(kind), q)
+    return page.resource_version, [o for o in map(orjson.loads, page.items) if visible is None or visible(o)]
+
+
+def _rollup(spec, shown: list) -> str:
+    """The Endpoints page's namespace roll-up, recomputed from the objects the page shows now.
+
+    `shown` already went through the page's predicate (namespace limits, share selector, name
+    search), so membership in it is the whole filter; the store read adds current contents.
+    """
+    keys = set(shown)
+    _, objects = _read(spec, "Endpoints", lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]) in keys)
+    return _rollup_fragment(objects, now())
+
+
+def _rollup_fragment(objects: list[dict], moment) -> str:
+    rollup = endpoints_rollup([present("Endpoints", o, moment) for o in objects])
+    return render_to_string("web/endpoints.html#rollup", {"rollup": rollup, "oob": "true"})
 
 
 def changed_since(spec, rv: int) -> bool:
@@ -155,7 +174,8 @@ def render_refresh(spec, state: Snapshot) -> str:
         return _detail(kind, objects[0] if objects else None, moment) + marker
     kind = spec.kinds[0]
     rows = "".join(_item(kind, o, "", moment) for o in state.objects[kind])
-    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not state.objects[kind]) + marker
+    rollup = _rollup_fragment(state.objects[kind], moment) if spec.view == "endpoints" else ""
+    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not state.objects[kind]) + rollup + marker
 
 
 def render_changes(spec, pending: dict, shown: list) -> str:
@@ -190,6 +210,8 @@ def render_changes(spec, pending: dict, shown: list) -> str:
         parts.append(_wrapped(kind, target, _item(kind, ev.obj, "", moment)))
     if spec.view not in DETAIL_VIEWS and was_empty != (not shown):
         parts.append(_empty_marker(not shown))
+    if spec.view == "endpoints":
+        parts.append(_rollup(spec, shown))   # the totals move with any card
     return "".join(parts) + marker
 
 

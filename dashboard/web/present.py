@@ -12,6 +12,7 @@ Contract with the live consumer:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
@@ -136,6 +137,9 @@ def present_lease(obj: dict, now: datetime) -> dict:
     item = _base("Lease", obj)
     item.update({
         "holder": holder,
+        # Long identities (pod_node_uuid) wrap after '_' (the template puts <wbr> there);
+        # '-' is already a line-break opportunity in browsers.
+        "holder_parts": [part for part in re.split(r"(?<=_)", holder) if part],
         "state": state,
         "state_text": state_text,
         # Only a held-or-expired lease counts down (and flips in the browser).
