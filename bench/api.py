@@ -22,10 +22,8 @@ import argparse
 import http.client
 import json
 import os
-import platform
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,8 +35,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (BENCH, BenchServer, categorise, find_pyspy, host_busy_seconds, machine,  # noqa: E402
+                    print_targets, read_collapsed, request)
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 ALL_LEASES = "/apis/coordination.k8s.io/v1/leases"
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -61,94 +60,7 @@ then run this script again."""
 
 
 # ---------------------------------------------------------------------------------------------
-# The server under test
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`manage.py serve` (one process) on free loopback ports with its own SQLite database."""
-
-    def __init__(self, data_dir: Path):
-        self.data_dir = data_dir
-        self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-        self.env.update(KUBEDASH_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="dashboard.settings",
-                        PYTHONPATH=str(ROOT), DJANGO_DEBUG="0")
-        self.port = free_port()
-        self.tls_port = free_port()
-        self.proc: subprocess.Popen | None = None
-        self.token = ""
-
-    def manage(self, *args: str) -> str:
-        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise SystemExit(f"manage.py {' '.join(args)} failed:\n{out.stdout}{out.stderr}")
-        return out.stdout
-
-    def start(self) -> None:
-        self.manage("migrate", "-v0")
-        self.token = self.manage("issue_token", "bench", "--role", "admin").strip().splitlines()[-1]
-        log = open(self.data_dir / "server.log", "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.port),
-             "--tls-port", str(self.tls_port)],
-            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, _ = request(self.port, "GET", "/healthz")
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the server did not start:\n" + self.log_tail())
-            time.sleep(0.2)
-
-    def log_tail(self) -> str:
-        try:
-            return (self.data_dir / "server.log").read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far (Linux /proc), else 0."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            return 0.0
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-# ---------------------------------------------------------------------------------------------
-# A small HTTP client (seeding, lists): http.client with keep-alive
-
-
-def request(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-            conn: http.client.HTTPConnection | None = None) -> tuple[int, bytes]:
-    own = conn is None
-    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        if own:
-            conn.close()
+# Seeding (the server harness and the HTTP client are in bench/common.py)
 
 
 def lease_body(name: str, ns: str, holder: str) -> bytes:
@@ -161,7 +73,7 @@ def lease_body(name: str, ns: str, holder: str) -> bytes:
     }).encode()
 
 
-def seed_leases(server: Server, ns: str, names: list[str], workers: int = 4) -> float:
+def seed_leases(server: BenchServer, ns: str, names: list[str], workers: int = 4) -> float:
     """POST each Lease through the API from `workers` keep-alive connections; returns seconds."""
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
     path = LEASES.format(ns=ns)
@@ -213,21 +125,12 @@ class Result:
     extra: dict = field(default_factory=dict)
 
 
-def host_busy_seconds() -> float:
-    """CPU seconds all processes on this machine have used (Linux /proc/stat), else 0."""
-    try:
-        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        return (sum(values[:8]) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")   # minus idle, iowait
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 def children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def run_wrk(wrk: str, server: Server, url_path: str, connections: int, duration: float,
+def run_wrk(wrk: str, server: BenchServer, url_path: str, connections: int, duration: float,
             script: str = "wrk_report.lua", env: dict | None = None) -> tuple[dict, float]:
     """Run wrk (a separate process, threads == connections); returns (its result, server CPU).
 
@@ -265,7 +168,7 @@ def renew_env(prefix: str = "renew-") -> dict:
     return {"BENCH_LEASE_PATH": LEASES.format(ns=RENEW_NS), "BENCH_LEASE_PREFIX": prefix}
 
 
-def scenario_renew(wrk: str, server: Server, connections: int, duration: float) -> Result:
+def scenario_renew(wrk: str, server: BenchServer, connections: int, duration: float) -> Result:
     data, cpu = run_wrk(wrk, server, "/healthz", connections, duration, "lease_renew.lua", renew_env())
     result = to_result("lease renew (PUT)", connections, data, cpu, ok_count=data["renewed"])
     # wrk counts only status > 399 as errors; the script also counts other non-200 answers.
@@ -277,7 +180,7 @@ def scenario_renew(wrk: str, server: Server, connections: int, duration: float) 
 # The big list (Python client)
 
 
-def time_list(server: Server, runs: int, accept: str) -> tuple[list[float], int, int]:
+def time_list(server: BenchServer, runs: int, accept: str) -> tuple[list[float], int, int]:
     """Times (seconds, request to last byte) of GET of every Lease; also item count and size."""
     headers = {"Authorization": f"Bearer {server.token}", "Accept": accept}
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
@@ -343,13 +246,6 @@ IDLE_LEAVES = ("EpollSelector.select", "Condition.wait", "_wait_for_tstate_lock"
                "_worker (concurrent/futures/thread.py")
 
 
-def read_collapsed(raw: Path):
-    for line in raw.read_text(errors="replace").splitlines():
-        stack_text, _, count = line.rpartition(" ")
-        if count.isdigit():
-            yield stack_text.split(";"), int(count)
-
-
 def summarise_gil(raw: Path, seconds: float, rate: int) -> str:
     """Where the GIL goes (recorded with --gil): with one process this is the serial work
     that bounds throughput. Self time by layer, then inclusive time through checkpoints."""
@@ -358,7 +254,7 @@ def summarise_gil(raw: Path, seconds: float, rate: int) -> str:
     total = 0
     for stack, n in read_collapsed(raw):
         total += n
-        by_cat[categorise(stack)] += n
+        by_cat[categorise(stack, CATEGORIES)] += n
         for label, keys in CHECKPOINTS:
             if any(k in frame for frame in stack for k in keys):
                 checkpoints[label] += n
@@ -408,21 +304,13 @@ def summarise_wall(raw: Path, seconds: float, rate: int) -> str:
     return "\n".join(lines)
 
 
-def categorise(stack: list[str]) -> str:
-    for frame in reversed(stack):   # leaf first: attribute time to the innermost known layer
-        for label, keys in CATEGORIES:
-            if any(k in frame for k in keys):
-                return label
-    return "other"
-
-
 PROFILE_RATE = 200
 
 
-def profile_renew(wrk: str, server: Server, connections: int, seconds: float, out: Path) -> str:
+def profile_renew(wrk: str, server: BenchServer, connections: int, seconds: float, out: Path) -> str:
     """Two py-spy recordings of the server under the renew load: GIL samples, then wall clock."""
-    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(pyspy).exists():
+    pyspy = find_pyspy()
+    if pyspy is None:
         return "py-spy not found: install it with `.venv/bin/pip install py-spy` to profile"
     half = seconds / 2
     holder: dict = {}
@@ -467,18 +355,6 @@ def print_results(results: list[Result], header: bool = True) -> None:
               f"{1000 * r.cpu / r.rate if r.rate else 0:>9.2f} {r.other_cpu:>8.2f}c")
 
 
-def machine() -> str:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs, {model or platform.processor() or '?'}, Python {platform.python_version()}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=15, help="seconds per wrk run (default 15)")
@@ -509,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
           f"list of {list_size} Leases x {list_runs} runs\n")
 
     data_dir = Path(tempfile.mkdtemp(prefix="kubedash-bench-"))
-    server = Server(data_dir)
+    server = BenchServer(data_dir)
     results: list[Result] = []
     try:
         server.start()
@@ -570,12 +446,7 @@ def main(argv: list[str] | None = None) -> int:
          statistics.median(list_json) < LIST_MAX_SECONDS),
         ("list Table median (reported)", f"{statistics.median(list_table):.3f} s", None),
     ]
-    print("\n== targets ==")
-    missed = 0
-    for name, value, ok in targets:
-        verdict = "-" if ok is None else ("PASS" if ok else "MISS")
-        missed += ok is False
-        print(f"{name:<56} {value:>12}  {verdict}")
+    missed = print_targets(targets, 56, 12)
     busiest = max((r.other_cpu for r in results), default=0.0)
     if busiest > 0.25:
         print(f"\nnote: other processes used up to {busiest:.2f} of the {os.cpu_count()} cores during the wrk runs; "

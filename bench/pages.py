@@ -37,9 +37,7 @@ import os
 import platform
 import re
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +46,9 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import BenchServer, cpu_model, pct  # noqa: E402
+
 PUSH_NS = "push"
 RENDER_NS = "render"
 USER, PASSWORD = "bench-viewer", "bench-password-not-secret"
@@ -59,26 +59,12 @@ HOLDER = re.compile(r"bh-(\d+)-(\d+)\b")
 # Small helpers
 
 
-def pct(sorted_values: list[float], p: float) -> float:
-    """Nearest-rank percentile of a sorted list (nan when empty)."""
-    if not sorted_values:
-        return float("nan")
-    k = max(0, min(len(sorted_values) - 1, int(round(p / 100 * len(sorted_values) + 0.5)) - 1))
-    return sorted_values[k]
-
-
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f}"
 
 
 def micro(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Http:
@@ -124,71 +110,15 @@ class Http:
 # The server under test
 
 
-class Server:
-    """`manage.py serve` (one process) on free loopback ports with its own SQLite database."""
+class Server(BenchServer):
+    """The shared harness, plus a page user for the login form."""
 
-    def __init__(self, data_dir: Path):
-        self.data_dir = data_dir
-        self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-        self.env.update(KUBEDASH_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="dashboard.settings",
-                        PYTHONPATH=str(ROOT), DJANGO_DEBUG="0")
-        self.port, self.tls_port = free_port(), free_port()
-        self.proc: subprocess.Popen | None = None
-        self.token = ""
-
-    def manage(self, *args: str) -> str:
-        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise SystemExit(f"manage.py {' '.join(args[:2])} failed:\n{out.stdout}{out.stderr}")
-        return out.stdout
-
-    def start(self) -> None:
-        self.manage("migrate", "-v0")
-        self.token = self.manage("issue_token", "bench", "--role", "admin").strip().splitlines()[-1]
+    def prepare(self) -> None:
+        super().prepare()
         # A page user with a password, for the login form (a viewer: pages need no more).
         self.manage("shell", "-c", "from dashboard.web.auth import ensure_user\n"
                                    f"u = ensure_user({USER!r}, 'viewer')\n"
                                    f"u.set_password({PASSWORD!r})\nu.save()\n")
-        log = open(self.data_dir / "server.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.port),
-                                      "--tls-port", str(self.tls_port)],
-                                     env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        probe = Http(self.port)
-        while True:
-            try:
-                if probe.call("GET", "/healthz")[0] == 200:
-                    probe.close()
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the server did not start:\n" + self.log_tail())
-            time.sleep(0.2)
-
-    def log_tail(self) -> str:
-        try:
-            return (self.data_dir / "server.log").read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far (Linux /proc), else 0."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            return 0.0
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def log_in(port: int) -> str:
@@ -473,14 +403,6 @@ def render_phase(server: Server, cookie: str, objects: int, repeat: int) -> dict
 
 
 def machine() -> list[str]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     mem = ""
     try:
         kb = int(Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1])
@@ -488,7 +410,7 @@ def machine() -> list[str]:
     except (OSError, ValueError, IndexError):
         pass
     import django
-    return [f"{os.cpu_count()} CPUs, {model or platform.processor() or '?'}{mem}",
+    return [f"{os.cpu_count()} CPUs, {cpu_model()}{mem}",
             f"{platform.system()} {platform.release()}, Python {platform.python_version()}, Django {django.get_version()}, "
             f"SQLite {__import__('sqlite3').sqlite_version}",
             f"load average before the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]

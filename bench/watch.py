@@ -51,9 +51,9 @@ from pathlib import Path
 
 import orjson
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-from api import Server, machine, request  # noqa: E402  (the server harness of bench/api.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (BenchServer, categorise, find_pyspy, host_busy_seconds, machine, pct,  # noqa: E402
+                    print_targets, proc_cpu_seconds, read_collapsed, request)
 
 # Targets (issue 3).
 DELIVERY_MAX_P99_MS = 100.0
@@ -82,25 +82,6 @@ def raise_fd_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc), else 0."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all cores spent busy so far (/proc/stat), to tell other load on the machine."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return 0.0
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def proc_status(pid: int, key: str) -> int:
     """A number from /proc/<pid>/status (VmRSS is in KiB)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -118,14 +99,6 @@ def open_fds(pid: int) -> int:
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return 0
-
-
-def pct(sorted_values: list[float], p: float) -> float:
-    """Nearest-rank percentile of an already sorted list (nan when empty)."""
-    if not sorted_values:
-        return float("nan")
-    k = max(0, min(len(sorted_values) - 1, int(round(p / 100 * len(sorted_values) + 0.5)) - 1))
-    return sorted_values[k]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,7 +456,7 @@ class Child:
 
 
 class Bench:
-    def __init__(self, args, server: Server, work: Path):
+    def __init__(self, args, server: BenchServer, work: Path):
         self.args = args
         self.server = server
         self.work = work
@@ -501,8 +474,8 @@ class Bench:
                "connections": self.args.connections, "namespaces": self.ns, "per_ns": self.args.per_ns,
                "tag": f"p{self.phase_no}", "out": str(out)}
         client_pid = client.proc.pid if client else None
-        cpu0, wall0, busy0 = cpu_seconds(self.server.proc.pid), time.monotonic(), machine_busy_seconds()
-        client0 = cpu_seconds(client_pid) if client_pid else 0.0
+        cpu0, wall0, busy0 = proc_cpu_seconds(self.server.proc.pid), time.monotonic(), host_busy_seconds()
+        client0 = proc_cpu_seconds(client_pid) if client_pid else 0.0
         cfg_path = self.work / f"writer-{self.phase_no}.json"
         cfg_path.write_bytes(orjson.dumps(cfg))
         done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "_writer", str(cfg_path)],
@@ -511,10 +484,10 @@ class Bench:
         if done.returncode != 0:
             raise SystemExit(f"the writer failed (exit {done.returncode})")
         data = orjson.loads(out.read_bytes())
-        data["server_cpu"] = (cpu_seconds(self.server.proc.pid) - cpu0) / wall
+        data["server_cpu"] = (proc_cpu_seconds(self.server.proc.pid) - cpu0) / wall
         data["writer_cpu"] = data["cpu"] / wall
-        data["client_cpu"] = (cpu_seconds(client_pid) - client0) / wall if client_pid else 0.0
-        data["other_cpu"] = max(0.0, (machine_busy_seconds() - busy0) / wall - data["server_cpu"]
+        data["client_cpu"] = (proc_cpu_seconds(client_pid) - client0) / wall if client_pid else 0.0
+        data["other_cpu"] = max(0.0, (host_busy_seconds() - busy0) / wall - data["server_cpu"]
                                 - data["writer_cpu"] - data["client_cpu"])
         data["duration"] = duration
         return data
@@ -732,29 +705,16 @@ CATEGORIES = [  # (label, substrings of a frame), first match from the leaf up w
 ]
 
 
-def categorise(stack: str) -> str:
-    for frame in reversed(stack.split(";")):
-        for label, keys in CATEGORIES:
-            if any(k in frame for k in keys):
-                return label
-    return "other"
-
-
 def summarise_profile(raw: Path, seconds: float, top: int = 15) -> str:
     by_cat: Counter = Counter()
     inclusive: Counter = Counter()
     leaf: Counter = Counter()
     threads: Counter = Counter()
     total = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
+    for frames, n in read_collapsed(raw):
         total += n
-        frames = stack.split(";")
         threads[frames[0].split(" ")[0] if frames else "?"] += n
-        by_cat[categorise(stack)] += n
+        by_cat[categorise(frames, CATEGORIES)] += n
         leaf[frames[-1]] += n
         for frame in set(frames):
             inclusive[frame] += n
@@ -769,11 +729,6 @@ def summarise_profile(raw: Path, seconds: float, top: int = 15) -> str:
     wanted = ("kube/", "django/", "asgiref/", "daphne/", "twisted/")
     shown = [f"  {100 * n / total:5.1f}%  {f}" for f, n in inclusive.most_common() if any(w in f for w in wanted)]
     return "\n".join(lines + shown[:top * 2])
-
-
-def find_pyspy() -> str | None:
-    candidate = Path(sys.executable).parent / "py-spy"
-    return str(candidate) if candidate.exists() else shutil.which("py-spy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -827,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
           f"connections, 3 kinds; fd limit {fd_limit}\n")
 
     work = Path(tempfile.mkdtemp(prefix="kubedash-watchbench-"))
-    server = Server(work / "data")
+    server = BenchServer(work / "data")
     (work / "data").mkdir()
     child: Child | None = None
     results: dict = {}
@@ -859,9 +814,9 @@ def main(argv: list[str] | None = None) -> int:
         child, opened = bench.open_watchers(plan, bench.current_rv())
         time.sleep(3)   # let the server finish setting up every stream
         rss_after, threads_after, fds_after = rss_kb(pid), proc_status(pid, "Threads"), open_fds(pid)
-        idle_cpu0, idle_wall0 = cpu_seconds(pid), time.monotonic()
+        idle_cpu0, idle_wall0 = proc_cpu_seconds(pid), time.monotonic()
         time.sleep(2)
-        idle_cpu = (cpu_seconds(pid) - idle_cpu0) / (time.monotonic() - idle_wall0)
+        idle_cpu = (proc_cpu_seconds(pid) - idle_cpu0) / (time.monotonic() - idle_wall0)
         per_watcher_kb = (rss_after - rss_before) / max(opened["ok"], 1)
         print(f"\nM  opened {opened['ok']} watchers ({opened['failed']} failed) in {opened['seconds']:.1f} s; "
               f"server RSS {rss_before / 1024:.1f} MiB -> {rss_after / 1024:.1f} MiB = "
@@ -871,13 +826,13 @@ def main(argv: list[str] | None = None) -> int:
         child.expect("DUMPED")
 
         # C: the fan-out
-        client_cpu0 = cpu_seconds(child.proc.pid)
+        client_cpu0 = proc_cpu_seconds(child.proc.pid)
         wall0 = time.monotonic()
         fan = bench.write_phase(args.rate, args.duration, child)
         fan_writes = write_stats(fan, args.rate)
         drained = bench.drain(child, expected_events(fan, plan))
         wall = time.monotonic() - wall0
-        client_cpu = (cpu_seconds(child.proc.pid) - client_cpu0) / wall
+        client_cpu = (proc_cpu_seconds(child.proc.pid) - client_cpu0) / wall
         rss_active = rss_kb(pid)
         events = bench.dump(child)
         deliver = delivery_stats(fan, events, plan, wall - drained)
@@ -916,12 +871,12 @@ def main(argv: list[str] | None = None) -> int:
 
         max_fan = max_deliver = None
         if not args.no_max:
-            client_cpu0, wall0 = cpu_seconds(child.proc.pid), time.monotonic()
+            client_cpu0, wall0 = proc_cpu_seconds(child.proc.pid), time.monotonic()
             data = bench.write_phase(0, max_duration, child)
             max_fan = write_stats(data, None)
             drained = bench.drain(child, 10 ** 12, limit=30)
             wall = time.monotonic() - wall0
-            max_client_cpu = (cpu_seconds(child.proc.pid) - client_cpu0) / wall
+            max_client_cpu = (proc_cpu_seconds(child.proc.pid) - client_cpu0) / wall
             max_deliver = delivery_stats(data, bench.dump(child), plan, wall - drained)
             print()
             print_writes(f"D  max rate, {opened['ok']} watchers", max_fan, max_ceiling)
@@ -961,12 +916,7 @@ def main(argv: list[str] | None = None) -> int:
         targets.append(("max writes/s with watchers (reported)",
                         f"{results['max_fan']['rate']:.0f}/s ({results['max_fan']['rate'] / results['max_ceiling']['rate']:.2f}x)",
                         None))
-    print("\n== targets ==")
-    missed = 0
-    for name, value, ok in targets:
-        verdict = "-" if ok is None else ("PASS" if ok else "MISS")
-        missed += ok is False
-        print(f"{name:<46} {value:>18}  {verdict}")
+    missed = print_targets(targets, 46, 18)
     return 1 if (args.strict and missed) else 0
 
 

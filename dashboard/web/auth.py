@@ -214,9 +214,17 @@ def ensure_user(username: str, role: str) -> object:
     return user
 
 
+def new_secret() -> str:
+    """256 random bits, URL-safe, never starting with "-" (so `--token X` parses in any CLI)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
+
+
 def issue_token(username: str, role: str, name: str = "") -> str:
     """Create the user if needed, set its role, and return a new bearer token (stored hashed)."""
     user = ensure_user(username, role)
-    token = secrets.token_urlsafe(32)
+    token = new_secret()
     ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token))
     return token

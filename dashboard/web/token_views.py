@@ -5,7 +5,6 @@ download that creates it); only its sha256 is stored.
 """
 from __future__ import annotations
 
-import secrets
 from urllib.parse import urlsplit
 
 import yaml
@@ -18,10 +17,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard.kube.tls import ensure_tls
 
-from .auth import principal_for
+from .auth import new_secret, principal_for
 from .management.commands.kubeconfig import build_kubeconfig
 from .models import ApiToken, hash_token
-from .share import TOKEN_BYTES, user_required
+from .share import user_required
 
 DEFAULT_TLS_PORT = 8443   # `manage.py serve`'s HTTPS listener
 
@@ -45,7 +44,7 @@ class KubeconfigForm(TokenForm):
 
 def new_token(user, name: str) -> str:
     """Create an API token for user; the plaintext exists only in this return value."""
-    token = secrets.token_urlsafe(TOKEN_BYTES)
+    token = new_secret()
     ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token))
     return token
 
