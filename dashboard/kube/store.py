@@ -253,12 +253,8 @@ def _snapshot_revision(q: ListQuery) -> tuple[int, bool]:
 
 def _history_at(res: Resource, rv: int, namespace: str | None) -> dict[tuple[str, str], str | None]:
     """For keys written after rv: their object text at rv (None if absent then)."""
-    later = Revision.objects.filter(kind=res.kind, rv__gt=rv)
-    if namespace is not None:
-        later = later.filter(namespace=namespace)
-    keys = set(later.values_list("namespace", "name").distinct())
     out: dict[tuple[str, str], str | None] = {}
-    for ns, name in keys:
+    for ns, name in _keys_written_after(res, rv, namespace):
         hit = (Revision.objects.filter(kind=res.kind, namespace=ns, name=name, rv__lte=rv)
                .order_by("-rv").values_list("type", "object").first())
         out[(ns, name)] = None if hit is None or hit[0] == Revision.DELETED else hit[1]
@@ -288,8 +284,6 @@ def field_value(res: Resource, obj: dict, name: str) -> str:
 
 
 def list_objects(res: Resource, q: ListQuery) -> ListPage:
-    from .selectors import label_selector_q
-
     snapshot, exact = _snapshot_revision(q)
     start = decode_continue(q.continue_token)[1:] if q.continue_token else None
     if exact:
@@ -299,8 +293,26 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
                 fresh = encode_continue(current_revision(), *start)
                 raise _expired_continue(fresh)
             raise gone(f"too old resource version: {snapshot} ({compacted})")
-    # Keys written after the snapshot come from the log; the rest from the typed table.
-    overrides = _history_at(res, snapshot, q.namespace)
+    # Keys written after the snapshot come from the log; the rest from the typed table. A write
+    # that lands while the rows are read (another process) changes the set of such keys: then
+    # read again, so the page is exactly the snapshot.
+    for _ in range(5):
+        overrides = _history_at(res, snapshot, q.namespace)
+        page = _page_at(res, q, snapshot, start, overrides)
+        if _keys_written_after(res, snapshot, q.namespace) == set(overrides):
+            break
+    return page
+
+
+def _keys_written_after(res: Resource, rv: int, namespace: str | None) -> set[tuple[str, str]]:
+    later = Revision.objects.filter(kind=res.kind, rv__gt=rv)
+    if namespace is not None:
+        later = later.filter(namespace=namespace)
+    return set(later.values_list("namespace", "name").distinct())
+
+
+def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict) -> ListPage:
+    from .selectors import label_selector_q
 
     rows = res.model.objects.all()
     if q.namespace is not None:
@@ -370,24 +382,11 @@ def _expired_continue(fresh: str) -> ApiError:
 
 def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False) -> Result:
     """Create obj (already decoded) in namespace; 409 if the name is taken."""
-    obj["apiVersion"], obj["kind"] = res.api_version, res.kind
-    m = obj.setdefault("metadata", {})
-    m["namespace"] = namespace
-    moment = kmeta.now()
-    res.default(obj)
-    kmeta.prepare_create(m, has_generation=res.has_generation, moment=moment)
-    res.prepare_for_create(obj)
-    kmeta.drop_empty(m)
-    _validate(res, obj, _meta_causes(obj) + res.validate(obj))
-    res.canonicalize(obj)
+    obj.setdefault("metadata", {})
 
     def work() -> Result:
         _lock()
-        if res.model.objects.filter(namespace=namespace, name=m["name"]).exists():
-            raise already_exists(res.group, res.plural, m["name"])
-        rv = _record(res, obj, Revision.ADDED, moment)
-        res.model.objects.create(namespace=namespace, name=m["name"], **_row_fields(res, obj, rv))
-        return Result(obj, created=True)
+        return _create_inside(res, namespace, obj, kmeta.now())
 
     result = _run(dry_run, work)
     if dry_run:
@@ -491,7 +490,7 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
 
 
 def _create_inside(res: Resource, namespace: str, obj: dict, moment) -> Result:
-    """Create from within an open write transaction (create-on-update, apply)."""
+    """Create inside an open, locked write transaction (POST, create-on-update, apply)."""
     obj["apiVersion"], obj["kind"] = res.api_version, res.kind
     m = obj["metadata"]
     m["namespace"] = namespace
@@ -501,6 +500,8 @@ def _create_inside(res: Resource, namespace: str, obj: dict, moment) -> Result:
     kmeta.drop_empty(m)
     _validate(res, obj, _meta_causes(obj) + res.validate(obj))
     res.canonicalize(obj)
+    if res.model.objects.filter(namespace=namespace, name=m["name"]).exists():
+        raise already_exists(res.group, res.plural, m["name"])
     rv = _record(res, obj, Revision.ADDED, moment)
     res.model.objects.create(namespace=namespace, name=m["name"], **_row_fields(res, obj, rv))
     return Result(obj, created=True)
