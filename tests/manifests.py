@@ -9,7 +9,7 @@ def lease(name="l1", holder="node-a", duration=15, ns="default", **meta):
 
 
 def endpoints(name="svc", ns="default", ips=("10.0.0.1",), not_ready=(), ports=({"port": 80},), **meta):
-    subset = {"addresses": [{"ip": ip} for ip in ips], "ports": list(ports)}
+    subset = {"addresses": [{"ip": ip} for ip in ips], "ports": [dict(p) for p in ports]}
     if not_ready:
         subset["notReadyAddresses"] = [{"ip": ip} for ip in not_ready]
     return {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name, "namespace": ns, **meta},

@@ -4,6 +4,7 @@ One class serves every kind: the URL names the resource, the registry declares i
 """
 from __future__ import annotations
 
+import json
 import logging
 
 import orjson
@@ -195,8 +196,9 @@ def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool
 
 def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse:
     if warnings:
-        # Warning: 299 - "text" (RFC 7234), one header value per warning, comma-separated.
-        response["Warning"] = ", ".join('299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings)
+        # Warning: 299 - "text" (RFC 7234), comma-separated; quoted like Go's %q, ASCII only,
+        # so a field name with a newline or non-Latin-1 text can't break the header.
+        response["Warning"] = ", ".join("299 - " + json.dumps(w) for w in warnings)
     return response
 
 
