@@ -165,7 +165,9 @@ class Hub:
 
     def __init__(self):
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.subscribers: dict[str, set[Subscriber]] = {}
+        # (kind, namespace or None for cluster-wide) -> subscribers: an event is offered only
+        # to the watchers of its kind that watch its namespace or all namespaces.
+        self.subscribers: dict[tuple[str, str | None], set[Subscriber]] = {}
         self.last_rv = 0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
@@ -202,11 +204,11 @@ class Hub:
                 pass
 
     def register(self, sub: Subscriber) -> int:
-        self.subscribers.setdefault(sub.resource.kind, set()).add(sub)
+        self.subscribers.setdefault((sub.resource.kind, sub.namespace), set()).add(sub)
         return self.last_rv
 
     def unregister(self, sub: Subscriber) -> None:
-        subs = self.subscribers.get(sub.resource.kind)
+        subs = self.subscribers.get((sub.resource.kind, sub.namespace))
         if subs is not None:
             subs.discard(sub)
 
@@ -237,8 +239,9 @@ class Hub:
 
     def dispatch(self, events: list[Event]) -> None:
         for ev in events:
-            for sub in tuple(self.subscribers.get(ev.kind, ())):
-                sub.offer(ev)
+            for scope in ((ev.kind, None), (ev.kind, ev.namespace)):
+                for sub in tuple(self.subscribers.get(scope, ())):
+                    sub.offer(ev)
             self.last_rv = ev.rv
 
     async def _listen_redis(self) -> None:
