@@ -5,6 +5,7 @@ definition of "what a page shows" and render through the very same template part
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import orjson
@@ -144,6 +145,22 @@ def changed_since(spec, rv: int) -> bool:
     return revisions.exists()
 
 
+# Every open page of a kind gets the same row for the same revision: render it once. (The item
+# partials depend on nothing but the object; time-based text is refreshed in the browser.)
+_rendered: OrderedDict = OrderedDict()
+RENDERED_KEEP = 4096
+
+
+def _event_item(kind: str, ev, oob: str, moment) -> str:
+    key = (kind, ev.rv, oob)
+    html = _rendered.get(key)
+    if html is None:
+        html = _rendered[key] = _item(kind, ev.obj, oob, moment)
+        if len(_rendered) > RENDERED_KEEP:
+            _rendered.popitem(last=False)
+    return html
+
+
 def _item(kind: str, obj: dict, oob: str, moment) -> str:
     return render_to_string(LIST_TEMPLATES[kind] + "#item", {"item": present(kind, obj, moment), "oob": oob})
 
@@ -202,12 +219,12 @@ def render_changes(spec, pending: dict, shown: list) -> str:
                 parts.append(f'<div id="{dom_id(kind, namespace, name)}" hx-swap-oob="delete"></div>')
             continue
         if present_now:
-            parts.append(_item(kind, ev.obj, "true", moment))
+            parts.append(_event_item(kind, ev, "true", moment))
             continue
         # A new row goes right after its predecessor in (namespace, name) order.
         target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
         shown.insert(at, key)
-        parts.append(_wrapped(kind, target, _item(kind, ev.obj, "", moment)))
+        parts.append(_wrapped(kind, target, _event_item(kind, ev, "", moment)))
     if spec.view not in DETAIL_VIEWS and was_empty != (not shown):
         parts.append(_empty_marker(not shown))
     if spec.view == "endpoints":
