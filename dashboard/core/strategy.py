@@ -140,15 +140,20 @@ def repack_subsets(subsets: list[dict]) -> list[dict]:
     for members, ports in groups.items():
         ready = sorted((addresses[k] for k, r in members if r), key=_address_sort_key)
         not_ready = sorted((addresses[k] for k, r in members if not r), key=_address_sort_key)
-        subset: dict = {}
-        if ready:
-            subset["addresses"] = ready
-        if not_ready:
-            subset["notReadyAddresses"] = not_ready
-        if ports:
-            subset["ports"] = ports
-        out.append(subset)
+        out.append(make_subset(ready, not_ready, ports))
     return out
+
+
+def make_subset(ready: list, not_ready: list, ports: list) -> dict:
+    """An EndpointSubset with only its non-empty lists (Go's omitempty)."""
+    subset: dict = {}
+    if ready:
+        subset["addresses"] = ready
+    if not_ready:
+        subset["notReadyAddresses"] = not_ready
+    if ports:
+        subset["ports"] = ports
+    return subset
 
 
 def canonicalize(obj: dict) -> None:

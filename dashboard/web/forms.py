@@ -22,6 +22,8 @@ import yaml
 from django import forms
 from django.core.exceptions import ValidationError
 
+from dashboard.core.strategy import make_subset
+
 UTC = timezone.utc
 MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"   # metav1.MicroTime on the wire: exactly six fractional digits
 
@@ -576,14 +578,7 @@ class EndpointsForm(ObjectForm):
             ports = [port(p) for p in c.get(f"s{i}-ports") or []]
             if not (ready or not_ready or ports):
                 continue   # an empty subset in the form is just unused
-            subset: dict = {}
-            if ready:
-                subset["addresses"] = ready
-            if not_ready:
-                subset["notReadyAddresses"] = not_ready
-            if ports:
-                subset["ports"] = ports
-            subsets.append(subset)
+            subsets.append(make_subset(ready, not_ready, ports))
             self.subset_index.append(i)
         _put(obj, "subsets", subsets)
         return obj
