@@ -16,12 +16,8 @@ class PublicView(KubeAPIView):
 
 
 def _aggregated_or_legacy(request, core: bool):
-    flavour = discovery.negotiate(request.META.get("HTTP_ACCEPT", ""))
-    if flavour == "legacy":
-        body = discovery.legacy_api_versions(request.get_host()) if core else discovery.legacy_group_list()
-        return json_response(body, request=request)
-    content_type = discovery.AGGREGATED_CONTENT_TYPE if flavour == "v2" else discovery.AGGREGATED_CONTENT_TYPE_V2BETA1
-    return json_response(discovery.aggregated(core, flavour), request=request, content_type=content_type)
+    body, content_type = discovery.root_document(core, request.META.get("HTTP_ACCEPT", ""), request.get_host())
+    return json_response(body, request=request, content_type=content_type)
 
 
 class VersionView(PublicView):

@@ -164,18 +164,13 @@ def invalid_object(group: str, kind: str, name: str, causes: list[Cause]) -> Api
 
 
 def method_not_allowed(method: str) -> ApiError:
-    return ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+    return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
 
 def unsupported_media_type(content_type: str, supported: list[str]) -> ApiError:
     return ApiError(415, "UnsupportedMediaType",
-                    f'the body of the request was in an unknown format - accepted media types include: '
+                    'the body of the request was in an unknown format - accepted media types include: '
                     + ", ".join(supported) + (f' (got "{content_type}")' if content_type else ""))
-
-
-def not_acceptable(supported: list[str]) -> ApiError:
-    return ApiError(406, "NotAcceptable",
-                    "only the following media types are accepted: " + ", ".join(supported))
 
 
 def gone(message: str) -> ApiError:
@@ -186,8 +181,6 @@ def request_entity_too_large(limit: int) -> ApiError:
     return ApiError(413, "RequestEntityTooLarge", f"the request body is larger than {limit} bytes")
 
 
-def internal(message: str) -> ApiError:
-    return ApiError(500, "InternalError", message)
 
 
 # Django's last-resort handlers (urls.handler400 / handler500): on API paths they still answer

@@ -81,11 +81,6 @@ def prepare_update(meta: dict, old_meta: dict) -> None:
             meta[key] = old_meta[key]
 
 
-def reset_for_status(meta: dict, old_meta: dict) -> dict:
-    """A /status write changes only status: metadata stays as stored (ResetObjectMetaForStatus)."""
-    return dict(old_meta)
-
-
 def drop_empty(meta: dict) -> None:
     """Go's omitempty: empty maps and lists are not part of the stored object."""
     for key in ("labels", "annotations", "finalizers", "ownerReferences"):

@@ -193,7 +193,7 @@ def _tag(r: registry.Resource) -> str:
 def _operations(r: registry.Resource) -> dict[str, dict[str, dict]]:
     """path -> method -> abstract operation (turned into v2 or v3 by the callers)."""
     gv = f"{_camel_group(r.group)}{r.version.capitalize()}"
-    kind, lst = r.kind, r.list_kind
+    kind = r.kind
     status, delete_options, patch = META + "Status", META + "DeleteOptions", META + "Patch"
     writes = [_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION]
 

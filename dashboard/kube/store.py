@@ -15,8 +15,8 @@ from __future__ import annotations
 import base64
 import copy
 import functools
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import django.dispatch
 import orjson
@@ -25,9 +25,10 @@ from django.db.models import Q
 
 from . import meta as kmeta
 from .errors import (STALE_OBJECT, ApiError, already_exists, bad_request, conflict, gone,
-                     invalid, invalid_object, not_found, required)
+                     invalid, invalid_object, not_found)
 from .models import CompactionState, Revision, RevisionCounter
 from .registry import Resource
+from .selectors import field_getter
 
 # Sent after commit with rv=<int>; the watch hub (and anything else) listens to it.
 revision_committed = django.dispatch.Signal()
@@ -270,17 +271,9 @@ def _matches(res: Resource, q: ListQuery, labels: dict | None, text: str | None,
             return False
     if q.field_selector is not None and not q.field_selector.empty:
         obj = obj or orjson.loads(text)
-        if not q.field_selector.matches(lambda f: field_value(res, obj, f)):
+        if not q.field_selector.matches(field_getter(obj, res.field_getters)):
             return False
     return True
-
-
-def field_value(res: Resource, obj: dict, name: str) -> str:
-    if name == "metadata.name":
-        return obj["metadata"].get("name", "")
-    if name == "metadata.namespace":
-        return obj["metadata"].get("namespace", "")
-    return res.field_getters[name](obj)
 
 
 def list_objects(res: Resource, q: ListQuery) -> ListPage:

@@ -236,10 +236,6 @@ def validate_dns1123_label(value: str, field: str) -> list[Cause]:
     return validate_each(is_dns1123_label(value), field, value)
 
 
-def validate_dns1123_subdomain(value: str, field: str) -> list[Cause]:
-    return validate_each(is_dns1123_subdomain(value), field, value)
-
-
 def validate_qualified_name(value: str, field: str) -> list[Cause]:
     return validate_each(is_qualified_name(value), field, value)
 

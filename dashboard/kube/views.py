@@ -18,7 +18,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from . import registry, store
-from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized, unsupported_media_type
+from .errors import (ApiError, bad_request, method_not_allowed, path_not_found, request_entity_too_large,
+                     unauthorized, unsupported_media_type)
 from .meta import parse_bool, parse_resource_version
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,7 @@ def exception_handler(exc, context):
     if isinstance(exc, drf_exceptions.MethodNotAllowed):
         return status_response(method_not_allowed(request.method if request else ""), request)
     if isinstance(exc, RequestDataTooBig):
-        return status_response(ApiError(413, "RequestEntityTooLarge",
-                                        f"the request body is larger than {settings.KUBE_MAX_BODY_BYTES} bytes"), request)
+        return status_response(request_entity_too_large(settings.KUBE_MAX_BODY_BYTES), request)
     if isinstance(exc, drf_exceptions.APIException):
         return status_response(ApiError(exc.status_code, type(exc).__name__, str(exc.detail)), request)
     log.exception("unexpected error serving %s", getattr(request, "path", "?"))
@@ -99,7 +99,6 @@ class KubeAPIView(APIView):
     content_negotiation_class = JSONOnly
     renderer_classes = [JSONRenderer]
     parser_classes = []
-    verb_for_method: dict = {}
 
     def permission_denied(self, request, message=None, code=None):
         raise unauthorized()
@@ -132,7 +131,7 @@ def read_body(request) -> dict:
     try:
         raw = request.body
     except RequestDataTooBig:
-        raise ApiError(413, "RequestEntityTooLarge", f"the request body is larger than {settings.KUBE_MAX_BODY_BYTES} bytes")
+        raise request_entity_too_large(settings.KUBE_MAX_BODY_BYTES)
     if not raw:
         raise bad_request("the request body is empty: send the object as JSON")
     if ctype in ("", JSON):
@@ -279,13 +278,15 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
 def render_objects(request, res: registry.Resource, items: list[bytes], list_meta: dict, *,
                    single: bool = False) -> HttpResponse:
     """A list (or a single object) as JSON, or as a meta.k8s.io Table when the client asked."""
-    from .tables import build_table, wants_table
+    from .tables import build_table, table_content_type, table_version
 
-    if wants_table(request.META.get("HTTP_ACCEPT", "")):
+    version = table_version(request.META.get("HTTP_ACCEPT", ""))
+    if version is not None:
         include = request.GET.get("includeObject", "") or "Metadata"
         objects = [orjson.loads(t) for t in items]
-        table = build_table(res, objects, list_meta=list_meta, include_object=include, now=store.kmeta.now())
-        return json_response(table, request=request, content_type="application/json;as=Table;v=v1;g=meta.k8s.io")
+        table = build_table(res, objects, list_meta=list_meta, include_object=include, now=store.kmeta.now(),
+                            version=version)
+        return json_response(table, request=request, content_type=table_content_type(version))
     if single:
         return json_response(items[0], request=request)
     meta = b'{"resourceVersion":"' + list_meta["resourceVersion"].encode() + b'"'

@@ -23,6 +23,7 @@ from django.conf import settings
 
 from . import registry, store
 from .models import Revision
+from .selectors import field_getter
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class Subscriber:
         if self.label_selector is not None and not self.label_selector.matches(obj["metadata"].get("labels") or {}):
             return False
         if self.field_selector is not None and not self.field_selector.matches(
-                lambda f: store.field_value(self.resource, obj, f)):
+                field_getter(obj, self.resource.field_getters)):
             return False
         return self.predicate is None or self.predicate(obj)
 

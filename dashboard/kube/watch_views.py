@@ -19,7 +19,6 @@ from django.views.decorators.csrf import csrf_exempt
 from . import store
 from .errors import ApiError, gone, unauthorized
 from .meta import parse_bool
-from .models import Revision
 from .views import authorize, collection, list_query, resolve, status_response
 from .watch import CLOSE, Event, Subscriber, _read_after, hub
 
@@ -30,7 +29,7 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 def _invalid_options(causes: list[tuple[str, str]]) -> ApiError:
     text = ", ".join(f"{f}: Forbidden: {m}" for f, m in causes)
-    return ApiError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: ' + (text if len(causes) == 1 else f"[{text}]"),
+    return ApiError(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: ' + (text if len(causes) == 1 else f"[{text}]"),
                     {"group": "meta.k8s.io", "kind": "ListOptions",
                      "causes": [{"reason": "FieldValueForbidden", "message": f"Forbidden: {m}", "field": f}
                                 for f, m in causes]})
