@@ -116,7 +116,7 @@ class Server(BenchServer):
     def prepare(self) -> None:
         super().prepare()
         # A page user with a password, for the login form (a viewer: pages need no more).
-        self.manage("shell", "-c", "from dashboard.web.auth import ensure_user\n"
+        self.manage("shell", "-c", "from dashboard.access.tokens import ensure_user\n"
                                    f"u = ensure_user({USER!r}, 'viewer')\n"
                                    f"u.set_password({PASSWORD!r})\nu.save()\n")
 

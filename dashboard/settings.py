@@ -53,11 +53,14 @@ INSTALLED_APPS = [
     "rest_framework",
     "channels",
     "template_partials",
+    "dashboard.access",
     "dashboard.kube",
     "dashboard.coordination",
     "dashboard.core",
     "dashboard.batch",
     "dashboard.web",
+    "dashboard.demo",
+    "dashboard.server",
 ]
 
 MIDDLEWARE = [
@@ -75,7 +78,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "dashboard.urls"
-ASGI_APPLICATION = "dashboard.asgi.application"
+ASGI_APPLICATION = "dashboard.server.asgi.application"
 WSGI_APPLICATION = None
 
 TEMPLATES = [
@@ -144,8 +147,8 @@ KUBE_WATCH_POLL_SECONDS = float(os.environ.get("KUBEDASH_WATCH_POLL_SECONDS", "2
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "dashboard.web.auth.BearerTokenAuthentication",
-        "dashboard.web.auth.KubeSessionAuthentication",
+        "dashboard.access.authentication.BearerTokenAuthentication",
+        "dashboard.access.authentication.KubeSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -59,12 +59,12 @@ class Api:
 
 @pytest.fixture
 def make_api(db, client):
-    from dashboard.web.auth import issue_token
+    from dashboard.access.tokens import issue_token
 
     def make(role="admin", username=None, namespaces=None):
         token = issue_token(username or f"{role}-user", role)
         if namespaces is not None:
-            from dashboard.web.models import Profile
+            from dashboard.access.models import Profile
             Profile.objects.filter(user__username=username or f"{role}-user").update(namespaces=namespaces)
         return Api(client, token)
 

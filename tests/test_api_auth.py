@@ -19,7 +19,7 @@ def test_bad_token_is_401(client, db):
 
 
 def test_revoked_token_is_401(make_api):
-    from dashboard.web.models import ApiToken
+    from dashboard.access.models import ApiToken
 
     api = make_api("admin")
     assert api.get(LEASES).status_code == 200

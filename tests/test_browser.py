@@ -70,7 +70,7 @@ def chromium():
 def login_user(kube_server):
     """A page user with a password (an admin: it sees every namespace)."""
     kube_server.manage("shell", "-c", (
-        "from dashboard.web.auth import ensure_user\n"
+        "from dashboard.access.tokens import ensure_user\n"
         f"u = ensure_user({USERNAME!r}, 'admin')\n"
         f"u.set_password({PASSWORD!r})\n"
         "u.save()\n"))

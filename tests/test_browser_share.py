@@ -37,7 +37,7 @@ WRITE_WORDS = re.compile(r"\b(new|edit|delete|release|yaml|share this|log out|to
 def editor_state(chromium, kube_server):
     """An editor (writes, may share; not an admin) signed in once for the module."""
     kube_server.manage("shell", "-c", (
-        "from dashboard.web.auth import ensure_user\n"
+        "from dashboard.access.tokens import ensure_user\n"
         f"u = ensure_user({EDITOR!r}, 'editor')\n"
         f"u.set_password({EDITOR_PASSWORD!r})\n"
         "u.save()\n"))

@@ -44,7 +44,7 @@ def store_ops():
 
 @pytest.fixture
 def user(transactional_db):
-    from dashboard.web.auth import ensure_user
+    from dashboard.access.tokens import ensure_user
     return ensure_user("page-viewer", "viewer")
 
 
@@ -139,8 +139,8 @@ async def test_detail_view_gets_its_detail_fragment(user, store_ops):
 async def test_anonymous_and_out_of_scope_sockets_are_refused(transactional_db, store_ops):
     from django.contrib.auth.models import AnonymousUser
 
-    from dashboard.web.auth import ensure_user
-    from dashboard.web.models import Profile
+    from dashboard.access.tokens import ensure_user
+    from dashboard.access.models import Profile
 
     comm, ok, code = await connect(AnonymousUser(), "view=leases")
     assert not ok and code == 4403

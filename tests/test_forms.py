@@ -24,8 +24,8 @@ LEASE, EP, JOB = by_kind("Lease"), by_kind("Endpoints"), by_kind("Job")
 @pytest.fixture
 def login(db):
     """login(role, namespaces=None, csrf=False) -> a Client with a signed-in session."""
-    from dashboard.web.auth import ensure_user
-    from dashboard.web.models import Profile
+    from dashboard.access.tokens import ensure_user
+    from dashboard.access.models import Profile
 
     def make(role="editor", namespaces=None, username=None, csrf=False):
         user = ensure_user(username or f"form-{role}-{'-'.join(namespaces or [])}", role)

@@ -24,7 +24,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509 import verification
 
-from dashboard.kube.tls import covered_hosts, ensure_tls
+from dashboard.server.tls import covered_hosts, ensure_tls
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,7 +135,7 @@ class _VersionHandler(http.server.BaseHTTPRequestHandler):
 def test_kubectl_trusts_the_certificate_and_sends_the_token(tmp_path, host):
     """kubectl (Go TLS) accepts the CA and serving cert from a generated kubeconfig."""
     kubectl = _kubectl_or_skip()
-    from dashboard.web.management.commands.kubeconfig import build_kubeconfig, write_kubeconfig
+    from dashboard.server.kubeconfig import build_kubeconfig, write_kubeconfig
 
     paths = ensure_tls(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -161,7 +161,7 @@ def test_kubectl_trusts_the_certificate_and_sends_the_token(tmp_path, host):
 # --- kubeconfig helpers (no database) ----------------------------------------------------
 
 def test_kubeconfig_file_shape(tmp_path):
-    from dashboard.web.management.commands.kubeconfig import (
+    from dashboard.server.kubeconfig import (
         build_kubeconfig, read_token, write_kubeconfig)
 
     path = write_kubeconfig(tmp_path / "kc", build_kubeconfig(
@@ -188,7 +188,7 @@ def data_dir(settings, tmp_path):
 def test_issue_token_prints_token_last(db, data_dir):
     from django.core.management import call_command
 
-    from dashboard.web.management.commands.start import token_works
+    from dashboard.access.tokens import token_works
 
     out = io.StringIO()
     call_command("issue_token", "carol", "--role", "viewer", "--name", "ci", stdout=out)
@@ -200,7 +200,7 @@ def test_issue_token_prints_token_last(db, data_dir):
 def test_kubeconfig_command(db, data_dir, tmp_path):
     from django.core.management import call_command
 
-    from dashboard.web.management.commands.start import token_works
+    from dashboard.access.tokens import token_works
 
     target = tmp_path / "alice.kubeconfig"
     out = io.StringIO()
@@ -221,9 +221,9 @@ def test_kubeconfig_command(db, data_dir, tmp_path):
 
 
 def test_start_reuses_kubeconfig_token_and_password(db, data_dir, tmp_path):
-    from dashboard.web.management.commands.kubeconfig import read_token
-    from dashboard.web.management.commands.start import ensure_admin_kubeconfig, ensure_admin_password
-    from dashboard.web.models import ApiToken
+    from dashboard.server.kubeconfig import read_token
+    from dashboard.server.management.commands.start import ensure_admin_kubeconfig, ensure_admin_password
+    from dashboard.access.models import ApiToken
 
     path = tmp_path / "kubeconfig"
     assert ensure_admin_kubeconfig(path, "https://127.0.0.1:8443") is False
@@ -265,7 +265,7 @@ def _wait_for_port(port: int, proc, deadline: float) -> None:
 def _kubectl_reaches(tmp_path: Path, tls_port: int) -> None:
     """kubectl completes a TLS handshake with Daphne's listener: any HTTP status proves it."""
     kubectl = _kubectl_or_skip()
-    from dashboard.web.management.commands.kubeconfig import build_kubeconfig, write_kubeconfig
+    from dashboard.server.kubeconfig import build_kubeconfig, write_kubeconfig
 
     ca_pem = (tmp_path / "tls" / "ca.crt").read_bytes()
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", build_kubeconfig(

@@ -40,8 +40,8 @@ def ns_path(path: str, ns: str) -> str:
 @pytest.fixture
 def login(db):
     """login(role, namespaces) -> a Client with a logged-in session."""
-    from dashboard.web.auth import ensure_user
-    from dashboard.web.models import Profile
+    from dashboard.access.tokens import ensure_user
+    from dashboard.access.models import Profile
 
     def make(role="admin", namespaces=None, username=None):
         user = ensure_user(username or f"page-{role}", role)

@@ -35,7 +35,7 @@ def current_rv() -> int:
 
 @pytest.fixture
 def login(transactional_db):
-    from dashboard.web.auth import ensure_user
+    from dashboard.access.tokens import ensure_user
 
     def make(role="admin", username=None, **client_kw):
         user = ensure_user(username or f"sec-{role}", role)
@@ -290,7 +290,7 @@ def test_share_link_cannot_write_anywhere(objects, login):
 
 
 async def open_socket(client: Client, query: str):
-    from dashboard.asgi import application
+    from dashboard.server.asgi import application
 
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
     headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
@@ -326,7 +326,7 @@ async def test_websocket_messages_are_ignored(objects, login):
 def test_tokens_never_appear_after_creation(objects, login, caplog):
     from django.db import connection
 
-    from dashboard.web.models import ApiToken
+    from dashboard.access.models import ApiToken
 
     caplog.set_level(logging.DEBUG)
     admin = login("admin")
@@ -350,13 +350,13 @@ def test_tokens_never_appear_after_creation(objects, login, caplog):
         assert not [p for p in pages if secret in p]
         assert secret not in caplog.text
     with connection.cursor() as cursor:
-        for table in ("web_apitoken", "web_sharelink", "django_session"):
+        for table in ("access_apitoken", "access_sharelink", "django_session"):
             cursor.execute(f"SELECT * FROM {table}")   # noqa: S608 (fixed names)
             assert not [v for r in cursor.fetchall() for v in r if token in str(v) or share_token in str(v)]
 
 
 def test_kubeconfig_download_carries_a_new_token(objects, login):
-    from dashboard.web.models import ApiToken
+    from dashboard.access.models import ApiToken
 
     viewer = login("viewer")
     page = viewer.get("/tokens/").content.decode()
@@ -378,7 +378,7 @@ def test_kubeconfig_download_carries_a_new_token(objects, login):
 
 
 def test_token_revoke_and_ownership(objects, login):
-    from dashboard.web.models import ApiToken
+    from dashboard.access.models import ApiToken
 
     alice, bob, admin = login("viewer", "alice"), login("editor", "bob"), login("admin")
     alice.post("/tokens/", {"name": "alice-token"})
@@ -396,8 +396,8 @@ def test_api_token_last_used_is_cheap(objects, make_api):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from dashboard.web.auth import BearerTokenAuthentication
-    from dashboard.web.models import ApiToken
+    from dashboard.access.authentication import BearerTokenAuthentication
+    from dashboard.access.models import ApiToken
 
     api = make_api("viewer")
     request = type("R", (), {"META": {"HTTP_AUTHORIZATION": f"Bearer {api.token}"}})()

@@ -50,8 +50,8 @@ HIDDEN = ("hidden-db-holder", "hidden-b-holder", "hidden-image", "10.9.9.9")
 
 @pytest.fixture
 def login(transactional_db):
-    from dashboard.web.auth import ensure_user
-    from dashboard.web.models import Profile
+    from dashboard.access.tokens import ensure_user
+    from dashboard.access.models import Profile
 
     def make(role="editor", username=None, namespaces=None):
         user = ensure_user(username or f"share-{role}", role)
@@ -81,7 +81,7 @@ def visitor(token: str) -> Client:
 
 
 def link_row(token: str):
-    from dashboard.web.models import ShareLink
+    from dashboard.access.models import ShareLink
 
     return ShareLink.objects.get(token_hash=hashlib.sha256(token.encode()).hexdigest())
 
@@ -91,7 +91,7 @@ def link_row(token: str):
 
 
 def test_editor_creates_a_link_viewer_cannot(cluster, login):
-    from dashboard.web.models import ShareLink
+    from dashboard.access.models import ShareLink
 
     editor = login("editor")
     page = editor.get("/leases/?namespace=team-a&labelSelector=app%3Dweb")
@@ -135,7 +135,7 @@ def test_link_scope_never_exceeds_the_creator(cluster, login):
 
 
 def test_list_and_revoke(cluster, login):
-    from dashboard.web.models import ShareLink
+    from dashboard.access.models import ShareLink
 
     alice = login("editor", username="alice")
     bob = login("editor", username="bob")
@@ -313,7 +313,7 @@ def test_token_is_stored_hashed(cluster, login):
     assert link_row(token).token_hash == hashlib.sha256(token.encode()).hexdigest()
     assert len(token) >= 43   # 32 random bytes: 256 bits
     with connection.cursor() as cursor:
-        cursor.execute("SELECT * FROM web_sharelink")
+        cursor.execute("SELECT * FROM access_sharelink")
         rows = cursor.fetchall()
         cursor.execute("SELECT * FROM django_session")
         rows += cursor.fetchall()
@@ -332,7 +332,7 @@ def test_last_used_is_written_at_most_once_a_minute(cluster, login):
     with CaptureQueriesContext(connection) as queries:
         c.get("/leases/")
     assert link_row(token).last_used == first
-    assert not [q for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "web_sharelink" in q["sql"]]
+    assert not [q for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "access_sharelink" in q["sql"]]
     link_row(token).__class__.objects.update(last_used=timezone.now() - timedelta(minutes=2))
     c.get("/leases/")
     assert link_row(token).last_used > first
@@ -369,7 +369,7 @@ def test_logged_in_user_opening_a_link_sees_what_recipients_see(cluster, login):
 
 
 def ws_app():
-    from dashboard.asgi import application
+    from dashboard.server.asgi import application
 
     return application
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 
-from dashboard.web.simulator import (Client, Response, Simulation, Stats, format_indexes, micro_time,
+from dashboard.demo.simulator import (Client, Response, Simulation, Stats, format_indexes, micro_time,
                                      parse_indexes, parse_time)
 
 LEASES = "/apis/coordination.k8s.io/v1"

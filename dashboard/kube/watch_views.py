@@ -67,11 +67,16 @@ def _watch_options(request) -> dict:
 
 def _principal(request):
     """Authenticate outside DRF (this view is async): bearer token, then session."""
+    from rest_framework.exceptions import AuthenticationFailed
     from rest_framework.request import Request
 
-    from dashboard.web.auth import BearerTokenAuthentication, principal_for
+    from dashboard.access.authentication import BearerTokenAuthentication
+    from dashboard.access.principals import principal_for
 
-    result = BearerTokenAuthentication().authenticate(Request(request))
+    try:
+        result = BearerTokenAuthentication().authenticate(Request(request))
+    except AuthenticationFailed:
+        raise unauthorized() from None
     if result is not None:
         return result[0]
     user = getattr(request, "user", None)

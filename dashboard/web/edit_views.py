@@ -32,7 +32,7 @@ from dashboard.kube.registry import Resource, by_kind
 from dashboard.kube.views import check_type_meta, decode_object
 
 from . import forms as f
-from .auth import Principal
+from dashboard.access.principals import Principal
 from .share import page_principal
 from .present import detail_url, object_yaml, present
 

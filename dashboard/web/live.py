@@ -16,7 +16,7 @@ from dashboard.kube import registry, store
 from dashboard.kube.meta import now
 from dashboard.kube.models import Revision
 
-from .auth import principal_for
+from dashboard.access.principals import principal_for
 from .present import dom_id, endpoints_rollup, object_yaml, present
 
 VIEW_KINDS = {

@@ -30,8 +30,10 @@ from django.shortcuts import render
 from django.urls import Resolver404, resolve
 from django.utils import timezone
 
-from .auth import SHARE, Principal, principal_for, touch_last_used
-from .models import ShareLink, hash_token
+from dashboard.access.authentication import touch_last_used
+
+from dashboard.access.principals import SHARE, Principal, principal_for
+from dashboard.access.models import ShareLink, hash_token
 
 SESSION_KEY = "kubedash_share_link"
 TOKEN_BYTES = 32                 # 256 random bits (the brief asks for at least 128)

@@ -12,8 +12,9 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 
 from . import share
-from .auth import SHARE_VERB, principal_for, touch_last_used
-from .models import ShareLink
+from dashboard.access.authentication import touch_last_used
+from dashboard.access.principals import SHARE_VERB, principal_for
+from dashboard.access.models import ShareLink
 
 KIND_NOUNS = {"Lease": "Leases", "Endpoints": "Endpoints", "Job": "Jobs"}
 

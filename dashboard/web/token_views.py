@@ -15,11 +15,13 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from dashboard.kube.tls import ensure_tls
+from dashboard.server.tls import ensure_tls
 
-from .auth import new_secret, principal_for
-from .management.commands.kubeconfig import build_kubeconfig
-from .models import ApiToken, hash_token
+from dashboard.access.principals import principal_for
+
+from dashboard.access.tokens import new_secret
+from dashboard.server.kubeconfig import build_kubeconfig
+from dashboard.access.models import ApiToken, hash_token
 from .share import user_required
 
 DEFAULT_TLS_PORT = 8443   # `manage.py serve`'s HTTPS listener

@@ -30,7 +30,7 @@ from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import parse_label_selector
 
 from . import present as p
-from .auth import SHARE_VERB, Principal
+from dashboard.access.principals import SHARE_VERB, Principal
 from .share import page_principal, viewer_required
 from .edit_views import may_create_somewhere
 

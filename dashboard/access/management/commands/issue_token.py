@@ -5,8 +5,8 @@ scripts can take it with `| tail -n 1`.
 """
 from django.core.management.base import BaseCommand
 
-from dashboard.web.auth import issue_token
-from dashboard.web.models import Role
+from dashboard.access.models import Role
+from dashboard.access.tokens import issue_token
 
 
 class Command(BaseCommand):

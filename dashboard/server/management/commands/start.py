@@ -9,32 +9,20 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from dashboard.kube.errors import ApiError
-from dashboard.web.auth import BearerTokenAuthentication, ensure_user, issue_token
-from dashboard.web.models import Role
+from dashboard.access.models import Role
+from dashboard.access.tokens import ensure_user, issue_token, token_works
+from dashboard.demo.runner import DEFAULT_NAMESPACES, start_demo, stop_demo
+from dashboard.server.kubeconfig import build_kubeconfig, ca_pem_for, read_token, write_kubeconfig
 
-from .kubeconfig import build_kubeconfig, ca_pem_for, read_token, write_kubeconfig
 from .serve import url
-from .simulate import DEFAULT_NAMESPACES, start_demo, stop_demo
 
 ADMIN = "admin"
 PASSWORD_FILE = "admin-password"
-
-
-def token_works(token: str, username: str, role: str) -> bool:
-    """Whether the token authenticates as username with role, through the API's own check."""
-    request = SimpleNamespace(META={"HTTP_AUTHORIZATION": f"Bearer {token}"})
-    try:
-        result = BearerTokenAuthentication().authenticate(request)
-    except ApiError:
-        return False
-    return result is not None and result[0].username == username and result[0].role == role
 
 
 def ensure_admin_kubeconfig(path: Path, server: str, namespace: str = "default") -> bool:

@@ -1,7 +1,7 @@
 """`manage.py serve`: run Daphne in this process with an HTTP and an HTTPS listener.
 
 HTTP is for the pages and local tools; HTTPS is for API clients, because kubectl sends a
-bearer token only over TLS. The TLS material comes from a local CA (dashboard.kube.tls)
+bearer token only over TLS. The TLS material comes from a local CA (dashboard.server.tls)
 that kubeconfigs written by `manage.py kubeconfig` trust.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.kube.tls import ensure_tls
+from dashboard.server.tls import ensure_tls
 
 WILDCARDS = {"0.0.0.0", "::", ""}
 
@@ -106,7 +106,7 @@ class Command(BaseCommand):
         if tls_port is not None:
             tls = ensure_tls(settings.DATA_DIR, tls_hosts(host))
 
-        from dashboard.asgi import application
+        from dashboard.server.asgi import application
         # Static files (htmx, css) are served from the finders, with or without DEBUG, so the
         # embedded setup needs no collectstatic and no extra server; one prefix test per request.
         application = ASGIStaticFilesHandler(application)

@@ -1,0 +1,42 @@
+"""`manage.py kubeconfig USERNAME --role ROLE`: write a kubeconfig with a new bearer token.
+
+The cluster entry trusts the local CA (inline, so the file works from any directory) and
+points at the HTTPS listener; the user entry carries a token issued for USERNAME.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.access.models import Role
+from dashboard.access.tokens import issue_token
+from dashboard.server.kubeconfig import DEFAULT_SERVER, build_kubeconfig, ca_pem_for, write_kubeconfig
+
+
+class Command(BaseCommand):
+    help = "Write a kubeconfig for USERNAME with a new bearer token and the local CA."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--role", required=True, choices=Role.values)
+        parser.add_argument("--server", default=DEFAULT_SERVER,
+                            help=f"API server URL (default {DEFAULT_SERVER})")
+        parser.add_argument("--output", "-o", default="kubeconfig",
+                            help="file to write (default ./kubeconfig)")
+        parser.add_argument("--namespace", default="default",
+                            help="the context's namespace (default: default)")
+        parser.add_argument("--name", default="kubeconfig", help="a label for the token")
+
+    def handle(self, *args, **options):
+        server = options["server"]
+        if urlsplit(server).scheme != "https":
+            # kubectl refuses to send a bearer token over plain HTTP.
+            raise CommandError("--server must be an https:// URL")
+        ca_pem = ca_pem_for(server)
+        token = issue_token(options["username"], options["role"], name=options["name"])
+        config = build_kubeconfig(server, ca_pem, options["username"], token, options["namespace"])
+        path = write_kubeconfig(options["output"], config)
+        self.stdout.write(f"Wrote {path} (user {options['username']}, role {options['role']}, "
+                          f"server {server}).")
+        self.stdout.write(f"Try: kubectl --kubeconfig {path} get leases -A")
