@@ -25,10 +25,10 @@ from dashboard.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from dashboard.kube.formats import human_duration
 from dashboard.kube.tables import (
     build_table,
     column_definitions,
-    human_duration,
     table_version,
     wants_table,
 )

@@ -13,7 +13,7 @@ from hypothesis import given, strategies as st
 from dashboard.batch import strategy as jobs
 from dashboard.coordination import strategy as leases
 from dashboard.core import strategy as endpoints
-from dashboard.kube import validation as v
+from dashboard.kube import formats, validation as v
 from dashboard.kube.errors import ApiError
 
 UID = "3f0c8e0a-5d2e-4e55-9d55-0a6a2f3d1b7c"
@@ -195,7 +195,7 @@ def test_object_meta_update():
     ("2024-02-29T23:59:59.999999Z", "2024-02-29T23:59:59.999999Z"),
 ])
 def test_micro_time_normalization(text, expected):
-    assert v.normalize_micro_time(text) == expected
+    assert formats.normalize_micro_time(text) == expected
 
 
 @pytest.mark.parametrize("text,message", [
@@ -214,19 +214,19 @@ def test_micro_time_normalization(text, expected):
     ("2026-01-01T00:00:00.000000Zz", 'parsing time "2026-01-01T00:00:00.000000Zz": extra text: "z"'),
 ])
 def test_micro_time_errors(text, message):
-    with pytest.raises(v.FormatError) as exc:
-        v.normalize_micro_time(text)
+    with pytest.raises(formats.FormatError) as exc:
+        formats.normalize_micro_time(text)
     assert str(exc.value) == message
 
 
 def test_time_normalization():
-    assert v.normalize_time("2026-11-22T03:00:00Z") == "2026-11-22T03:00:00Z"
-    assert v.normalize_time("2026-11-22T03:00:00.987654321+01:00") == "2026-11-22T02:00:00Z"   # seconds only
-    with pytest.raises(v.FormatError, match=r'cannot parse "" as "2006"'):
-        v.normalize_time("")
-    assert v.parse_time_lenient("2026-11-22T03:00:00.5Z") == datetime(2026, 11, 22, 3, 0, 0, 500000,
+    assert formats.normalize_time("2026-11-22T03:00:00Z") == "2026-11-22T03:00:00Z"
+    assert formats.normalize_time("2026-11-22T03:00:00.987654321+01:00") == "2026-11-22T02:00:00Z"   # seconds only
+    with pytest.raises(formats.FormatError, match=r'cannot parse "" as "2006"'):
+        formats.normalize_time("")
+    assert formats.parse_time_lenient("2026-11-22T03:00:00.5Z") == datetime(2026, 11, 22, 3, 0, 0, 500000,
                                                                          tzinfo=timezone.utc)
-    assert v.parse_time_lenient("nope") is None and v.parse_time_lenient(None) is None
+    assert formats.parse_time_lenient("nope") is None and formats.parse_time_lenient(None) is None
 
 
 @pytest.mark.parametrize("given,canonical", [
@@ -237,21 +237,21 @@ def test_time_normalization():
     ("12345678901234567890", "12345678901234567890"), ("+1k", "1k"), (" 1 ", "1"), ("1.", "1"), (".5", "500m"),
 ])
 def test_quantity_canonical(given, canonical):
-    assert v.canonical_quantity(given) == canonical
+    assert formats.canonical_quantity(given) == canonical
 
 
 @pytest.mark.parametrize("bad,message", [
-    ("", v.QUANTITY_FORMAT_ERROR), ("abc", v.QUANTITY_FORMAT_ERROR), ("1Gb", v.QUANTITY_FORMAT_ERROR),
-    ("1K", v.QUANTITY_SUFFIX_ERROR), ("1e", v.QUANTITY_SUFFIX_ERROR), ("1mi", v.QUANTITY_SUFFIX_ERROR),
+    ("", formats.QUANTITY_FORMAT_ERROR), ("abc", formats.QUANTITY_FORMAT_ERROR), ("1Gb", formats.QUANTITY_FORMAT_ERROR),
+    ("1K", formats.QUANTITY_SUFFIX_ERROR), ("1e", formats.QUANTITY_SUFFIX_ERROR), ("1mi", formats.QUANTITY_SUFFIX_ERROR),
 ])
 def test_quantity_errors(bad, message):
-    with pytest.raises(v.FormatError) as exc:
-        v.parse_quantity(bad)
+    with pytest.raises(formats.FormatError) as exc:
+        formats.parse_quantity(bad)
     assert str(exc.value) == message
 
 
 def test_quantity_compare():
-    q = v.parse_quantity
+    q = formats.parse_quantity
     assert q("500m").compare(q("0.5")) == 0
     assert q("1Gi").compare(q("1G")) == 1
     assert q("-1").compare(q("1m")) == -1
@@ -262,9 +262,9 @@ def test_quantity_compare():
        st.sampled_from(["", "m", "k", "Ki", "Mi", "e3", "u"]))
 def test_quantity_canonical_is_stable(mantissa, exponent, suffix):
     text = f"{mantissa}{suffix}" if suffix else f"{mantissa}e{exponent}"
-    once = v.canonical_quantity(text)
-    assert v.canonical_quantity(once) == once
-    assert v.parse_quantity(once).compare(v.parse_quantity(text)) == 0
+    once = formats.canonical_quantity(text)
+    assert formats.canonical_quantity(once) == once
+    assert formats.parse_quantity(once).compare(formats.parse_quantity(text)) == 0
 
 
 # =======================================================================================
@@ -998,7 +998,7 @@ def test_job_table_cells():
     (48 * 3600, "2d"), (50 * 3600, "2d2h"), (8 * 86400, "8d"), (800 * 86400, "2y70d"), (9 * 365 * 86400, "9y"),
 ])
 def test_human_duration(seconds, text):
-    assert jobs.human_duration(seconds) == text
+    assert formats.human_duration(seconds) == text
 
 
 def test_image_pull_policy_defaults():
@@ -1062,5 +1062,5 @@ def test_normalize_formats_walks_the_schema():
                                                timezone(timedelta(hours=-8))])))
 def test_micro_time_round_trip(moment):
     text = moment.isoformat(timespec="microseconds")               # +05:30 style offsets
-    assert v.parse_go_time(text, v.MICRO_TIME_LAYOUT) == moment
-    assert v.normalize_micro_time(v.normalize_micro_time(text)) == v.normalize_micro_time(text)
+    assert formats.parse_go_time(text, formats.MICRO_TIME_LAYOUT) == moment
+    assert formats.normalize_micro_time(formats.normalize_micro_time(text)) == formats.normalize_micro_time(text)

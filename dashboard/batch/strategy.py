@@ -15,11 +15,10 @@ import re
 from datetime import datetime
 from typing import Any
 
-from dashboard.kube import validation as v
+from dashboard.kube import formats, validation as v
 from dashboard.kube.errors import (Cause, duplicate, forbidden, invalid, not_supported, required,
                                    too_many)
 from dashboard.kube.registry import Column
-from dashboard.kube.tables import human_duration  # noqa: F401  (one HumanDuration, shared)
 
 DEFINITION = "io.k8s.api.batch.v1.Job"
 MAX_INT32 = 2 ** 31 - 1
@@ -567,7 +566,7 @@ def validate_status_update(new: dict, old: dict) -> list[Cause]:
 def _same_time(a: Any, b: Any) -> bool:
     if not a or not b:
         return not a and not b
-    ta, tb = v.parse_time_lenient(a), v.parse_time_lenient(b)
+    ta, tb = formats.parse_time(a), formats.parse_time(b)
     return ta == tb if ta and tb else a == b
 
 
@@ -606,7 +605,7 @@ def _validate_status_fields(job: dict, rules: dict[str, bool]) -> list[Cause]:
     if rules["complete_without_completion_time"] and not completion and complete:
         causes.append(required(f"{path}.completionTime", "completionTime is required for Complete jobs"))
     if rules["completion_before_start"] and start and completion:
-        ts, tc = v.parse_time_lenient(start), v.parse_time_lenient(completion)
+        ts, tc = formats.parse_time(start), formats.parse_time(completion)
         if ts and tc and tc < ts:
             causes.append(invalid(f"{path}.completionTime", completion, "completionTime cannot be set before startTime"))
     if rules["failed_without_target"] and failed and not failure_target:
@@ -934,9 +933,9 @@ def _validate_volume_source(kind: str, source: dict, path: str) -> list[Cause]:
         causes.append(invalid(f"{path}.defaultMode", mode, "must be a number between 0 and 0777 (octal), both inclusive"))
     if kind == "emptyDir" and source.get("sizeLimit") is not None:
         try:
-            if v.parse_quantity(source["sizeLimit"]).sign() < 0:
+            if formats.parse_quantity(source["sizeLimit"]).sign() < 0:
                 causes.append(forbidden(f"{path}.sizeLimit", "SizeLimit field must be a valid resource quantity"))
-        except v.FormatError:
+        except formats.FormatError:
             pass
     return causes
 
@@ -1126,14 +1125,14 @@ def _is_extended_resource(name: str) -> bool:
 def _validate_resources(resources: dict, path: str) -> list[Cause]:
     causes: list[Cause] = []
     limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-    parsed: dict[str, dict[str, v.Quantity]] = {"limits": {}, "requests": {}}
+    parsed: dict[str, dict[str, formats.Quantity]] = {"limits": {}, "requests": {}}
     for kind, values in (("limits", limits), ("requests", requests)):
         for name, text in values.items():
             qpath = f"{path}.{kind}[{name}]"
             causes += _resource_name_causes(name, qpath)
             try:
-                quantity = parsed[kind][name] = v.parse_quantity(text)
-            except v.FormatError:
+                quantity = parsed[kind][name] = formats.parse_quantity(text)
+            except formats.FormatError:
                 continue   # reported when decoded (normalize)
             if quantity.sign() < 0:
                 causes.append(invalid(qpath, str(quantity), v.IS_NEGATIVE))
@@ -1261,8 +1260,8 @@ def typed_columns(obj: dict) -> dict:
         "ready": status.get("ready"),
         "suspend": bool(spec.get("suspend")),
         "completion_mode": spec.get("completionMode") or "NonIndexed",
-        "start_time": v.parse_time_lenient(status.get("startTime")),
-        "completion_time": v.parse_time_lenient(status.get("completionTime")),
+        "start_time": formats.parse_time(status.get("startTime")),
+        "completion_time": formats.parse_time(status.get("completionTime")),
         "phase": phase(obj),
     }
 
@@ -1281,11 +1280,11 @@ def completions_text(obj: dict) -> str:
 def duration_text(obj: dict, now: datetime) -> str:
     """startTime to completionTime, or to now while running; "" before the job starts."""
     status = obj.get("status") or {}
-    start = v.parse_time_lenient(status.get("startTime"))
+    start = formats.parse_time(status.get("startTime"))
     if start is None:
         return ""
-    end = v.parse_time_lenient(status.get("completionTime")) or now
-    return human_duration((end - start).total_seconds())
+    end = formats.parse_time(status.get("completionTime")) or now
+    return formats.human_duration((end - start).total_seconds())
 
 
 def _containers(obj: dict) -> list[dict]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dashboard.kube import validation as v
+from dashboard.kube import formats, validation as v
 from dashboard.kube.errors import Cause, forbidden, invalid, not_supported
 from dashboard.kube.registry import Column
 
@@ -91,8 +91,8 @@ def typed_columns(obj: dict) -> dict:
     return {
         "holder_identity": spec.get("holderIdentity") or "",
         "lease_duration_seconds": spec.get("leaseDurationSeconds"),
-        "acquire_time": v.parse_time_lenient(spec.get("acquireTime")),
-        "renew_time": v.parse_time_lenient(spec.get("renewTime")),
+        "acquire_time": formats.parse_time(spec.get("acquireTime")),
+        "renew_time": formats.parse_time(spec.get("renewTime")),
         "lease_transitions": spec.get("leaseTransitions"),
     }
 

@@ -29,6 +29,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 from urllib.parse import quote, urlsplit
 
+from dashboard.kube import formats
+
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "kubedash-simulator"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
@@ -45,22 +47,18 @@ RETRY_PERIOD = 2.0
 # =======================================================================================
 
 def micro_time(ts: float) -> str:
-    """metav1.MicroTime: RFC 3339 in UTC with exactly six fractional digits."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """metav1.MicroTime of a wall-clock timestamp."""
+    return formats.format_micro_time(datetime.fromtimestamp(ts, timezone.utc))
 
 
 def kube_time(ts: float) -> str:
-    """metav1.Time: RFC 3339 in UTC, whole seconds."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """metav1.Time of a wall-clock timestamp."""
+    return formats.format_time(datetime.fromtimestamp(ts, timezone.utc))
 
 
 def parse_time(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    moment = formats.parse_time(text)
+    return None if moment is None else moment.timestamp()
 
 
 def format_indexes(indexes: Iterable[int]) -> str:

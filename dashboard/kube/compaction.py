@@ -11,7 +11,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from . import registry
+from . import registry, revlog
 from .meta import now
 from .models import CompactionState, Revision, RevisionCounter
 
@@ -24,7 +24,7 @@ def compaction_point(keep: int | None = None, keep_seconds: int | None = None) -
     point = current - keep
     if keep_seconds:
         cutoff = now() - timedelta(seconds=keep_seconds)
-        aged = Revision.objects.filter(created__lt=cutoff).order_by("-rv").values_list("rv", flat=True).first() or 0
+        aged = revlog.newest_before(cutoff)
         point = min(point, aged)
     return max(point, 0)
 

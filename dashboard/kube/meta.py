@@ -1,35 +1,18 @@
 """ObjectMeta rules: what the server owns (uid, timestamps, resourceVersion, generation) and
-what clients may set, and the small value formats (Time, resourceVersion, ParseBool)."""
+what clients may set, and the small query formats (resourceVersion, ParseBool)."""
 from __future__ import annotations
 
 import random
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 
 from .errors import bad_request
+from .formats import format_time, now, parse_time  # noqa: F401  (meta.now / meta.format_time: ObjectMeta's clock)
 
 # Server-owned metadata: clients cannot set these, an update keeps the stored values.
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "resourceVersion", "generation", "deletionTimestamp",
                  "deletionGracePeriodSeconds", "selfLink", "managedFields")
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # kube's utilrand alphabet: no vowels, no look-alikes
-
-
-def format_time(moment: datetime) -> str:
-    """metav1.Time: RFC 3339 in UTC, whole seconds."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
-    except ValueError:
-        return None
-
-
-def now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def parse_bool(value: str | None, name: str, default: bool = False) -> bool:

@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 from .errors import ApiError
+from .formats import json_kind  # noqa: F401  (schema.json_kind: the decoder's error wording)
 
 SCHEMA_DIR = "kubernetes-json-schema/v1.32.0-local-strict"
 REF_PREFIX = "#/$defs/"
@@ -403,18 +404,6 @@ class DecodeError(ApiError):
     def __init__(self, message: str, detail: str):
         super().__init__(400, "BadRequest", message)
         self.detail = detail
-
-
-def json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "null"
 
 
 def _cannot_handle(definition: str, detail: str) -> str:

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from . import meta as kmeta
+from . import revlog
 from .errors import (STALE_OBJECT, ApiError, already_exists, bad_request, conflict, gone,
                      invalid, invalid_object, not_found)
 from .models import CompactionState, Revision, RevisionCounter
@@ -45,7 +46,7 @@ def _next_revision() -> int:
         cursor.execute("UPDATE kube_revision_counter SET value = value + 1 WHERE id = 1 RETURNING value")
         row = cursor.fetchone()
     if row is None:  # the singleton row is gone (a flushed test database): start again after the log
-        last = Revision.objects.order_by("-rv").values_list("rv", flat=True).first() or 0
+        last = revlog.last_logged()
         RevisionCounter.objects.create(pk=1, value=last + 1)
         return last + 1
     return row[0]
@@ -256,9 +257,7 @@ def _history_at(res: Resource, rv: int, namespace: str | None) -> dict[tuple[str
     """For keys written after rv: their object text at rv (None if absent then)."""
     out: dict[tuple[str, str], str | None] = {}
     for ns, name in _keys_written_after(res, rv, namespace):
-        hit = (Revision.objects.filter(kind=res.kind, namespace=ns, name=name, rv__lte=rv)
-               .order_by("-rv").values_list("type", "object").first())
-        out[(ns, name)] = None if hit is None or hit[0] == Revision.DELETED else hit[1]
+        out[(ns, name)] = revlog.text_as_of(res.kind, ns, name, rv)
     return out
 
 
@@ -298,10 +297,7 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
 
 
 def _keys_written_after(res: Resource, rv: int, namespace: str | None) -> set[tuple[str, str]]:
-    later = Revision.objects.filter(kind=res.kind, rv__gt=rv)
-    if namespace is not None:
-        later = later.filter(namespace=namespace)
-    return set(later.values_list("namespace", "name").distinct())
+    return revlog.keys_written_after(res.kind, rv, namespace)
 
 
 def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict) -> ListPage:

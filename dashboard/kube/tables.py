@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from . import errors
+from .formats import human_duration, parse_time
 from .selectors import go_quote
 
 TABLE_GROUP = "meta.k8s.io"
@@ -89,53 +90,6 @@ def table_content_type(version: str = "v1") -> str:
 # ---------------------------------------------------------------------------------------
 # Durations
 # ---------------------------------------------------------------------------------------
-
-def human_duration(seconds: float) -> str:
-    """apimachinery's duration.HumanDuration: ~2-3 significant figures.
-
-    Up to 1s in the future counts as "now" (clock skew); further is "<invalid>".
-    """
-    s = int(seconds)            # truncates toward zero, like Go's int(d.Seconds())
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        rest = s % 60
-        return f"{minutes}m" if rest == 0 else f"{minutes}m{rest}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h" if rest == 0 else f"{hours}h{rest}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d" if rest == 0 else f"{hours // 24}d{rest}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        rest = (hours // 24) % 365
-        years = hours // 24 // 365
-        return f"{years}y" if rest == 0 else f"{years}y{rest}d"
-    return f"{hours // 24 // 365}y"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp string -> aware datetime (None if unset or unparseable)."""
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-
 
 def age(timestamp: Any, now: datetime) -> str:
     """translateTimestampSince: "<unknown>" for an unset time, else HumanDuration(now - t)."""

@@ -8,7 +8,6 @@ import json
 import logging
 
 import orjson
-import yaml
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
@@ -17,17 +16,14 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from . import registry, store
+from . import codec, registry, store
+from .codec import APPLY_PATCH, JSON
 from .errors import (ApiError, bad_request, method_not_allowed, path_not_found, request_entity_too_large,
-                     unauthorized, unsupported_media_type)
+                     unauthorized)
 from .meta import parse_bool, parse_resource_version
 
 log = logging.getLogger(__name__)
 
-JSON = "application/json"
-BODY_TYPES = [JSON, "application/yaml"]
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-APPLY_PATCH = "application/apply-patch+yaml"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,38 +114,13 @@ class KubeAPIView(APIView):
 # Request parsing
 
 
-def _content_type(request) -> str:
-    return request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
-
-
 def read_body(request) -> dict:
-    """Decode a JSON or YAML request body into an object (a dict), or answer 400/415."""
-    ctype = _content_type(request)
-    if ctype == PROTOBUF:
-        raise unsupported_media_type(ctype, BODY_TYPES + ["(protobuf bodies are not supported yet: "
-                                     "send JSON, e.g. `kubectl create ... --dry-run=client -o yaml | kubectl create -f -`)"])
+    """Decode a JSON or YAML request body into an object (a dict), or answer 400/413/415."""
     try:
         raw = request.body
     except RequestDataTooBig:
         raise request_entity_too_large(settings.KUBE_MAX_BODY_BYTES)
-    if not raw:
-        raise bad_request("the request body is empty: send the object as JSON")
-    if ctype in ("", JSON):
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise bad_request(f"couldn't decode the request body as JSON: {exc}")
-    elif ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
-        try:
-            obj = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise bad_request(f"couldn't decode the request body as YAML: {exc}")
-    else:
-        raise unsupported_media_type(ctype, BODY_TYPES)
-    if not isinstance(obj, dict):
-        raise bad_request("the request body must be a JSON object (a Kubernetes object), not "
-                          + type(obj).__name__)
-    return obj
+    return codec.decode_body(raw, codec.content_type(request.META.get("CONTENT_TYPE", "")))
 
 
 def check_type_meta(res: registry.Resource, obj: dict) -> None:
@@ -455,12 +426,7 @@ class ObjectView(KubeAPIView):
 
         if not manager:
             raise ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch')
-        try:
-            applied = yaml.safe_load(body)
-        except yaml.YAMLError as exc:
-            raise bad_request(f"couldn't decode the apply patch: {exc}")
-        if not isinstance(applied, dict):
-            raise bad_request("the apply patch must be an object")
+        applied = codec.decode_apply_patch(body)
         check_type_meta(res, applied)
         applied, warnings = decode_object(res, applied, mode)
         am = applied.setdefault("metadata", {})

@@ -22,7 +22,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from . import registry, store
-from .models import Revision
+from . import revlog
+from .revlog import ADDED, DELETED, MODIFIED
 from .selectors import field_getter
 
 log = logging.getLogger(__name__)
@@ -115,13 +116,13 @@ class Subscriber:
         kind = ev.type
         if self.matching is not None:
             key = (ev.namespace, ev.name)
-            now = ev.type != Revision.DELETED and self.selects(ev.obj)
+            now = ev.type != DELETED and self.selects(ev.obj)
             was = key in self.matching
             if now:
-                kind = Revision.MODIFIED if was else Revision.ADDED
+                kind = MODIFIED if was else ADDED
                 self.matching.add(key)
             elif was:
-                kind = Revision.DELETED
+                kind = DELETED
                 self.matching.discard(key)
             else:
                 return None
@@ -152,11 +153,7 @@ class Subscriber:
 
 
 def _read_after(rv: int, limit: int, upto: int | None = None) -> list[Event]:
-    rows = Revision.objects.filter(rv__gt=rv)
-    if upto is not None:
-        rows = rows.filter(rv__lte=upto)
-    rows = rows.order_by("rv").values_list("rv", "kind", "namespace", "name", "type", "object")[:limit]
-    return [Event(*row) for row in rows]
+    return [Event(*row) for row in revlog.read_after(rv, limit, upto)]
 
 
 class Hub:

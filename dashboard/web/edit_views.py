@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import orjson
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed
@@ -24,10 +23,9 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods
 
-from dashboard.kube import store
+from dashboard.kube import revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
 from dashboard.kube.meta import now as utcnow
-from dashboard.kube.models import Revision
 from dashboard.kube.registry import Resource, by_kind
 from dashboard.kube.views import check_type_meta, decode_object
 
@@ -142,9 +140,7 @@ def _base_revision(info: KindInfo, namespace: str, name: str, rv: str) -> dict |
     """The object as it was at revision rv (what the form was loaded from), if still logged."""
     if not rv.isdigit():
         return None
-    text = (Revision.objects.filter(kind=info.kind, namespace=namespace, name=name, rv=int(rv))
-            .values_list("object", flat=True).first())
-    return orjson.loads(text) if text else None
+    return revlog.object_at(info.kind, namespace, name, int(rv))
 
 
 def _namespaces(principal: Principal) -> list[str]:

@@ -18,14 +18,14 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-import yaml
 from django import forms
 from django.core.exceptions import ValidationError
 
 from dashboard.core.strategy import make_subset
+from dashboard.kube import codec
+from dashboard.kube.formats import format_micro_time, parse_time
 
 UTC = timezone.utc
-MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"   # metav1.MicroTime on the wire: exactly six fractional digits
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,19 +66,14 @@ def parse_time_text(text: str, now: datetime | None = None) -> str | None:
     if not text:
         return None
     if text.lower() == "now":
-        return (now or datetime.now(UTC)).astimezone(UTC).strftime(MICRO)
+        return format_micro_time(now or datetime.now(UTC))
     candidate = text.replace(" ", "T", 1)
-    if candidate.endswith(("Z", "z")):
-        candidate = candidate[:-1] + "+00:00"
-    # Python < 3.11 took at most 6 fractional digits; 3.11 takes any: trim to microseconds.
-    candidate = re.sub(r"(\.\d{6})\d+", r"\1", candidate)
-    try:
-        moment = datetime.fromisoformat(candidate)
-    except ValueError:
+    if candidate.endswith("z"):
+        candidate = candidate[:-1] + "Z"
+    moment = parse_time(candidate)
+    if moment is None:
         raise ValidationError("Enter a time like 2025-01-02T03:04:05Z (RFC 3339, UTC) or “now”.")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime(MICRO)
+    return format_micro_time(moment)
 
 
 def parse_address_line(line: str) -> dict:
@@ -477,7 +472,7 @@ def release_spec(spec: dict, now: datetime) -> dict:
     renew time now, the transition count kept, so the next candidate may take over at once.
     (strategy / preferredHolder describe the lease, not its holder: they are kept.)"""
     out = dict(spec)
-    stamp = now.astimezone(UTC).strftime(MICRO)
+    stamp = format_micro_time(now)
     out.update(holderIdentity="", leaseDurationSeconds=1, acquireTime=stamp, renewTime=stamp)
     return out
 
@@ -865,23 +860,12 @@ def _group_display(cls, values: dict, names: tuple[str, ...]) -> str:
 # The YAML editor
 
 
-class _YamlLoader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it: an unquoted time stays a string (sigs.k8s.io/yaml goes
-    through JSON, which has no time type); the Time fields then parse it themselves."""
-
-
-_YamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def load_yaml(text: str) -> dict:
     """Parse the editor's text; ValidationError (with line and column) when it is not YAML or
     not a mapping."""
     try:
-        obj = yaml.load(text or "", Loader=_YamlLoader)
-    except yaml.YAMLError as exc:
+        obj = codec.load_yaml(text)
+    except codec.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"Line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)

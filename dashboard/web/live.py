@@ -12,9 +12,8 @@ import orjson
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
-from dashboard.kube import registry, store
+from dashboard.kube import registry, revlog, store
 from dashboard.kube.meta import now
-from dashboard.kube.models import Revision
 
 from dashboard.access.principals import principal_for
 from .present import dom_id, endpoints_rollup, object_yaml, present
@@ -135,14 +134,7 @@ def _rollup_fragment(objects: list[dict], moment) -> str:
 
 def changed_since(spec, rv: int) -> bool:
     """Did anything this page may show change after the page's revision (up to rv)?"""
-    if spec.rv >= rv:
-        return False
-    revisions = Revision.objects.filter(rv__gt=spec.rv, rv__lte=rv, kind__in=spec.kinds)
-    if spec.namespace:
-        revisions = revisions.filter(namespace=spec.namespace)
-    if spec.name:
-        revisions = revisions.filter(name=spec.name)
-    return revisions.exists()
+    return revlog.changed_between(spec.kinds, spec.rv, rv, spec.namespace, spec.name)
 
 
 # Every open page of a kind gets the same row for the same revision: render it once. (The item
@@ -211,9 +203,9 @@ def render_changes(spec, pending: dict, shown: list) -> str:
         at = bisect.bisect_left(shown, key)
         present_now = at < len(shown) and shown[at] == key
         if spec.view in DETAIL_VIEWS:
-            parts.append(_detail(kind, None if event == Revision.DELETED else ev.obj, moment))
+            parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment))
             continue
-        if event == Revision.DELETED:
+        if event == revlog.DELETED:
             if present_now:
                 shown.pop(at)
                 parts.append(f'<div id="{dom_id(kind, namespace, name)}" hx-swap-oob="delete"></div>')

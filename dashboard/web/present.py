@@ -20,8 +20,7 @@ from typing import Any, Iterable
 import yaml
 
 from dashboard.batch.strategy import completions_text, duration_text, parse_index_intervals, phase
-from dashboard.kube.tables import human_duration
-from dashboard.kube.validation import parse_time_lenient
+from dashboard.kube.formats import human_duration, parse_time
 
 UTC = timezone.utc
 
@@ -45,17 +44,6 @@ def detail_url(kind: str, namespace: str, name: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Time helpers
-
-
-def parse_time(value: Any) -> datetime | None:
-    """RFC 3339 (Time or MicroTime) -> aware UTC datetime; fromisoformat first, it is fast."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return parse_time_lenient(value)
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def iso(moment: datetime | None) -> str:

@@ -22,10 +22,9 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.http import require_safe
 
-from dashboard.kube import store
+from dashboard.kube import revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
-from dashboard.kube.models import Revision
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import parse_label_selector
 
@@ -316,10 +315,7 @@ class JobDetailView(DetailView):
 
 def lease_history(namespace: str, name: str, now: datetime) -> dict:
     """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS)."""
-    rows = list(Revision.objects.filter(kind="Lease", namespace=namespace, name=name)
-                .order_by("-rv").values_list("type", "object", "created")[:HISTORY_REVISIONS])
-    rows.reverse()
-    return p.holder_history(((t, orjson.loads(o), c) for t, o, c in rows), now)
+    return p.holder_history(revlog.history("Lease", namespace, name, HISTORY_REVISIONS), now)
 
 
 # ---------------------------------------------------------------------------------------------

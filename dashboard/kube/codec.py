@@ -1,0 +1,78 @@
+"""Request bodies: JSON or YAML text -> a Kubernetes object (a dict), one way for every caller.
+
+YAML is read the way kube-apiserver reads it (sigs.k8s.io/yaml converts YAML to JSON first):
+an unquoted time stays a string, since JSON has no time type; the schema's Time fields then
+parse it. The API's bodies and apply patches and the dashboard's YAML editor all use load_yaml.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import yaml
+
+from .errors import bad_request, unsupported_media_type
+
+JSON = "application/json"
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+BODY_TYPES = [JSON, "application/yaml"]
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+class _KubeYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """SafeLoader without the timestamp resolver."""
+
+
+_KubeYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+YAMLError = yaml.YAMLError
+
+
+def load_yaml(text: str | bytes) -> Any:
+    """Parse YAML as Kubernetes does; raises YAMLError (with problem_mark) when it is not YAML."""
+    return yaml.load(text or "", Loader=_KubeYamlLoader)
+
+
+def content_type(header: str) -> str:
+    """The media type of a Content-Type header, without parameters, lower case."""
+    return header.split(";")[0].strip().lower()
+
+
+def decode_body(raw: bytes, ctype: str) -> dict:
+    """Decode a JSON or YAML request body into an object (a dict), or raise a 400/415 ApiError."""
+    if ctype == PROTOBUF:
+        raise unsupported_media_type(ctype, BODY_TYPES + ["(protobuf bodies are not supported yet: "
+                                     "send JSON, e.g. `kubectl create ... --dry-run=client -o yaml | kubectl create -f -`)"])
+    if not raw:
+        raise bad_request("the request body is empty: send the object as JSON")
+    if ctype in ("", JSON):
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(f"couldn't decode the request body as JSON: {exc}")
+    elif ctype in YAML_TYPES:
+        try:
+            obj = load_yaml(raw)
+        except YAMLError as exc:
+            raise bad_request(f"couldn't decode the request body as YAML: {exc}")
+    else:
+        raise unsupported_media_type(ctype, BODY_TYPES)
+    if not isinstance(obj, dict):
+        raise bad_request("the request body must be a JSON object (a Kubernetes object), not "
+                          + type(obj).__name__)
+    return obj
+
+
+def decode_apply_patch(body: bytes | str) -> dict:
+    """An apply patch (YAML, or JSON, which is YAML too) -> the applied configuration."""
+    try:
+        applied = load_yaml(body)
+    except YAMLError as exc:
+        raise bad_request(f"couldn't decode the apply patch: {exc}")
+    if not isinstance(applied, dict):
+        raise bad_request("the apply patch must be an object")
+    return applied

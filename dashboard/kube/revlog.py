@@ -1,0 +1,81 @@
+"""Every read of the revision log (kube_revision): watch catch-up, list snapshots, history pages.
+
+The log is written only by store.py (one row per write, in revision order). Reading it goes
+through these functions, so the questions asked of it — "what happened after rv", "what did
+this key look like at rv", "who held this lease" — have one answer each, like kine's log layer
+beside its SQL driver.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable
+
+import orjson
+
+from .models import Revision
+
+ADDED, MODIFIED, DELETED = Revision.ADDED, Revision.MODIFIED, Revision.DELETED
+
+
+Row = tuple[int, str, str, str, str, str]   # rv, kind, namespace, name, event type, object JSON text
+
+
+def read_after(rv: int, limit: int, upto: int | None = None) -> list[Row]:
+    """The writes after rv (up to `upto`), oldest first, at most `limit` of them."""
+    rows = Revision.objects.filter(rv__gt=rv)
+    if upto is not None:
+        rows = rows.filter(rv__lte=upto)
+    rows = rows.order_by("rv").values_list("rv", "kind", "namespace", "name", "type", "object")[:limit]
+    return list(rows)
+
+
+def last_logged() -> int:
+    """The newest revision in the log (0 when empty)."""
+    return Revision.objects.order_by("-rv").values_list("rv", flat=True).first() or 0
+
+
+def newest_before(moment: datetime) -> int:
+    """The newest revision written before `moment` (0 when none): compaction's age cut-off."""
+    return Revision.objects.filter(created__lt=moment).order_by("-rv").values_list("rv", flat=True).first() or 0
+
+
+def object_at(kind: str, namespace: str, name: str, rv: int) -> dict | None:
+    """The object written at exactly revision rv, if that revision is still logged."""
+    text = (Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv=rv)
+            .values_list("object", flat=True).first())
+    return orjson.loads(text) if text else None
+
+
+def text_as_of(kind: str, namespace: str, name: str, rv: int) -> str | None:
+    """One key's object text as it stood at revision rv (None if absent then)."""
+    hit = (Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv__lte=rv)
+           .order_by("-rv").values_list("type", "object").first())
+    return None if hit is None or hit[0] == DELETED else hit[1]
+
+
+def keys_written_after(kind: str, rv: int, namespace: str | None) -> set[tuple[str, str]]:
+    """(namespace, name) of every object of `kind` written after rv."""
+    later = Revision.objects.filter(kind=kind, rv__gt=rv)
+    if namespace is not None:
+        later = later.filter(namespace=namespace)
+    return set(later.values_list("namespace", "name").distinct())
+
+
+def changed_between(kinds: Iterable[str], after: int, upto: int, namespace: str = "", name: str = "") -> bool:
+    """Was anything of these kinds (in this namespace / with this name) written in (after, upto]?"""
+    if after >= upto:
+        return False
+    revisions = Revision.objects.filter(rv__gt=after, rv__lte=upto, kind__in=list(kinds))
+    if namespace:
+        revisions = revisions.filter(namespace=namespace)
+    if name:
+        revisions = revisions.filter(name=name)
+    return revisions.exists()
+
+
+def history(kind: str, namespace: str, name: str, newest: int) -> list[tuple[str, dict, datetime]]:
+    """The newest `newest` writes of one object as (event type, object, write time), oldest first."""
+    rows = list(Revision.objects.filter(kind=kind, namespace=namespace, name=name)
+                .order_by("-rv").values_list("type", "object", "created")[:newest])
+    rows.reverse()
+    return [(event, orjson.loads(obj), created) for event, obj, created in rows]
