@@ -5,7 +5,8 @@ election fields (strategy, preferredHolder) that exist only behind an alpha feat
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from dashboard.kube import formats, validation as v
 from dashboard.kube.errors import Cause, forbidden, invalid, not_supported
@@ -95,6 +96,18 @@ def typed_columns(obj: dict) -> dict:
         "renew_time": formats.parse_time(spec.get("renewTime")),
         "lease_transitions": spec.get("leaseTransitions"),
     }
+
+
+def expiry(renew_time: datetime | None, duration: Any) -> datetime | None:
+    """renewTime + leaseDurationSeconds: the moment other candidates may take over (client-go's
+    leader election rule). None when either is unset: such a lease never expires by itself."""
+    if renew_time is None or not isinstance(duration, int) or isinstance(duration, bool):
+        return None
+    return renew_time + timedelta(seconds=duration)
+
+
+def lease_expiry(spec: dict) -> datetime | None:
+    return expiry(formats.parse_time(spec.get("renewTime")), spec.get("leaseDurationSeconds"))
 
 
 def _holder(obj: dict, now: datetime) -> str:

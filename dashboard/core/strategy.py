@@ -93,7 +93,7 @@ def validate_update(new: dict, old: dict) -> list[Cause]:
 # Canonical form (kube's endpoints strategy Canonicalize = RepackSubsets, after validation)
 # ---------------------------------------------------------------------------------------
 
-def _address_key(address: dict) -> tuple[str, str]:
+def address_key(address: dict) -> tuple[str, str]:
     # Same IP from two pods (targetRef uid) are two addresses, as kube keys them.
     return address.get("ip", ""), ((address.get("targetRef") or {}).get("uid") or "")
 
@@ -125,7 +125,7 @@ def repack_subsets(subsets: list[dict]) -> list[dict]:
                 key = json.dumps(port, sort_keys=True)
             for ready, field in ((True, "addresses"), (False, "notReadyAddresses")):
                 for address in subset.get(field) or []:
-                    akey = _address_key(address)
+                    akey = address_key(address)
                     addresses.setdefault(akey, address)
                     seen = port_sets.setdefault(key, {})
                     if seen.get(akey, True):
@@ -172,8 +172,8 @@ def typed_columns(obj: dict) -> dict:
     """Distinct ready / not-ready addresses (ip + targetRef uid) and distinct ports."""
     ready, not_ready, ports = set(), set(), set()
     for subset in obj.get("subsets") or []:
-        ready.update(_address_key(a) for a in subset.get("addresses") or [])
-        not_ready.update(_address_key(a) for a in subset.get("notReadyAddresses") or [])
+        ready.update(address_key(a) for a in subset.get("addresses") or [])
+        not_ready.update(address_key(a) for a in subset.get("notReadyAddresses") or [])
         ports.update((p.get("name") or "", p.get("port"), p.get("protocol") or "TCP")
                      for p in subset.get("ports") or [])
     return {"ready_addresses": len(ready), "not_ready_addresses": len(not_ready), "ports": len(ports)}

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 from urllib.parse import quote, urlsplit
 
+from dashboard.coordination.strategy import lease_expiry
 from dashboard.kube import formats
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -418,9 +419,8 @@ class Candidate:
         holder = spec.get("holderIdentity") or ""
         if not holder or holder == self.identity:
             return True
-        renewed = parse_time(spec.get("renewTime"))
-        duration = spec.get("leaseDurationSeconds") or 0
-        return renewed is None or renewed + duration <= self.sim.wall()
+        expires = lease_expiry(spec)
+        return expires is None or expires.timestamp() <= self.sim.wall()
 
     def acquire(self) -> None:
         if not self.up or self.leader or self.observed is None:
@@ -484,8 +484,8 @@ class Candidate:
 
     def _own_lease_expired(self) -> bool:
         spec = (self.observed or {}).get("spec") or {}
-        renewed = parse_time(spec.get("renewTime")) or 0.0
-        return renewed + (spec.get("leaseDurationSeconds") or 0) <= self.sim.wall()
+        expires = lease_expiry(spec)
+        return expires is None or expires.timestamp() <= self.sim.wall()
 
     def _step_down(self) -> None:
         self.leader = False

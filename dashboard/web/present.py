@@ -20,6 +20,9 @@ from typing import Any, Iterable
 import yaml
 
 from dashboard.batch.strategy import completions_text, duration_text, parse_index_intervals, phase
+from dashboard.coordination import strategy as lease_rules
+from dashboard.coordination.strategy import lease_expiry
+from dashboard.core.strategy import address_key
 from dashboard.kube.formats import human_duration, parse_time
 
 UTC = timezone.utc
@@ -98,15 +101,6 @@ def _base(kind: str, obj: dict) -> dict:
 # Lease
 
 
-def lease_expiry(spec: dict) -> datetime | None:
-    """renewTime + leaseDurationSeconds: the moment other candidates may take over."""
-    renew = parse_time(spec.get("renewTime"))
-    duration = spec.get("leaseDurationSeconds")
-    if renew is None or not isinstance(duration, int):
-        return None
-    return renew + timedelta(seconds=duration)
-
-
 def present_lease(obj: dict, now: datetime) -> dict:
     spec = obj.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
@@ -155,11 +149,6 @@ def present_lease(obj: dict, now: datetime) -> dict:
 CELL_TEXT = {"ready": "ready", "not-ready": "not ready", "absent": "absent"}
 
 
-def _address_key(address: dict) -> tuple[str, str]:
-    # As the Endpoints strategy keys addresses: the same IP from two pods is two addresses.
-    return address.get("ip", ""), ((address.get("targetRef") or {}).get("uid") or "")
-
-
 def _port_key(port: dict | None) -> tuple:
     if port is None:
         return ("", None, "")
@@ -182,7 +171,7 @@ def present_endpoints(obj: dict, now: datetime) -> dict:
                                    "text": f"{pkey[0] + ' ' if pkey[0] else ''}{pkey[1]}/{pkey[2]}"}
         for state, field in (("ready", "addresses"), ("not-ready", "notReadyAddresses")):
             for address in subset.get(field) or []:
-                akey = _address_key(address)
+                akey = address_key(address)
                 addresses.setdefault(akey, address)
                 for port in subset_ports:
                     key = (akey, _port_key(port))
@@ -435,7 +424,7 @@ def namespace_card(namespace: str, now: datetime, *, leases: Iterable[tuple[str,
         if renewed is None or duration is None:
             held_base += 1                # a holder without an expiry counts as held
             continue
-        expires = renewed + timedelta(seconds=duration)
+        expires = lease_rules.expiry(renewed, duration)
         expiries.append(int(expires.timestamp() * 1000))
         if expires > now:
             held += 1
