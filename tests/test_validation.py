@@ -1029,7 +1029,7 @@ def test_job_time_normalization():
     assert NOW - timedelta(0) == NOW
 
 
-# Semantic comparison and schema-driven normalization ---------------------------------------
+# Semantic comparison -------------------------------------------------------------------------
 
 def test_semantic_equal_knows_structs_from_maps():
     pfp = "io.k8s.api.batch.v1.PodFailurePolicy"
@@ -1042,19 +1042,6 @@ def test_semantic_equal_knows_structs_from_maps():
     b["spec"]["securityContext"] = {}
     assert not v.semantic_equal(a, b, template)
     assert v.semantic_equal({"x": []}, {})                          # without a schema: loose
-
-
-def test_normalize_formats_walks_the_schema():
-    obj = job()
-    pod = obj["spec"]["template"]["spec"]
-    pod["volumes"] = [{"name": "s", "emptyDir": {"sizeLimit": "1024Mi"}}]
-    pod["overhead"] = {"cpu": 0.25}
-    obj["metadata"]["creationTimestamp"] = "2026-11-22T12:00:00.9Z"
-    v.normalize_object(obj, jobs.DEFINITION)
-    assert pod["volumes"][0]["emptyDir"]["sizeLimit"] == "1Gi"
-    assert pod["overhead"] == {"cpu": "250m"}
-    assert obj["metadata"]["creationTimestamp"] == "2026-11-22T12:00:00Z"
-    assert v.normalize_formats({"holderIdentity": "x"}, "io.k8s.api.coordination.v1.LeaseSpec") == {"holderIdentity": "x"}
 
 
 @given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),

@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from dashboard.kube import formats, validation as v
+from dashboard.kube import formats, schema, validation as v
 from dashboard.kube.errors import (Cause, duplicate, forbidden, invalid, not_supported, required,
                                    too_many)
 from dashboard.kube.registry import Column
@@ -60,7 +60,7 @@ def normalize(obj: dict) -> None:
     """Decode the Go-typed values: Quantities (resources, sizeLimit...) are re-spelled in
     canonical form ("0.5" -> "500m", "1024Mi" -> "1Gi"), Times in UTC whole seconds.
     Raises kube's 400 for a value that does not decode. Call it on /status writes too."""
-    v.normalize_object(obj, DEFINITION)
+    schema.normalize_object(obj, DEFINITION)
 
 
 def default(obj: dict) -> None:
@@ -512,7 +512,7 @@ def validate_status_update(new: dict, old: dict) -> list[Cause]:
     still be updated in unrelated ways."""
     status, old_status = new.get("status") or {}, old.get("status") or {}
     spec = new.get("spec") or {}
-    changed = {key: not v.semantic_equal(status.get(key), old_status.get(key))
+    changed = {key: not schema.semantic_equal(status.get(key), old_status.get(key))
                for key in ("completedIndexes", "failedIndexes", "active", "startTime", "completionTime",
                            "uncountedTerminatedPods", "ready", "terminating")}
     flips = {kind: _condition_true(new, kind) != _condition_true(old, kind)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from dashboard.kube import formats, validation as v
+from dashboard.kube import formats, schema, validation as v
 from dashboard.kube.errors import Cause, forbidden, invalid, not_supported
 from dashboard.kube.registry import Column
 
@@ -27,7 +27,7 @@ def normalize(obj: dict) -> None:
 
     Raises a 400 (kube's decode error) for a value that does not parse.
     """
-    v.normalize_object(obj, DEFINITION)
+    schema.normalize_object(obj, DEFINITION)
 
 
 def default(obj: dict) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from dashboard.kube import validation as v
+from dashboard.kube import schema, validation as v
 from dashboard.kube.errors import Cause, not_supported, required
 from dashboard.kube.registry import Column
 
@@ -14,7 +14,7 @@ PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")     # sorted, as kube lists them in mess
 
 def normalize(obj: dict) -> None:
     """Endpoints carry no Quantity/MicroTime of their own; this re-spells metadata times."""
-    v.normalize_object(obj, DEFINITION)
+    schema.normalize_object(obj, DEFINITION)
 
 
 def default(obj: dict) -> None:

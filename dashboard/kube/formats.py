@@ -211,6 +211,9 @@ def parse_time_lenient(value: Any) -> datetime | None:
 
 QUANTITY_FORMAT_ERROR = ("quantities must match the regular expression "
                          "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+# What the API's JSON decoder (schema.decode) lets through as a Quantity string: a decimal
+# number and an optional SI / binary suffix or exponent. parse_quantity reads it afterwards.
+_QUANTITY_LITERAL = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[numkMGTPE]|[KMGTPE]i|[eE][+-]?\d+)?$")
 QUANTITY_SUFFIX_ERROR = "unable to parse quantity's suffix"
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL_SUFFIXES.items()}
@@ -298,6 +301,12 @@ def _scan_quantity(text: str) -> tuple[bool, str, str, str]:
     if pos < end:
         raise FormatError(QUANTITY_FORMAT_ERROR)
     return positive, num, denom, text[suffix_start:]
+
+
+def check_quantity_literal(text: str) -> None:
+    """The decoder's check of a Quantity string; FormatError(QUANTITY_FORMAT_ERROR) when off."""
+    if not _QUANTITY_LITERAL.match(text):
+        raise FormatError(QUANTITY_FORMAT_ERROR)
 
 
 def parse_quantity(value: Any) -> Quantity:

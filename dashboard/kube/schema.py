@@ -1,14 +1,18 @@
-"""The Kubernetes 1.32 OpenAPI definitions, compiled into walkers.
+"""The Kubernetes 1.32 OpenAPI definitions, loaded once and compiled into the one schema walker.
 
-One source of truth for three consumers:
+One source of truth for every consumer:
 - decode(): what kube-apiserver's JSON decoder does to a request body (drop unknown fields
   and report them for fieldValidation, reject wrong JSON types with a 400);
+- normalize_formats() / normalize_object(): re-spell Quantity, Time and MicroTime values as
+  Go sends them back (the strategies' defaulting step);
+- semantic_equal(): apiequality.Semantic.DeepEqual (validation's immutability checks);
 - patch.py: strategic-merge-patch metadata (merge keys, patch strategies) per field;
-- openapi.py: the published /openapi documents.
+- openapi.py and tables.py: the published /openapi documents and column descriptions.
 
-The definitions file ships with the kubernetes_validate package. Each definition is compiled
-once, on first use, into a small tree of Node objects (a dict of property -> node per
-struct), so decoding a Lease is a few dict lookups per field rather than a schema walk.
+The definitions file ships with the kubernetes_validate package (definitions() reads it).
+Each definition is compiled once, on first use, into a small tree of Node objects (a dict
+of property -> node per struct), so decoding a Lease is a few dict lookups per field rather
+than a schema walk.
 """
 from __future__ import annotations
 
@@ -17,8 +21,9 @@ import json
 import re
 import threading
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
+from . import formats
 from .errors import ApiError
 from .formats import json_kind  # noqa: F401  (schema.json_kind: the decoder's error wording)
 
@@ -27,6 +32,15 @@ REF_PREFIX = "#/$defs/"
 
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+
+# The Go types that re-spell their value when decoded (normalize_formats), by definition.
+FORMAT_NORMALIZERS: dict[str, Callable[[Any], str]] = {
+    QUANTITY: formats.canonical_quantity,
+    MICRO_TIME: formats.normalize_micro_time,
+    TIME: formats.normalize_time,
+}
 
 # Top-level fields every kind accepts even if a definition forgot them.
 _ALWAYS_KNOWN = ("apiVersion", "kind", "metadata")
@@ -118,10 +132,31 @@ def _join(parent: str, key: str | int) -> str:
     return f"{parent}.{key}" if parent else key
 
 
+def _is_unset(value: Any) -> bool:
+    return value is None or value == {} or value == []
+
+
+def loose_equal(a: Any, b: Any) -> bool:
+    """Semantic equality without a schema: nil and empty maps and slices are equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return all(loose_equal(a.get(k), b.get(k)) for k in set(a) | set(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(loose_equal(x, y) for x, y in zip(a, b))
+    if _is_unset(a) or _is_unset(b):
+        return _is_unset(a) and _is_unset(b)
+    return a == b
+
+
 class Node:
-    """A compiled schema. decode(value, parent_path, key, unknown) -> cleaned value."""
+    """A compiled schema.
+
+    decode(value, parent_path, key, unknown) -> cleaned value; normalize(value) -> value with
+    its Go-typed formats re-spelled (in place); equal(a, b) -> semantic equality.
+    """
 
     go_type = "interface {}"
+    normalizer: Callable[[Any], str] | None = None   # Quantity / Time / MicroTime only
+    has_formats: bool | None = None                  # cache of _formats_below(self)
 
     def decode(self, value: Any, parent: str, key: str | int, unknown: list[str]) -> Any:
         return value
@@ -133,6 +168,15 @@ class Node:
     def zero(self) -> Any:
         return None
 
+    def children(self) -> tuple["Node", ...]:
+        return ()
+
+    def normalize(self, value: Any) -> Any:
+        return value
+
+    def equal(self, a: Any, b: Any) -> bool:
+        return loose_equal(a, b)
+
 
 class AnyNode(Node):
     """Free-form JSON (RawExtension, FieldsV1, unknown territory): kept as is."""
@@ -141,10 +185,6 @@ class AnyNode(Node):
 ANY = AnyNode()
 
 _INT_RANGE = {"int32": (-(2 ** 31), 2 ** 31 - 1), "int64": (-(2 ** 63), 2 ** 63 - 1)}
-# Quantity's wire grammar: a decimal number and an optional SI / binary suffix or exponent.
-_QUANTITY = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[numkMGTPE]|[KMGTPE]i|[eE][+-]?\d+)?$")
-_QUANTITY_MSG = ("quantities must match the regular expression "
-                 "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
 
 
 class ScalarNode(Node):
@@ -188,13 +228,26 @@ class ScalarNode(Node):
             if t is int or t is float:
                 return value
             if t is str:
-                if _QUANTITY.match(value):
-                    return value
-                raise _ValueError(_QUANTITY_MSG)
+                try:
+                    formats.check_quantity_literal(value)
+                except formats.FormatError as exc:
+                    raise _ValueError(str(exc)) from None
+                return value
         raise _Mismatch(_join(parent, key), value, self.go_type)
 
     def zero(self):
         return {"string": "", "bool": False, "float": 0, "quantity": "0"}.get(self.kind, 0)
+
+    def normalize(self, value):
+        return value if self.normalizer is None else self.normalizer(value)
+
+    def equal(self, a, b):
+        if self.kind == "quantity" and a is not None and b is not None:
+            try:
+                return formats.parse_quantity(a).compare(formats.parse_quantity(b)) == 0
+            except formats.FormatError:
+                return a == b
+        return loose_equal(a, b)
 
 
 class ListNode(Node):
@@ -222,6 +275,24 @@ class ListNode(Node):
     def zero(self):
         return []
 
+    def children(self):
+        return (self.item,)
+
+    def normalize(self, value):
+        if isinstance(value, list) and _formats_below(self):
+            item = self.item
+            for i, v in enumerate(value):
+                if v is not None:
+                    value[i] = item.normalize(v)
+        return value
+
+    def equal(self, a, b):
+        if _is_unset(a) or _is_unset(b):
+            return _is_unset(a) and _is_unset(b)
+        if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
+            return False
+        return all(self.item.equal(x, y) for x, y in zip(a, b))
+
 
 class MapNode(Node):
     """A map with free keys (labels, annotations, resource lists): only values are typed."""
@@ -246,6 +317,24 @@ class MapNode(Node):
 
     def zero(self):
         return {}
+
+    def children(self):
+        return (self.value,)
+
+    def normalize(self, value):
+        if isinstance(value, dict) and _formats_below(self):
+            node = self.value
+            for k in list(value):
+                if value[k] is not None:
+                    value[k] = node.normalize(value[k])
+        return value
+
+    def equal(self, a, b):
+        if _is_unset(a) or _is_unset(b):
+            return _is_unset(a) and _is_unset(b)
+        if not isinstance(a, dict) or not isinstance(b, dict) or set(a) != set(b):
+            return False
+        return all(self.value.equal(a[k], b[k]) for k in a)
 
 
 class ObjectNode(Node):
@@ -285,6 +374,42 @@ class ObjectNode(Node):
 
     def zero(self):
         return {}
+
+    def children(self):
+        return tuple(self.props.values())
+
+    def normalize(self, value):
+        if isinstance(value, dict) and _formats_below(self):
+            for k, node in self.props.items():   # in schema order: the first bad value is reported
+                if value.get(k) is not None:
+                    value[k] = node.normalize(value[k])
+        return value
+
+    def equal(self, a, b):
+        # A struct: a nil pointer is not an empty struct.
+        if a is None or b is None:
+            return a is None and b is None
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            return a == b
+        props = self.props
+        return all(props.get(k, ANY).equal(a.get(k), b.get(k)) for k in set(a) | set(b))
+
+
+def _formats_below(root: Node) -> bool:
+    """Whether anything at or below this node has a normalizer (prunes the walk)."""
+    found = root.has_formats
+    if found is None:
+        seen: set[int] = set()
+        stack = [root]
+        found = False
+        while stack and not found:
+            n = stack.pop()
+            if id(n) not in seen:
+                seen.add(id(n))
+                found = n.normalizer is not None
+                stack.extend(n.children())
+        root.has_formats = found
+    return found
 
 
 # --------------------------------------------------------------------------- compiling
@@ -328,6 +453,8 @@ def _build(definition: str) -> Node:
                 obj.props.setdefault(prop, ANY)
         return obj
     compiled = _compile_inline(schema, definition)
+    if definition in FORMAT_NORMALIZERS:
+        compiled.normalizer = FORMAT_NORMALIZERS[definition]
     _pending[definition] = compiled
     return compiled
 
@@ -406,12 +533,15 @@ class DecodeError(ApiError):
         self.detail = detail
 
 
-def _cannot_handle(definition: str, detail: str) -> str:
+def _cannot_handle(kind: str, version: str, detail: str) -> str:
     """kube's transformDecodeError prefix: `Lease in version "v1" cannot be handled as a Lease: `."""
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}'
+
+
+def _definition_error(definition: str, detail: str) -> DecodeError:
     g = gvk(definition)
     kind = g["kind"] if g else definition.rsplit(".", 1)[-1]
-    version = g["version"] if g else ""
-    return f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}'
+    return DecodeError(_cannot_handle(kind, g["version"] if g else "", detail), detail)
 
 
 def decode(obj: Any, definition: str) -> tuple[dict, list[str]]:
@@ -435,9 +565,9 @@ def decode(obj: Any, definition: str) -> tuple[dict, list[str]]:
                       f"{exc.struct}.{go_path} of type {exc.go_type}")
         else:
             detail = f"json: cannot unmarshal {got} into Go value of type {exc.go_type}"
-        raise DecodeError(_cannot_handle(definition, detail), detail) from None
+        raise _definition_error(definition, detail) from None
     except _ValueError as exc:
-        raise DecodeError(_cannot_handle(definition, str(exc)), str(exc)) from None
+        raise _definition_error(definition, str(exc)) from None
     return out, unknown
 
 
@@ -448,10 +578,45 @@ def strict_detail(unknown: list[str]) -> str:
 
 def strict_error(definition: str, unknown: list[str]) -> DecodeError:
     """The 400 a create/update with fieldValidation=Strict gets for unknown fields."""
-    detail = strict_detail(unknown)
-    return DecodeError(_cannot_handle(definition, detail), detail)
+    return _definition_error(definition, strict_detail(unknown))
 
 
 def unknown_field_warnings(unknown: list[str]) -> list[str]:
     """Texts for `Warning: 299 - "..."` headers under fieldValidation=Warn."""
     return [f'unknown field "{p}"' for p in unknown]
+
+
+# --------------------------------------------------------------------------- formats
+
+def normalize_formats(value: Any, definition: str) -> Any:
+    """Re-spell every Quantity / MicroTime / Time below `definition` as Go would send it back.
+
+    Mutates dicts and lists in place and returns the (possibly new) value. Raises
+    formats.FormatError(<Go's message>) for a value its Go type cannot decode.
+    """
+    return value if value is None else node(definition).normalize(value)
+
+
+def normalize_object(obj: dict, definition: str) -> None:
+    """normalize_formats for a whole object, answering a bad value with kube's 400 (named
+    after the object's own kind and apiVersion)."""
+    try:
+        normalize_formats(obj, definition)
+    except formats.FormatError as exc:
+        detail = str(exc)
+        version = (obj.get("apiVersion") or "").split("/")[-1]
+        raise DecodeError(_cannot_handle(obj.get("kind") or "", version, detail), detail) from None
+
+
+# --------------------------------------------------------------------------- equality
+
+def semantic_equal(a: Any, b: Any, definition: str | None = None) -> bool:
+    """apiequality.Semantic.DeepEqual on JSON values.
+
+    Nil and empty maps and slices are equal; a pointer to an empty struct is not nil. JSON
+    cannot tell a struct from a map, so give the OpenAPI definition of the values when they
+    are objects (without one, every empty object counts as unset). Quantities compare by value.
+    """
+    if definition is None:
+        return loose_equal(a, b)
+    return node(definition).equal(a, b)

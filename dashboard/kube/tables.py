@@ -7,12 +7,11 @@ Duration, Age, Containers*, Images*, Selector*).
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Iterable
 
-from . import errors
+from . import errors, schema
 from .formats import human_duration, parse_time
 from .selectors import go_quote
 
@@ -105,16 +104,9 @@ def age(timestamp: Any, now: datetime) -> str:
 
 @lru_cache(maxsize=1)
 def _object_meta_docs() -> dict[str, str]:
-    """ObjectMeta field descriptions from the bundled 1.32 OpenAPI schema (or blanks)."""
-    try:
-        from importlib.resources import files
-
-        path = (files("kubernetes_validate") / "kubernetes-json-schema" / "v1.32.0-local-strict"
-                / "objectmeta-meta-v1.json")
-        props = json.loads(path.read_text(encoding="utf-8")).get("properties", {})
-        return {k: v.get("description", "") for k, v in props.items()}
-    except Exception:   # the package is optional for this purpose: descriptions are cosmetic
-        return {}
+    """ObjectMeta field descriptions from the 1.32 OpenAPI definitions."""
+    props = schema.definitions()["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]
+    return {k: v.get("description", "") for k, v in props.items()}
 
 
 def _column(name: str, type_: str, fmt: str = "", description: str = "", priority: int = 0) -> dict:

@@ -1,8 +1,7 @@
 """Generic validation helpers with kube-apiserver 1.32's rules and wording.
 
 Everything here knows no kind: names (DNS-1123 subdomain / label, qualified names), label and
-annotation maps, IP addresses, label selectors, ObjectMeta on create and update, and the
-normalization of the value formats (formats.py) the JSON decoder enforces in Go. The per-kind
+annotation maps, IP addresses, label selectors, ObjectMeta on create and update. The per-kind
 strategies (coordination/core/batch ``strategy.py``) build on these.
 
 Functions named ``is_*`` return a list of plain messages (apimachinery's util/validation
@@ -13,12 +12,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from functools import lru_cache
 from typing import Any, Callable, Iterable
 
-from . import schema as _schema
-from .errors import INVALID, TOO_LONG, ApiError, Cause, forbidden, invalid, required
-from .formats import FormatError, canonical_quantity, normalize_micro_time, normalize_time, parse_quantity
+from .errors import INVALID, TOO_LONG, Cause, forbidden, invalid, required
+from .schema import semantic_equal
 
 # ---------------------------------------------------------------------------------------
 # Message builders (k8s.io/apimachinery/pkg/util/validation)
@@ -265,64 +262,6 @@ def validate_annotations(annotations: dict | None, field: str) -> list[Cause]:
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT))
     return causes
-
-
-def _is_unset(value: Any) -> bool:
-    return value is None or value == {} or value == []
-
-
-def semantic_equal(a: Any, b: Any, definition: str | None = None) -> bool:
-    """apiequality.Semantic.DeepEqual on JSON values.
-
-    Nil and empty maps and slices are equal; a pointer to an empty struct is not nil. JSON
-    cannot tell a struct from a map, so give the OpenAPI definition of the values when they
-    are objects (without one, every empty object counts as unset). Quantities compare by value.
-    """
-    if definition is None:
-        return _loose_equal(a, b)
-    return _semantic(a, b, {"$ref": "#/$defs/" + definition})
-
-
-def _loose_equal(a: Any, b: Any) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return all(_loose_equal(a.get(k), b.get(k)) for k in set(a) | set(b))
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_loose_equal(x, y) for x, y in zip(a, b))
-    if _is_unset(a) or _is_unset(b):
-        return _is_unset(a) and _is_unset(b)
-    return a == b
-
-
-def _semantic(a: Any, b: Any, schema: dict) -> bool:
-    name = _ref(schema)
-    if name is not None:
-        if name == QUANTITY_DEF and a is not None and b is not None:
-            try:
-                return parse_quantity(a).compare(parse_quantity(b)) == 0
-            except FormatError:
-                return a == b
-        schema = _definitions().get(name, {})
-    props = schema.get("properties")
-    if props:                                      # a struct: nil pointer != empty struct
-        if a is None or b is None:
-            return a is None and b is None
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            return a == b
-        return all(_semantic(a.get(k), b.get(k), props.get(k, {})) if k in props else _loose_equal(a.get(k), b.get(k))
-                   for k in set(a) | set(b))
-    if isinstance(schema.get("additionalProperties"), dict):
-        if _is_unset(a) or _is_unset(b):
-            return _is_unset(a) and _is_unset(b)
-        if not isinstance(a, dict) or not isinstance(b, dict) or set(a) != set(b):
-            return False
-        return all(_semantic(a[k], b[k], schema["additionalProperties"]) for k in a)
-    if isinstance(schema.get("items"), dict):
-        if _is_unset(a) or _is_unset(b):
-            return _is_unset(a) and _is_unset(b)
-        if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
-            return False
-        return all(_semantic(x, y, schema["items"]) for x, y in zip(a, b))
-    return _loose_equal(a, b)
 
 
 def validate_immutable(new: Any, old: Any, field: str, definition: str | None = None) -> list[Cause]:
@@ -599,117 +538,3 @@ def validate_object_meta_update(new_meta: dict, old_meta: dict, path: str = "met
     causes += validate_annotations(new_meta.get("annotations"), f"{path}.annotations")
     causes += validate_owner_references(new_meta.get("ownerReferences"), f"{path}.ownerReferences")
     return causes
-
-
-
-# Schema-driven normalization -------------------------------------------------------------
-
-QUANTITY_DEF = "io.k8s.apimachinery.pkg.api.resource.Quantity"
-MICRO_TIME_DEF = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
-TIME_DEF = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
-FORMAT_NORMALIZERS: dict[str, Callable[[Any], str]] = {
-    QUANTITY_DEF: canonical_quantity,
-    MICRO_TIME_DEF: normalize_micro_time,
-    TIME_DEF: normalize_time,
-}
-
-
-@lru_cache(maxsize=1)
-def _definitions() -> dict:
-    """The 1.32 OpenAPI definitions (shared with the decoder when it is importable)."""
-    try:
-        from .schema import definitions
-        return definitions()
-    except ImportError:   # pragma: no cover - standalone use
-        from importlib.resources import files
-
-        path = (files("kubernetes_validate") / "kubernetes-json-schema" / "v1.32.0-local-strict"
-                / "_definitions.json")
-        return json.loads(path.read_text(encoding="utf-8"))["$defs"]
-
-
-def _ref(schema: dict) -> str | None:
-    """The definition a property points at ($ref, or allOf: [{$ref}])."""
-    ref = schema.get("$ref")
-    if ref is None and len(schema.get("allOf") or ()) == 1:
-        ref = schema["allOf"][0].get("$ref")
-    return ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
-
-
-@lru_cache(maxsize=None)
-def _has_formats(definition: str) -> bool:
-    """Whether anything below this definition needs normalizing (prunes the walk)."""
-    seen: set[str] = set()
-
-    def visit(schema: dict) -> bool:
-        name = _ref(schema)
-        if name is not None:
-            if name in FORMAT_NORMALIZERS:
-                return True
-            if name in seen:
-                return False
-            seen.add(name)
-            return visit(_definitions().get(name, {}))
-        subs = list((schema.get("properties") or {}).values())
-        for key in ("items", "additionalProperties"):
-            if isinstance(schema.get(key), dict):
-                subs.append(schema[key])
-        return any(visit(s) for s in subs)
-
-    return visit({"$ref": "#/$defs/" + definition})
-
-
-def normalize_formats(value: Any, definition: str) -> Any:
-    """Re-spell every Quantity / MicroTime / Time below `definition` as Go would send it back.
-
-    Mutates dicts and lists in place and returns the (possibly new) value. Raises
-    FormatError(<Go's message>) for a value its Go type cannot decode.
-    """
-    if definition in FORMAT_NORMALIZERS:
-        return value if value is None else FORMAT_NORMALIZERS[definition](value)
-    if not _has_formats(definition):
-        return value
-    return _walk(value, _definitions().get(definition, {}))
-
-
-def _walk(value: Any, schema: dict) -> Any:
-    name = _ref(schema)
-    if name is not None:
-        return normalize_formats(value, name)
-    if isinstance(value, dict):
-        props = schema.get("properties")
-        if props:
-            for key, sub in props.items():
-                if key in value and value[key] is not None:
-                    value[key] = _walk(value[key], sub)
-        elif isinstance(schema.get("additionalProperties"), dict):
-            sub = schema["additionalProperties"]
-            for key in list(value):
-                if value[key] is not None:
-                    value[key] = _walk(value[key], sub)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(value):
-            if item is not None:
-                value[i] = _walk(item, schema["items"])
-    return value
-
-
-def decode_error(obj: dict, detail: str) -> ApiError:
-    """The 400 kube-apiserver answers when a body does not decode (transformDecodeError)."""
-    kind = obj.get("kind") or ""
-    version = (obj.get("apiVersion") or "").split("/")[-1]
-    message = f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}'
-    try:   # the decoder's error type, so that PATCH can answer it as kube does
-        from .schema import DecodeError
-        return DecodeError(message, detail)
-    except Exception:   # pragma: no cover - the schema module is optional here
-        return ApiError(400, "BadRequest", message)
-
-
-def normalize_object(obj: dict, definition: str) -> None:
-    """normalize_formats for a whole object, answering a bad value with kube's 400."""
-    try:
-        normalize_formats(obj, definition)
-    except FormatError as exc:
-        raise decode_error(obj, str(exc)) from None
-
