@@ -403,7 +403,7 @@ def _parse_interval(interval: str, completions: int) -> tuple[int, int]:
                          "can have at most two parts separated by '-'")
     numbers = []
     for part in parts:
-        number = _go_atoi(part)
+        number = formats.go_atoi(part)
         if number is None:
             raise ValueError(f'cannot convert string to integer for index: "{part}"')
         if number >= completions:
@@ -412,14 +412,6 @@ def _parse_interval(interval: str, completions: int) -> tuple[int, int]:
     if len(numbers) == 2 and numbers[0] >= numbers[1]:
         raise ValueError(f"non-increasing order, previous: {numbers[0]}, current: {numbers[1]}")
     return numbers[0], numbers[-1]
-
-
-def _go_atoi(text: str) -> int | None:
-    """strconv.Atoi: optional sign, ASCII digits."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not (body.isdigit() and body.isascii()):
-        return None
-    return int(text)
 
 
 def count_indexes(text: str, completions: int) -> int:

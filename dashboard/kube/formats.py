@@ -63,14 +63,12 @@ def _getnum(s: str, fixed: bool) -> tuple[int, str] | None:
     return int(s[:2]), s[2:]
 
 
-def _go_atoi(s: str) -> int | None:
-    sign = 1
-    if s and s[0] in "+-":
-        sign = -1 if s[0] == "-" else 1
-        s = s[1:]
-    if s and not (s.isdigit() and s.isascii()):
+def go_atoi(text: str) -> int | None:
+    """strconv.Atoi: an optional sign and ASCII digits; None when text is not that."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not (body.isdigit() and body.isascii()):
         return None
-    return sign * int(s or "0")
+    return int(text)
 
 
 def parse_go_time(value: str, layout: str) -> datetime:
@@ -137,7 +135,7 @@ def parse_go_time(value: str, layout: str) -> datetime:
         elif std == ".000000":
             if len(value) < 7 or value[0] not in ".,":
                 raise fail(std, hold)
-            number = _go_atoi(value[1:7])
+            number = go_atoi(value[1:7])   # six characters: time's atoi and Atoi agree
             if number is None:
                 raise fail(std, hold)
             if number < 0:
