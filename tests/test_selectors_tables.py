@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.kube import discovery, errors, registry
+from dashboard.kube import selectors as v   # v: test_label_selectors came from test_validation.py
 from dashboard.kube.registry import Column, Resource
 from dashboard.kube.selectors import (
     FieldSelector,
@@ -40,6 +41,10 @@ KUBECTL_TABLE_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,"
 KUBECTL_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                             "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
                             "application/json")
+
+
+def texts(causes) -> list[str]:
+    return [c.text for c in causes]
 
 
 def bad(fn, *args, **kw) -> str:
@@ -191,6 +196,29 @@ def test_label_selector_from_dict():
         'values: Invalid value: ["x"]: values set must be empty for exists and does not exist'
     assert bad(label_selector_from_dict, {"matchLabels": {"a": "b c"}}).startswith(
         'values[0][a]: Invalid value: "b c": a valid label must be')
+
+
+def test_label_selectors():
+    sel = {"matchLabels": {"app": "x"}, "matchExpressions": [
+        {"key": "tier", "operator": "In", "values": ["b", "a"]},
+        {"key": "canary", "operator": "DoesNotExist"}]}
+    assert v.selector_matches(sel, {"app": "x", "tier": "a"}) is True
+    assert v.selector_matches(sel, {"app": "x", "tier": "c"}) is False
+    assert v.selector_matches(sel, {"app": "x", "tier": "a", "canary": ""}) is False
+    assert v.selector_matches({}, {"anything": "1"}) is True
+    assert v.selector_matches(None, {}) is False
+    assert v.selector_matches({"matchExpressions": [{"key": "k", "operator": "Bogus"}]}, {}) is None
+    assert v.format_label_selector(sel) == "app=x,canary,tier in (a,b)".replace("canary", "!canary")
+    assert v.format_label_selector(None) == "<none>"
+    assert v.format_label_selector({}) == "<none>"
+    causes = v.validate_label_selector({"matchExpressions": [
+        {"key": "k", "operator": "In"}, {"key": "k", "operator": "Exists", "values": ["a"]},
+        {"key": "k", "operator": "Near"}]}, "spec.selector")
+    assert texts(causes) == [
+        "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+        "spec.selector.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or "
+        "'DoesNotExist'",
+        'spec.selector.matchExpressions[2].operator: Invalid value: "Near": not a valid selector operator']
 
 
 def test_selectors_compare_by_value():

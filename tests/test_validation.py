@@ -107,29 +107,6 @@ def test_non_special_ips():
     assert msgs("224.0.1.1") == []                                   # multicast, but not link-local
 
 
-def test_label_selectors():
-    sel = {"matchLabels": {"app": "x"}, "matchExpressions": [
-        {"key": "tier", "operator": "In", "values": ["b", "a"]},
-        {"key": "canary", "operator": "DoesNotExist"}]}
-    assert v.selector_matches(sel, {"app": "x", "tier": "a"}) is True
-    assert v.selector_matches(sel, {"app": "x", "tier": "c"}) is False
-    assert v.selector_matches(sel, {"app": "x", "tier": "a", "canary": ""}) is False
-    assert v.selector_matches({}, {"anything": "1"}) is True
-    assert v.selector_matches(None, {}) is False
-    assert v.selector_matches({"matchExpressions": [{"key": "k", "operator": "Bogus"}]}, {}) is None
-    assert v.format_label_selector(sel) == "app=x,canary,tier in (a,b)".replace("canary", "!canary")
-    assert v.format_label_selector(None) == "<none>"
-    assert v.format_label_selector({}) == "<none>"
-    causes = v.validate_label_selector({"matchExpressions": [
-        {"key": "k", "operator": "In"}, {"key": "k", "operator": "Exists", "values": ["a"]},
-        {"key": "k", "operator": "Near"}]}, "spec.selector")
-    assert texts(causes) == [
-        "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
-        "spec.selector.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or "
-        "'DoesNotExist'",
-        'spec.selector.matchExpressions[2].operator: Invalid value: "Near": not a valid selector operator']
-
-
 # ObjectMeta ------------------------------------------------------------------------------
 
 def test_object_meta_valid():

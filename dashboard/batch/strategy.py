@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from dashboard.kube import formats, schema, validation as v
+from dashboard.kube import formats, schema, selectors, validation as v
 from dashboard.kube.errors import (Cause, duplicate, forbidden, invalid, not_supported, required,
                                    too_many)
 from dashboard.kube.registry import Column
@@ -170,7 +170,7 @@ def _validate_generated_selector(obj: dict, require_prefixed_labels: bool) -> li
             causes.append(required(path, f"must be '{value}'"))
         elif labels[key] != value:
             causes.append(invalid(path, labels, f"must be '{value}'"))
-    if v.selector_matches(spec["selector"], dict(wanted)) is False:
+    if selectors.selector_matches(spec["selector"], dict(wanted)) is False:
         causes.append(invalid("spec.selector", spec["selector"], "`selector` not auto-generated"))
     return causes
 
@@ -181,9 +181,9 @@ def validate_job_spec(spec: dict, path: str) -> list[Cause]:
     if selector is None:
         causes.append(required(f"{path}.selector"))
     else:
-        causes += v.validate_label_selector(selector, f"{path}.selector")
+        causes += selectors.validate_label_selector(selector, f"{path}.selector")
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    if selector is not None and v.selector_matches(selector, template_labels) is False:
+    if selector is not None and selectors.selector_matches(selector, template_labels) is False:
         causes.append(invalid(f"{path}.template.metadata.labels", template_labels,
                               "`selector` does not match template `labels`"))
     return causes
@@ -1294,7 +1294,7 @@ columns = (
            description="Names of each container in the template.", priority=1),
     Column("Images", "string", lambda obj, now: ",".join(c.get("image") or "" for c in _containers(obj)),
            description="Images referenced by each container in the template.", priority=1),
-    Column("Selector", "string", lambda obj, now: v.format_label_selector((obj.get("spec") or {}).get("selector")),
+    Column("Selector", "string", lambda obj, now: selectors.format_label_selector((obj.get("spec") or {}).get("selector")),
            description="A label query over pods that should match the pod count. Normally, the system "
                        "sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/"
                        "working-with-objects/labels/#label-selectors", priority=1),

@@ -1,8 +1,9 @@
-"""Kubernetes label and field selectors: parsing, matching, and ORM pushdown.
+"""Kubernetes label and field selectors: parsing, matching, validation and ORM pushdown.
 
 Behaviour follows k8s.io/apimachinery (labels.Parse, metav1.LabelSelectorAsSelector,
-fields.ParseSelector) including its error texts, so that `kubectl get -l 'a in b'` against
-kubedash prints what it prints against a real cluster.
+metav1 ValidateLabelSelector, fields.ParseSelector) including its error texts, so that
+`kubectl get -l 'a in b'` against kubedash prints what it prints against a real cluster.
+Key and value syntax are validation.py's rules, in apimachinery's exact wording.
 
 Every parse error is raised as `errors.bad_request(...)` (400 BadRequest), as
 kube-apiserver answers a bad `labelSelector` / `fieldSelector` query parameter.
@@ -17,84 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from . import errors
+from .errors import Cause, forbidden, invalid, required
+from .validation import (is_qualified_name, is_valid_label_value, validate_each, validate_labels,
+                         validate_qualified_name)
 
 # ---------------------------------------------------------------------------------------
-# Name and value syntax (k8s.io/apimachinery/pkg/util/validation). Public: meta validation
-# of metadata.labels uses the same rules and messages.
+# Error texts
 # ---------------------------------------------------------------------------------------
-
-_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and "
-              "end with an alphanumeric character")
-_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
-_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric "
-                    "characters, '-', '_' or '.', and must start and end with an alphanumeric "
-                    "character")
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                          "characters, '-' or '.', and must start and end with an alphanumeric "
-                          "character")
-
-_QNAME_RE = re.compile(f"^{_QNAME_FMT}$")
-_LABEL_VALUE_RE = re.compile(f"^{_LABEL_VALUE_FMT}$")
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    # Same shape (including the double spaces) as validation.RegexError.
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _max_len_error(n: int) -> str:
-    return f"must be no more than {n} characters"
-
-
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append(_max_len_error(253))
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def qualified_name_errors(value: str) -> list[str]:
-    """Errors for a label key ("[prefix/]name"); [] when valid."""
-    parts = value.split("/")
-    errs: list[str] = []
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in dns1123_subdomain_errors(prefix))
-    else:
-        return ["a qualified name " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part " + _max_len_error(63))
-    if not _QNAME_RE.match(name):
-        errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    """Errors for a label value; [] when valid (the empty string is valid)."""
-    errs = []
-    if len(value) > 63:
-        errs.append(_max_len_error(63))
-    if not _LABEL_VALUE_RE.match(value):
-        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
-
 
 def go_quote(s: str) -> str:
     """Go's %q for a string (strconv.Quote), used inside kube error texts."""
@@ -204,7 +134,7 @@ def new_requirement(key: str, operator: str, values: Iterable[str] | None) -> Re
     """labels.NewRequirement: validate and build, raising 400 with apimachinery's text."""
     vals = None if values is None else list(values)
     errs: list[str] = []
-    key_errs = qualified_name_errors(key)
+    key_errs = is_qualified_name(key, go_spacing=True)
     if key_errs:
         errs.append(_field_invalid("key", key, "; ".join(key_errs)))
     n = len(vals or [])
@@ -233,7 +163,7 @@ def new_requirement(key: str, operator: str, values: Iterable[str] | None) -> Re
                               (IN, NOT_IN, EQUALS, DOUBLE_EQUALS, NOT_EQUALS, GT, LT, EXISTS, DOES_NOT_EXIST))
         errs.append(f"operator: Unsupported value: {go_quote(operator)}: supported values: {supported}")
     for i, v in enumerate(vals or []):
-        v_errs = label_value_errors(v)
+        v_errs = is_valid_label_value(v, go_spacing=True)
         if v_errs:
             errs.append(_field_invalid(f"values[{i}][{key}]", v, "; ".join(v_errs)))
     msg = _aggregate(errs)
@@ -390,7 +320,7 @@ class _Parser:
             kind, key = self.take()
         if kind != _ID:
             raise _SyntaxError(f"found '{key}', expected: identifier")
-        key_errs = qualified_name_errors(key)
+        key_errs = is_qualified_name(key, go_spacing=True)
         if key_errs:
             # labels.Parse runs with a nil field path, which Go prints as "<nil>".
             raise _SyntaxError(_field_invalid("<nil>", key, "; ".join(key_errs)))
@@ -487,6 +417,49 @@ def label_selector_from_dict(sel: Mapping[str, Any] | None) -> LabelSelector:
                 f"{go_quote(str(expr.get('operator') or ''))} is not a valid label selector operator")
         reqs.append(new_requirement(expr.get("key") or "", op, expr.get("values") or None))
     return LabelSelector(reqs)
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool | None:
+    """Does the selector select these labels? None when the selector cannot be converted
+    (kube then skips checks that need it; validate_label_selector reports why).
+    A missing selector selects nothing; an empty one selects everything."""
+    try:
+        return label_selector_from_dict(selector).matches(labels)
+    except errors.ApiError:
+        return None
+
+
+def format_label_selector(selector: Mapping[str, Any] | None) -> str:
+    """metav1.FormatLabelSelector: requirements sorted by key, "<none>" when empty."""
+    if selector is None:
+        return "<none>"
+    try:
+        return str(label_selector_from_dict(selector)) or "<none>"
+    except errors.ApiError:
+        return "<error>"
+
+
+def validate_label_selector(selector: dict | None, field: str) -> list[Cause]:
+    """ValidateLabelSelector: a metav1.LabelSelector inside an object, as field causes."""
+    if selector is None:
+        return []
+    causes = validate_labels(selector.get("matchLabels"), f"{field}.matchLabels")
+    for i, expr in enumerate(selector.get("matchExpressions") or []):
+        path = f"{field}.matchExpressions[{i}]"
+        op, values = expr.get("operator", ""), expr.get("values") or []
+        if op in ("In", "NotIn"):
+            if not values:
+                causes.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(forbidden(f"{path}.values",
+                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            causes.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
+        causes += validate_qualified_name(expr.get("key", ""), f"{path}.key")
+        for j, v in enumerate(values):
+            causes += validate_each(is_valid_label_value(v), f"{path}.values[{j}]", v)
+    return causes
 
 
 # ---------------------------------------------------------------------------------------

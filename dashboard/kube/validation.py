@@ -26,11 +26,16 @@ def max_len_error(length: int) -> str:
     return f"must be no more than {length} characters"
 
 
-def regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """"<msg> (e.g. 'a' or 'b', regex used for validation is '<fmt>')", as kube words it."""
+def regex_error(msg: str, fmt: str, *examples: str, go_spacing: bool = False) -> str:
+    """"<msg> (e.g. 'a' or 'b', regex used for validation is '<fmt>')".
+
+    go_spacing spells the examples exactly as apimachinery's RegexError does ("'a',  or 'b'"),
+    as label selector errors print them; field causes keep the single-spaced wording they
+    have always had here.
+    """
     if not examples:
         return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}'" for e in examples)
+    shown = (",  or " if go_spacing else " or ").join(f"'{e}'" for e in examples)
     return f"{msg} (e.g. {shown}, regex used for validation is '{fmt}')"
 
 
@@ -108,7 +113,7 @@ def is_dns1123_subdomain(value: str) -> list[str]:
     return errs
 
 
-def is_qualified_name(value: str) -> list[str]:
+def is_qualified_name(value: str, go_spacing: bool = False) -> list[str]:
     """Label keys, annotation keys, finalizers: an optional DNS-subdomain prefix and a name."""
     errs: list[str] = []
     parts = value.split("/")
@@ -122,7 +127,7 @@ def is_qualified_name(value: str) -> list[str]:
             errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
     else:
         return ["a qualified name " + regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT,
-                                                  "MyName", "my.name", "123-abc")
+                                                  "MyName", "my.name", "123-abc", go_spacing=go_spacing)
                 + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
     if not name:
         errs.append("name part " + empty_error())
@@ -130,16 +135,17 @@ def is_qualified_name(value: str) -> list[str]:
         errs.append("name part " + max_len_error(QUALIFIED_NAME_MAX))
     if not _full(_QUALIFIED_NAME, name):
         errs.append("name part " + regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT,
-                                               "MyName", "my.name", "123-abc"))
+                                               "MyName", "my.name", "123-abc", go_spacing=go_spacing))
     return errs
 
 
-def is_valid_label_value(value: str) -> list[str]:
+def is_valid_label_value(value: str, go_spacing: bool = False) -> list[str]:
     errs = []
     if len(value) > LABEL_VALUE_MAX:
         errs.append(max_len_error(LABEL_VALUE_MAX))
     if not _full(_LABEL_VALUE, value):
-        errs.append(regex_error(LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+        errs.append(regex_error(LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345",
+                                go_spacing=go_spacing))
     return errs
 
 
@@ -343,94 +349,6 @@ def _is_link_local_multicast(ip) -> bool:
         return ip in ipaddress.IPv4Network("224.0.0.0/24")
     b = ip.packed
     return b[0] == 0xFF and (b[1] & 0x0F) == 0x02   # any flags nibble, as Go checks
-
-
-# ---------------------------------------------------------------------------------------
-# Label selectors (metav1.LabelSelector)
-# ---------------------------------------------------------------------------------------
-
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-def validate_label_selector(selector: dict | None, field: str) -> list[Cause]:
-    if selector is None:
-        return []
-    causes = validate_labels(selector.get("matchLabels"), f"{field}.matchLabels")
-    for i, expr in enumerate(selector.get("matchExpressions") or []):
-        path = f"{field}.matchExpressions[{i}]"
-        op, values = expr.get("operator", ""), expr.get("values") or []
-        if op in ("In", "NotIn"):
-            if not values:
-                causes.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
-        elif op in ("Exists", "DoesNotExist"):
-            if values:
-                causes.append(forbidden(f"{path}.values",
-                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
-        else:
-            causes.append(invalid(f"{path}.operator", op, "not a valid selector operator"))
-        causes += validate_qualified_name(expr.get("key", ""), f"{path}.key")
-        for j, v in enumerate(values):
-            causes += validate_each(is_valid_label_value(v), f"{path}.values[{j}]", v)
-    return causes
-
-
-def _selector_requirements(selector: dict) -> list[tuple[str, str, list[str]]] | None:
-    """LabelSelectorAsSelector: (key, operator, values) triples, or None when it cannot be
-    converted (kube then skips checks that need it; validating the selector reports why)."""
-    reqs = []
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if is_qualified_name(key) or is_valid_label_value(value):
-            return None
-        reqs.append((key, "=", [value]))
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key", ""), expr.get("operator"), list(expr.get("values") or [])
-        if op not in SELECTOR_OPERATORS or is_qualified_name(key):
-            return None
-        if (op in ("In", "NotIn")) != bool(values):
-            return None
-        if any(is_valid_label_value(v) for v in values):
-            return None
-        reqs.append((key, op, values))
-    reqs.sort(key=lambda r: r[0])
-    return reqs
-
-
-def selector_matches(selector: dict | None, labels: dict | None) -> bool | None:
-    """Does the selector select these labels? None when the selector cannot be converted.
-    A missing selector selects nothing; an empty one selects everything."""
-    if selector is None:
-        return False
-    reqs = _selector_requirements(selector)
-    if reqs is None:
-        return None
-    labels = labels or {}
-    for key, op, values in reqs:
-        present = key in labels
-        if op in ("=", "In") and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
-
-
-def format_label_selector(selector: dict | None) -> str:
-    """metav1.FormatLabelSelector: requirements sorted by key, "<none>" when empty."""
-    if selector is None:
-        return "<none>"
-    reqs = _selector_requirements(selector)
-    if reqs is None:
-        return "<error>"
-    texts = []
-    for key, op, values in reqs:
-        joined = ",".join(sorted(values))
-        texts.append({"=": f"{key}={joined}", "In": f"{key} in ({joined})",
-                      "NotIn": f"{key} notin ({joined})", "Exists": key,
-                      "DoesNotExist": f"!{key}"}[op])
-    return ",".join(texts) or "<none>"
 
 
 # ---------------------------------------------------------------------------------------
