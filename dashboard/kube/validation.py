@@ -79,6 +79,7 @@ CONFIG_MAP_KEY_MSG = "a valid config key must consist of alphanumeric characters
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024   # bytes of keys + values
 FIELD_IMMUTABLE = "field is immutable"
 IS_NEGATIVE = "must be greater than or equal to 0"
+MAX_INT32 = 2 ** 31 - 1
 
 _DNS1123_LABEL = re.compile(f"^{DNS1123_LABEL_FMT}$")
 _DNS1123_SUBDOMAIN = re.compile(f"^{DNS1123_SUBDOMAIN_FMT}$")
@@ -274,6 +275,19 @@ def validate_immutable(new: Any, old: Any, field: str, definition: str | None = 
     if semantic_equal(new, old, definition):
         return []
     return [invalid(field, new, FIELD_IMMUTABLE)]
+
+
+def validate_domain_prefixed_path(value: str, path: str) -> list[Cause]:
+    """IsDomainPrefixedPath, e.g. "kueue.x-k8s.io/multikueue"."""
+    if not value:
+        return [required(path)]
+    host, sep, rest = value.partition("/")
+    if not sep or not host or not rest:
+        return [invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
+    causes = validate_each(is_dns1123_subdomain(host), path, host)
+    if not _full(_HTTP_PATH, rest):
+        causes.append(invalid(path, rest, regex_error("Invalid path", _HTTP_PATH.pattern[1:-1])))
+    return causes
 
 
 # ---------------------------------------------------------------------------------------
