@@ -11,17 +11,16 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from . import registry, revlog
+from . import registry, revlog, store
 from .meta import now
-from .models import CompactionState, Revision, RevisionCounter
+from .models import CompactionState, Revision
 
 
 def compaction_point(keep: int | None = None, keep_seconds: int | None = None) -> int:
     """The highest revision that may go: older than both the count and the age retention."""
     keep = settings.KUBE_RETAIN_REVISIONS if keep is None else keep
     keep_seconds = settings.KUBE_RETAIN_SECONDS if keep_seconds is None else keep_seconds
-    current = RevisionCounter.objects.filter(pk=1).values_list("value", flat=True).first() or 0
-    point = current - keep
+    point = store.current_revision() - keep
     if keep_seconds:
         cutoff = now() - timedelta(seconds=keep_seconds)
         aged = revlog.newest_before(cutoff)

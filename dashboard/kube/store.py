@@ -89,6 +89,9 @@ def _row_fields(res: Resource, obj: dict, rv: int) -> dict:
 # The write path runs on every renew: its three statements are plain SQL built once per kind
 # (the ORM's query building was a third of a renewal's CPU). Values go through each field's
 # own get_db_prep_save, so SQLite and PostgreSQL get what the ORM would send.
+# "load" (like _page_at's current__object) joins the typed row to its current revision: that is
+# how a current object is read, inside the write transaction too, so it stays here; history and
+# snapshots of the log are read through revlog.py.
 _INSERT_REVISION = ("INSERT INTO kube_revision (rv, kind, namespace, name, type, object, created) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s)")
 
@@ -256,7 +259,7 @@ def _snapshot_revision(q: ListQuery) -> tuple[int, bool]:
 def _history_at(res: Resource, rv: int, namespace: str | None) -> dict[tuple[str, str], str | None]:
     """For keys written after rv: their object text at rv (None if absent then)."""
     out: dict[tuple[str, str], str | None] = {}
-    for ns, name in _keys_written_after(res, rv, namespace):
+    for ns, name in revlog.keys_written_after(res.kind, rv, namespace):
         out[(ns, name)] = revlog.text_as_of(res.kind, ns, name, rv)
     return out
 
@@ -291,13 +294,9 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
     for _ in range(5):
         overrides = _history_at(res, snapshot, q.namespace)
         page = _page_at(res, q, snapshot, start, overrides)
-        if _keys_written_after(res, snapshot, q.namespace) == set(overrides):
+        if revlog.keys_written_after(res.kind, snapshot, q.namespace) == set(overrides):
             break
     return page
-
-
-def _keys_written_after(res: Resource, rv: int, namespace: str | None) -> set[tuple[str, str]]:
-    return revlog.keys_written_after(res.kind, rv, namespace)
 
 
 def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict) -> ListPage:
@@ -395,10 +394,13 @@ def _check_preconditions(res: Resource, name: str, current: dict, uid: str | Non
 
 
 def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
-           dry_run: bool = False, is_patch: bool = False, create_fn=None) -> Result:
+           dry_run: bool = False, is_patch: bool = False,
+           create_missing: Callable[[], dict] | None = None) -> Result:
     """Replace an object. obj_or_fn is the new object, or fn(current) -> new object (PATCH).
 
-    The main resource keeps the stored status; /status keeps everything but status.
+    The main resource keeps the stored status; /status keeps everything but status. When the
+    object does not exist, create_missing() (server-side apply) is created instead, in the
+    same transaction.
     """
     moment = kmeta.now()
 
@@ -406,8 +408,8 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         _lock()
         row_id, current = _load(res, namespace, name)
         if current is None:
-            if create_fn is not None:
-                return create_fn()
+            if create_missing is not None:
+                return _create_inside(res, namespace, create_missing(), kmeta.now())
             if not is_patch and res.allow_create_on_update and not subresource:
                 new = obj_or_fn
                 new.setdefault("metadata", {})["name"] = name

@@ -20,7 +20,7 @@ from . import codec, registry, store
 from .codec import APPLY_PATCH, JSON
 from .errors import (ApiError, bad_request, method_not_allowed, path_not_found, request_entity_too_large,
                      unauthorized)
-from .meta import parse_bool, parse_resource_version
+from .meta import now, parse_bool, parse_resource_version
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
     if version is not None:
         include = request.GET.get("includeObject", "") or "Metadata"
         objects = [orjson.loads(t) for t in items]
-        table = build_table(res, objects, list_meta=list_meta, include_object=include, now=store.kmeta.now(),
+        table = build_table(res, objects, list_meta=list_meta, include_object=include, now=now(),
                             version=version)
         return json_response(table, request=request, content_type=table_content_type(version))
     if single:
@@ -437,13 +437,11 @@ class ObjectView(KubeAPIView):
         def merged(current: dict) -> dict:
             return strategic_merge_patch(current, applied, res.definition)
 
-        def create_missing():
-            obj = dict(applied)
-            obj["metadata"] = {**am, "name": name}
-            return store._create_inside(res, ns, obj, store.kmeta.now())
+        def missing() -> dict:
+            return {**applied, "metadata": {**am, "name": name}}
 
         result = store.update(res, ns, name, merged, subresource=sub, dry_run=is_dry, is_patch=True,
-                              create_fn=None if sub else create_missing)
+                              create_missing=None if sub else missing)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def delete(self, request, **kw):
