@@ -33,6 +33,7 @@ from dashboard.kube.tables import (
     table_version,
     wants_table,
 )
+from rule_helpers import texts
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -41,10 +42,6 @@ KUBECTL_TABLE_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,"
 KUBECTL_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                             "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
                             "application/json")
-
-
-def texts(causes) -> list[str]:
-    return [c.text for c in causes]
 
 
 def bad(fn, *args, **kw) -> str:
