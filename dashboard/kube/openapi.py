@@ -261,74 +261,65 @@ def _v3_param(p: dict) -> dict:
     return out
 
 
-def _v3_paths(resources: list[registry.Resource]) -> dict:
+def _paths(resources: list[registry.Resource], operation, param) -> dict:
+    """Every kind's paths: {path: {method: operation(method, o), "parameters": [param(p)...]}}."""
+    paths: dict[str, dict] = {}
+    for r in resources:
+        for path, methods in _operations(r).items():
+            entry: dict[str, Any] = {method: operation(method, o)
+                                     for method, o in methods.items() if method != "_params"}
+            entry["parameters"] = [param(p) for p in methods["_params"]]
+            paths[path] = entry
+    return paths
+
+
+def _response_description(code: str) -> str:
+    return "OK" if code == "200" else ("Created" if code == "201" else "Accepted")
+
+
+def _v3_operation(method: str, o: dict) -> dict:
     ref = "#/components/schemas/"
-    paths: dict[str, dict] = {}
-    for r in resources:
-        for path, methods in _operations(r).items():
-            entry: dict[str, Any] = {}
-            for method, o in methods.items():
-                if method == "_params":
-                    continue
-                responses = {code: {"description": "OK" if code == "200" else
-                                    ("Created" if code == "201" else "Accepted"),
-                                    "content": {"application/json": {"schema": {"$ref": ref + d}}}}
-                             for code, d in o["responses"].items()}
-                responses["401"] = {"description": "Unauthorized"}
-                v3op: dict[str, Any] = {
-                    "tags": [o["tag"]], "description": o["description"],
-                    "operationId": o["operationId"],
-                }
-                if o["params"]:
-                    v3op["parameters"] = [_v3_param(p) for p in o["params"]]
-                if o["body"]:
-                    types = o["consumes"] or ["*/*"]
-                    v3op["requestBody"] = {
-                        "content": {t: {"schema": {"$ref": ref + o["body"]}} for t in types},
-                        "required": method != "delete"}
-                v3op["responses"] = responses
-                v3op["x-kubernetes-action"] = o["action"]
-                v3op["x-kubernetes-group-version-kind"] = dict(o["gvk"])
-                entry[method] = v3op
-            entry["parameters"] = [_v3_param(p) for p in methods["_params"]]
-            paths[path] = entry
-    return paths
+    responses = {code: {"description": _response_description(code),
+                        "content": {"application/json": {"schema": {"$ref": ref + d}}}}
+                 for code, d in o["responses"].items()}
+    responses["401"] = {"description": "Unauthorized"}
+    v3op: dict[str, Any] = {
+        "tags": [o["tag"]], "description": o["description"],
+        "operationId": o["operationId"],
+    }
+    if o["params"]:
+        v3op["parameters"] = [_v3_param(p) for p in o["params"]]
+    if o["body"]:
+        types = o["consumes"] or ["*/*"]
+        v3op["requestBody"] = {
+            "content": {t: {"schema": {"$ref": ref + o["body"]}} for t in types},
+            "required": method != "delete"}
+    v3op["responses"] = responses
+    v3op["x-kubernetes-action"] = o["action"]
+    v3op["x-kubernetes-group-version-kind"] = dict(o["gvk"])
+    return v3op
 
 
-def _v2_paths(resources: list[registry.Resource]) -> dict:
+def _v2_operation(method: str, o: dict) -> dict:
     ref = "#/definitions/"
-    paths: dict[str, dict] = {}
-    for r in resources:
-        for path, methods in _operations(r).items():
-            entry: dict[str, Any] = {}
-            for method, o in methods.items():
-                if method == "_params":
-                    continue
-                params = [dict(p) for p in o["params"]]
-                if o["body"]:
-                    params.insert(0, {"name": "body", "in": "body", "required": method != "delete",
-                                      "schema": {"$ref": ref + o["body"]}})
-                responses = {code: {"description": "OK" if code == "200" else
-                                    ("Created" if code == "201" else "Accepted"),
-                                    "schema": {"$ref": ref + d}}
-                             for code, d in o["responses"].items()}
-                responses["401"] = {"description": "Unauthorized"}
-                v2op: dict[str, Any] = {
-                    "description": o["description"], "consumes": o["consumes"] or ["*/*"],
-                    "produces": ["application/json"], "schemes": ["https"], "tags": [o["tag"]],
-                    "operationId": o["operationId"], "responses": responses,
-                    "x-kubernetes-action": o["action"],
-                    "x-kubernetes-group-version-kind": dict(o["gvk"]),
-                }
-                if params:
-                    v2op["parameters"] = params
-                entry[method] = v2op
-            entry["parameters"] = [dict(p) for p in methods["_params"]]
-            paths[path] = entry
-    return paths
+    params = [dict(p) for p in o["params"]]
+    if o["body"]:
+        params.insert(0, {"name": "body", "in": "body", "required": method != "delete",
+                          "schema": {"$ref": ref + o["body"]}})
+    responses = {code: {"description": _response_description(code), "schema": {"$ref": ref + d}}
+                 for code, d in o["responses"].items()}
+    responses["401"] = {"description": "Unauthorized"}
+    v2op: dict[str, Any] = {
+        "description": o["description"], "consumes": o["consumes"] or ["*/*"],
+        "produces": ["application/json"], "schemes": ["https"], "tags": [o["tag"]],
+        "operationId": o["operationId"], "responses": responses,
+        "x-kubernetes-action": o["action"],
+        "x-kubernetes-group-version-kind": dict(o["gvk"]),
+    }
+    if params:
+        v2op["parameters"] = params
+    return v2op
 
-
-# --------------------------------------------------------------------------- documents
 
 def _gv_path(r: registry.Resource) -> str:
     return r.prefix().lstrip("/")          # "api/v1", "apis/batch/v1"
@@ -357,7 +348,7 @@ def _group_version_doc(gv_path: str, key: tuple) -> tuple[bytes, str] | None:
     doc = {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION},
-        "paths": _v3_paths(resources),
+        "paths": _paths(resources, _v3_operation, _v3_param),
         "components": {"schemas": _schemas(resources, "#/components/schemas/", v3=True)},
     }
     data = _serialize(doc)
@@ -385,7 +376,7 @@ def _v2_doc(key: tuple) -> bytes:
     doc = {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION},
-        "paths": _v2_paths(resources),
+        "paths": _paths(resources, _v2_operation, dict),
         "definitions": _schemas(resources, "#/definitions/", v3=False),
     }
     return _serialize(doc)

@@ -1,8 +1,9 @@
 """Generic validation helpers with kube-apiserver 1.32's rules and wording.
 
-Everything here knows no kind: names (DNS-1123 subdomain / label, qualified names), label and
-annotation maps, IP addresses, label selectors, ObjectMeta on create and update. The per-kind
-strategies (coordination/core/batch ``strategy.py``) build on these.
+Everything here knows no kind: names (DNS-1123 subdomain / label, qualified names, ports,
+environment variables, domain-prefixed paths), label and annotation maps, immutable fields, IP
+addresses, ObjectMeta on create and update. The per-kind strategies (coordination/core/batch
+``strategy.py``, core/pod_template.py) and selectors.py build on these.
 
 Functions named ``is_*`` return a list of plain messages (apimachinery's util/validation
 style); functions named ``validate_*`` return a list of field causes (``errors.Cause``).
