@@ -45,6 +45,7 @@ _LAYOUT_CHUNKS = {
 
 
 def _go_quote(s: str) -> str:
+    """The time package's own quote (not strconv.Quote, which is selectors.go_quote)."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
