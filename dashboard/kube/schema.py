@@ -136,12 +136,12 @@ def _is_unset(value: Any) -> bool:
     return value is None or value == {} or value == []
 
 
-def loose_equal(a: Any, b: Any) -> bool:
+def _loose_equal(a: Any, b: Any) -> bool:
     """Semantic equality without a schema: nil and empty maps and slices are equal."""
     if isinstance(a, dict) and isinstance(b, dict):
-        return all(loose_equal(a.get(k), b.get(k)) for k in set(a) | set(b))
+        return all(_loose_equal(a.get(k), b.get(k)) for k in set(a) | set(b))
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(loose_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_loose_equal(x, y) for x, y in zip(a, b))
     if _is_unset(a) or _is_unset(b):
         return _is_unset(a) and _is_unset(b)
     return a == b
@@ -175,7 +175,7 @@ class Node:
         return value
 
     def equal(self, a: Any, b: Any) -> bool:
-        return loose_equal(a, b)
+        return _loose_equal(a, b)
 
 
 class AnyNode(Node):
@@ -247,7 +247,7 @@ class ScalarNode(Node):
                 return formats.parse_quantity(a).compare(formats.parse_quantity(b)) == 0
             except formats.FormatError:
                 return a == b
-        return loose_equal(a, b)
+        return _loose_equal(a, b)
 
 
 class ListNode(Node):
@@ -618,5 +618,5 @@ def semantic_equal(a: Any, b: Any, definition: str | None = None) -> bool:
     are objects (without one, every empty object counts as unset). Quantities compare by value.
     """
     if definition is None:
-        return loose_equal(a, b)
+        return _loose_equal(a, b)
     return node(definition).equal(a, b)
