@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dashboard.core.strategy import make_subset
 from dashboard.demo import MANAGED_BY, MANAGER
 
 if TYPE_CHECKING:
@@ -77,14 +78,9 @@ class EndpointsController:
         return address
 
     def manifest(self) -> dict:
-        subset: dict = {}
-        ready = [self._address(b) for b in self.backends if b.ready]
-        not_ready = [self._address(b) for b in self.backends if not b.ready]
-        if ready:
-            subset["addresses"] = ready
-        if not_ready:
-            subset["notReadyAddresses"] = not_ready
-        subset["ports"] = [{"name": n, "port": p, "protocol": "TCP"} for n, p in self.ports]
+        subset = make_subset([self._address(b) for b in self.backends if b.ready],
+                             [self._address(b) for b in self.backends if not b.ready],
+                             [{"name": n, "port": p, "protocol": "TCP"} for n, p in self.ports])
         meta = {"name": self.name, "namespace": self.namespace,
                 "labels": {MANAGED_BY: MANAGER, "app.kubernetes.io/name": self.name}}
         if self.observed:
