@@ -2,11 +2,13 @@
 a JobSim whose Pods it reports through /status until the Job completes, fails or is suspended."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable
 from urllib.parse import quote
 
+from dashboard.batch.strategy import parse_index_intervals
 from dashboard.demo import MANAGED_BY, MANAGER
 from dashboard.kube import formats
 
@@ -43,14 +45,17 @@ def format_indexes(indexes: Iterable[int]) -> str:
 
 
 def parse_indexes(text: Any) -> set[int]:
-    """"0-3,5" -> {0, 1, 2, 3, 5}; anything malformed is skipped."""
+    """"0-3,5" -> {0, 1, 2, 3, 5}, each interval read by the batch strategy's rule. A status is
+    taken as stored: a malformed piece is skipped rather than losing the whole list, and
+    indexes are not bounded by completions (judging them is the API's business)."""
     out: set[int] = set()
-    for piece in (text or "").split(",") if isinstance(text, str) else []:
-        first, _, last = piece.partition("-")
+    for piece in text.split(",") if isinstance(text, str) else []:
         try:
-            out.update(range(int(first), int(last or first) + 1))
+            intervals = parse_index_intervals(piece, completions=sys.maxsize)
         except ValueError:
             continue
+        for first, last in intervals:
+            out.update(range(first, last + 1))
     return out
 
 
