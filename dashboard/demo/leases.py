@@ -118,8 +118,11 @@ class Candidate:
 
     def _takeable(self, spec: dict) -> bool:
         holder = spec.get("holderIdentity") or ""
-        if not holder or holder == self.identity:
-            return True
+        return not holder or holder == self.identity or self._expired(spec)
+
+    def _expired(self, spec: dict) -> bool:
+        """By the simulated wall clock. Without renewTime or leaseDurationSeconds the Lease
+        counts as expired: nothing says how long to wait for its holder."""
         expires = lease_expiry(spec)
         return expires is None or expires.timestamp() <= self.sim.wall()
 
@@ -178,15 +181,10 @@ class Candidate:
                 self._step_down()
         elif resp.status in (404, 409):
             self._step_down()
-        elif self._own_lease_expired():
+        elif self._expired(self._spec()):
             self._step_down()       # could not renew in time: client-go gives up leadership
         else:
             self.sim.after(RETRY_PERIOD, self.renew)
-
-    def _own_lease_expired(self) -> bool:
-        spec = (self.observed or {}).get("spec") or {}
-        expires = lease_expiry(spec)
-        return expires is None or expires.timestamp() <= self.sim.wall()
 
     def _step_down(self) -> None:
         self.leader = False
