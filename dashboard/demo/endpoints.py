@@ -18,6 +18,7 @@ NODES = ["node-a", "node-b", "node-c", "node-d"]
 
 @dataclass
 class Backend:
+    """A pod behind the Service, as its Endpoints address shows it."""
     name: str
     ip: str
     node: str
@@ -41,7 +42,7 @@ class EndpointsController:
         self.subnet = subnet
         self.next_host = 10
         self.ordinal = 0
-        self.rs = self._suffix(9, "0123456789bcdfghjklmnpqrstvwxz")   # the ReplicaSet's hash
+        self.replicaset_hash = self._suffix(9, "0123456789bcdfghjklmnpqrstvwxz")
         self.backends: list[Backend] = []
         self.observed: dict | None = None
         for _ in range(sim.rng.randint(self.low, max(self.low, self.high - 2))):
@@ -60,7 +61,7 @@ class EndpointsController:
             name = f"{self.name}-{self.ordinal}"
             self.ordinal += 1
         else:
-            name = f"{self.name}-{self.rs}-{self._suffix(5)}"
+            name = f"{self.name}-{self.replicaset_hash}-{self._suffix(5)}"
         if self.kind == "external":
             ip = f"192.168.{self.subnet}.{self.next_host}"
         else:

@@ -75,6 +75,7 @@ CATALOG = [
 
 @dataclass
 class Pod:
+    """A pod of a JobSim: never created, only counted in the Job's status."""
     index: int | None
     ready: bool = False
 
@@ -133,7 +134,7 @@ class JobSim:
         self.completions = spec.get("completions") or 1
         self.parallelism = spec.get("parallelism") or 1
         self.backoff_limit = spec.get("backoffLimit")
-        self.per_index = spec.get("backoffLimitPerIndex")
+        self.backoff_limit_per_index = spec.get("backoffLimitPerIndex")
         self.manifest: dict = {}          # what create() posts (new jobs only)
         self.obj: dict | None = None      # the Job as last seen (carries resourceVersion)
         self.name = ""
@@ -153,7 +154,7 @@ class JobSim:
         self.suspended_by_us = False
         # The plan: how failure-prone its pods are, and whether we will pause it.
         rng = self.sim.rng
-        if self.per_index is not None:
+        if self.backoff_limit_per_index is not None:
             self.fail_rate = 0.15     # now and then an index fails twice: failedIndexes
         elif self.backoff_limit is not None and self.backoff_limit <= 3:
             self.fail_rate = 0.5      # flaky pods and a low limit: likely BackoffLimitExceeded
@@ -181,7 +182,7 @@ class JobSim:
         elif outcome > 0.75:
             spec["backoffLimit"] = rng.randint(2, 3)   # with flaky pods: BackoffLimitExceeded
         created_suspended = rng.random() < 0.08
-        job = cls(controller, sim.ns(slot), spec)
+        job = cls(controller, sim.namespace(slot), spec)
         job.manifest = {
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"generateName": f"{prefix}-", "namespace": job.namespace,
@@ -271,7 +272,7 @@ class JobSim:
         status["terminating"] = self.terminating
         if self.mode == "Indexed" and self.completed:
             status["completedIndexes"] = format_indexes(self.completed)
-        if self.per_index is not None:
+        if self.backoff_limit_per_index is not None:
             status["failedIndexes"] = format_indexes(self.failed_indexes)
         status["uncountedTerminatedPods"] = {}
         if self.conditions:
@@ -361,9 +362,9 @@ class JobSim:
             if rng.random() < self.fail_rate:
                 self.failed += 1
                 new_failure = True
-                if pod.index is not None and self.per_index is not None:
+                if pod.index is not None and self.backoff_limit_per_index is not None:
                     self.index_failures[pod.index] = self.index_failures.get(pod.index, 0) + 1
-                    if self.index_failures[pod.index] > self.per_index:
+                    if self.index_failures[pod.index] > self.backoff_limit_per_index:
                         self.failed_indexes.add(pod.index)
             else:
                 self.succeeded += 1

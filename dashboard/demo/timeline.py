@@ -30,15 +30,16 @@ class Simulation:
         self.max_jobs = max_jobs
         self.now = 0.0                      # virtual seconds since start (real seconds, not scaled)
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = 0
+        self._seq = 0                       # ties on the heap run in the order scheduled
         self._wall0 = time.time()
         self._mono0 = time.monotonic()
         self.elections: list[Election] = []
         self.services: list[EndpointsController] = []
         self.jobs = JobController(self)
 
-    def ns(self, i: int) -> str:
-        return self.namespaces[i % len(self.namespaces)]
+    def namespace(self, slot: int) -> str:
+        """The namespace an actor plays in: slots wrap around, so one namespace is enough."""
+        return self.namespaces[slot % len(self.namespaces)]
 
     def wall(self) -> float:
         """The simulated wall clock: what timestamps say, and what expiry is judged by."""
@@ -58,40 +59,41 @@ class Simulation:
     def setup(self) -> None:
         """The cast: elections, services and the job controller, spread over the namespaces."""
         self.elections = [
-            Election(self, self.ns(0), "kube-scheduler",
+            Election(self, self.namespace(0), "kube-scheduler",
                      ["control-plane-1", "control-plane-2", "control-plane-3"], tenure=(40, 150)),
-            Election(self, self.ns(0), "kube-controller-manager",
+            Election(self, self.namespace(0), "kube-controller-manager",
                      ["control-plane-1", "control-plane-2", "control-plane-3"], tenure=(40, 150)),
-            Election(self, self.ns(1), "payments-api-leader",
+            Election(self, self.namespace(1), "payments-api-leader",
                      ["payments-api-7c9d8f-x2lkp", "payments-api-7c9d8f-q8zrt"], tenure=(20, 90)),
             # An operator that flaps: the page always has a takeover to show.
-            Election(self, self.ns(2), "batch-operator",
+            Election(self, self.namespace(2), "batch-operator",
                      ["batch-operator-5b8d-tw9cm", "batch-operator-5b8d-hk4vz", "batch-operator-5b8d-m7q2x"],
                      tenure=(8, 25)),
         ]
         self.services = [
-            EndpointsController(self, self.ns(0), "web", [("http", 80), ("https", 443)],
+            EndpointsController(self, self.namespace(0), "web", [("http", 80), ("https", 443)],
                                 sizes=(3, 8), kind="deployment", subnet=1),
-            EndpointsController(self, self.ns(1), "payments", [("grpc", 9090), ("http", 8080), ("metrics", 9100)],
+            EndpointsController(self, self.namespace(1), "payments",
+                                [("grpc", 9090), ("http", 8080), ("metrics", 9100)],
                                 sizes=(3, 6), kind="deployment", subnet=2),
-            EndpointsController(self, self.ns(0), "search", [("http", 9200), ("transport", 9300)],
+            EndpointsController(self, self.namespace(0), "search", [("http", 9200), ("transport", 9300)],
                                 sizes=(3, 5), kind="statefulset", subnet=3),
-            EndpointsController(self, self.ns(2), "ledger-db", [("postgres", 5432)],
+            EndpointsController(self, self.namespace(2), "ledger-db", [("postgres", 5432)],
                                 sizes=(3, 4), kind="external", subnet=4),
         ]
         for actor in [*self.elections, *self.services, self.jobs]:
             actor.start()
 
-    def run(self, duration: float | None = None, stop: Callable[[], bool] = lambda: False) -> None:
-        """Run callbacks in timeline order until the duration (real seconds) is up or stop()."""
+    def run(self, duration: float | None = None) -> None:
+        """Run callbacks in timeline order until the duration (real seconds) is up."""
         began = time.monotonic()
-        while self._queue and not stop():
+        while self._queue:
             if duration and time.monotonic() - began >= duration:
                 return
             due, _, fn = self._queue[0]
             elapsed = time.monotonic() - self._mono0
             if due > elapsed:
-                # Short naps, so a stop request or the end of the duration is noticed quickly.
+                # Short naps, so the end of the duration is noticed quickly.
                 time.sleep(min(due - elapsed, 0.25))
                 continue
             if elapsed - due > 1.0:
