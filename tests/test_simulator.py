@@ -14,8 +14,10 @@ import pytest
 
 from conftest import ROOT
 
-from dashboard.demo.simulator import (Client, Response, Simulation, Stats, format_indexes, micro_time,
-                                     parse_indexes, parse_time)
+from dashboard.demo.client import Client, Response, Stats
+from dashboard.demo.jobs import format_indexes, parse_indexes, parse_time
+from dashboard.demo.leases import micro_time
+from dashboard.demo.timeline import Simulation
 
 LEASES = "/apis/coordination.k8s.io/v1"
 CORE = "/api/v1"

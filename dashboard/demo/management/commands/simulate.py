@@ -5,8 +5,8 @@
 
 It is a client like any other: it authenticates with a bearer token (without one it issues
 a token for the `simulator` user, role editor) and only speaks HTTP; the logic is in
-dashboard.demo.simulator. At exit it prints one summary line:
-`simulator summary: writes=N conflicts=N errors=N reads=N seconds=S`.
+dashboard.demo (its timeline, and one actor module per kind). At exit it prints one summary
+line: `simulator summary: writes=N conflicts=N errors=N reads=N seconds=S`.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.access.models import Role
 from dashboard.access.tokens import issue_token
+from dashboard.demo.client import Client, Stats
 from dashboard.demo.runner import DEFAULT_NAMESPACES, SIMULATOR_USER
-from dashboard.demo.simulator import Client, Simulation, Stats
-
+from dashboard.demo.timeline import Simulation
 
 
 class _Stop(Exception):
