@@ -277,10 +277,8 @@ def suspend(data, namespace: str, name: str, principal):
 JOB_PAGES = kinds.register(kinds.KindWeb(
     kind="Job", plural="jobs", detail_view="job", title="Jobs", heading="Job progress",
     noun="job", list_noun="jobs",
-    list_template="web/jobs.html", detail_template="web/job_detail.html", wrapper="tbody",
     present=present_job, count_by="phase_class", form=JobForm,
-    overview=kinds.Overview(counts=overview_counts, card=overview_card,
-                            totals={"jobs": "total", "failed": "failed"}),
+    overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="failed"),
     create_initial={"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},
     yaml_skeleton={"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},

@@ -276,10 +276,8 @@ def release(data, namespace: str, name: str, principal):
 LEASE_PAGES = kinds.register(kinds.KindWeb(
     kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
     noun="lease", list_noun="leases",
-    list_template="web/leases.html", detail_template="web/lease_detail.html", wrapper="tbody",
     present=present_lease, count_by="state", form=LeaseForm,
-    overview=kinds.Overview(counts=overview_counts, card=overview_card,
-                            totals={"leases": "total", "expired": "expired"}),
+    overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
     create_initial={"duration": "15"},
     yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
     actions=(kinds.Action("release", "lease_release", release),),

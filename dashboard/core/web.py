@@ -329,13 +329,13 @@ def summarize(items: list[dict]) -> dict:
 ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     kind="Endpoints", plural="endpoints", detail_view="endpoints_detail", title="Endpoints",
     heading="Endpoints readiness", noun="Endpoints object", list_noun="Endpoints objects",
-    list_template="web/endpoints.html", detail_template="web/endpoints_detail.html", wrapper="div",
     present=present_endpoints, count_by="health", form=EndpointsForm,
-    overview=kinds.Overview(counts=overview_counts, card=overview_card,
-                            totals={"endpoints": "objects", "not_ready": "not_ready"}),
+    overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="objects",
+                            warn_key="not_ready"),
     create_initial={"subsets": "1"},
     yaml_skeleton={"subsets": [{"addresses": [{"ip": "10.0.0.1"}],
                                 "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]},
     actions=(kinds.Action("readiness", "endpoints_readiness", readiness),),
+    wrapper="div",   # cards
     summarize=summarize, summary_partial="rollup",
 ))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from dashboard.kube.registry import Resource, by_kind as resource_by_kind
 
@@ -37,11 +37,18 @@ class Action:
 
 @dataclass(frozen=True)
 class Overview:
-    """A kind's part of the overview's namespace cards, from the typed model columns only."""
+    """A kind's part of the overview's namespace cards, from the typed model columns only.
+
+    The card shows the part with the list template's partial `partial` (context: `part`),
+    after a heading that links to the kind's list and says part[count_key]; the overview's
+    totals add up part[count_key]; a true part[warn_key] marks the card as needing attention.
+    """
 
     counts: Callable[[Any], dict[str, Any]]     # queryset -> {namespace: what card() takes}
     card: Callable[[Any, datetime], dict]       # (that, or None: nothing there; now) -> the card's part
-    totals: Mapping[str, str] = field(default_factory=dict)   # overview total -> key of the part summed
+    count_key: str                              # the part's number of objects
+    warn_key: str                               # the part's number of objects that need attention
+    partial: str = "overview"
 
 
 @dataclass(frozen=True)
@@ -53,13 +60,13 @@ class KindWeb:
     heading: str            # the list page's heading
     noun: str               # one object, in forms and messages ("New <noun>")
     list_noun: str          # the objects of a list: the filter's label
-    list_template: str      # has partial "item" (a row or card); may have others
-    detail_template: str    # has partial "detail"
-    wrapper: str            # the element a non-replacing oob swap of items needs: "tbody" rows, "div" cards
     present: Callable[[dict, datetime], dict]   # (object, now) -> the item the partials render
-    count_by: str           # the item key whose values the list page's summary counts ("state")
+    count_by: str           # the item key whose values the list page's summary counts
     form: type              # an ObjectForm subclass
     overview: Overview
+    list_template: str = ""     # has partial "item" (a row or card); default web/<plural>.html
+    detail_template: str = ""   # has partial "detail"; default web/<singular>_detail.html
+    wrapper: str = "tbody"      # the element a non-replacing oob swap of items needs: "tbody" rows, "div" cards
     create_initial: Mapping[str, str] = field(default_factory=dict)   # a new object's form values
     yaml_skeleton: Mapping[str, Any] = field(default_factory=dict)    # a new object's YAML (beyond metadata)
     actions: tuple[Action, ...] = ()
@@ -69,6 +76,12 @@ class KindWeb:
     summary_partial: str = ""
     # Detail page extras: (namespace, name, now) -> context (e.g. a history from the revision log).
     detail_context: Callable[[str, str, datetime], dict] | None = None
+
+    def __post_init__(self):
+        if not self.list_template:
+            object.__setattr__(self, "list_template", f"web/{self.plural}.html")
+        if not self.detail_template:
+            object.__setattr__(self, "detail_template", f"web/{self.resource.singular}_detail.html")
 
     @property
     def list_url(self) -> str:
@@ -145,7 +158,3 @@ def view_kinds(view: str) -> tuple[str, ...] | None:
 def page_route_names() -> set[str]:
     """The URL names of every list and detail page."""
     return {name for web in _by_kind.values() for name in (web.plural, web.detail_view)}
-
-
-def each(kinds: Iterable[str]) -> list[KindWeb]:
-    return [_by_kind[k] for k in kinds]

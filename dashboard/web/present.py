@@ -154,19 +154,27 @@ def namespace_card(namespace: str, now: datetime, **parts: Any) -> dict:
 
     parts: per registered kind, keyed by its plural, what its Overview.counts() found in this
     namespace (absent or None: nothing); each kind's Overview.card() turns it into its part of
-    the card (ns.<plural>). ns.links.<Kind> is the kind's list page in this namespace.
+    the card (ns.<plural>). ns.links.<Kind> is the kind's list page in this namespace;
+    ns.sections what the card shows, kind by kind; ns.warn whether any part needs attention.
     """
     card: dict[str, Any] = {"dom_id": f"ns-{namespace}", "namespace": namespace}
+    links: dict[str, str] = {}
+    sections: list[dict] = []
     for web in kinds.registered():
-        card[web.plural] = web.overview.card(parts.get(web.plural), now)
-    card["links"] = {web.kind: f"{web.list_url}?namespace={namespace}" for web in kinds.registered()}
+        part = card[web.plural] = web.overview.card(parts.get(web.plural), now)
+        links[web.kind] = f"{web.list_url}?namespace={namespace}"
+        sections.append({"web": web, "part": part, "link": links[web.kind], "count": part[web.overview.count_key],
+                         "template": f"{web.list_template}#{web.overview.partial}"})
+    card.update(links=links, sections=sections,
+                warn=any(s["part"][s["web"].overview.warn_key] for s in sections))
     return card
 
 
 def overview_totals(cards: list[dict]) -> dict:
-    """The overview's totals: namespaces, plus what each kind's Overview.totals adds up."""
-    out = {"namespaces": len(cards)}
+    """The overview's totals: namespaces, and per kind (by plural, and in order as `kinds`) its
+    objects in these cards."""
+    out: dict[str, Any] = {"namespaces": len(cards), "kinds": []}
     for web in kinds.registered():
-        for total, key in web.overview.totals.items():
-            out[total] = out.get(total, 0) + sum(c[web.plural][key] or 0 for c in cards)
+        out[web.plural] = sum(c[web.plural][web.overview.count_key] or 0 for c in cards)
+        out["kinds"].append({"label": web.list_noun, "n": out[web.plural]})
     return out
