@@ -209,8 +209,10 @@ class JobForm(ObjectForm):
         return obj
 
     @classmethod
-    def readonly_facts(cls, obj):
-        return job_template_facts(obj)
+    def readonly_section(cls, obj):
+        return {"legend": "Pod template (read-only)",
+                "help": "Set when the job was created; Kubernetes does not allow changing it afterwards.",
+                "facts": job_template_facts(obj)}
 
     def sections(self):
         out = super().sections()

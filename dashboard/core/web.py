@@ -141,6 +141,8 @@ class EndpointsForm(ObjectForm):
     stay."""
 
     KIND = "Endpoints"
+    ADD_SECTION = {"action": "add-subset", "label": "Add a subset",
+                   "help": "Adding or removing a subset saves nothing yet."}
     ADDRESS_HELP = "One per line: IP, then optionally hostname (or -) and node name, e.g. 10.1.0.5 web-0 node-a"
     PORT_HELP = "One per line: [name] port [protocol], e.g. http 80 TCP"
 
@@ -249,6 +251,7 @@ class EndpointsForm(ObjectForm):
         out = super().sections()
         for i in range(self.subset_count):
             out.append({"legend": f"Subset {i + 1}", "subset": i,
+                        "remove": {"action": f"remove-subset-{i}", "label": f"Remove subset {i + 1}"},
                         "fields": [self[f"s{i}-ready"], self[f"s{i}-not_ready"], self[f"s{i}-ports"]],
                         "help": "Every address serves every port of its subset."})
         return out
@@ -335,7 +338,8 @@ ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     create_initial={"subsets": "1"},
     yaml_skeleton={"subsets": [{"addresses": [{"ip": "10.0.0.1"}],
                                 "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]},
-    actions=(kinds.Action("readiness", "endpoints_readiness", readiness),),
+    # Its buttons are in the detail page's readiness panel (web/edit/_actions.html#readiness).
+    actions=(kinds.Action("readiness", "endpoints_readiness", readiness, toolbar=False),),
     wrapper="div",   # cards
     summarize=summarize, summary_partial="rollup",
 ))

@@ -211,7 +211,7 @@ def edit(request, principal: Principal, info: KindWeb, namespace: str, name: str
     url = detail_url(info.kind, namespace, name)
     page = {"heading": f"Edit {info.noun} {name}", "submit_label": "Save changes", "cancel_url": url,
             "obj_url": url, "namespace": namespace, "name": name, "yaml_url": url + "yaml/"}
-    readonly = form_cls.readonly_facts(current)   # what cannot change: shown, not offered
+    readonly = form_cls.readonly_section(current)   # what cannot change: shown, not offered
     if readonly:
         page["readonly"] = readonly
 

@@ -33,6 +33,9 @@ class Action:
     name: str        # the URL segment
     route: str       # the URL name
     perform: Callable[[Mapping[str, str], str, str, Any], tuple[Any, str]]
+    # Whether the detail page's toolbar shows its button: the detail template's partial named
+    # after the action. (False: the kind's templates offer it elsewhere, e.g. in a panel.)
+    toolbar: bool = True
 
 
 @dataclass(frozen=True)

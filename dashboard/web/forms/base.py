@@ -44,6 +44,9 @@ class ObjectForm(forms.Form):
     """
 
     KIND = ""
+    # A button that adds a repeated section: {"action", "label", "help"} (the form's
+    # restructure(data, action) answers it, as it answers a section's "remove" button).
+    ADD_SECTION: dict[str, str] | None = None
     CREATE_ONLY: tuple[str, ...] = ("name", "namespace")
     EDIT_ONLY: tuple[str, ...] = ()
     CAUSES: tuple[tuple[str, str], ...] = ()
@@ -116,9 +119,10 @@ class ObjectForm(forms.Form):
         return [(n, f.label or n, (n,)) for n, f in self.fields.items() if n not in ("name", "namespace")]
 
     @classmethod
-    def readonly_facts(cls, obj: dict) -> list[tuple[str, str]]:
-        """(label, value) of what an edit form shows but does not offer (it cannot change)."""
-        return []
+    def readonly_section(cls, obj: dict) -> dict | None:
+        """What an edit form shows but does not offer (it cannot change), or None:
+        {"legend", "help", "facts": [(label, value)]} (templates/web/edit/form.html)."""
+        return None
 
     @classmethod
     def group_value(cls, values: dict, names: tuple[str, ...]) -> Any:
