@@ -24,7 +24,7 @@ OVERVIEW = "overview"   # the websocket view of the overview page: every registe
 
 @dataclass(frozen=True)
 class Action:
-    """A one-click change on a detail page: POST /<plural>/<namespace>/<name>/<name>/.
+    """A one-click change on a detail page: POST /<plural>/<namespace>/<name>/<action name>/.
 
     perform(data, namespace, name, principal) -> (store.Result, the success message); it reads
     the posted values, calls the kind's do_* action (raising ApiError when refused).
@@ -62,7 +62,7 @@ class KindWeb:
     title: str              # the kind's pages in the header and crumbs, and in share link descriptions
     heading: str            # the list page's heading
     noun: str               # one object, in forms and messages ("New <noun>")
-    list_noun: str          # the objects of a list: the filter's label
+    list_noun: str          # the objects of a list: the filter's label, the overview's totals
     present: Callable[[dict, datetime], dict]   # (object, now) -> the item the partials render
     count_by: str           # the item key whose values the list page's summary counts
     form: type              # an ObjectForm subclass
