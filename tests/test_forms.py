@@ -153,14 +153,6 @@ def test_merge_diff_reapplies_only_your_changes():
                                                     "spec": {"a": 5, "b": 7, "c": [1, 2]}}
 
 
-def test_release_spec_follows_client_go():
-    spec = {"holderIdentity": "a", "leaseDurationSeconds": 15, "leaseTransitions": 4,
-            "acquireTime": "2020-01-01T00:00:00.000000Z", "renewTime": "2020-01-01T00:00:10.000000Z"}
-    out = f.release_spec(spec, datetime(2030, 1, 1, tzinfo=timezone.utc))
-    assert out == {"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 4,
-                   "acquireTime": "2030-01-01T00:00:00.000000Z", "renewTime": "2030-01-01T00:00:00.000000Z"}
-
-
 # ---------------------------------------------------------------------------------------------
 # Lease
 

@@ -447,42 +447,6 @@ def test_present_endpoints_not_ready_wins_and_no_ports():
     assert item["health"] == "warn" and item["ready"] == 1 and item["not_ready"] == 1
 
 
-def test_present_job_grid_is_capped():
-    obj = job("big", completions=2000, completionMode="Indexed")
-    obj["status"] = {"completedIndexes": "0-999", "succeeded": 1000}
-    item = p.present("Job", obj, NOW)
-    assert len(item["grid"]["cells"]) == p.GRID_CELLS and item["grid"]["more"] == 2000 - p.GRID_CELLS
-    assert item["grid"]["done"] == 1000 and item["progress_text"] == "1000/2000" and item["progress_pct"] == 50
-
-
-def test_holder_history_spans_and_gaps():
-    t0 = NOW
-
-    def rev(holder, renew_s, acquire_s=None, event="MODIFIED", duration=10):
-        spec = {"holderIdentity": holder, "leaseDurationSeconds": duration,
-                "renewTime": micro(t0 + timedelta(seconds=renew_s))}
-        if acquire_s is not None:
-            spec["acquireTime"] = micro(t0 + timedelta(seconds=acquire_s))
-        return event, {"spec": spec}, t0 + timedelta(seconds=renew_s)
-
-    revisions = [
-        rev("a", 0, 0, "ADDED"), rev("a", 5), rev("a", 10),
-        # a stops renewing at 10 (expires at 20); b takes over at 40: a gap from 20 to 40.
-        rev("b", 40, 40), rev("b", 45),
-        rev("", 50),                       # b releases at 50
-    ]
-    history = p.holder_history(revisions, t0 + timedelta(seconds=100))
-    summary = [(e["holder"], e["gap"], e["end_reason"], e["ongoing"]) for e in history["entries"]]
-    assert summary == [("a", False, "expired", False), ("", True, "", False),
-                       ("b", False, "released", False), ("", True, "", True)]
-    a = history["entries"][0]
-    assert a["renewals"] == 2 and a["to"] == p.clock(t0 + timedelta(seconds=20))
-    assert history["entries"][1]["length"] == "20s"
-    # Still holding: the last span is ongoing.
-    ongoing = p.holder_history([rev("c", 0, 0, "ADDED"), rev("c", 95)], t0 + timedelta(seconds=100))
-    assert [(e["holder"], e["ongoing"]) for e in ongoing["entries"]] == [("c", True)]
-
-
 def test_limited_viewer_pages_across_namespaces(spread, api, login):
     assert api.post(ns_path(LEASES, "team-b"), fresh_lease("zeta", ns="team-b")).status_code == 201
     c = login("viewer", namespaces=["team-b", "default"], username="two-ns")

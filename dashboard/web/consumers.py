@@ -21,7 +21,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 from dashboard.kube.watch import CLOSE, Subscriber, hub
 
-from . import live, share
+from . import kinds, live, share
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +45,11 @@ class PageSpec:
 def parse_spec(query: bytes) -> PageSpec:
     params = {k: v[-1] for k, v in parse_qs(query.decode()).items()}
     view = params.get("view", "")
-    kinds = live.VIEW_KINDS.get(view)
-    if kinds is None:
+    shown = kinds.view_kinds(view)
+    if shown is None:
         raise ValueError(f"unknown view {view!r}")
     rv = params.get("rv", "0")
-    return PageSpec(view=view, kinds=kinds, namespace=params.get("namespace") or None,
+    return PageSpec(view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
                     q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0)
 

@@ -1,24 +1,25 @@
 """Routes of the write pages (included by dashboard/web/urls.py before the detail pages).
 
-/<kind>/new/                                create (?as=yaml: from YAML; ?namespace=: preset)
-/<kind>/<namespace>/<name>/edit/            edit with the form
-/<kind>/<namespace>/<name>/yaml/            edit as YAML
-/<kind>/<namespace>/<name>/delete/          confirm (GET) and delete (POST)
-/<kind>/<namespace>/<name>/actions/         the detail page's action panel (htmx refresh)
-/leases/<namespace>/<name>/release/         POST: release the holder
-/endpoints/<namespace>/<name>/readiness/    POST ip, ready=true|false: move an address
-/jobs/<namespace>/<name>/suspend/           POST suspend=true|false
+/<plural>/new/                                create (?as=yaml: from YAML; ?namespace=: preset)
+/<plural>/<namespace>/<name>/edit/            edit with the form
+/<plural>/<namespace>/<name>/yaml/            edit as YAML
+/<plural>/<namespace>/<name>/delete/          confirm (GET) and delete (POST)
+/<plural>/<namespace>/<name>/actions/         the detail page's action panel (htmx refresh)
+/<plural>/<namespace>/<name>/<action>/        POST: a one-click action of the kind (KindWeb.actions)
 
-<kind> is leases, endpoints or jobs. Every one of these paths has three segments after the
-kind or a fixed "new", so none can be mistaken for a detail page (/<kind>/<namespace>/<name>/).
+<plural> is a registered kind's (web.kinds). Every one of these paths has three segments after
+the kind or a fixed "new", so none can be mistaken for a detail page (/<plural>/<namespace>/<name>/).
 """
 from django.urls import path, register_converter
 
 from . import edit_views as v
+from . import kinds
 
 
 class KindConverter:
-    regex = "leases|endpoints|jobs"
+    """One of the registered kinds' plurals (a choice: "a|b|c")."""
+
+    regex = "|".join(kinds.plurals())
 
     def to_python(self, value):
         return value
@@ -35,9 +36,10 @@ urlpatterns = [
     path("<kind:plural>/<str:namespace>/<str:name>/yaml/", v.edit_yaml, name="object_yaml"),
     path("<kind:plural>/<str:namespace>/<str:name>/delete/", v.delete, name="object_delete"),
     path("<kind:plural>/<str:namespace>/<str:name>/actions/", v.actions, name="object_actions"),
-    # Kind-specific actions: the kind is fixed by the path, not taken from it.
-    path("leases/<str:namespace>/<str:name>/release/", v.release, {"plural": "leases"}, name="lease_release"),
-    path("endpoints/<str:namespace>/<str:name>/readiness/", v.readiness, {"plural": "endpoints"},
-         name="endpoints_readiness"),
-    path("jobs/<str:namespace>/<str:name>/suspend/", v.suspend, {"plural": "jobs"}, name="job_suspend"),
+]
+# Kind-specific actions: the kind and the action are fixed by the path, not taken from it.
+urlpatterns += [
+    path(f"{web.plural}/<str:namespace>/<str:name>/{a.name}/", v.run_action, {"plural": web.plural, "action": a.name},
+         name=a.route)
+    for web in kinds.registered() for a in web.actions
 ]

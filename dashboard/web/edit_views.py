@@ -6,15 +6,17 @@ otherwise). Edits are conditional on the resourceVersion the form was loaded at:
 is refused by the store (409) and answered with a page that shows what changed and offers to
 reapply. Successful saves redirect to the object's page (POST/redirect/GET) with a message.
 
-The one-click actions (release, mark ready / not ready, suspend / resume) are patches: they
-change one thing on the current object inside the store's write transaction, so they need no
-resourceVersion and cannot overwrite anything else. Release carries the holder the user saw
-and refuses if someone else holds the lease by now.
+The one-click actions (each kind's KindWeb.actions) call the kind app's do_* actions: patches
+that change one thing on the current object inside the store's write transaction, so they need
+no resourceVersion and cannot overwrite anything else; an action refuses (409) when the object
+no longer is what the user saw.
+
+The kind comes from the URL's first segment (its plural), looked up in web.kinds: the page
+declaration (KindWeb) is the `info` every view and template gets.
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
@@ -23,54 +25,19 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods
 
+from dashboard.access.principals import Principal
 from dashboard.kube import revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
 from dashboard.kube.meta import now as utcnow
-from dashboard.kube.registry import Resource, by_kind
+from dashboard.kube.registry import Resource
 from dashboard.kube.views import check_type_meta, decode_object
 
 from . import forms as f
-from dashboard.access.principals import Principal
-from .share import page_principal
+from . import kinds
+from .kinds import KindWeb
 from .present import detail_url, object_yaml, present
-
-
-@dataclass(frozen=True)
-class KindInfo:
-    kind: str
-    plural: str        # the pages' URL segment
-    title: str         # the list page's name in crumbs
-    noun: str          # "lease", "Endpoints object", "job"
-    active: str        # the header's current item
-
-    @property
-    def list_url(self) -> str:
-        return f"/{self.plural}/"
-
-    @property
-    def resource(self) -> Resource:
-        return by_kind(self.kind)
-
-
-KINDS = {
-    "leases": KindInfo("Lease", "leases", "Leases", "lease", "leases"),
-    "endpoints": KindInfo("Endpoints", "endpoints", "Endpoints", "Endpoints object", "endpoints"),
-    "jobs": KindInfo("Job", "jobs", "Jobs", "job", "jobs"),
-}
-
-# A new object's starting values.
-CREATE_INITIAL = {
-    "Lease": {"duration": "15"},
-    "Endpoints": {"subsets": "1"},
-    "Job": {"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},
-}
-YAML_SKELETONS = {
-    "Lease": {"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
-    "Endpoints": {"subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"name": "http", "port": 80,
-                                                                              "protocol": "TCP"}]}]},
-    "Job": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-        {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},
-}
+from .scope import known_namespaces, may_create_somewhere
+from .share import page_principal
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,8 +48,8 @@ def _page(request, template: str, ctx: dict, status: int = 200) -> HttpResponse:
     return render(request, template, ctx, status=status)
 
 
-def forbidden(request, principal: Principal | None, info: KindInfo | None, message: str) -> HttpResponse:
-    ctx = {"principal": principal, "active": info.active if info else "", "title": "Not allowed", "message": message}
+def forbidden(request, principal: Principal | None, info: KindWeb | None, message: str) -> HttpResponse:
+    ctx = {"principal": principal, "active": info.plural if info else "", "title": "Not allowed", "message": message}
     return _page(request, "web/error.html", ctx, status=403)
 
 
@@ -92,7 +59,7 @@ def editor_view(view):
 
     @functools.wraps(view)
     def wrapper(request, plural: str, *args, **kwargs):
-        info = KINDS.get(plural)
+        info = kinds.by_plural(plural)
         if info is None:
             raise Http404("no such kind")
         principal = page_principal(request)
@@ -109,15 +76,6 @@ def editor_view(view):
     return wrapper
 
 
-def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> bool:
-    """May this principal create a `kind` in `namespace` (or, without one, in any namespace)?"""
-    if namespace:
-        return principal.can("create", namespace, kind)
-    if principal.namespaces:
-        return any(principal.can("create", ns, kind) for ns in principal.namespaces)
-    return principal.can("create", None, kind)
-
-
 def _denied(request, principal, info, verb: str, namespace: str) -> HttpResponse:
     what = {"create": "create", "update": "edit", "patch": "change", "delete": "delete"}.get(verb, verb)
     if principal.namespaces and namespace not in principal.namespaces:
@@ -127,7 +85,7 @@ def _denied(request, principal, info, verb: str, namespace: str) -> HttpResponse
     return forbidden(request, principal, info, message)
 
 
-def _load(info: KindInfo, namespace: str, name: str) -> dict:
+def _load(info: KindWeb, namespace: str, name: str) -> dict:
     try:
         return store.get(info.resource, namespace, name)
     except ApiError as err:
@@ -136,21 +94,15 @@ def _load(info: KindInfo, namespace: str, name: str) -> dict:
         raise
 
 
-def _base_revision(info: KindInfo, namespace: str, name: str, rv: str) -> dict | None:
+def _base_revision(info: KindWeb, namespace: str, name: str, rv: str) -> dict | None:
     """The object as it was at revision rv (what the form was loaded from), if still logged."""
     if not rv.isdigit():
         return None
     return revlog.object_at(info.kind, namespace, name, int(rv))
 
 
-def _namespaces(principal: Principal) -> list[str]:
-    from .views import known_namespaces
-
-    return known_namespaces(principal)
-
-
-def _context(request, principal, info: KindInfo, **extra) -> dict:
-    ctx = {"principal": principal, "active": info.active, "info": info}
+def _context(request, principal, info: KindWeb, **extra) -> dict:
+    ctx = {"principal": principal, "active": info.plural, "info": info}
     ctx.update(extra)
     return ctx
 
@@ -182,12 +134,7 @@ def save_edit(res: Resource, namespace: str, name: str, rv: str, change) -> stor
     return store.update(res, namespace, name, build)
 
 
-def patch_object(res: Resource, namespace: str, name: str, change) -> store.Result:
-    """A one-click change on the current object, inside the store's write transaction."""
-    return store.update(res, namespace, name, lambda current: _decoded(res, change(current)), is_patch=True)
-
-
-def _saved(request, info: KindInfo, obj: dict, verb: str, changed: bool = True) -> HttpResponse:
+def _saved(request, info: KindWeb, obj: dict, verb: str, changed: bool = True) -> HttpResponse:
     m = obj["metadata"]
     if changed:
         messages.success(request, f"{info.kind} {m['namespace']}/{m['name']} {verb}.")
@@ -201,25 +148,25 @@ def _saved(request, info: KindInfo, obj: dict, verb: str, changed: bool = True) 
 
 
 def _form_page(request, principal, info, form, *, status=200, **extra) -> HttpResponse:
-    ctx = _context(request, principal, info, form=form, namespaces=_namespaces(principal), **extra)
+    ctx = _context(request, principal, info, form=form, namespaces=known_namespaces(principal), **extra)
     return _page(request, "web/edit/form.html", ctx, status=status)
 
 
 @require_http_methods(["GET", "POST"])
 @editor_view
-def create(request, principal: Principal, info: KindInfo):
+def create(request, principal: Principal, info: KindWeb):
     if request.GET.get("as") == "yaml":
         return create_yaml(request, principal, info)
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
         return _denied(request, principal, info, "create", namespace or "any")
-    form_cls = f.FORMS[info.kind]
-    options = {"mode": "create", "namespaces": _namespaces(principal), "limited": bool(principal.namespaces)}
+    form_cls = info.form
+    options = {"mode": "create", "namespaces": known_namespaces(principal), "limited": bool(principal.namespaces)}
     page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": info.list_url,
             "yaml_url": f"{info.list_url}new/?as=yaml" + (f"&namespace={namespace}" if namespace else "")}
     if request.method == "GET":
         initial = {"namespace": namespace or (principal.namespaces[0] if principal.namespaces else "default"),
-                   **CREATE_INITIAL[info.kind]}
+                   **info.create_initial}
         return _form_page(request, principal, info, form_cls(initial=initial, **options), **page)
 
     data = request.POST.copy()
@@ -242,7 +189,8 @@ def create(request, principal: Principal, info: KindInfo):
 
 
 def _restructure(form_cls, data) -> dict | None:
-    """Add / remove-subset buttons re-render the form with new structure instead of saving."""
+    """Buttons that add or remove a repeated section (a form's restructure()) re-render the
+    form with the new structure instead of saving."""
     action = data.get("action", "save")
     if action == "save" or not hasattr(form_cls, "restructure"):
         return None
@@ -255,16 +203,17 @@ def _restructure(form_cls, data) -> dict | None:
 
 @require_http_methods(["GET", "POST"])
 @editor_view
-def edit(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+def edit(request, principal: Principal, info: KindWeb, namespace: str, name: str):
     if not principal.can("update", namespace, info.kind):
         return _denied(request, principal, info, "update", namespace)
     current = _load(info, namespace, name)
-    form_cls = f.FORMS[info.kind]
+    form_cls = info.form
     url = detail_url(info.kind, namespace, name)
     page = {"heading": f"Edit {info.noun} {name}", "submit_label": "Save changes", "cancel_url": url,
             "obj_url": url, "namespace": namespace, "name": name, "yaml_url": url + "yaml/"}
-    if info.kind == "Job":
-        page["readonly"] = f.job_template_facts(current)
+    readonly = form_cls.readonly_section(current)   # what cannot change: shown, not offered
+    if readonly:
+        page["readonly"] = readonly
 
     if request.method == "GET":
         rv = current["metadata"]["resourceVersion"]
@@ -315,7 +264,7 @@ def _yaml_page(request, principal, info, form, *, status=200, **extra) -> HttpRe
 
 @require_http_methods(["GET", "POST"])
 @editor_view
-def edit_yaml(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name: str):
     if not principal.can("update", namespace, info.kind):
         return _denied(request, principal, info, "update", namespace)
     current = _load(info, namespace, name)
@@ -364,7 +313,7 @@ def _yaml_conflict(request, principal, info, form, namespace, name, rv) -> HttpR
     return _page(request, "web/edit/conflict.html", ctx, status=409)
 
 
-def create_yaml(request, principal: Principal, info: KindInfo):
+def create_yaml(request, principal: Principal, info: KindWeb):
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
         return _denied(request, principal, info, "create", namespace or "any")
@@ -374,7 +323,7 @@ def create_yaml(request, principal: Principal, info: KindInfo):
     if request.method == "GET":
         default_ns = namespace or (principal.namespaces[0] if principal.namespaces else "default")
         skeleton = {"apiVersion": res.api_version, "kind": res.kind,
-                    "metadata": {"name": "", "namespace": default_ns}, **YAML_SKELETONS[info.kind]}
+                    "metadata": {"name": "", "namespace": default_ns}, **info.yaml_skeleton}
         return _yaml_page(request, principal, info, f.YamlForm(initial={"yaml": object_yaml(skeleton)}), **page)
     form = f.YamlForm(request.POST)
     if not form.is_valid():
@@ -400,7 +349,7 @@ def create_yaml(request, principal: Principal, info: KindInfo):
 
 @require_http_methods(["GET", "POST"])
 @editor_view
-def delete(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+def delete(request, principal: Principal, info: KindWeb, namespace: str, name: str):
     if not principal.can("delete", namespace, info.kind):
         return _denied(request, principal, info, "delete", namespace)
     url = detail_url(info.kind, namespace, name)
@@ -427,16 +376,17 @@ def delete(request, principal: Principal, info: KindInfo, namespace: str, name: 
 
 
 # ---------------------------------------------------------------------------------------------
-# One-click actions
+# One-click actions (the kind's KindWeb.actions, each calling a do_* action of its app)
 
 
-def _action(request, principal, info: KindInfo, namespace: str, name: str, change, done: str) -> HttpResponse:
+@editor_view
+def run_action(request, principal: Principal, info: KindWeb, namespace: str, name: str, *, action: str):
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     if not principal.can("patch", namespace, info.kind):
         return _denied(request, principal, info, "patch", namespace)
     try:
-        result = patch_object(info.resource, namespace, name, change)
+        result, done = info.action(action).perform(request.POST, namespace, name, principal)
     except ApiError as err:
         if err.code == 404:
             raise Http404(f"{info.kind} {namespace}/{name} not found")
@@ -451,53 +401,6 @@ def _action(request, principal, info: KindInfo, namespace: str, name: str, chang
     return redirect(detail_url(info.kind, namespace, name))
 
 
-def _refuse(message: str) -> ApiError:
-    return ApiError(409, "Conflict", message)
-
-
-@editor_view
-def release(request, principal: Principal, info: KindInfo, namespace: str, name: str):
-    expected = request.POST.get("holder", "")
-
-    def change(current: dict) -> dict:
-        spec = current.get("spec") or {}
-        holder = spec.get("holderIdentity") or ""
-        if holder != expected:
-            raise _refuse(f"the lease is held by “{holder}” now, not “{expected}”." if holder
-                          else "the lease has no holder any more.")
-        current["spec"] = f.release_spec(spec, utcnow())
-        return current
-
-    return _action(request, principal, info, namespace, name, change,
-                   f"Lease {namespace}/{name} released: “{expected}” no longer holds it.")
-
-
-@editor_view
-def readiness(request, principal: Principal, info: KindInfo, namespace: str, name: str):
-    ip = request.POST.get("ip", "")
-    ready = request.POST.get("ready") == "true"
-
-    def change(current: dict) -> dict:
-        if not f.set_readiness(current, ip, ready):
-            raise _refuse(f"no address {ip} in these Endpoints any more.")
-        return current
-
-    return _action(request, principal, info, namespace, name, change,
-                   f"{ip} marked {'ready' if ready else 'not ready'}.")
-
-
-@editor_view
-def suspend(request, principal: Principal, info: KindInfo, namespace: str, name: str):
-    value = request.POST.get("suspend") == "true"
-
-    def change(current: dict) -> dict:
-        current.setdefault("spec", {})["suspend"] = value
-        return current
-
-    return _action(request, principal, info, namespace, name, change,
-                   f"Job {namespace}/{name} {'suspended' if value else 'resumed'}.")
-
-
 # ---------------------------------------------------------------------------------------------
 # The detail pages' action panels, refreshed by htmx after each live update
 
@@ -507,7 +410,7 @@ ACTION_PARTS = ("toolbar", "readiness")
 
 @require_http_methods(["GET"])
 @editor_view
-def actions(request, principal: Principal, info: KindInfo, namespace: str, name: str):
+def actions(request, principal: Principal, info: KindWeb, namespace: str, name: str):
     if not principal.can("update", namespace, info.kind):
         return _denied(request, principal, info, "update", namespace)
     part = request.GET.get("part", "toolbar")
@@ -519,5 +422,4 @@ def actions(request, principal: Principal, info: KindInfo, namespace: str, name:
     return HttpResponse(html)
 
 
-__all__ = ["KINDS", "create", "edit", "edit_yaml", "delete", "release", "readiness", "suspend", "actions",
-           "save_edit", "patch_object", "may_create_somewhere"]
+__all__ = ["create", "edit", "edit_yaml", "delete", "run_action", "actions", "save_edit"]

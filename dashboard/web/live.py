@@ -5,6 +5,7 @@ definition of "what a page shows" and render through the very same template part
 """
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -16,27 +17,16 @@ from dashboard.kube import registry, revlog, store
 from dashboard.kube.meta import now
 
 from dashboard.access.principals import principal_for
-from .present import dom_id, endpoints_rollup, object_yaml, present
 
-VIEW_KINDS = {
-    "overview": ("Lease", "Endpoints", "Job"),
-    "leases": ("Lease",),
-    "endpoints": ("Endpoints",),
-    "jobs": ("Job",),
-    "lease": ("Lease",),
-    "endpoints_detail": ("Endpoints",),
-    "job": ("Job",),
-}
-LIST_TEMPLATES = {"Lease": "web/leases.html", "Endpoints": "web/endpoints.html", "Job": "web/jobs.html"}
-DETAIL_TEMPLATES = {"Lease": "web/lease_detail.html", "Endpoints": "web/endpoints_detail.html", "Job": "web/job_detail.html"}
-DETAIL_VIEWS = {"lease", "endpoints_detail", "job"}
-# The element that carries a non-replacing oob swap: htmx inserts its children. Table rows
-# need a <tbody> to survive HTML parsing; cards a <div>.
-WRAPPERS = {"Lease": "tbody", "Job": "tbody", "Endpoints": "div"}
+from . import kinds
+from .kinds import OVERVIEW
+from .present import dom_id, object_yaml, present
 
 
 def _wrapped(kind: str, swap: str, html: str) -> str:
-    tag = WRAPPERS[kind]
+    # The element that carries a non-replacing oob swap: htmx inserts its children. Table rows
+    # need a <tbody> to survive HTML parsing; cards a <div> (KindWeb.wrapper).
+    tag = kinds.by_kind(kind).wrapper
     return f'<{tag} hx-swap-oob="{swap}">{html}</{tag}>'
 
 
@@ -116,20 +106,25 @@ def _read(spec, kind: str, visible, rv: int = 0) -> tuple[int, list[dict]]:
     return page.resource_version, [o for o in map(orjson.loads, page.items) if visible is None or visible(o)]
 
 
-def _rollup(spec, shown: list) -> str:
-    """The Endpoints page's namespace roll-up, recomputed from the objects the page shows now.
+def _summary(spec, shown: list) -> str:
+    """A list page's summary (e.g. the namespace roll-up), recomputed from the objects the page
+    shows now.
 
     `shown` already went through the page's predicate (namespace limits, share selector, name
     search), so membership in it is the whole filter; the store read adds current contents.
     """
     keys = set(shown)
-    _, objects = _read(spec, "Endpoints", lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]) in keys)
-    return _rollup_fragment(objects, now())
+    kind = spec.kinds[0]
+    _, objects = _read(spec, kind, lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]) in keys)
+    return _summary_fragment(kind, objects, now())
 
 
-def _rollup_fragment(objects: list[dict], moment) -> str:
-    rollup = endpoints_rollup([present("Endpoints", o, moment) for o in objects])
-    return render_to_string("web/endpoints.html#rollup", {"rollup": rollup, "oob": "true"})
+def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
+    web = kinds.by_kind(kind)
+    if not web.summary_partial:
+        return ""
+    summary = web.summarize([present(kind, o, moment) for o in objects])
+    return render_to_string(f"{web.list_template}#{web.summary_partial}", {**summary, "oob": "true"})
 
 
 def changed_since(spec, rv: int) -> bool:
@@ -154,14 +149,15 @@ def _event_item(kind: str, ev, oob: str, moment) -> str:
 
 
 def _item(kind: str, obj: dict, oob: str, moment) -> str:
-    return render_to_string(LIST_TEMPLATES[kind] + "#item", {"item": present(kind, obj, moment), "oob": oob})
+    return render_to_string(kinds.by_kind(kind).list_template + "#item",
+                            {"item": present(kind, obj, moment), "oob": oob})
 
 
 def _detail(kind: str, obj: dict | None, moment) -> str:
     if obj is None:
         return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
                 "This object has been deleted.</p></section>")
-    return render_to_string(DETAIL_TEMPLATES[kind] + "#detail", {
+    return render_to_string(kinds.by_kind(kind).detail_template + "#detail", {
         "item": present(kind, obj, moment), "oob": "true", "yaml": object_yaml(obj)})
 
 
@@ -175,34 +171,34 @@ def render_refresh(spec, state: Snapshot) -> str:
     """The whole live part of a page, for a page that missed changes (e.g. it reconnected)."""
     moment = now()
     marker = revision_marker(state.rv)
-    if spec.view == "overview":
+    if spec.view == OVERVIEW:
         return _namespaces(overview_namespaces(state), moment) + marker
-    if spec.view in DETAIL_VIEWS:
+    if kinds.is_detail_view(spec.view):
         kind = spec.kinds[0]
         objects = state.objects[kind]
         return _detail(kind, objects[0] if objects else None, moment) + marker
     kind = spec.kinds[0]
     rows = "".join(_item(kind, o, "", moment) for o in state.objects[kind])
-    rollup = _rollup_fragment(state.objects[kind], moment) if spec.view == "endpoints" else ""
-    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not state.objects[kind]) + rollup + marker
+    summary = _summary_fragment(kind, state.objects[kind], moment)
+    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not state.objects[kind]) + summary + marker
 
 
 def render_changes(spec, pending: dict, shown: list) -> str:
     """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated."""
     moment = now()
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
-    if spec.view == "overview":
+    if spec.view == OVERVIEW:
         # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
         return _namespaces(visible_namespaces(spec), moment) + marker
+    detail = kinds.is_detail_view(spec.view)
     parts = []
     was_empty = not shown
-    import bisect
 
     for (kind, namespace, name), (event, ev) in sorted(pending.items(), key=lambda kv: kv[0][1:]):
         key = (namespace, name)
         at = bisect.bisect_left(shown, key)
         present_now = at < len(shown) and shown[at] == key
-        if spec.view in DETAIL_VIEWS:
+        if detail:
             parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment))
             continue
         if event == revlog.DELETED:
@@ -217,10 +213,10 @@ def render_changes(spec, pending: dict, shown: list) -> str:
         target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
         shown.insert(at, key)
         parts.append(_wrapped(kind, target, _event_item(kind, ev, "", moment)))
-    if spec.view not in DETAIL_VIEWS and was_empty != (not shown):
+    if not detail and was_empty != (not shown):
         parts.append(_empty_marker(not shown))
-    if spec.view == "endpoints":
-        parts.append(_rollup(spec, shown))   # the totals move with any card
+    if not detail and kinds.by_kind(spec.kinds[0]).summary_partial:
+        parts.append(_summary(spec, shown))   # the totals move with any item
     return "".join(parts) + marker
 
 
@@ -250,4 +246,4 @@ def _namespaces(namespaces: list[str], moment) -> str:
 
 
 
-__all__ = ["VIEW_KINDS", "snapshot", "render_refresh", "render_changes", "escape"]
+__all__ = ["snapshot", "render_refresh", "render_changes", "escape"]

@@ -32,8 +32,10 @@ from django.utils import timezone
 
 from dashboard.access.authentication import touch_last_used
 
-from dashboard.access.principals import SHARE, Principal, principal_for
 from dashboard.access.models import ShareLink, hash_token
+from dashboard.access.principals import SHARE, Principal, principal_for
+
+from . import kinds
 
 SESSION_KEY = "kubedash_share_link"
 TOKEN_BYTES = 32                 # 256 random bits (the brief asks for at least 128)
@@ -47,11 +49,9 @@ EXPIRY_CHOICES = {               # form value -> (label, lifetime)
 }
 DEFAULT_EXPIRY = "1d"
 
-# The list page (URL name) of each kind a link can share, and its detail page.
-KIND_PAGES = {"Lease": ("leases", "lease"), "Endpoints": ("endpoints", "endpoints_detail"), "Job": ("jobs", "job")}
-# What a share session may reach at all; the views then check the scope itself.
-SHARE_ROUTES = frozenset({name for pair in KIND_PAGES.values() for name in pair}
-                         | {"share_open", "share_leave", "login", "logout"})
+# What a share session may reach at all (every registered kind's list and detail pages, as a
+# link shares one kind's list); the views then check the scope itself.
+SHARE_ROUTES = frozenset(kinds.page_route_names() | {"share_open", "share_leave", "login", "logout"})
 
 
 def group_name(link_id: int) -> str:
@@ -111,7 +111,7 @@ def page_url(link: ShareLink) -> str:
     from django.urls import reverse
 
     query = urlencode({"namespace": link.namespace}) if link.namespace else ""
-    return reverse(KIND_PAGES[link.kind][0]) + (f"?{query}" if query else "")
+    return reverse(kinds.by_kind(link.kind).plural) + (f"?{query}" if query else "")
 
 
 def revoke(link: ShareLink) -> None:

@@ -11,16 +11,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 
-from . import share
 from dashboard.access.authentication import touch_last_used
-from dashboard.access.principals import SHARE_VERB, principal_for
 from dashboard.access.models import ShareLink
+from dashboard.access.principals import SHARE_VERB, principal_for
 
-KIND_NOUNS = {"Lease": "Leases", "Endpoints": "Endpoints", "Job": "Jobs"}
+from . import kinds, share
 
 
 class ShareForm(forms.Form):
-    kind = forms.ChoiceField(choices=[(k, k) for k in share.KIND_PAGES], widget=forms.HiddenInput)
+    kind = forms.ChoiceField(choices=[(k, k) for k in kinds.kind_names()], widget=forms.HiddenInput)
     namespace = forms.CharField(required=False, max_length=253, widget=forms.HiddenInput)
     labelSelector = forms.CharField(required=False, max_length=1000, widget=forms.HiddenInput)
     label = forms.CharField(max_length=100, help_text="Who or what the link is for, e.g. “on-call team”.")
@@ -42,7 +41,8 @@ class ShareForm(forms.Form):
 def describe(kind: str, namespace: str, label_selector: str) -> str:
     """A link's scope in words (also the default label)."""
     where = f"namespace {namespace}" if namespace else "all namespaces"
-    return f"{KIND_NOUNS.get(kind, kind)} in {where}" + (f" matching {label_selector}" if label_selector else "")
+    web = kinds.by_kind(kind)
+    return f"{web.title if web else kind} in {where}" + (f" matching {label_selector}" if label_selector else "")
 
 
 def _context(request, **extra) -> dict:
@@ -75,7 +75,7 @@ def share_new(request):
                                   "labelSelector": request.GET.get("labelSelector", ""),
                                   "expiry": share.DEFAULT_EXPIRY})
         kind, namespace = request.GET.get("kind", ""), request.GET.get("namespace", "")
-        if kind not in share.KIND_PAGES:
+        if kinds.by_kind(kind) is None:
             raise Http404("Open a list page and use its “Share this view” button.")
         selector = request.GET.get("labelSelector", "")
         form.initial["label"] = describe(kind, namespace, selector)[:100]

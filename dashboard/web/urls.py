@@ -1,18 +1,20 @@
-"""The pages (included at the root by dashboard/urls.py, after the API paths)."""
+"""The pages (included at the root by dashboard/urls.py, after the API paths): the overview,
+the write pages, and a list and a detail page for every registered kind (web.kinds)."""
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import kinds, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("", include("dashboard.web.edit_urls")),
-    path("leases/", views.LeaseListView.as_view(), name="leases"),
-    path("leases/<str:namespace>/<str:name>/", views.LeaseDetailView.as_view(), name="lease"),
-    path("endpoints/", views.EndpointsListView.as_view(), name="endpoints"),
-    path("endpoints/<str:namespace>/<str:name>/", views.EndpointsDetailView.as_view(), name="endpoints_detail"),
-    path("jobs/", views.JobListView.as_view(), name="jobs"),
-    path("jobs/<str:namespace>/<str:name>/", views.JobDetailView.as_view(), name="job"),
+]
+for web in kinds.registered():
+    urlpatterns += [
+        path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural),
+        path(f"{web.plural}/<str:namespace>/<str:name>/", views.DetailView.as_view(web=web), name=web.detail_view),
+    ]
+urlpatterns += [
     path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html",
                                                          redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),

@@ -1,8 +1,9 @@
 """The pages: server-rendered lists and details over the store, one shareable URL each.
 
-Each list page is the same generic view configured by a small KindPage declaration. Reads go
-through store.list_objects (one consistent snapshot, continue tokens) and the rows are built
-by present.present(), the same function the live consumer uses for its pushes.
+Each list and detail page is the same generic view configured by its kind's declaration
+(web.kinds.KindWeb, registered by the kind app's web.py). Reads go through
+store.list_objects (one consistent snapshot, continue tokens) and the rows are built by
+present.present(), the same function the live consumer uses for its pushes.
 
 Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
 substring), limit (page size) and continue (the next page of the same snapshot).
@@ -15,27 +16,26 @@ from urllib.parse import urlencode
 
 import orjson
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q, Sum
 from django.http import Http404
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.http import require_safe
 
-from dashboard.kube import revlog, store
+from dashboard.access.principals import SHARE_VERB, Principal
+from dashboard.kube import store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import parse_label_selector
 
+from . import kinds
 from . import present as p
-from dashboard.access.principals import SHARE_VERB, Principal
+from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
-from .edit_views import may_create_somewhere
 
-PAGE_SIZE = 1000           # rows per page (1,000 Leases render in one page)
+PAGE_SIZE = 1000           # rows per page (1,000 rows render in one page)
 MAX_PAGE_SIZE = 5000
-HISTORY_REVISIONS = 2000   # the newest revisions a lease timeline reads
 
 
 # ---------------------------------------------------------------------------------------------
@@ -48,18 +48,6 @@ def ws_url(view: str, rv: int | str | None, **params: str) -> str:
     if rv not in (None, ""):
         query["rv"] = str(rv)
     return "/ws/live/?" + urlencode(query)
-
-
-def known_namespaces(principal: Principal) -> list[str]:
-    """Namespaces for the filter menu: the user's own list, or every namespace in use."""
-    if principal.namespaces:
-        return sorted(principal.namespaces)
-    if principal.is_share:
-        return []   # a shared view names no namespace beyond its own objects
-    seen: set[str] = set()
-    for kind in ("Lease", "Endpoints", "Job"):
-        seen.update(by_kind(kind).model.objects.values_list("namespace", flat=True).distinct())
-    return sorted(seen)
 
 
 def base_context(request, principal: Principal, active: str) -> dict:
@@ -160,16 +148,6 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     return Fetched(out, rv if rv is not None else store.current_revision(), "")
 
 
-def _scope(principal: Principal, namespace: str, kind: str) -> list[str | None] | None:
-    """The namespaces a list reads, or None when the user may not see the one asked for."""
-    if namespace:
-        return [namespace] if principal.can("list", namespace, kind) else None
-    if principal.namespaces:
-        allowed = [ns for ns in sorted(principal.namespaces) if principal.can("list", ns, kind)]
-        return allowed or None
-    return [None] if principal.can("list", None, kind) else None
-
-
 def forbidden_page(request, principal, active: str, namespace: str):
     ctx = base_context(request, principal, active)
     message = (f"You have no access to namespace “{namespace}”." if namespace and not principal.is_share
@@ -182,41 +160,27 @@ def forbidden_page(request, principal, active: str, namespace: str):
 # List pages
 
 
-@dataclass(frozen=True)
-class KindPage:
-    kind: str
-    view: str          # the websocket view name
-    template: str
-    title: str
-    noun: str          # "leases", "Endpoints objects", "jobs"
-
-
-LEASES_PAGE = KindPage("Lease", "leases", "web/leases.html", "Leader holders", "leases")
-ENDPOINTS_PAGE = KindPage("Endpoints", "endpoints", "web/endpoints.html", "Endpoints readiness", "Endpoints objects")
-JOBS_PAGE = KindPage("Job", "jobs", "web/jobs.html", "Job progress", "jobs")
-
-
 @method_decorator(viewer_required, name="dispatch")
 class KindListView(View):
-    page: KindPage = LEASES_PAGE
+    web: kinds.KindWeb | None = None   # set by the URLconf: KindListView.as_view(web=...)
 
     def get(self, request):
-        page = self.page
+        page = self.web
         principal = page_principal(request)
         filters = Filters.from_request(request)
-        ctx = base_context(request, principal, page.view)
+        ctx = base_context(request, principal, page.plural)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="")
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
-        namespaces = _scope(principal, filters.namespace, page.kind)
+        namespaces = list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
-            return forbidden_page(request, principal, page.view, filters.namespace)
+            return forbidden_page(request, principal, page.plural, filters.namespace)
         try:
             # A share link's own selector always applies; the visitor can only narrow it.
             selector = principal.narrow(parse_label_selector(filters.label_selector))
         except ApiError as exc:
             ctx["error"] = f"Label selector: {exc.message}"
             ctx["error_field"] = "labelSelector"
-            return render(request, page.template, ctx, status=400)
+            return render(request, page.list_template, ctx, status=400)
         try:
             fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token)
         except ApiError as exc:
@@ -224,7 +188,7 @@ class KindListView(View):
             ctx["error"] = ("This page of results has expired; start again from the first page."
                             if exc.code == 410 else "This link's page position is not valid.")
             ctx["first_page"] = "?" + filters.query()
-            return render(request, page.template, ctx, status=exc.code if exc.code in (400, 410) else 400)
+            return render(request, page.list_template, ctx, status=exc.code if exc.code in (400, 410) else 400)
         now = utcnow()
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         ctx["rv"] = fetched.resource_version
@@ -232,52 +196,27 @@ class KindListView(View):
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
             ctx["first_page"] = "?" + filters.query()
-        ctx["ws_url"] = ws_url(page.view, fetched.resource_version, namespace=filters.namespace,
+        ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q)
         ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector)
-        return render(request, page.template, ctx)
-
-
-class LeaseListView(KindListView):
-    page = LEASES_PAGE
-
-
-class EndpointsListView(KindListView):
-    page = ENDPOINTS_PAGE
-
-
-class JobListView(KindListView):
-    page = JOBS_PAGE
+        return render(request, page.list_template, ctx)
 
 
 # ---------------------------------------------------------------------------------------------
 # Detail pages
 
 
-@dataclass(frozen=True)
-class DetailPage:
-    kind: str
-    view: str
-    template: str
-    list_view: str
-
-
-LEASE_DETAIL = DetailPage("Lease", "lease", "web/lease_detail.html", "leases")
-ENDPOINTS_DETAIL = DetailPage("Endpoints", "endpoints_detail", "web/endpoints_detail.html", "endpoints")
-JOB_DETAIL = DetailPage("Job", "job", "web/job_detail.html", "jobs")
-
-
 @method_decorator(viewer_required, name="dispatch")
 class DetailView(View):
-    page: DetailPage = LEASE_DETAIL
+    web: kinds.KindWeb | None = None   # set by the URLconf: DetailView.as_view(web=...)
 
     def get(self, request, namespace: str, name: str):
-        page = self.page
+        page = self.web
         principal = page_principal(request)
         if not principal.can("get", namespace, page.kind):
-            return forbidden_page(request, principal, page.list_view, namespace)
+            return forbidden_page(request, principal, page.plural, namespace)
         try:
-            obj = store.get(by_kind(page.kind), namespace, name)
+            obj = store.get(page.resource, namespace, name)
         except ApiError as exc:
             if exc.code == 404:
                 raise Http404(f"{page.kind} {namespace}/{name} not found")
@@ -286,36 +225,14 @@ class DetailView(View):
             # Outside a share link's selector: as if it did not exist.
             raise Http404(f"{page.kind} {namespace}/{name} not found")
         now = utcnow()
-        ctx = base_context(request, principal, page.list_view)
+        ctx = base_context(request, principal, page.plural)
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
-                   ws_url=ws_url(page.view, rv, namespace=namespace, name=name),
+                   ws_url=ws_url(page.detail_view, rv, namespace=namespace, name=name),
                    can_edit=principal.can("update", namespace, page.kind))   # edit / delete / actions
-        ctx.update(self.extra(namespace, name, now))
-        return render(request, page.template, ctx)
-
-    def extra(self, namespace: str, name: str, now: datetime) -> dict:
-        return {}
-
-
-class LeaseDetailView(DetailView):
-    page = LEASE_DETAIL
-
-    def extra(self, namespace, name, now):
-        return {"history": lease_history(namespace, name, now)}
-
-
-class EndpointsDetailView(DetailView):
-    page = ENDPOINTS_DETAIL
-
-
-class JobDetailView(DetailView):
-    page = JOB_DETAIL
-
-
-def lease_history(namespace: str, name: str, now: datetime) -> dict:
-    """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS)."""
-    return p.holder_history(revlog.history("Lease", namespace, name, HISTORY_REVISIONS), now)
+        if page.detail_context is not None:
+            ctx.update(page.detail_context(namespace, name, now))
+        return render(request, page.detail_template, ctx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,22 +241,16 @@ def lease_history(namespace: str, name: str, now: datetime) -> dict:
 
 def namespace_cards(now: datetime, namespaces: list[str] | None = None) -> list[dict]:
     """One overview card per namespace (all in use, or just `namespaces`), from the typed
-    columns: three grouped queries, no per-object work beyond the lease expiry sums."""
-    models = {kind: by_kind(kind).model.objects.all() for kind in ("Lease", "Endpoints", "Job")}
-    if namespaces is not None:
-        models = {k: qs.filter(namespace__in=namespaces) for k, qs in models.items()}
-    leases: dict[str, list] = {}
-    for ns, holder, renewed, duration in models["Lease"].values_list(
-            "namespace", "holder_identity", "renew_time", "lease_duration_seconds"):
-        leases.setdefault(ns, []).append((holder, renewed, duration))
-    endpoints = {row.pop("namespace"): row for row in models["Endpoints"].values("namespace").annotate(
-        objects=Count("id"), ready=Sum("ready_addresses"), not_ready=Sum("not_ready_addresses"),
-        healthy=Count("id", filter=Q(not_ready_addresses=0, ready_addresses__gt=0))).order_by()}
-    jobs: dict[str, dict[str, int]] = {}
-    for ns, phase, count in models["Job"].values_list("namespace", "phase").annotate(n=Count("id")).order_by():
-        jobs.setdefault(ns, {})[phase] = count
-    names = set(leases) | set(endpoints) | set(jobs) | set(namespaces or ())
-    return [p.namespace_card(ns, now, leases=leases.get(ns, ()), endpoints=endpoints.get(ns), jobs=jobs.get(ns))
+    columns: one grouped query per kind (its Overview.counts), no per-object work beyond
+    what a kind's card sums."""
+    parts: dict[str, dict] = {}
+    for web in kinds.registered():
+        rows = web.resource.model.objects.all()
+        if namespaces is not None:
+            rows = rows.filter(namespace__in=namespaces)
+        parts[web.plural] = web.overview.counts(rows)
+    names = set(namespaces or ()).union(*parts.values())
+    return [p.namespace_card(ns, now, **{plural: found.get(ns) for plural, found in parts.items()})
             for ns in sorted(names)]
 
 
@@ -367,17 +278,5 @@ def overview(request):
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=_overview_totals(cards))
+               totals=p.overview_totals(cards))
     return render(request, "web/overview.html", ctx)
-
-
-def _overview_totals(cards: list[dict]) -> dict:
-    out = {"namespaces": len(cards), "leases": 0, "expired": 0, "endpoints": 0, "not_ready": 0, "jobs": 0, "failed": 0}
-    for c in cards:
-        out["leases"] += c["leases"]["total"]
-        out["expired"] += c["leases"]["expired"]
-        out["endpoints"] += c["endpoints"]["objects"]
-        out["not_ready"] += c["endpoints"]["not_ready"] or 0
-        out["jobs"] += c["jobs"]["total"]
-        out["failed"] += c["jobs"]["failed"]
-    return out

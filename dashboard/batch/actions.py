@@ -1,0 +1,28 @@
+"""What people (and the simulator) do to a Job besides editing it: the one place each such
+change lives. Forms, pages and tests call do_*; the pure rule beside it (with_suspend) is what
+a client that goes over HTTP (dashboard/demo) reuses."""
+from __future__ import annotations
+
+from dashboard.kube import store
+from dashboard.kube.errors import forbidden_request
+from dashboard.kube.views import decode_object
+
+from .resource import JOBS
+
+
+def with_suspend(spec: dict, suspend: bool) -> dict:
+    """A Job spec suspended (no pods run; the job controller stops its active pods) or resumed."""
+    return {**spec, "suspend": suspend}
+
+
+def do_suspend_job(namespace: str, name: str, *, suspend: bool, acting=None) -> store.Result:
+    """Suspend or resume a Job: a patch of the current object inside the store's write
+    transaction. 403 if the acting principal (None: the system) may not patch it."""
+    if acting is not None and not acting.can("patch", namespace, JOBS.kind):
+        raise forbidden_request(acting.username, "patch", JOBS.group, JOBS.plural, namespace)
+
+    def change(current: dict) -> dict:
+        current["spec"] = with_suspend(current.get("spec") or {}, suspend)
+        return decode_object(JOBS, current, "Strict")[0]
+
+    return store.update(JOBS, namespace, name, change, is_patch=True)

@@ -1,0 +1,288 @@
+"""Job pages: the presenter (progress, the index grid, conditions), the form, and the
+declaration that registers them with the pages (web.kinds, like an admin.ModelAdmin)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.db.models import Count
+
+from dashboard.kube.formats import parse_time
+from dashboard.web import kinds
+from dashboard.web.forms import (ObjectForm, field_text, format_env, line_list_field, numbered_lines, parse_env,
+                                 put)
+from dashboard.web.present import base_item, clock
+
+from .actions import do_suspend_job
+from .strategy import completions_text, duration_text, parse_index_intervals, phase
+
+# Index grids beyond this many cells show a text summary for the rest (a 100,000-index job
+# would otherwise be 100,000 elements per row).
+GRID_CELLS = 500
+
+
+# ---------------------------------------------------------------------------------------------
+# Presenter
+
+
+PHASE_CLASS = {"Complete": "ok", "Failed": "bad", "Running": "run", "Suspended": "idle",
+               "Terminating": "idle", "FailureTarget": "bad", "SuccessCriteriaMet": "ok"}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _index_set(text: str | None, completions: int) -> list[tuple[int, int]]:
+    try:
+        return parse_index_intervals(text or "", completions)
+    except ValueError:
+        return []
+
+
+def _grid(spec: dict, status: dict) -> dict:
+    completions = _int(spec.get("completions"))
+    done = _index_set(status.get("completedIndexes"), completions)
+    failed = _index_set(status.get("failedIndexes"), completions)
+    state = ["pending"] * min(completions, GRID_CELLS)
+    for intervals, name in ((done, "done"), (failed, "failed")):
+        for first, last in intervals:
+            for i in range(first, min(last, GRID_CELLS - 1) + 1):
+                state[i] = name
+    n_done = sum(b - a + 1 for a, b in done)
+    n_failed = sum(b - a + 1 for a, b in failed)
+    glyph = {"done": "✓", "failed": "✗", "pending": ""}
+    word = {"done": "completed", "failed": "failed", "pending": "not completed"}
+    cells = [{"i": i, "state": s, "glyph": glyph[s], "title": f"index {i}: {word[s]}"} for i, s in enumerate(state)]
+    label = (f"Indexes: {n_done} of {completions} completed ({status.get('completedIndexes') or 'none'})"
+             + (f", {n_failed} failed ({status.get('failedIndexes')})" if n_failed else ""))
+    return {"cells": cells, "label": label, "more": max(0, completions - GRID_CELLS),
+            "done": n_done, "failed": n_failed, "pending": completions - n_done - n_failed}
+
+
+def _grouped(conditions: list[dict]) -> list[dict]:
+    """True conditions that share a reason and message (Complete + SuccessCriteriaMet, Failed
+    + FailureTarget) shown once, with their types joined."""
+    out: dict[tuple[str, str], dict] = {}
+    for c in conditions:
+        key = (c["reason"], c["message"])
+        if key in out:
+            out[key]["type"] += ", " + c["type"]
+        else:
+            out[key] = dict(c)
+    return list(out.values())
+
+
+def present_job(obj: dict, now: datetime) -> dict:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    succeeded = _int(status.get("succeeded"))
+    completions = spec.get("completions")
+    target = completions if isinstance(completions, int) else 1
+    status_text = phase(obj)
+    conditions = [{
+        "type": c.get("type", ""),
+        "status": c.get("status", ""),
+        "reason": c.get("reason") or "",
+        "message": c.get("message") or "",
+        "time": clock(parse_time(c.get("lastTransitionTime"))),
+    } for c in status.get("conditions") or []]
+    indexed = spec.get("completionMode") == "Indexed"
+    item = base_item("Job", obj)
+    item.update({
+        "phase": status_text,
+        "phase_class": PHASE_CLASS.get(status_text, "run"),
+        "progress_text": completions_text(obj),
+        "progress_value": min(succeeded, target),
+        "progress_max": target,
+        "progress_pct": round(100 * min(succeeded, target) / target) if target else 0,
+        "succeeded": succeeded,
+        "completions": completions,
+        "parallelism": spec.get("parallelism"),
+        "active": _int(status.get("active")),
+        "ready": _int(status.get("ready")),
+        "failed": _int(status.get("failed")),
+        "terminating": status.get("terminating"),
+        "backoff_limit": spec.get("backoffLimit"),
+        "backoff_limit_per_index": spec.get("backoffLimitPerIndex"),
+        "suspended": bool(spec.get("suspend")),
+        "duration": duration_text(obj, now),
+        "start_time": clock(parse_time(status.get("startTime"))),
+        "completion_time": clock(parse_time(status.get("completionTime"))),
+        "conditions": _grouped([c for c in conditions if c["status"] == "True"]),
+        "all_conditions": conditions,
+        "indexed": indexed,
+        "completion_mode": spec.get("completionMode") or "NonIndexed",
+        "grid": _grid(spec, status) if indexed and isinstance(completions, int) else None,
+    })
+    return item
+
+
+# ---------------------------------------------------------------------------------------------
+# Form
+
+
+class JobForm(ObjectForm):
+    """On create: the spec fields and one container. On edit the pod template and the
+    completion mode are immutable (the API says so), so they are shown, not offered."""
+
+    KIND = "Job"
+    CREATE_ONLY = ("name", "namespace", "completion_mode", "container_name", "image", "command", "env",
+                   "restart_policy")
+    CONTAINER = "spec.template.spec.containers[0]"
+    CAUSES = (("spec.completions", "completions"), ("spec.parallelism", "parallelism"),
+              ("spec.completionMode", "completion_mode"), ("spec.backoffLimit", "backoff_limit"),
+              ("spec.activeDeadlineSeconds", "active_deadline_seconds"),
+              ("spec.ttlSecondsAfterFinished", "ttl_seconds_after_finished"), ("spec.suspend", "suspend"),
+              (CONTAINER + ".name", "container_name"), (CONTAINER + ".image", "image"),
+              (CONTAINER + ".command", "command"), (CONTAINER + ".env[", "env"),
+              ("spec.template.spec.restartPolicy", "restart_policy"))
+
+    completions = forms.IntegerField(required=False, label="Completions",
+                                     help_text="Successful pods needed. Empty: 1 (with parallelism empty too).")
+    parallelism = forms.IntegerField(required=False, label="Parallelism", help_text="Pods running at once. Empty: 1.")
+    completion_mode = forms.ChoiceField(label="Completion mode", initial="NonIndexed",
+                                        choices=[("NonIndexed", "NonIndexed"), ("Indexed", "Indexed")],
+                                        help_text="Indexed: each pod gets an index 0…completions−1.")
+    backoff_limit = forms.IntegerField(required=False, label="Backoff limit",
+                                       help_text="Retries before the job fails. Empty: 6.")
+    active_deadline_seconds = forms.IntegerField(required=False, label="Active deadline (seconds)",
+                                                 help_text="Fail the job after this long. Empty: no deadline.")
+    ttl_seconds_after_finished = forms.IntegerField(required=False, label="Delete after finished (seconds)",
+                                                    help_text="ttlSecondsAfterFinished. Empty: keep.")
+    suspend = forms.BooleanField(required=False, label="Suspended", help_text="No pods run while suspended.")
+    container_name = forms.CharField(required=False, label="Container name", initial="main",
+                                     widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+    image = forms.CharField(required=False, label="Image", help_text="e.g. busybox:1.36",
+                            widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+    command = line_list_field("Command", "One argument per line, e.g. sh / -c / echo hello. Empty: the image’s entrypoint.")
+    env = line_list_field("Environment", "One NAME=value per line.")
+    restart_policy = forms.ChoiceField(label="Pod restart policy", initial="Never",
+                                       choices=[("Never", "Never"), ("OnFailure", "OnFailure")])
+
+    @classmethod
+    def data_from_object(cls, obj):
+        data = super().data_from_object(obj)
+        spec = obj.get("spec") or {}
+        data.update(completions=field_text(spec.get("completions")), parallelism=field_text(spec.get("parallelism")),
+                    completion_mode=spec.get("completionMode") or "NonIndexed",
+                    backoff_limit=field_text(spec.get("backoffLimit")),
+                    active_deadline_seconds=field_text(spec.get("activeDeadlineSeconds")),
+                    ttl_seconds_after_finished=field_text(spec.get("ttlSecondsAfterFinished")))
+        if spec.get("suspend"):
+            data["suspend"] = "on"
+        pod = (spec.get("template") or {}).get("spec") or {}
+        container = (pod.get("containers") or [{}])[0]
+        data.update(container_name=container.get("name", ""), image=container.get("image", ""),
+                    command="\n".join(container.get("command") or []), env=format_env(container.get("env")),
+                    restart_policy=pod.get("restartPolicy") or "")
+        return data
+
+    def clean_command(self):
+        return [line for _, line in numbered_lines(self.cleaned_data.get("command", ""))]
+
+    def clean_env(self):
+        items = parse_env(self.cleaned_data.get("env", ""))
+        self.line_maps["env"] = [n for n, _ in numbered_lines(self.cleaned_data.get("env", ""))]
+        return items
+
+    def skeleton(self):
+        c = self.cleaned_data
+        container: dict[str, Any] = {"name": c.get("container_name") or "", "image": c.get("image") or ""}
+        if c.get("command"):
+            container["command"] = c["command"]
+        if c.get("env"):
+            container["env"] = c["env"]
+        return {"metadata": {}, "spec": {"completionMode": c.get("completion_mode") or "NonIndexed",
+                                         "template": {"spec": {"containers": [container],
+                                                               "restartPolicy": c.get("restart_policy") or ""}}}}
+
+    def apply(self, obj):
+        super().apply(obj)
+        spec = obj.setdefault("spec", {})
+        c = self.cleaned_data
+        for field, key in (("completions", "completions"), ("parallelism", "parallelism"),
+                           ("backoff_limit", "backoffLimit"), ("active_deadline_seconds", "activeDeadlineSeconds"),
+                           ("ttl_seconds_after_finished", "ttlSecondsAfterFinished")):
+            put(spec, key, c.get(field))
+        spec["suspend"] = bool(c.get("suspend"))
+        return obj
+
+    @classmethod
+    def readonly_section(cls, obj):
+        return {"legend": "Pod template (read-only)",
+                "help": "Set when the job was created; Kubernetes does not allow changing it afterwards.",
+                "facts": job_template_facts(obj)}
+
+    def sections(self):
+        out = super().sections()
+        out.append({"legend": "Run", "fields": [self[n] for n in (
+            "completions", "parallelism", "completion_mode", "backoff_limit", "active_deadline_seconds",
+            "ttl_seconds_after_finished", "suspend") if n in self.fields]})
+        if self.mode == "create":
+            out.append({"legend": "Container", "fields": [self[n] for n in (
+                "container_name", "image", "command", "env", "restart_policy")],
+                "help": "The pod template. It cannot be changed after the job is created."})
+        return out
+
+
+def job_template_facts(obj: dict) -> list[tuple[str, str]]:
+    """The immutable part of a Job, for the edit page to show (not offer)."""
+    spec = obj.get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec") or {}
+    facts = [("Completion mode", spec.get("completionMode") or "NonIndexed"),
+             ("Pod restart policy", pod.get("restartPolicy") or "—")]
+    for c in pod.get("containers") or []:
+        facts.append((f"Container “{c.get('name', '')}” image", c.get("image") or "—"))
+        if c.get("command"):
+            facts.append(("Command", " ".join(c["command"])))
+        if c.get("args"):
+            facts.append(("Arguments", " ".join(c["args"])))
+        if c.get("env"):
+            facts.append(("Environment", format_env(c["env"]) or "(from references)"))
+    return facts
+
+
+# ---------------------------------------------------------------------------------------------
+# Overview: a namespace's jobs by phase, from the typed columns
+
+
+def overview_counts(rows) -> dict[str, dict[str, int]]:
+    """namespace -> {phase: count}."""
+    out: dict[str, dict[str, int]] = {}
+    for ns, job_phase, count in rows.values_list("namespace", "phase").annotate(n=Count("id")).order_by():
+        out.setdefault(ns, {})[job_phase] = count
+    return out
+
+
+def overview_card(phases: dict[str, int] | None, now: datetime) -> dict:
+    phases = phases or {}
+    running = phases.get("Running", 0)
+    complete = phases.get("Complete", 0) + phases.get("SuccessCriteriaMet", 0)
+    failed = phases.get("Failed", 0) + phases.get("FailureTarget", 0)
+    other = sum(phases.values()) - running - complete - failed
+    return {"total": sum(phases.values()), "running": running, "complete": complete, "failed": failed,
+            "other": other}
+
+
+# ---------------------------------------------------------------------------------------------
+# One-click actions and the declaration
+
+
+def suspend(data, namespace: str, name: str, principal):
+    """The Suspend / Resume button: POST suspend=true|false."""
+    value = data.get("suspend") == "true"
+    result = do_suspend_job(namespace, name, suspend=value, acting=principal)
+    return result, f"Job {namespace}/{name} {'suspended' if value else 'resumed'}."
+
+
+JOB_PAGES = kinds.register(kinds.KindWeb(
+    kind="Job", plural="jobs", detail_view="job", title="Jobs", heading="Job progress",
+    noun="job", list_noun="jobs",
+    present=present_job, count_by="phase_class", form=JobForm,
+    overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="failed"),
+    create_initial={"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},
+    yaml_skeleton={"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},
+    actions=(kinds.Action("suspend", "job_suspend", suspend),),
+))

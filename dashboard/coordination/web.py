@@ -1,0 +1,285 @@
+"""Lease pages: the presenter (a row, the detail page, the holder timeline), the form, and
+the declaration that registers them with the pages (web.kinds, like an admin.ModelAdmin)."""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Iterable
+
+from django import forms
+
+from dashboard.kube import revlog
+from dashboard.kube.formats import human_duration, parse_time
+from dashboard.web import kinds
+from dashboard.web.forms import ObjectForm, parse_time_text, put, field_text, time_field
+from dashboard.web.present import ago, base_item, clock, countdown, iso
+
+from . import strategy
+from .actions import do_release_lease
+from .strategy import lease_expiry
+
+HISTORY_REVISIONS = 2000   # the newest revisions a lease timeline reads
+
+
+# ---------------------------------------------------------------------------------------------
+# Presenter
+
+
+def present_lease(obj: dict, now: datetime) -> dict:
+    spec = obj.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    renewed = parse_time(spec.get("renewTime"))
+    acquired = parse_time(spec.get("acquireTime"))
+    duration = spec.get("leaseDurationSeconds")
+    expires = lease_expiry(spec)
+    if not holder:
+        state, state_text = "free", "no holder"
+    elif expires is None:
+        state, state_text = "unknown", "no expiry"
+    elif expires > now:
+        state, state_text = "held", "held"
+    else:
+        state, state_text = "expired", "expired"
+    item = base_item("Lease", obj)
+    item.update({
+        "holder": holder,
+        # Long identities (pod_node_uuid) wrap after '_' (the template puts <wbr> there);
+        # '-' is already a line-break opportunity in browsers.
+        "holder_parts": [part for part in re.split(r"(?<=_)", holder) if part],
+        "state": state,
+        "state_text": state_text,
+        # Only a held-or-expired lease counts down (and flips in the browser).
+        "live": state in ("held", "expired"),
+        "renewed_at": iso(renewed),
+        "renewed_text": ("renewed " + ago((now - renewed).total_seconds())) if renewed else "never renewed",
+        "renewed_clock": clock(renewed),
+        "expires_at": iso(expires) if holder else "",
+        "expires_text": countdown(expires, now) if (expires and holder) else "",
+        "expires_clock": clock(expires),
+        "duration_seconds": duration,
+        "duration": f"{duration}s" if isinstance(duration, int) else "",
+        "acquired_at": iso(acquired),
+        "acquired_clock": clock(acquired),
+        "transitions": spec.get("leaseTransitions"),
+        "preferred_holder": spec.get("preferredHolder") or "",
+        "strategy": spec.get("strategy") or "",
+    })
+    return item
+
+
+# ---------------------------------------------------------------------------------------------
+# Holder history, from the revision log (the detail page's timeline)
+
+
+@dataclass
+class _Span:
+    holder: str
+    start: datetime
+    last_renew: datetime
+    duration: int | None
+    renewals: int = 0
+    end: datetime | None = None
+    end_reason: str = ""
+
+
+def holder_history(revisions: Iterable[tuple[str, dict, datetime]], now: datetime) -> dict:
+    """Who held a Lease, from when to when, and the gaps with no holder.
+
+    revisions: (event type, object, write time) in revision order, oldest first.
+    Returns {"entries": [...], "start", "end"} where each entry is a holder span or a gap,
+    with `left`/`width` percentages for the timeline bar.
+    """
+    spans: list[_Span] = []
+    cur: _Span | None = None
+    first: datetime | None = None
+    for event, obj, written in revisions:
+        first = first or written
+        if event == "DELETED":
+            if cur is not None:
+                _close(cur, written, "lease deleted")
+                cur = None
+            continue
+        spec = obj.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        renewed = parse_time(spec.get("renewTime")) or written
+        duration = spec.get("leaseDurationSeconds")
+        if cur is not None and holder == cur.holder:
+            cur.last_renew, cur.duration = max(cur.last_renew, renewed), duration
+            cur.renewals += 1
+            continue
+        started = parse_time(spec.get("acquireTime")) or written
+        if cur is not None:
+            # Taken over at the new holder's acquireTime; released (holder cleared) at its renewTime.
+            _close(cur, min(started, written) if holder else min(renewed, written), "taken over" if holder else "released")
+        cur = _Span(holder, started, renewed, duration) if holder else None
+        if cur is not None:
+            spans.append(cur)
+    if cur is not None:
+        expiry = cur.last_renew + timedelta(seconds=cur.duration) if cur.duration else None
+        if expiry is not None and expiry <= now:
+            cur.end, cur.end_reason = expiry, "expired"
+    start = min([first] + [s.start for s in spans]) if first else now
+    entries: list[dict] = []
+    cursor = start
+    for span in spans:
+        if span.start > cursor + timedelta(seconds=1):
+            entries.append(_entry(None, cursor, span.start, "", 0))
+        entries.append(_entry(span.holder, span.start, span.end, span.end_reason, span.renewals))
+        cursor = max(cursor, span.end or now)
+    if cursor < now - timedelta(seconds=1) and (not spans or spans[-1].end is not None):
+        entries.append(_entry(None, cursor, None, "", 0))
+    total = max((now - start).total_seconds(), 1.0)
+    for e in entries:
+        e["left"] = round(100 * (e["_start"] - start).total_seconds() / total, 2)
+        e["width"] = max(round(100 * ((e["_end"] or now) - e["_start"]).total_seconds() / total, 2), 0.3)
+        e["length"] = human_duration(((e["_end"] or now) - e["_start"]).total_seconds())
+    return {"entries": entries, "start": clock(start), "start_at": iso(start), "revisions": first is not None}
+
+
+def _close(span: _Span, at: datetime, reason: str) -> None:
+    expiry = span.last_renew + timedelta(seconds=span.duration) if span.duration else None
+    if expiry is not None and expiry < at:
+        span.end, span.end_reason = expiry, "expired"      # (the gap that follows shows the rest)
+    else:
+        span.end, span.end_reason = at, reason
+
+
+def _entry(holder: str | None, start: datetime, end: datetime | None, reason: str, renewals: int) -> dict:
+    return {
+        "holder": holder or "",
+        "gap": holder is None,
+        "hue": _hue(holder) if holder else 0,
+        "from": clock(start),
+        "from_at": iso(start),
+        "to": clock(end) if end else "",
+        "to_at": iso(end),
+        "ongoing": end is None,
+        "end_reason": reason,
+        "renewals": renewals,
+        "_start": start,
+        "_end": end,
+    }
+
+
+def _hue(holder: str) -> int:
+    """A stable colour per holder (the name is always shown too)."""
+    return int(hashlib.sha1(holder.encode()).hexdigest()[:4], 16) % 360
+
+
+def detail_context(namespace: str, name: str, now: datetime) -> dict:
+    """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS)."""
+    return {"history": holder_history(revlog.history("Lease", namespace, name, HISTORY_REVISIONS), now)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Form
+
+
+class LeaseForm(ObjectForm):
+    KIND = "Lease"
+    CAUSES = (("spec.holderIdentity", "holder"), ("spec.leaseDurationSeconds", "duration"),
+              ("spec.acquireTime", "acquire_time"), ("spec.renewTime", "renew_time"),
+              ("spec.leaseTransitions", "transitions"))
+    TIME_HELP = "UTC, RFC 3339 (e.g. 2025-01-02T03:04:05Z), or “now”. Empty: not set."
+
+    holder = forms.CharField(required=False, strip=False, label="Holder identity",
+                             help_text="Who holds the lease. Empty: nobody.",
+                             widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+    duration = forms.IntegerField(required=False, label="Lease duration (seconds)",
+                                  help_text="How long other candidates wait after the last renewal before taking over.")
+    acquire_time = time_field("Acquire time", TIME_HELP)
+    renew_time = time_field("Renew time", TIME_HELP)
+    transitions = forms.IntegerField(required=False, label="Leader transitions",
+                                     help_text="How many times the lease changed holders.")
+
+    @classmethod
+    def data_from_object(cls, obj):
+        data = super().data_from_object(obj)
+        spec = obj.get("spec") or {}
+        data.update(holder=spec.get("holderIdentity") or "", duration=field_text(spec.get("leaseDurationSeconds")),
+                    acquire_time=spec.get("acquireTime") or "", renew_time=spec.get("renewTime") or "",
+                    transitions=field_text(spec.get("leaseTransitions")))
+        return data
+
+    def clean_acquire_time(self):
+        return parse_time_text(self.cleaned_data.get("acquire_time"))
+
+    def clean_renew_time(self):
+        return parse_time_text(self.cleaned_data.get("renew_time"))
+
+    def apply(self, obj):
+        super().apply(obj)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        obj["spec"] = spec
+        c = self.cleaned_data
+        put(spec, "holderIdentity", c.get("holder"))
+        put(spec, "leaseDurationSeconds", c.get("duration"))
+        put(spec, "acquireTime", c.get("acquire_time"))
+        put(spec, "renewTime", c.get("renew_time"))
+        put(spec, "leaseTransitions", c.get("transitions"))
+        return obj
+
+    def sections(self):
+        return super().sections() + [{"legend": "Holder", "fields": [
+            self[n] for n in ("holder", "duration", "acquire_time", "renew_time", "transitions")]}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Overview: a namespace's leases, from the typed columns
+
+
+def overview_counts(rows) -> dict[str, list[tuple[str, datetime | None, int | None]]]:
+    """namespace -> (holderIdentity, renewTime, leaseDurationSeconds) of each Lease."""
+    out: dict[str, list] = {}
+    for ns, holder, renewed, duration in rows.values_list(
+            "namespace", "holder_identity", "renew_time", "lease_duration_seconds"):
+        out.setdefault(ns, []).append((holder, renewed, duration))
+    return out
+
+
+def overview_card(leases: Iterable[tuple[str, datetime | None, int | None]] | None, now: datetime) -> dict:
+    """Held / expired / free counts, and the expiry instants live.js recounts held/expired from."""
+    held = expired = free = held_base = 0
+    expiries: list[int] = []
+    for holder, renewed, duration in leases or ():
+        if not holder:
+            free += 1
+            continue
+        if renewed is None or duration is None:
+            held_base += 1                # a holder without an expiry counts as held
+            continue
+        expires = strategy.expiry(renewed, duration)
+        expiries.append(int(expires.timestamp() * 1000))
+        if expires > now:
+            held += 1
+        else:
+            expired += 1
+    held += held_base
+    return {"total": held + expired + free, "held": held, "expired": expired, "free": free, "held_base": held_base,
+            # Expiry instants of held-or-expired leases: live.js recounts held/expired.
+            "expiries": " ".join(map(str, sorted(expiries)))}
+
+
+# ---------------------------------------------------------------------------------------------
+# One-click actions and the declaration
+
+
+def release(data, namespace: str, name: str, principal):
+    """The Release button: carries the holder the user saw (refused if it changed since)."""
+    holder = data.get("holder", "")
+    result = do_release_lease(namespace, name, holder=holder, acting=principal)
+    return result, f"Lease {namespace}/{name} released: “{holder}” no longer holds it."
+
+
+LEASE_PAGES = kinds.register(kinds.KindWeb(
+    kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
+    noun="lease", list_noun="leases",
+    present=present_lease, count_by="state", form=LeaseForm,
+    overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
+    create_initial={"duration": "15"},
+    yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
+    actions=(kinds.Action("release", "lease_release", release),),
+    detail_context=detail_context,
+))

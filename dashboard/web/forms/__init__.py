@@ -1,0 +1,16 @@
+"""The write pages' forms: the generic ObjectForm each kind's form builds on (base), the text
+parsers (parsers), API errors in plain words (api_errors), the conflict view (conflict) and the
+YAML editor (editor). The kinds' own forms live in their apps' web.py."""
+from django.core.exceptions import ValidationError
+
+from .api_errors import decode_error_field, plain
+from .base import ObjectForm, item_text, line_list_field, put, field_text, time_field
+from .conflict import conflict_view, flatten, merge_diff, reapply_yaml, yaml_rows
+from .editor import YamlForm, load_yaml
+from .parsers import (format_address, format_env, format_labels, format_port, numbered_lines, parse_address_line,
+                      parse_env, parse_labels, parse_port_line, parse_time_text)
+
+__all__ = ["ValidationError", "decode_error_field", "plain", "ObjectForm", "item_text", "line_list_field", "put",
+           "field_text", "time_field", "conflict_view", "flatten", "merge_diff", "reapply_yaml", "yaml_rows", "YamlForm",
+           "load_yaml", "format_address", "format_env", "format_labels", "format_port", "numbered_lines",
+           "parse_address_line", "parse_env", "parse_labels", "parse_port_line", "parse_time_text"]

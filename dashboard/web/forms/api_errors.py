@@ -1,0 +1,58 @@
+"""API errors in plain words: apimachinery's field messages without their preambles, and the
+field a JSON decode error is about."""
+from __future__ import annotations
+
+import re
+
+_VALUE = r'(?:"(?:[^"\\]|\\.)*"|\{.*\}|\[.*\]|[^:]*)'
+_PLAIN = [
+    (re.compile(rf"^Invalid value: (?P<v>{_VALUE}): (?P<d>.+)$", re.S), "{d}"),
+    (re.compile(rf"^Invalid value: (?P<v>{_VALUE})$", re.S), "{v} is not a valid value"),
+    (re.compile(r"^Required value: (?P<d>.+)$", re.S), "Required: {d}"),
+    (re.compile(r"^Required value$"), "This is required."),
+    (re.compile(rf"^Unsupported value: (?P<v>{_VALUE}): supported values: (?P<d>.+)$", re.S),
+     "{v} is not supported; use one of {d}"),
+    (re.compile(rf"^Duplicate value: (?P<v>{_VALUE})$", re.S), "{v} appears more than once"),
+    (re.compile(r"^Forbidden: (?P<d>.+)$", re.S), "{d}"),
+    (re.compile(r"^Too long: (?P<d>.+)$", re.S), "Too long: {d}"),
+    (re.compile(rf"^Too many: {_VALUE}: (?P<d>.+)$", re.S), "Too many: {d}"),
+]
+
+
+def plain(message: str, keep_value: bool = False) -> str:
+    """An apimachinery field error message without its "Invalid value: X:" preamble (the value
+    is right there in the field), starting with a capital letter. keep_value: say which value,
+    for fields that hold several (labels)."""
+    for pattern, template in _PLAIN:
+        m = pattern.match(message or "")
+        if m:
+            text = template.format(**m.groupdict())
+            if keep_value and "v" in m.groupdict() and "{v}" not in template:
+                return _tidy(f"{m.group('v')}: {text[:1].upper()}{text[1:]}")
+            break
+    else:
+        text = message or "is not valid"
+    return _tidy(text[:1].upper() + text[1:])
+
+
+def _tidy(text: str) -> str:
+    """Drop the regular expression apimachinery appends to format errors: the examples before
+    it say the same in plain words."""
+    return re.sub(r",? regex used for validation is '[^']*'", "", text)
+
+
+_DECODE = re.compile(r"cannot unmarshal (?P<got>.+?) into Go struct field \w+\.(?P<path>\S+) of type (?P<type>\S+)")
+
+
+def decode_error_field(detail: str) -> tuple[str, str] | None:
+    """(API path, plain message) of a JSON type error from decode_object, if it names a field."""
+    m = _DECODE.search(detail or "")
+    if not m:
+        return None
+    wanted = m.group("type")
+    if wanted in ("int32", "int64"):
+        bits = 31 if wanted == "int32" else 63
+        text = f"Enter a whole number between {-2 ** bits} and {2 ** bits - 1}."
+    else:
+        text = f"This value has the wrong type (expected {wanted})."
+    return m.group("path"), text

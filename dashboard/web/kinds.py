@@ -1,0 +1,163 @@
+"""The pages' kind registry: everything web/ knows about a kind, declared by the kind's app.
+
+Like Django's admin registry: each API-group app has a `web.py` (dashboard/coordination/web.py,
+…) that builds a KindWeb (its presenter, form, templates, one-click actions, overview
+counting) and registers it here; WebConfig.ready() imports those modules (autodiscover). The
+pages, the live consumer, the forms and the share links ask this registry, so web/ names no
+kind itself.
+
+Names a declaration gives its pages:
+    /<plural>/                    the list page (URL name and websocket view: plural)
+    /<plural>/<namespace>/<name>/ the detail page (URL name and websocket view: detail_view)
+    /<plural>/…/<action.name>/    each one-click action (URL name: action.route)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+from dashboard.kube.registry import Resource, by_kind as resource_by_kind
+
+OVERVIEW = "overview"   # the websocket view of the overview page: every registered kind
+
+
+@dataclass(frozen=True)
+class Action:
+    """A one-click change on a detail page: POST /<plural>/<namespace>/<name>/<action name>/.
+
+    perform(data, namespace, name, principal) -> (store.Result, the success message); it reads
+    the posted values, calls the kind's do_* action (raising ApiError when refused).
+    """
+
+    name: str        # the URL segment
+    route: str       # the URL name
+    perform: Callable[[Mapping[str, str], str, str, Any], tuple[Any, str]]
+    # Whether the detail page's toolbar shows its button: the detail template's partial named
+    # after the action. (False: the kind's templates offer it elsewhere, e.g. in a panel.)
+    toolbar: bool = True
+
+
+@dataclass(frozen=True)
+class Overview:
+    """A kind's part of the overview's namespace cards, from the typed model columns only.
+
+    The card shows the part with the list template's partial `partial` (context: `part`),
+    after a heading that links to the kind's list and says part[count_key]; the overview's
+    totals add up part[count_key]; a true part[warn_key] marks the card as needing attention.
+    """
+
+    counts: Callable[[Any], dict[str, Any]]     # queryset -> {namespace: what card() takes}
+    card: Callable[[Any, datetime], dict]       # (that, or None: nothing there; now) -> the card's part
+    count_key: str                              # the part's number of objects
+    warn_key: str                               # the part's number of objects that need attention
+    partial: str = "overview"
+
+
+@dataclass(frozen=True)
+class KindWeb:
+    kind: str
+    plural: str             # URL segment; the list page's URL name, websocket view and header item
+    detail_view: str        # the detail page's URL name and websocket view
+    title: str              # the kind's pages in the header and crumbs, and in share link descriptions
+    heading: str            # the list page's heading
+    noun: str               # one object, in forms and messages ("New <noun>")
+    list_noun: str          # the objects of a list: the filter's label, the overview's totals
+    present: Callable[[dict, datetime], dict]   # (object, now) -> the item the partials render
+    count_by: str           # the item key whose values the list page's summary counts
+    form: type              # an ObjectForm subclass
+    overview: Overview
+    list_template: str = ""     # has partial "item" (a row or card); default web/<plural>.html
+    detail_template: str = ""   # has partial "detail"; default web/<singular>_detail.html
+    wrapper: str = "tbody"      # the element a non-replacing oob swap of items needs: "tbody" rows, "div" cards
+    create_initial: Mapping[str, str] = field(default_factory=dict)   # a new object's form values
+    yaml_skeleton: Mapping[str, Any] = field(default_factory=dict)    # a new object's YAML (beyond metadata)
+    actions: tuple[Action, ...] = ()
+    # List page extras computed from the shown items (e.g. a roll-up), and the list template's
+    # partial that shows them (re-rendered by the live push whenever an item changes).
+    summarize: Callable[[list[dict]], dict] | None = None
+    summary_partial: str = ""
+    # Detail page extras: (namespace, name, now) -> context (e.g. a history from the revision log).
+    detail_context: Callable[[str, str, datetime], dict] | None = None
+
+    def __post_init__(self):
+        if not self.list_template:
+            object.__setattr__(self, "list_template", f"web/{self.plural}.html")
+        if not self.detail_template:
+            object.__setattr__(self, "detail_template", f"web/{self.resource.singular}_detail.html")
+
+    @property
+    def list_url(self) -> str:
+        return f"/{self.plural}/"
+
+    def detail_url(self, namespace: str, name: str) -> str:
+        return f"{self.list_url}{namespace}/{name}/"
+
+    @property
+    def resource(self) -> Resource:
+        return resource_by_kind(self.kind)
+
+    def action(self, name: str) -> Action | None:
+        return next((a for a in self.actions if a.name == name), None)
+
+
+_by_kind: dict[str, KindWeb] = {}
+_by_plural: dict[str, KindWeb] = {}
+_by_view: dict[str, KindWeb] = {}
+
+
+def register(web: KindWeb) -> KindWeb:
+    """Add a kind's pages (from the kind app's web.py). The registration order is the order of
+    the header, the overview and every other place that lists all kinds."""
+    for table, key in ((_by_kind, web.kind), (_by_plural, web.plural), (_by_view, web.plural),
+                       (_by_view, web.detail_view)):
+        other = table.get(key)
+        if other is not None and other.kind != web.kind:
+            raise ValueError(f"{key!r} is taken by {other.kind}")
+    if web.plural == OVERVIEW or web.detail_view == OVERVIEW:
+        raise ValueError(f"{OVERVIEW!r} is the overview's view name")
+    _by_kind[web.kind] = _by_plural[web.plural] = _by_view[web.plural] = _by_view[web.detail_view] = web
+    return web
+
+
+def registered() -> list[KindWeb]:
+    return list(_by_kind.values())
+
+
+def kind_names() -> list[str]:
+    return list(_by_kind)
+
+
+def plurals() -> list[str]:
+    return list(_by_plural)
+
+
+def by_kind(kind: str) -> KindWeb | None:
+    return _by_kind.get(kind)
+
+
+def by_plural(plural: str) -> KindWeb | None:
+    return _by_plural.get(plural)
+
+
+def by_view(view: str) -> KindWeb | None:
+    """The kind of a list or detail page, by its websocket view (= URL) name."""
+    return _by_view.get(view)
+
+
+def is_detail_view(view: str) -> bool:
+    web = _by_view.get(view)
+    return web is not None and web.detail_view == view
+
+
+def view_kinds(view: str) -> tuple[str, ...] | None:
+    """The kinds a page shows (every kind for the overview), or None for an unknown view."""
+    if view == OVERVIEW:
+        return tuple(_by_kind)
+    web = _by_view.get(view)
+    return (web.kind,) if web is not None else None
+
+
+def page_route_names() -> set[str]:
+    """The URL names of every list and detail page."""
+    return {name for web in _by_kind.values() for name in (web.plural, web.detail_view)}

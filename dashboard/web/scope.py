@@ -1,0 +1,38 @@
+"""Who may see and do what on the pages, per namespace: shared by the read pages (views) and
+the write pages (edit_views)."""
+from __future__ import annotations
+
+from dashboard.access.principals import Principal
+
+from . import kinds
+
+
+def known_namespaces(principal: Principal) -> list[str]:
+    """Namespaces for the filter menu: the user's own list, or every namespace in use."""
+    if principal.namespaces:
+        return sorted(principal.namespaces)
+    if principal.is_share:
+        return []   # a shared view names no namespace beyond its own objects
+    seen: set[str] = set()
+    for web in kinds.registered():
+        seen.update(web.resource.model.objects.values_list("namespace", flat=True).distinct())
+    return sorted(seen)
+
+
+def list_scope(principal: Principal, namespace: str, kind: str) -> list[str | None] | None:
+    """The namespaces a list reads, or None when the user may not see the one asked for."""
+    if namespace:
+        return [namespace] if principal.can("list", namespace, kind) else None
+    if principal.namespaces:
+        allowed = [ns for ns in sorted(principal.namespaces) if principal.can("list", ns, kind)]
+        return allowed or None
+    return [None] if principal.can("list", None, kind) else None
+
+
+def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> bool:
+    """May this principal create a `kind` in `namespace` (or, without one, in any namespace)?"""
+    if namespace:
+        return principal.can("create", namespace, kind)
+    if principal.namespaces:
+        return any(principal.can("create", ns, kind) for ns in principal.namespaces)
+    return principal.can("create", None, kind)

@@ -1,0 +1,21 @@
+"""Template access to the kind registry: {% load kinds %}, then {% kind_pages as pages %} or
+{{ item.kind|action_buttons }}."""
+from django import template
+
+from dashboard.web import kinds
+
+register = template.Library()
+
+
+@register.simple_tag
+def kind_pages() -> list:
+    """Every registered kind's page declaration (web.kinds.KindWeb), in registration order."""
+    return kinds.registered()
+
+
+@register.filter
+def action_buttons(kind: str) -> list[str]:
+    """The templates of a kind's one-click action buttons: by convention, a partial of its
+    detail template named after each action (e.g. "web/<singular>_detail.html#<action>")."""
+    web = kinds.by_kind(kind)
+    return [f"{web.detail_template}#{action.name}" for action in web.actions if action.toolbar] if web else []
