@@ -51,34 +51,6 @@ class Principal:
             return True
         return self.role in (Role.ADMIN, Role.EDITOR)
 
-    def selector(self):
-        """This principal's own label selector (parsed), or None when it has none."""
-        if not self.label_selector:
-            return None
-        from dashboard.kube.selectors import parse_label_selector
-
-        return parse_label_selector(self.label_selector)
-
-    def narrow(self, selector):
-        """A page's label selector ANDed with this principal's own (a share link's)."""
-        own = self.selector()
-        if own is None:
-            return selector
-        if selector is None or selector.empty:
-            return own
-        from dashboard.kube.selectors import LabelSelector
-
-        return LabelSelector(own.requirements + selector.requirements,
-                             nothing=own.matches_nothing or selector.matches_nothing)
-
-    def sees(self, kind: str, obj: dict) -> bool:
-        """May this principal read this very object (kind, namespace and labels)?"""
-        meta = obj.get("metadata") or {}
-        if not self.can("get", meta.get("namespace"), kind):
-            return False
-        own = self.selector()
-        return own is None or own.matches(meta.get("labels") or {})
-
 
 def principal_for(user) -> Principal:
     profile = getattr(user, "kube_profile", None)

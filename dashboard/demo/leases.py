@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from dashboard.coordination.actions import released
 from dashboard.coordination.strategy import lease_expiry
 from dashboard.demo import MANAGED_BY, MANAGER
 from dashboard.demo.client import Response
@@ -200,10 +201,8 @@ class Candidate:
 
     def release(self) -> None:
         """A clean shutdown (ReleaseOnCancel): clear the holder, then restart shortly."""
-        now = micro_time(self.sim.wall())
-        self._call("PUT", self._with_spec(self._spec(
-            holderIdentity="", leaseDurationSeconds=1, acquireTime=now, renewTime=now)),
-            expect=(404,))
+        now = datetime.fromtimestamp(self.sim.wall(), timezone.utc)
+        self._call("PUT", self._with_spec(released(self._spec(), now)), expect=(404,))
         self._go_down(self.sim.uniform(3.0, 10.0))
 
     def _go_down(self, seconds: float) -> None:

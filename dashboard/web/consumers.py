@@ -21,7 +21,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 from dashboard.kube.watch import CLOSE, Subscriber, hub
 
-from . import kinds, live, share
+from . import kinds, live, scope, share
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         self.spec.allowed = tuple(self.principal.namespaces)
         # A share link's selector narrows whatever the page asked for (never widens).
-        self.spec.label_selector = self.principal.narrow(self.spec.label_selector)
+        self.spec.label_selector = scope.narrow(self.principal, self.spec.label_selector)
         if self.principal.share_id is not None:
             # Revoking the link closes this socket at once (group_send from any process),
             # and a timer re-checks it (expiry, or a revoke message that got lost).

@@ -18,7 +18,7 @@ from dashboard.kube.meta import now
 
 from dashboard.access.principals import principal_for
 
-from . import kinds
+from . import kinds, scope
 from .kinds import OVERVIEW
 from .present import dom_id, object_yaml, present
 
@@ -66,7 +66,7 @@ def may_view(principal, namespace: str | None, kinds) -> bool:
 def page_predicate(principal, q: str):
     """Namespace limits, a share link's selector and the name search, as one condition."""
     allowed = set(principal.namespaces)
-    own = principal.selector()
+    own = scope.own_selector(principal)
     if not allowed and not q and own is None:
         return None
 

@@ -3,6 +3,7 @@ the write pages (edit_views)."""
 from __future__ import annotations
 
 from dashboard.access.principals import Principal
+from dashboard.kube.selectors import LabelSelector, parse_label_selector
 
 from . import kinds
 
@@ -36,3 +37,30 @@ def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> boo
     if principal.namespaces:
         return any(principal.can("create", ns, kind) for ns in principal.namespaces)
     return principal.can("create", None, kind)
+
+
+# A share link's label selector: the pages and pushes of its visitor show only matching objects.
+
+def own_selector(principal: Principal) -> LabelSelector | None:
+    """The principal's own label selector (parsed), or None when it has none."""
+    return parse_label_selector(principal.label_selector) if principal.label_selector else None
+
+
+def narrow(principal: Principal, selector: LabelSelector | None) -> LabelSelector | None:
+    """A page's label selector ANDed with the principal's own (a share link's)."""
+    own = own_selector(principal)
+    if own is None:
+        return selector
+    if selector is None or selector.empty:
+        return own
+    return LabelSelector(own.requirements + selector.requirements,
+                         nothing=own.matches_nothing or selector.matches_nothing)
+
+
+def sees(principal: Principal, kind: str, obj: dict) -> bool:
+    """May this principal read this very object (kind, namespace and labels)?"""
+    meta = obj.get("metadata") or {}
+    if not principal.can("get", meta.get("namespace"), kind):
+        return False
+    own = own_selector(principal)
+    return own is None or own.matches(meta.get("labels") or {})

@@ -29,7 +29,7 @@ from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import parse_label_selector
 
-from . import kinds
+from . import kinds, scope
 from . import present as p
 from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
@@ -176,7 +176,7 @@ class KindListView(View):
             return forbidden_page(request, principal, page.plural, filters.namespace)
         try:
             # A share link's own selector always applies; the visitor can only narrow it.
-            selector = principal.narrow(parse_label_selector(filters.label_selector))
+            selector = scope.narrow(principal, parse_label_selector(filters.label_selector))
         except ApiError as exc:
             ctx["error"] = f"Label selector: {exc.message}"
             ctx["error_field"] = "labelSelector"
@@ -221,7 +221,7 @@ class DetailView(View):
             if exc.code == 404:
                 raise Http404(f"{page.kind} {namespace}/{name} not found")
             raise
-        if not principal.sees(page.kind, obj):
+        if not scope.sees(principal, page.kind, obj):
             # Outside a share link's selector: as if it did not exist.
             raise Http404(f"{page.kind} {namespace}/{name} not found")
         now = utcnow()
