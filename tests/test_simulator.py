@@ -17,7 +17,7 @@ from conftest import ROOT
 from dashboard.demo.client import Client, Response, Stats
 from dashboard.demo.jobs import format_indexes, parse_indexes, parse_time
 from dashboard.demo.leases import micro_time
-from dashboard.demo.timeline import Simulation
+from dashboard.demo.cluster import Simulation
 
 LEASES = "/apis/coordination.k8s.io/v1"
 CORE = "/api/v1"

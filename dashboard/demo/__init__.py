@@ -13,9 +13,10 @@ one keep-alive connection: actors are callbacks on a virtual timeline (a heap), 
 loop sleeps until real time catches up with the next one. Every random choice comes from
 one seeded RNG in timeline order, so `--seed` replays the same story.
 
-Modules: client (HTTP and the tally), timeline (the Simulation: clock, cast, loop), one
-actor module per kind (leases, endpoints, jobs); runner starts `manage.py simulate` for
-`start`. All but runner are importable without Django.
+Modules: client (HTTP and the tally), timeline (clock and loop), cluster (the Simulation:
+the cast on a timeline), one actor module per kind (leases, endpoints, jobs; they reuse the
+kind apps' rules, e.g. lease expiry and release); runner starts `manage.py simulate` for
+`start`.
 """
 
 # The label on everything the simulator writes, so a restart can find its own Jobs.

@@ -9,7 +9,7 @@ from dashboard.core.strategy import make_subset
 from dashboard.demo import MANAGED_BY, MANAGER
 
 if TYPE_CHECKING:
-    from dashboard.demo.timeline import Simulation
+    from dashboard.demo.timeline import Timeline
 
 ENDPOINTS = "/api/v1/namespaces/{ns}/endpoints"
 
@@ -30,7 +30,7 @@ class EndpointsController:
     """One Service's Endpoints: pods come and go and turn ready / not ready; each change
     is a PUT of the whole object (as the controller's Update), retried after a 409."""
 
-    def __init__(self, sim: Simulation, namespace: str, name: str, ports: list[tuple[str, int]], *,
+    def __init__(self, sim: Timeline, namespace: str, name: str, ports: list[tuple[str, int]], *,
                  sizes: tuple[int, int], kind: str, subnet: int):
         self.sim = sim
         self.namespace = namespace

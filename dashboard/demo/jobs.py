@@ -13,7 +13,7 @@ from dashboard.demo import MANAGED_BY, MANAGER
 from dashboard.kube import formats
 
 if TYPE_CHECKING:
-    from dashboard.demo.timeline import Simulation
+    from dashboard.demo.timeline import Timeline
 
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 
@@ -83,7 +83,7 @@ class Pod:
 class JobController:
     """Keeps a bounded, changing set of Jobs: creates them, deletes the finished ones."""
 
-    def __init__(self, sim: Simulation):
+    def __init__(self, sim: Timeline):
         self.sim = sim
         self.jobs: list[JobSim] = []
 

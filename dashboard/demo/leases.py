@@ -12,7 +12,7 @@ from dashboard.demo.client import Response
 from dashboard.kube import formats
 
 if TYPE_CHECKING:
-    from dashboard.demo.timeline import Simulation
+    from dashboard.demo.timeline import Timeline
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
@@ -31,7 +31,7 @@ class Election:
     drawn at each acquisition), then dies silently (the Lease expires before a takeover)
     or, `release` of the time, steps down cleanly."""
 
-    def __init__(self, sim: Simulation, namespace: str, name: str, hosts: list[str], *,
+    def __init__(self, sim: Timeline, namespace: str, name: str, hosts: list[str], *,
                  tenure: tuple[float, float], release: float = 0.4):
         self.sim = sim
         self.namespace = namespace

@@ -1,5 +1,5 @@
-"""The timeline: a Simulation is a virtual clock, a heap of actor callbacks and one seeded
-RNG; it casts the actors (setup) and runs them in timeline order (run)."""
+"""The timeline: a virtual clock, a heap of actor callbacks and one seeded RNG, run in
+timeline order. It knows no actor; dashboard.demo.cluster casts them."""
 from __future__ import annotations
 
 import heapq
@@ -8,12 +8,9 @@ import time
 from typing import Callable
 
 from dashboard.demo.client import Client
-from dashboard.demo.endpoints import EndpointsController
-from dashboard.demo.jobs import JobController
-from dashboard.demo.leases import Election
 
 
-class Simulation:
+class Timeline:
     """A virtual clock and a heap of callbacks. Delays are given in speed-1 seconds."""
 
     def __init__(self, client: Client, namespaces: list[str], *, speed: float = 1.0,
@@ -33,9 +30,6 @@ class Simulation:
         self._seq = 0                       # ties on the heap run in the order scheduled
         self._wall0 = time.time()
         self._mono0 = time.monotonic()
-        self.elections: list[Election] = []
-        self.services: list[EndpointsController] = []
-        self.jobs = JobController(self)
 
     def namespace(self, slot: int) -> str:
         """The namespace an actor plays in: slots wrap around, so one namespace is enough."""
@@ -55,34 +49,6 @@ class Simulation:
 
     def uniform(self, low: float, high: float) -> float:
         return self.rng.uniform(low, high)
-
-    def setup(self) -> None:
-        """The cast: elections, services and the job controller, spread over the namespaces."""
-        self.elections = [
-            Election(self, self.namespace(0), "kube-scheduler",
-                     ["control-plane-1", "control-plane-2", "control-plane-3"], tenure=(40, 150)),
-            Election(self, self.namespace(0), "kube-controller-manager",
-                     ["control-plane-1", "control-plane-2", "control-plane-3"], tenure=(40, 150)),
-            Election(self, self.namespace(1), "payments-api-leader",
-                     ["payments-api-7c9d8f-x2lkp", "payments-api-7c9d8f-q8zrt"], tenure=(20, 90)),
-            # An operator that flaps: the page always has a takeover to show.
-            Election(self, self.namespace(2), "batch-operator",
-                     ["batch-operator-5b8d-tw9cm", "batch-operator-5b8d-hk4vz", "batch-operator-5b8d-m7q2x"],
-                     tenure=(8, 25)),
-        ]
-        self.services = [
-            EndpointsController(self, self.namespace(0), "web", [("http", 80), ("https", 443)],
-                                sizes=(3, 8), kind="deployment", subnet=1),
-            EndpointsController(self, self.namespace(1), "payments",
-                                [("grpc", 9090), ("http", 8080), ("metrics", 9100)],
-                                sizes=(3, 6), kind="deployment", subnet=2),
-            EndpointsController(self, self.namespace(0), "search", [("http", 9200), ("transport", 9300)],
-                                sizes=(3, 5), kind="statefulset", subnet=3),
-            EndpointsController(self, self.namespace(2), "ledger-db", [("postgres", 5432)],
-                                sizes=(3, 4), kind="external", subnet=4),
-        ]
-        for actor in [*self.elections, *self.services, self.jobs]:
-            actor.start()
 
     def run(self, duration: float | None = None) -> None:
         """Run callbacks in timeline order until the duration (real seconds) is up."""

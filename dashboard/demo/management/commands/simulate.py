@@ -20,7 +20,7 @@ from dashboard.access.models import Role
 from dashboard.access.tokens import issue_token
 from dashboard.demo.client import Client, Stats
 from dashboard.demo.runner import DEFAULT_NAMESPACES, SIMULATOR_USER
-from dashboard.demo.timeline import Simulation
+from dashboard.demo.cluster import Simulation
 
 
 class _Stop(Exception):
