@@ -35,6 +35,16 @@ def test_legacy_discovery(client):
     assert client.get("/apis/nope/v1").status_code == 404
 
 
+def test_discovery_with_trailing_slash(client):
+    """client-go keeps the slash (upstream "should validate PreferredVersion for each APIGroup")."""
+    for group in ("coordination.k8s.io", "batch"):
+        body = client.get(f"/apis/{group}/").json()
+        assert body["kind"] == "APIGroup" and body["preferredVersion"]["groupVersion"] == f"{group}/v1"
+        assert client.get(f"/apis/{group}/v1/").json()["groupVersion"] == f"{group}/v1"
+    assert client.get("/api/v1/").json()["kind"] == "APIResourceList"
+    assert client.get("/apis/nope/").status_code == 404
+
+
 def test_openapi_v3(client):
     root = client.get("/openapi/v3").json()
     url = root["paths"]["apis/coordination.k8s.io/v1"]["serverRelativeURL"]
