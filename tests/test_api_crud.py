@@ -145,13 +145,32 @@ def test_status_subresource_changes_only_status(api):
                                         "status": {"succeeded": 1}})
     assert r.status_code == 200, r.content
     body = r.json()
-    assert body["spec"]["parallelism"] == 1 and "x" not in body["metadata"].get("labels", {})
+    # kube's job status strategy resets only spec: metadata written through /status is kept.
+    assert body["spec"]["parallelism"] == 1 and body["metadata"]["labels"]["x"] == "y"
+    assert body["metadata"]["generation"] == 1
     assert body["status"]["succeeded"] == 1
     # ...and the main resource ignores status.
     body = api.patch(f"{JOBS}/j1", {"status": {"succeeded": 9}}).json()
     assert body["status"]["succeeded"] == 1
     st = api.get(f"{JOBS}/j1/status")
     assert st.status_code == 200 and st.json()["kind"] == "Job"
+
+
+def test_status_merge_patch_keeps_annotations_and_conditions(api):
+    """Upstream "should apply changes to a job status": annotations + a condition via /status."""
+    api.post(JOBS, job())
+    cond = {"type": "Suspended", "status": "False", "reason": "E2E", "message": "Set from an e2e test",
+            "lastProbeTime": "2024-01-01T00:00:00Z", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    r = api.patch(f"{JOBS}/j1/status", {"metadata": {"annotations": {"patchedstatus": "true"}},
+                                        "status": {"conditions": [cond]}})
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert body["metadata"]["annotations"] == {"patchedstatus": "true"}
+    assert body["status"]["conditions"][0]["reason"] == "E2E"
+    assert api.get(f"{JOBS}/j1").json()["metadata"]["annotations"] == {"patchedstatus": "true"}
+    # Server-owned metadata is still the server's, and invalid metadata is rejected.
+    r = api.patch(f"{JOBS}/j1/status", {"metadata": {"uid": "other", "labels": {"bad key!": "x"}}})
+    assert r.status_code == 422, r.content
 
 
 def test_status_subresource_only_for_jobs(api):

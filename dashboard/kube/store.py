@@ -440,30 +440,21 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
             raise invalid_object(res.group, res.kind, name, [
                 invalid("metadata.resourceVersion", "0x0", "must be specified for an update")])
         old = current
+        res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
+        kmeta.prepare_update(nm, old["metadata"])
         if subresource == "status":
-            merged = copy.deepcopy(old)
-            for key in res.status_keys:
-                if key in new:
-                    merged[key] = new[key]
-                else:
-                    merged.pop(key, None)
-            new = merged
-            res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
+            # kube's status strategies reset only the spec: metadata (labels, annotations,
+            # finalizers...) written through /status is kept, as the main resource keeps status.
+            _keep(new, old, res.spec_keys)
         else:
-            res.default(new)
-            kmeta.prepare_update(nm, old["metadata"])
             res.prepare_for_update(new, old)
-            for key in res.status_keys:
-                if key in old:
-                    new[key] = old[key]
-                else:
-                    new.pop(key, None)
+            _keep(new, old, res.status_keys)
             if res.has_generation and any(new.get(k) != old.get(k) for k in res.spec_keys):
                 new["metadata"]["generation"] = (old["metadata"].get("generation") or 0) + 1
-            kmeta.drop_empty(new["metadata"])
+        kmeta.drop_empty(new["metadata"])
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if subresource == "status":
-            causes = res.validate_status_update(new, old)
+            causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate_status_update(new, old)
         else:
             causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate(new) + res.validate_update(new, old)
         _validate(res, new, causes)
@@ -478,6 +469,15 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         return Result(new)
 
     return _run(dry_run, work)
+
+
+def _keep(new: dict, old: dict, keys) -> None:
+    """The stored values of keys win over the request's (absent stays absent)."""
+    for key in keys:
+        if key in old:
+            new[key] = old[key]
+        else:
+            new.pop(key, None)
 
 
 def _create_inside(res: Resource, namespace: str, obj: dict, moment) -> Result:
