@@ -350,7 +350,32 @@ def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict)
         items.append(text.encode() if isinstance(text, str) else text)
         last_key = key
     token = encode_continue(snapshot, *last_key) if more and last_key else ""
-    return ListPage(items=items, resource_version=snapshot, continue_token=token)
+    remaining = None
+    if token and _unselective(q):
+        remaining = _count_after(res, q, last_key, overrides)
+    return ListPage(items=items, resource_version=snapshot, continue_token=token, remaining=remaining)
+
+
+def _unselective(q: ListQuery) -> bool:
+    """No label or field selector: kube counts remainingItemCount only then (a count of the
+    keys after the page would overcount a filtered list)."""
+    return ((q.label_selector is None or q.label_selector.empty)
+            and (q.field_selector is None or q.field_selector.empty) and not q.names)
+
+
+def _count_after(res: Resource, q: ListQuery, last_key: tuple[str, str], overrides: dict) -> int:
+    """How many objects the snapshot holds after last_key: the typed rows, corrected for the
+    keys written since the snapshot (absent then, or created since)."""
+    after = res.model.objects.all()
+    if q.namespace is not None:
+        after = after.filter(namespace=q.namespace)
+    after = after.filter(Q(namespace__gt=last_key[0]) | Q(namespace=last_key[0], name__gt=last_key[1]))
+    count = after.count()
+    later = [k for k in overrides if k > last_key and (q.namespace is None or k[0] == q.namespace)]
+    if later:
+        now_live = set(after.filter(name__in={k[1] for k in later}).values_list("namespace", "name"))
+        count += sum((overrides[k] is not None) - (k in now_live) for k in later)
+    return count
 
 
 def _expired_continue(fresh: str) -> ApiError:

@@ -263,6 +263,8 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
     meta = b'{"resourceVersion":"' + list_meta["resourceVersion"].encode() + b'"'
     if list_meta.get("continue"):
         meta += b',"continue":"' + list_meta["continue"].encode() + b'"'
+    if list_meta.get("remainingItemCount") is not None:
+        meta += b',"remainingItemCount":' + str(list_meta["remainingItemCount"]).encode()
     meta += b"}"
     body = (b'{"kind":"' + res.list_kind.encode() + b'","apiVersion":"' + res.api_version.encode()
             + b'","metadata":' + meta + b',"items":[' + b",".join(items) + b"]}")
@@ -291,6 +293,8 @@ class CollectionView(KubeAPIView):
         meta = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             meta["continue"] = page.continue_token
+        if page.remaining is not None:
+            meta["remainingItemCount"] = page.remaining
         return render_objects(request, res, page.items, meta)
 
     def post(self, request, **kw):
