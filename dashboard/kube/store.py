@@ -243,7 +243,8 @@ def _snapshot_revision(q: ListQuery) -> tuple[int, bool]:
         return rv, True
     if q.resource_version is None or q.resource_version == 0:
         return current, False
-    if q.resource_version_match == "Exact":
+    # Legacy: limit + resourceVersion without resourceVersionMatch lists at exactly that revision.
+    if q.resource_version_match == "Exact" or (q.limit and not q.resource_version_match):
         if q.resource_version > current:
             raise ApiError(504, "Timeout", f"Too large resource version: {q.resource_version}, current: {current}",
                            {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
@@ -287,7 +288,7 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
             if q.continue_token:
                 fresh = encode_continue(current_revision(), *start)
                 raise _expired_continue(fresh)
-            raise gone(f"too old resource version: {snapshot} ({compacted})")
+            raise gone("The resourceVersion for the provided list is too old.")
     # Keys written after the snapshot come from the log; the rest from the typed table. A write
     # that lands while the rows are read (another process) changes the set of such keys: then
     # read again, so the page is exactly the snapshot.

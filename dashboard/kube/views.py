@@ -18,9 +18,10 @@ from rest_framework.views import APIView
 
 from . import codec, registry, store
 from .codec import APPLY_PATCH, JSON
-from .errors import (ApiError, bad_request, method_not_allowed, path_not_found, request_entity_too_large,
-                     unauthorized)
+from .errors import (ApiError, bad_request, invalid_object, method_not_allowed, path_not_found,
+                     request_entity_too_large, unauthorized)
 from .meta import now, parse_bool, parse_resource_version
+from .validation import validate_list_options
 
 log = logging.getLogger(__name__)
 
@@ -220,21 +221,21 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
     if limit and not limit.lstrip("-").isdigit():
         raise bad_request(f'invalid value for query parameter "limit": "{limit}" is not an integer')
     limit_value = max(int(limit), 0) if limit else 0
-    rv = parse_resource_version(params.get("resourceVersion"))
+    rv_text = params.get("resourceVersion", "")
     match = params.get("resourceVersionMatch", "")
     cont = params.get("continue", "")
     if watch:
         match = ""
-    if match and match not in ("Exact", "NotOlderThan"):
-        raise bad_request(f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')
-    if match and rv is None:
-        raise bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
-    if match == "Exact" and rv == 0:
-        raise bad_request('resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    # kube-apiserver's order: the option rules (one aggregated 422), then the storage's checks:
+    # the resourceVersion parses, the continue token decodes, and only then the two may clash.
+    causes = validate_list_options(rv_text, match, cont)
+    if causes:
+        raise invalid_object("meta.k8s.io", "ListOptions", "", causes)
+    rv = parse_resource_version(rv_text)
+    if cont and not watch:
+        store.decode_continue(cont)
     if cont and rv not in (None, 0):
         raise bad_request("specifying resource version is not allowed when using continue")
-    if cont and match:
-        raise bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided")
     names = ()
     if field is not None:
         names = tuple(field.exact("metadata.name") or ())
