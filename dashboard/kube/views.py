@@ -109,6 +109,17 @@ class KubeAPIView(APIView):
         super().initial(request, *args, **kwargs)
         if request.user is None:
             raise unauthorized()
+        output(request)  # kube negotiates the answer before doing anything: 406 changes nothing
+
+
+def output(request) -> tuple[str, str | None]:
+    """The negotiated response shape: ("object"|"Table"|"PartialObjectMetadata", version)."""
+    from .tables import negotiate_output
+
+    chosen = getattr(request, "kube_output", None)
+    if chosen is None:
+        chosen = request.kube_output = negotiate_output(request.META.get("HTTP_ACCEPT", ""))
+    return chosen
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,11 +260,14 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
 
 def render_objects(request, res: registry.Resource, items: list[bytes], list_meta: dict, *,
                    single: bool = False) -> HttpResponse:
-    """A list (or a single object) as JSON, or as a meta.k8s.io Table when the client asked."""
-    from .tables import build_table, table_content_type, table_version
+    """A list (or a single object) as JSON, or as the meta.k8s.io Table or
+    PartialObjectMetadata(List) the client asked for."""
+    from .tables import build_table, table_content_type
 
-    version = table_version(request.META.get("HTTP_ACCEPT", ""))
-    if version is not None:
+    shape, version = output(request)
+    if shape == "PartialObjectMetadata":
+        return _partial_metadata(request, items, list_meta, version, single)
+    if shape == "Table":
         include = request.GET.get("includeObject", "") or "Metadata"
         objects = [orjson.loads(t) for t in items]
         table = build_table(res, objects, list_meta=list_meta, include_object=include, now=now(),
@@ -272,10 +286,22 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
     return json_response(body, request=request)
 
 
-def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
-    from .tables import wants_table
+def _partial_metadata(request, items: list[bytes], list_meta: dict, version: str, single: bool) -> HttpResponse:
+    api_version = f"meta.k8s.io/{version}"
 
-    if wants_table(request.META.get("HTTP_ACCEPT", "")):
+    def partial(text: bytes) -> dict:
+        return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": orjson.loads(text)["metadata"]}
+
+    if single:
+        body, kind = partial(items[0]), "PartialObjectMetadata"
+    else:
+        kind = "PartialObjectMetadataList"
+        body = {"kind": kind, "apiVersion": api_version, "metadata": list_meta, "items": [partial(t) for t in items]}
+    return json_response(body, request=request, content_type=f"application/json;as={kind};v={version};g=meta.k8s.io")
+
+
+def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
+    if output(request)[0] != "object":
         response = render_objects(request, res, [orjson.dumps(obj)], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, single=True)
         response.status_code = status
     else:
@@ -379,8 +405,7 @@ class ObjectView(KubeAPIView):
     def get(self, request, **kw):
         res, ns, name, _ = self._target(request, kw, "get")
         raw = store.get_raw(res, ns, name)
-        from .tables import wants_table
-        if wants_table(request.META.get("HTTP_ACCEPT", "")):
+        if output(request)[0] != "object":
             obj = orjson.loads(raw)
             return render_objects(request, res, [raw], {"resourceVersion": obj["metadata"]["resourceVersion"]}, single=True)
         return json_response(raw, request=request)
