@@ -126,6 +126,10 @@ def output(request) -> tuple[str, str | None]:
 # Request parsing
 
 
+def _body_type(request) -> str:
+    return codec.content_type(request.META.get("CONTENT_TYPE", ""))
+
+
 def read_body(request) -> dict:
     """Decode a JSON or YAML request body into an object (a dict), or answer 400/413/415."""
     try:
@@ -155,10 +159,13 @@ def field_validation(request) -> str:
     return value
 
 
-def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool = False) -> tuple[dict, list[str]]:
+def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool = False,
+                  duplicates: list[str] = ()) -> tuple[dict, list[str]]:
     """Drop unknown fields (an error in Strict mode), check types; returns (object, warnings).
 
-    After a patch, kube-apiserver reports these as 422 on the patched object, else 400.
+    duplicates: the body's repeated keys, worded (duplicate_fields). After a patch,
+    kube-apiserver reports these as 422 on the patched object (the patch's repeats first),
+    else 400.
     """
     from . import schema
     from .patch import patch_invalid
@@ -169,11 +176,27 @@ def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool
         if patched:
             raise patch_invalid(err.detail, obj)
         raise
-    if unknown and mode == "Strict":
+    problems = (list(duplicates) + schema.unknown_field_warnings(unknown) if patched
+                else schema.unknown_field_warnings(unknown) + list(duplicates))
+    if problems and mode == "Strict":
         if patched:
-            raise patch_invalid(schema.strict_detail(unknown), obj)
-        raise schema.strict_error(res.definition, unknown)
-    return pruned, (schema.unknown_field_warnings(unknown) if mode == "Warn" else [])
+            raise patch_invalid(schema.strict_detail([], problems), obj)
+        raise schema.strict_error(res.definition, [], problems)
+    return pruned, (problems if mode == "Warn" else [])
+
+
+def duplicate_fields(raw: bytes, media_type: str, mode: str) -> list[str]:
+    """A JSON body's repeated keys as the strict decoder words them (none under Ignore)."""
+    from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+    from .schema import duplicate_field_texts
+
+    if mode == "Ignore":
+        return []
+    if media_type in ("", JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+        return duplicate_field_texts(codec.duplicate_json_fields(raw))
+    if media_type == JSON_PATCH:
+        return duplicate_field_texts(codec.duplicate_json_fields(raw), prefix="json patch ")
+    return []  # YAML bodies: PyYAML keeps the last value, as go-yaml's non-strict decoder does
 
 
 def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse:
@@ -338,7 +361,7 @@ class CollectionView(KubeAPIView):
         body_ns = (obj.get("metadata") or {}).get("namespace")
         if body_ns and body_ns != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
-        obj, warnings = decode_object(res, obj, mode)
+        obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
         result = store.create(res, namespace, obj, dry_run=is_dry)
         return object_response(request, res, result.object, 201, warnings)
 
@@ -417,7 +440,7 @@ class ObjectView(KubeAPIView):
         is_dry = dry_run(request)
         obj = read_body(request)
         check_type_meta(res, obj)
-        obj, warnings = decode_object(res, obj, mode)
+        obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
         result = store.update(res, ns, name, obj, subresource=sub, dry_run=is_dry)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
@@ -436,13 +459,14 @@ class ObjectView(KubeAPIView):
 
         if ctype == APPLY_PATCH:
             return self._apply(request, res, ns, name, sub, body, mode, manager, is_dry)
+        repeated = duplicate_fields(body, ctype, mode)
 
         def patched(current: dict) -> dict:
             new = apply_patch(current, body, ctype, res.definition)
             if not isinstance(new, dict):
                 raise bad_request("the patched object is not a JSON object")
             check_type_meta(res, new)
-            new, found = decode_object(res, new, mode, patched=True)
+            new, found = decode_object(res, new, mode, patched=True, duplicates=repeated)
             warnings.extend(found)
             return new
 
@@ -459,6 +483,13 @@ class ObjectView(KubeAPIView):
         applied = codec.decode_apply_patch(body)
         check_type_meta(res, applied)
         applied, warnings = decode_object(res, applied, mode)
+        repeated = codec.duplicate_yaml_keys(body) if mode != "Ignore" else []
+        if repeated:
+            # kube's apply re-reads the patch with go-yaml's strict decoder.
+            text = "error converting YAML to JSON: yaml: unmarshal errors:\n  " + "\n  ".join(repeated)
+            if mode == "Strict":
+                raise bad_request("error strict decoding YAML: " + text)
+            warnings.append(text)
         am = applied.setdefault("metadata", {})
         if am.get("name", name) != name:
             raise bad_request(f"the name of the object ({am.get('name')}) does not match the name on the URL ({name})")
