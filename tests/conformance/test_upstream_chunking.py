@@ -224,3 +224,19 @@ def _list_options_case(leases, ns, limit, token, rv, match, compacted_rv):
     if limit:
         return None if count == limit else f"expected {limit} items, got {count}"
     return None if count == 10 else f"expected 10 items, got {count}"
+
+
+def test_metadata_client(leases, ns, raw):
+    """TestMetadataClient (test/integration/apiserver): the metadata client lists, gets and
+    watches PartialObjectMetadata. Adapted: the Python client has no metadata client, so the
+    same Accept headers client-go's metadata client sends are sent through the raw client."""
+    leases.create_namespaced_lease(ns, lease_body("meta", labels={"a": "b"}))
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+    accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+    status, _, body = raw("GET", path, accept=accept)
+    assert status == 200 and body["kind"] == "PartialObjectMetadataList"
+    assert body["items"][0]["kind"] == "PartialObjectMetadata" and body["items"][0]["metadata"]["labels"] == {"a": "b"}
+    assert "spec" not in body["items"][0]
+    accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+    status, _, one = raw("GET", f"{path}/meta", accept=accept)
+    assert status == 200 and one["kind"] == "PartialObjectMetadata" and one["metadata"]["name"] == "meta"

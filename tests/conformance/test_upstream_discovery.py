@@ -44,3 +44,18 @@ def test_accurately_determine_present_and_missing_resources(raw):
     status, _, body = raw("GET", "/apis/batch/v2")
     assert status == 404 and body["kind"] == "Status" and body["reason"] == "NotFound"
     assert raw("GET", "/apis/nonexistent.example.com/v1")[0] == 404
+
+
+def test_support_raw_aggregated_discovery_endpoint_accept_headers(raw):
+    """[sig-api-machinery] AggregatedDiscovery should support raw aggregated discovery endpoint Accept headers [Conformance]
+
+    /api and /apis with the aggregated v2 (and v2beta1) Accept headers answer an
+    APIGroupDiscoveryList in that media type; a plain Accept gets the legacy documents."""
+    for version in ("v2", "v2beta1"):
+        accept = f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+        for path in ("/api", "/apis"):
+            status, headers, body = raw("GET", path, accept=accept)
+            assert status == 200 and headers["Content-Type"] == accept, headers
+            assert body["kind"] == "APIGroupDiscoveryList" and body["apiVersion"] == f"apidiscovery.k8s.io/{version}"
+    assert raw("GET", "/apis")[2]["kind"] == "APIGroupList"
+    assert raw("GET", "/api")[2]["kind"] == "APIVersions"
