@@ -8,17 +8,13 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 
-def _micro(dt: datetime.datetime) -> datetime.datetime:
-    return dt.replace(microsecond=dt.microsecond, tzinfo=datetime.timezone.utc)
-
-
 def test_lease_api_should_be_available(leases, ns):
     """[sig-api-machinery] Lease lease API should be available [Conformance]
 
     Create, get, update, patch a Lease; a second Lease with a label; list across all
     namespaces, delete the collection by label, delete the first Lease; all through the
     coordination/v1 client."""
-    now = _micro(datetime.datetime.now(datetime.timezone.utc).replace(microsecond=123456))
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=123456)  # MicroTime
     lease = k8s.V1Lease(metadata=k8s.V1ObjectMeta(name="lease"), spec=k8s.V1LeaseSpec(
         holder_identity="holder", lease_duration_seconds=30, acquire_time=now, renew_time=now,
         lease_transitions=0))

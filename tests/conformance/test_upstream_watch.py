@@ -52,6 +52,9 @@ def watchers():
     started = []
 
     def start(list_fn, **kwargs):
+        # From the current revision, not "now" as the server sees it: no event can slip
+        # between starting the thread and the stream opening.
+        kwargs.setdefault("resource_version", list_fn(namespace=kwargs["namespace"]).metadata.resource_version)
         w = Watcher(list_fn, **kwargs)
         started.append(w)
         return w
@@ -59,12 +62,6 @@ def watchers():
     yield start
     for w in started:
         w.stop()
-
-
-def _wait_watching(leases, ns):
-    """A watch without a resourceVersion starts at 'now'; give the stream a moment to open."""
-    import time
-    time.sleep(0.5)
 
 
 def _mutate(leases, ns, name, holder):
@@ -80,7 +77,6 @@ def test_observe_add_update_delete_notifications(leases, ns, watchers):
     wa = watchers(leases.list_namespaced_lease, namespace=ns, label_selector=f"{sel}=multiple-watchers-A")
     wb = watchers(leases.list_namespaced_lease, namespace=ns, label_selector=f"{sel}=multiple-watchers-B")
     wab = watchers(leases.list_namespaced_lease, namespace=ns, label_selector=f"{sel} in (multiple-watchers-A,multiple-watchers-B)")
-    _wait_watching(leases, ns)
     leases.create_namespaced_lease(ns, lease_body("a", labels={sel: "multiple-watchers-A"}))
     wa.expect("ADDED", "a"); wab.expect("ADDED", "a")
     _mutate(leases, ns, "a", "h1")
@@ -118,7 +114,6 @@ def test_restart_watching_from_last_resource_version_observed(leases, ns, watche
     watch from the last seen resourceVersion gets exactly the missed events."""
     sel = f"{LABEL}=watch-closed-and-restarted"
     w = watchers(leases.list_namespaced_lease, namespace=ns, label_selector=sel)
-    _wait_watching(leases, ns)
     leases.create_namespaced_lease(ns, lease_body("restart", labels={LABEL: "watch-closed-and-restarted"}))
     w.expect("ADDED", "restart")
     _mutate(leases, ns, "restart", "h1")
@@ -141,7 +136,6 @@ def test_observe_deletion_when_object_stops_matching_selector(leases, ns, watche
     it back: ADDED; then its deletion."""
     sel_value = "label-changed-and-restored"
     w = watchers(leases.list_namespaced_lease, namespace=ns, label_selector=f"{LABEL}={sel_value}")
-    _wait_watching(leases, ns)
     leases.create_namespaced_lease(ns, lease_body("sel", labels={LABEL: sel_value}))
     w.expect("ADDED", "sel")
     _mutate(leases, ns, "sel", "h1")
