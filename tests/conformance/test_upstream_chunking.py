@@ -9,7 +9,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from conftest import lease_body
+from conformance.helpers import lease_body
 
 
 def _fill(leases, ns, count, labels=None):

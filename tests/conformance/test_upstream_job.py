@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from conftest import job_body
+from conformance.helpers import job_body
 
 
 def _now() -> datetime.datetime:

@@ -2,7 +2,7 @@
 Nodes as Tables; these read Leases and Jobs)."""
 from __future__ import annotations
 
-from conftest import job_body, lease_body
+from conformance.helpers import job_body, lease_body
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 from kubernetes import watch
 
-from conftest import lease_body
+from conformance.helpers import lease_body
 
 LABEL = "watch-this-lease"
 
