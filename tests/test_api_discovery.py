@@ -114,3 +114,8 @@ def test_partial_object_metadata(api):
     assert body["items"][0]["kind"] == "PartialObjectMetadata" and "spec" not in body["items"][0]
     one = api.get(f"{LEASES}/l1", headers={"Accept": "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"}).json()
     assert one["kind"] == "PartialObjectMetadata" and one["metadata"]["name"] == "l1"
+
+
+def test_unsupported_transform_on_watch_is_406(api):
+    r = api.get(f"{LEASES}?watch=true&timeoutSeconds=1", headers={"Accept": "application/json;as=Foo;v=v1;g=meta.k8s.io"})
+    assert r.status_code == 406 and r.json()["reason"] == "NotAcceptable"
