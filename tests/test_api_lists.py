@@ -138,6 +138,9 @@ def test_list_options_errors_are_aggregated_in_kube_order(five):
         'continue is provided, resourceVersionMatch: Unsupported value: "Bogus": supported values: "Exact", '
         '"NotOlderThan", ""]')
     assert len(body["details"]["causes"]) == 3
+    body = five.get(f"{LEASES}?sendInitialEvents=false").json()
+    assert body["code"] == 422 and body["message"] == (
+        'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list')
     # The continue token is decoded before the resourceVersion rule is applied.
     r = five.get(f"{LEASES}?continue=garbage&resourceVersion=5")
     assert r.status_code == 400 and "continue key is not valid" in r.json()["message"]

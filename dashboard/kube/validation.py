@@ -371,12 +371,15 @@ def _is_link_local_multicast(ip) -> bool:
 # ---------------------------------------------------------------------------------------
 
 
-def validate_list_options(resource_version: str, match: str, continue_token: str) -> list[Cause]:
+def validate_list_options(resource_version: str, match: str, continue_token: str,
+                          send_initial_events: bool | None = None) -> list[Cause]:
     """ValidateListOptions for a list (not a watch): every broken rule at once, on the raw
     query strings, before the resourceVersion or the continue token are parsed."""
-    if not match:
-        return []
     causes: list[Cause] = []
+    if send_initial_events is not None:
+        causes.append(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    if not match:
+        return causes
     if not resource_version:
         causes.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"))
     if continue_token:

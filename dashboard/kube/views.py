@@ -262,7 +262,10 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
         match = ""
     # kube-apiserver's order: the option rules (one aggregated 422), then the storage's checks:
     # the resourceVersion parses, the continue token decodes, and only then the two may clash.
-    causes = validate_list_options(rv_text, match, cont)
+    send_initial = None
+    if not watch and params.get("sendInitialEvents"):
+        send_initial = parse_bool(params["sendInitialEvents"], "sendInitialEvents")
+    causes = validate_list_options(rv_text, match, cont, send_initial)
     if causes:
         raise invalid_object("meta.k8s.io", "ListOptions", "", causes)
     rv = parse_resource_version(rv_text)
