@@ -32,9 +32,13 @@ urlpatterns = [
     path("api/", disc.CoreDiscoveryView.as_view()),
     path("apis", disc.GroupsDiscoveryView.as_view()),
     path("apis/", disc.GroupsDiscoveryView.as_view()),
+    # Discovery answers with and without a trailing slash (client-go keeps it: /apis/batch/).
     path("api/<str:version>", disc.ResourceListView.as_view()),
+    path("api/<str:version>/", disc.ResourceListView.as_view()),
     path("apis/<str:group>", disc.GroupView.as_view()),
+    path("apis/<str:group>/", disc.GroupView.as_view()),
     path("apis/<str:group>/<str:version>", disc.ResourceListView.as_view()),
+    path("apis/<str:group>/<str:version>/", disc.ResourceListView.as_view()),
     path("openapi/v3", disc.OpenAPIv3RootView.as_view()),
     re_path(r"^openapi/v3/(?P<gv>.+)$", disc.OpenAPIv3DocView.as_view()),
     path("openapi/v2", disc.OpenAPIv2View.as_view()),

@@ -145,13 +145,32 @@ def test_status_subresource_changes_only_status(api):
                                         "status": {"succeeded": 1}})
     assert r.status_code == 200, r.content
     body = r.json()
-    assert body["spec"]["parallelism"] == 1 and "x" not in body["metadata"].get("labels", {})
+    # kube's job status strategy resets only spec: metadata written through /status is kept.
+    assert body["spec"]["parallelism"] == 1 and body["metadata"]["labels"]["x"] == "y"
+    assert body["metadata"]["generation"] == 1
     assert body["status"]["succeeded"] == 1
     # ...and the main resource ignores status.
     body = api.patch(f"{JOBS}/j1", {"status": {"succeeded": 9}}).json()
     assert body["status"]["succeeded"] == 1
     st = api.get(f"{JOBS}/j1/status")
     assert st.status_code == 200 and st.json()["kind"] == "Job"
+
+
+def test_status_merge_patch_keeps_annotations_and_conditions(api):
+    """Upstream "should apply changes to a job status": annotations + a condition via /status."""
+    api.post(JOBS, job())
+    cond = {"type": "Suspended", "status": "False", "reason": "E2E", "message": "Set from an e2e test",
+            "lastProbeTime": "2024-01-01T00:00:00Z", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    r = api.patch(f"{JOBS}/j1/status", {"metadata": {"annotations": {"patchedstatus": "true"}},
+                                        "status": {"conditions": [cond]}})
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert body["metadata"]["annotations"] == {"patchedstatus": "true"}
+    assert body["status"]["conditions"][0]["reason"] == "E2E"
+    assert api.get(f"{JOBS}/j1").json()["metadata"]["annotations"] == {"patchedstatus": "true"}
+    # Server-owned metadata is still the server's, and invalid metadata is rejected.
+    r = api.patch(f"{JOBS}/j1/status", {"metadata": {"uid": "other", "labels": {"bad key!": "x"}}})
+    assert r.status_code == 422, r.content
 
 
 def test_status_subresource_only_for_jobs(api):
@@ -255,6 +274,59 @@ def test_field_validation_modes(api):
     r = api.post(f"{LEASES}?fieldValidation=Ignore", body)
     assert r.status_code == 201 and not r.has_header("Warning")
     assert api.post(f"{LEASES}?fieldValidation=Loud", body).status_code == 400
+
+
+JOB_DUP = (b'{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j1"},"spec":{"parallelism":1,'
+           b'"bogus":1,"parallelism":2,"template":{"spec":{"restartPolicy":"Never","containers":'
+           b'[{"name":"c","image":"busybox"}]}}}}')
+
+
+def test_duplicate_fields_on_create_and_update(api):
+    """kube's strict JSON decoder reports a repeated key (after the unknown ones)."""
+    r = api.post(f"{JOBS}?fieldValidation=Strict", JOB_DUP)
+    assert r.status_code == 400
+    assert r.json()["message"].endswith(
+        'strict decoding error: unknown field "spec.bogus", duplicate field "spec.parallelism"'), r.json()
+    r = api.post(f"{JOBS}?fieldValidation=Warn", JOB_DUP)
+    assert r.status_code == 201 and r.json()["spec"]["parallelism"] == 2  # the last one wins
+    assert r["Warning"] == ('299 - "unknown field \\"spec.bogus\\"", '
+                            '299 - "duplicate field \\"spec.parallelism\\""')
+    import orjson
+    current = orjson.dumps(api.get(f"{JOBS}/j1").json())
+    assert b'"annotations"' not in current
+    body = current.replace(b'"metadata":{', b'"metadata":{"annotations":{"a":"1","a":"2"},', 1)
+    r = api.put(f"{JOBS}/j1?fieldValidation=Strict", body)
+    assert r.status_code == 400 and r.json()["message"].endswith('duplicate field "metadata.annotations.a"')
+    r = api.put(f"{JOBS}/j1?fieldValidation=Ignore", body)
+    assert r.status_code == 200 and not r.has_header("Warning") and r.json()["metadata"]["annotations"] == {"a": "2"}
+
+
+@pytest.mark.parametrize("ctype,body,expected", [
+    ("application/merge-patch+json", b'{"spec":{"parallelism":2,"parallelism":3}}', 'duplicate field "spec.parallelism"'),
+    ("application/strategic-merge-patch+json", b'{"spec":{"parallelism":2,"parallelism":3}}', 'duplicate field "spec.parallelism"'),
+    ("application/json-patch+json", b'[{"op":"replace","op":"replace","path":"/spec/parallelism","value":3}]',
+     'json patch duplicate field "[0].op"'),
+])
+def test_duplicate_fields_on_every_patch_type(api, ctype, body, expected):
+    api.post(JOBS, job())
+    r = api.patch(f"{JOBS}/j1?fieldValidation=Strict", body, content_type=ctype)
+    assert r.status_code == 422, r.content
+    assert r.json()["message"].endswith("strict decoding error: " + expected)
+    assert api.get(f"{JOBS}/j1").json()["spec"]["parallelism"] == 1  # nothing written
+    r = api.patch(f"{JOBS}/j1?fieldValidation=Warn", body, content_type=ctype)
+    assert r.status_code == 200 and r.json()["spec"]["parallelism"] == 3
+    assert expected.replace('"', '\\"') in r["Warning"]
+
+
+def test_duplicate_keys_in_apply_patch(api):
+    body = b"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j1\n  labels:\n    a: x\n    a: y\n"
+    api.post(JOBS, job())
+    r = api.patch(f"{JOBS}/j1?fieldValidation=Strict&fieldManager=m", body, content_type="application/apply-patch+yaml")
+    assert r.status_code == 400
+    assert r.json()["message"] == ('error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n'
+                                   '  line 7: key "a" already set in map')
+    r = api.patch(f"{JOBS}/j1?fieldManager=m", body, content_type="application/apply-patch+yaml")
+    assert r.status_code == 200 and "already set in map" in r["Warning"]
 
 
 def test_wrong_type_is_400(api):

@@ -35,6 +35,16 @@ def test_legacy_discovery(client):
     assert client.get("/apis/nope/v1").status_code == 404
 
 
+def test_discovery_with_trailing_slash(client):
+    """client-go keeps the slash (upstream "should validate PreferredVersion for each APIGroup")."""
+    for group in ("coordination.k8s.io", "batch"):
+        body = client.get(f"/apis/{group}/").json()
+        assert body["kind"] == "APIGroup" and body["preferredVersion"]["groupVersion"] == f"{group}/v1"
+        assert client.get(f"/apis/{group}/v1/").json()["groupVersion"] == f"{group}/v1"
+    assert client.get("/api/v1/").json()["kind"] == "APIResourceList"
+    assert client.get("/apis/nope/").status_code == 404
+
+
 def test_openapi_v3(client):
     root = client.get("/openapi/v3").json()
     url = root["paths"]["apis/coordination.k8s.io/v1"]["serverRelativeURL"]
@@ -73,3 +83,39 @@ def test_table_output(api):
     assert full["rows"][0]["object"]["kind"] == "Job"
     one = api.get(f"{LEASES}/l1", headers={"Accept": TABLE}).json()
     assert one["kind"] == "Table" and len(one["rows"]) == 1
+
+
+@pytest.mark.parametrize("accept", [
+    "application/json;as=Foo;v=v1;g=meta.k8s.io",
+    "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io",
+    "application/json;as=Table;v=v2;g=meta.k8s.io",
+    "text/html",
+])
+def test_unsupported_transform_is_406(api, accept):
+    """kube-apiserver refuses an Accept it cannot honour, before doing anything."""
+    api.post(LEASES, lease())
+    for method, path, body in (("GET", LEASES, None), ("GET", f"{LEASES}/l1", None),
+                               ("POST", LEASES, lease("l2")), ("PUT", f"{LEASES}/l1", lease())):
+        r = api.request(method, path, body, headers={"Accept": accept})
+        assert r.status_code == 406, (method, path, r.content)
+        s = r.json()
+        assert s["kind"] == "Status" and s["reason"] == "NotAcceptable"
+        assert s["message"] == "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    assert api.get(f"{LEASES}/l2").status_code == 404  # the refused create wrote nothing
+    # A later range the server can serve wins, as in kube's negotiation.
+    assert api.get(LEASES, headers={"Accept": accept + ", application/json"}).json()["kind"] == "LeaseList"
+
+
+def test_partial_object_metadata(api):
+    api.post(LEASES, lease())
+    accept = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
+    body = api.get(LEASES, headers={"Accept": accept}).json()
+    assert body["kind"] == "PartialObjectMetadataList" and body["apiVersion"] == "meta.k8s.io/v1"
+    assert body["items"][0]["kind"] == "PartialObjectMetadata" and "spec" not in body["items"][0]
+    one = api.get(f"{LEASES}/l1", headers={"Accept": "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"}).json()
+    assert one["kind"] == "PartialObjectMetadata" and one["metadata"]["name"] == "l1"
+
+
+def test_unsupported_transform_on_watch_is_406(api):
+    r = api.get(f"{LEASES}?watch=true&timeoutSeconds=1", headers={"Accept": "application/json;as=Foo;v=v1;g=meta.k8s.io"})
+    assert r.status_code == 406 and r.json()["reason"] == "NotAcceptable"

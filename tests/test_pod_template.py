@@ -107,3 +107,97 @@ def test_image_pull_policy_defaults():
     obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Never"
     jobs.default(obj)
     assert obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == "Never"
+
+
+def test_security_contexts():
+    obj = job()
+    pod = obj["spec"]["template"]["spec"]
+    pod.update(hostPID=True, shareProcessNamespace=True, securityContext={
+        "runAsUser": -1, "fsGroup": 2 ** 31, "supplementalGroups": [1, -5], "fsGroupChangePolicy": "Sometimes",
+        "sysctls": [{"name": "net.ipv4.ip_forward", "value": "1"}, {"name": "Bad!", "value": "1"},
+                    {"name": "net.ipv4.ip_forward", "value": "0"}],
+        "seccompProfile": {"type": "Localhost"}, "appArmorProfile": {"type": "RuntimeDefault", "localhostProfile": "p"}})
+    pod["containers"][0]["securityContext"] = {
+        "runAsGroup": -2, "procMount": "Weird", "allowPrivilegeEscalation": False, "privileged": True,
+        "seccompProfile": {"type": "Nope"}, "capabilities": {"add": ["CAP_SYS_ADMIN"]}}
+    got = texts(jobs.validate(created(obj)))
+    p, c = "spec.template.spec.securityContext", "spec.template.spec.containers[0].securityContext"
+    for text in (
+        f"{p}.fsGroup: Invalid value: 2147483648: must be between 0 and 2147483647, inclusive",
+        f"{p}.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+        f"{p}.supplementalGroups[1]: Invalid value: -5: must be between 0 and 2147483647, inclusive",
+        f"{p}.shareProcessNamespace: Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled",
+        f'{p}.fsGroupChangePolicy: Unsupported value: "Sometimes": supported values: "OnRootMismatch", "Always"',
+        f'{p}.sysctls[2].name: Duplicate value: "net.ipv4.ip_forward"',
+        f"{p}.seccompProfile.localhostProfile: Required value: must be set when seccomp type is Localhost",
+        f'{p}.appArmorProfile.localhostProfile: Invalid value: "p": can only be set when AppArmor type is Localhost',
+        f"{c}.runAsGroup: Invalid value: -2: must be between 0 and 2147483647, inclusive",
+        f'{c}.procMount: Unsupported value: "Weird": supported values: "Default", "Unmasked"',
+        f"{c}: Invalid value: cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
+        f"{c}: Invalid value: cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN",
+        f'{c}.seccompProfile.type: Unsupported value: "Nope": supported values: "Localhost", "RuntimeDefault", "Unconfined"',
+    ):
+        assert text in got, (text, got)
+    assert any(t.startswith(f'{p}.sysctls[1].name: Invalid value: "Bad!": must have at most 253 characters') for t in got)
+
+
+def test_affinity_and_topology_spread():
+    obj = job()
+    pod = obj["spec"]["template"]["spec"]
+    pod["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": "zone", "operator": "In"}, {"key": "n", "operator": "Gt", "values": ["1", "2"]},
+                                     {"key": "bad key", "operator": "Maybe"}],
+                "matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["a"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "preference": {}}]},
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "", "namespaces": ["Bad_NS"],
+                                                                 "labelSelector": {"matchLabels": {"app": "a"}},
+                                                                 "matchLabelKeys": ["app"]}],
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 101, "podAffinityTerm": {"topologyKey": "zone"}}]}}
+    pod["topologySpreadConstraints"] = [
+        {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2},
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "nodeTaintsPolicy": "Maybe"},
+        {"maxSkew": 1, "topologyKey": "", "whenUnsatisfiable": "Sometimes", "matchLabelKeys": ["app"]}]
+    got = texts(jobs.validate(created(obj)))
+    a = "spec.template.spec.affinity"
+    r = f"{a}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+    t = "spec.template.spec.topologySpreadConstraints"
+    for text in (
+        f"{r}.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+        f"{r}.matchExpressions[1].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+        f'{r}.matchExpressions[2].operator: Unsupported value: "Maybe": supported values: "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"',
+        f'{r}.matchFields[0].key: Unsupported value: "metadata.uid": supported values: "metadata.name"',
+        f"{a}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: must be in the range 1-100",
+        f"{a}.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty",
+        f'{a}.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys[0]: Invalid value: "app": exists in both matchLabelKeys and labelSelector',
+        f"{a}.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 101: must be in the range 1-100",
+        f"{t}[0].maxSkew: Invalid value: 0: must be greater than zero",
+        f"{t}[0].minDomains: Invalid value: 2: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway",
+        f'{t}[1].{{topologyKey, whenUnsatisfiable}}: Duplicate value: "{{zone, ScheduleAnyway}}"',
+        f'{t}[1].nodeTaintsPolicy: Unsupported value: "Maybe": supported values: "Honor", "Ignore"',
+        f"{t}[2].topologyKey: Required value: can not be empty",
+        f'{t}[2].whenUnsatisfiable: Unsupported value: "Sometimes": supported values: "DoNotSchedule", "ScheduleAnyway"',
+        f"{t}[2].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set",
+    ):
+        assert text in got, (text, got)
+    assert any(x.startswith(f"{r}.matchExpressions[2].key: Invalid value: \"bad key\"") for x in got)
+    assert any(x.startswith(f'{a}.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespace: Invalid value: "Bad_NS"') for x in got)
+
+
+def test_valid_security_context_affinity_and_spread_pass():
+    obj = job()
+    pod = obj["spec"]["template"]["spec"]
+    pod["securityContext"] = {"runAsUser": 1000, "runAsNonRoot": True, "fsGroup": 2000,
+                              "seccompProfile": {"type": "RuntimeDefault"}, "sysctls": [{"name": "kernel.shm_rmid_forced", "value": "0"}]}
+    pod["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                               "seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}
+    pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}},
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
+            "topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "a"}}, "matchLabelKeys": ["version"]}}]}}
+    pod["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                         "whenUnsatisfiable": "DoNotSchedule", "minDomains": 2,
+                                         "labelSelector": {"matchLabels": {"app": "a"}}}]
+    assert texts(jobs.validate(created(obj))) == []

@@ -206,6 +206,10 @@ def validate_pod_spec(pod: dict, path: str) -> list[Cause]:
         causes.append(invalid(f"{path}.activeDeadlineSeconds", deadline, v.inclusive_range_error(1, v.MAX_INT32)))
     for i, toleration in enumerate(pod.get("tolerations") or []):
         causes += _validate_toleration(toleration, f"{path}.tolerations[{i}]")
+    causes += _validate_pod_security_context(pod, f"{path}.securityContext")
+    if isinstance(pod.get("affinity"), dict):
+        causes += _validate_affinity(pod["affinity"], f"{path}.affinity")
+    causes += _validate_topology_spread(pod.get("topologySpreadConstraints") or [], f"{path}.topologySpreadConstraints")
     gates: set[str] = set()
     for i, gate in enumerate(pod.get("schedulingGates") or []):
         causes += v.validate_qualified_name(gate.get("name") or "", f"{path}.schedulingGates[{i}].name")
@@ -294,6 +298,8 @@ def _validate_container(container: dict, volume_names: set[str], path: str) -> l
         handler = (container.get("lifecycle") or {}).get(hook)
         if isinstance(handler, dict):
             causes += _validate_handler(handler, f"{path}.lifecycle.{hook}")
+    if isinstance(container.get("securityContext"), dict):
+        causes += _validate_container_security_context(container["securityContext"], f"{path}.securityContext")
     return causes
 
 
@@ -541,4 +547,237 @@ def _validate_toleration(toleration: dict, path: str) -> list[Cause]:
         causes.append(not_supported(f"{path}.operator", operator, ["Equal", "Exists"]))
     if effect and effect not in _TAINT_EFFECTS:
         causes.append(not_supported(f"{path}.effect", effect, list(_TAINT_EFFECTS)))
+    return causes
+
+
+# =======================================================================================
+# Security contexts (validatePodSpecSecurityContext, ValidateSecurityContext)
+# =======================================================================================
+
+_ID_RANGE = f"must be between 0 and {2 ** 31 - 1}, inclusive"   # IsValidUserID / IsValidGroupID
+_PROFILE_TYPES = ("Localhost", "RuntimeDefault", "Unconfined")
+_SYSCTL_MAX = 253
+_SYSCTL_SEGMENT = r"[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
+_SYSCTL_FMT = rf"^({_SYSCTL_SEGMENT}[\./])*{_SYSCTL_SEGMENT}$"
+_SYSCTL = re.compile(_SYSCTL_FMT)
+
+
+def _validate_id(value, path: str) -> list[Cause]:
+    if value is not None and not 0 <= value <= v.MAX_INT32:
+        return [invalid(path, value, _ID_RANGE)]
+    return []
+
+
+def _validate_profile(profile: dict | None, path: str, what: str) -> list[Cause]:
+    """seccompProfile / appArmorProfile: a known type; localhostProfile exactly for Localhost."""
+    if profile is None:
+        return []
+    kind, local = profile.get("type") or "", profile.get("localhostProfile")
+    if not kind:
+        return [required(f"{path}.type", f"type is required when {what}Profile is set")]
+    if kind not in _PROFILE_TYPES:
+        return [not_supported(f"{path}.type", kind, list(_PROFILE_TYPES))]
+    label = "seccomp" if what == "seccomp" else "AppArmor"
+    if kind == "Localhost" and not local:
+        return [required(f"{path}.localhostProfile", f"must be set when {label} type is Localhost")]
+    if kind != "Localhost" and local is not None:
+        return [invalid(f"{path}.localhostProfile", local, f"can only be set when {label} type is Localhost")]
+    return []
+
+
+def _validate_pod_security_context(pod: dict, path: str) -> list[Cause]:
+    sc = pod.get("securityContext") or {}
+    causes: list[Cause] = []
+    causes += _validate_id(sc.get("fsGroup"), f"{path}.fsGroup")
+    causes += _validate_id(sc.get("runAsUser"), f"{path}.runAsUser")
+    causes += _validate_id(sc.get("runAsGroup"), f"{path}.runAsGroup")
+    for i, group in enumerate(sc.get("supplementalGroups") or []):
+        causes += _validate_id(group, f"{path}.supplementalGroups[{i}]")
+    # kube checks these on its internal type, where both live in the security context.
+    if pod.get("shareProcessNamespace") and pod.get("hostPID"):
+        causes.append(invalid(f"{path}.shareProcessNamespace", True, "ShareProcessNamespace and HostPID cannot both be enabled"))
+    policy = sc.get("fsGroupChangePolicy")
+    if policy is not None and policy not in ("OnRootMismatch", "Always"):
+        causes.append(not_supported(f"{path}.fsGroupChangePolicy", policy, ["OnRootMismatch", "Always"]))
+    seen: set[str] = set()
+    for i, sysctl in enumerate(sc.get("sysctls") or []):
+        name = sysctl.get("name") or ""
+        if not name:
+            causes.append(required(f"{path}.sysctls[{i}].name"))
+        elif len(name) > _SYSCTL_MAX or not _SYSCTL.match(name):
+            causes.append(invalid(f"{path}.sysctls[{i}].name", name,
+                                  f"must have at most {_SYSCTL_MAX} characters and match regex {_SYSCTL_FMT}"))
+        elif name in seen:
+            causes.append(duplicate(f"{path}.sysctls[{i}].name", name))
+        seen.add(name)
+    causes += _validate_profile(sc.get("seccompProfile"), f"{path}.seccompProfile", "seccomp")
+    causes += _validate_profile(sc.get("appArmorProfile"), f"{path}.appArmorProfile", "appArmor")
+    return causes
+
+
+def _validate_container_security_context(sc: dict, path: str) -> list[Cause]:
+    causes = _validate_id(sc.get("runAsUser"), f"{path}.runAsUser")
+    causes += _validate_id(sc.get("runAsGroup"), f"{path}.runAsGroup")
+    proc_mount = sc.get("procMount")
+    if proc_mount is not None and proc_mount not in ("Default", "Unmasked"):
+        causes.append(not_supported(f"{path}.procMount", proc_mount, ["Default", "Unmasked"]))
+    if sc.get("allowPrivilegeEscalation") is False:
+        if sc.get("privileged"):
+            causes.append(v.invalid_no_value(path, "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"))
+        if "CAP_SYS_ADMIN" in ((sc.get("capabilities") or {}).get("add") or []):
+            causes.append(v.invalid_no_value(path, "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN"))
+    causes += _validate_profile(sc.get("seccompProfile"), f"{path}.seccompProfile", "seccomp")
+    causes += _validate_profile(sc.get("appArmorProfile"), f"{path}.appArmorProfile", "appArmor")
+    return causes
+
+
+# =======================================================================================
+# Affinity (validateAffinity) and topology spread (validateTopologySpreadConstraints)
+# =======================================================================================
+
+_NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_WEIGHT_RANGE = "must be in the range 1-100"
+_NOT_POSITIVE = "must be greater than zero"
+
+
+def _validate_node_selector_requirement(req: dict, path: str) -> list[Cause]:
+    operator, values = req.get("operator") or "", req.get("values") or []
+    causes: list[Cause] = []
+    if operator in ("In", "NotIn"):
+        if not values:
+            causes.append(required(f"{path}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+    elif operator in ("Exists", "DoesNotExist"):
+        if values:
+            causes.append(forbidden(f"{path}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+    elif operator in ("Gt", "Lt"):
+        if len(values) != 1:
+            causes.append(required(f"{path}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+    else:
+        causes.append(not_supported(f"{path}.operator", operator, list(_NODE_SELECTOR_OPERATORS)))
+    return causes + v.validate_qualified_name(req.get("key") or "", f"{path}.key")
+
+
+def _validate_node_selector_term(term: dict, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for j, req in enumerate(term.get("matchExpressions") or []):
+        causes += _validate_node_selector_requirement(req, f"{path}.matchExpressions[{j}]")
+    for j, req in enumerate(term.get("matchFields") or []):
+        fpath = f"{path}.matchFields[{j}]"
+        operator = req.get("operator") or ""
+        if operator in ("In", "NotIn"):
+            if len(req.get("values") or []) != 1:
+                causes.append(required(f"{fpath}.values",
+                                       "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+        else:
+            causes.append(invalid(f"{fpath}.operator", operator, "not a valid selector operator"))
+        if req.get("key") != "metadata.name":
+            causes.append(not_supported(f"{fpath}.key", req.get("key") or "", ["metadata.name"]))
+    return causes
+
+
+def _validate_pod_affinity_term(term: dict, path: str) -> list[Cause]:
+    from dashboard.kube.selectors import validate_label_selector
+
+    causes = validate_label_selector(term.get("labelSelector"), f"{path}.labelSelector")
+    causes += validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
+    for name in term.get("namespaces") or []:
+        # kube reports these on "namespace" (sic).
+        causes += v.validate_each(v.name_is_dns_label(name), f"{path}.namespace", name)
+    key = term.get("topologyKey") or ""
+    if not key:
+        causes.append(required(f"{path}.topologyKey", "can not be empty"))
+    else:
+        causes += v.validate_qualified_name(key, f"{path}.topologyKey")
+    causes += _validate_match_label_keys(term, path, "labelSelector")
+    return causes
+
+
+def _validate_match_label_keys(term: dict, path: str, selector_field: str) -> list[Cause]:
+    """matchLabelKeys (and mismatchLabelKeys): label names, only with a selector, not in it."""
+    causes: list[Cause] = []
+    selector = term.get(selector_field)
+    in_selector = set()
+    if selector:
+        in_selector = set((selector.get("matchLabels") or {}).keys())
+        in_selector |= {e.get("key") for e in selector.get("matchExpressions") or []}
+    for key_field in ("matchLabelKeys", "mismatchLabelKeys"):
+        keys = term.get(key_field) or []
+        if keys and selector is None:
+            causes.append(forbidden(f"{path}.{key_field}", "must not be specified when labelSelector is not set"))
+            continue
+        for i, key in enumerate(keys):
+            causes += v.validate_qualified_name(key, f"{path}.{key_field}[{i}]")
+            if key in in_selector:
+                causes.append(invalid(f"{path}.{key_field}[{i}]", key, "exists in both matchLabelKeys and labelSelector"))
+    both = set(term.get("matchLabelKeys") or []) & set(term.get("mismatchLabelKeys") or [])
+    for i, key in enumerate(term.get("mismatchLabelKeys") or []):
+        if key in both:
+            causes.append(invalid(f"{path}.mismatchLabelKeys[{i}]", key, "exists in both matchLabelKeys and mismatchLabelKeys"))
+    return causes
+
+
+def _validate_affinity(affinity: dict, path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    node = affinity.get("nodeAffinity") or {}
+    required_sel = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required_sel is not None:
+        rpath = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        terms = required_sel.get("nodeSelectorTerms") or []
+        if not terms:
+            causes.append(required(f"{rpath}.nodeSelectorTerms", "must have at least one node selector term"))
+        for i, term in enumerate(terms):
+            causes += _validate_node_selector_term(term, f"{rpath}.nodeSelectorTerms[{i}]")
+    for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+        ppath = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        weight = pref.get("weight") or 0
+        if not 1 <= weight <= 100:
+            causes.append(invalid(f"{ppath}.weight", weight, _WEIGHT_RANGE))
+        causes += _validate_node_selector_term(pref.get("preference") or {}, f"{ppath}.preference")
+    for kind in ("podAffinity", "podAntiAffinity"):
+        section = affinity.get(kind) or {}
+        for i, term in enumerate(section.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+            causes += _validate_pod_affinity_term(term, f"{path}.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+        for i, weighted in enumerate(section.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+            wpath = f"{path}.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            weight = weighted.get("weight") or 0
+            if not 1 <= weight <= 100:
+                causes.append(invalid(f"{wpath}.weight", weight, _WEIGHT_RANGE))
+            causes += _validate_pod_affinity_term(weighted.get("podAffinityTerm") or {}, f"{wpath}.podAffinityTerm")
+    return causes
+
+
+def _validate_topology_spread(constraints: list, path: str) -> list[Cause]:
+    from dashboard.kube.selectors import validate_label_selector
+
+    causes: list[Cause] = []
+    pairs: set[tuple[str, str]] = set()
+    for i, c in enumerate(constraints):
+        cpath = f"{path}[{i}]"
+        skew = c.get("maxSkew") or 0
+        if skew <= 0:
+            causes.append(invalid(f"{cpath}.maxSkew", skew, _NOT_POSITIVE))
+        key = c.get("topologyKey") or ""
+        if not key:
+            causes.append(required(f"{cpath}.topologyKey", "can not be empty"))
+        else:
+            causes += v.validate_qualified_name(key, f"{cpath}.topologyKey")
+        action = c.get("whenUnsatisfiable") or ""
+        if action not in ("DoNotSchedule", "ScheduleAnyway"):
+            causes.append(not_supported(f"{cpath}.whenUnsatisfiable", action, ["DoNotSchedule", "ScheduleAnyway"]))
+        min_domains = c.get("minDomains")
+        if min_domains is not None:
+            if min_domains <= 0:
+                causes.append(invalid(f"{cpath}.minDomains", min_domains, _NOT_POSITIVE))
+            if action != "DoNotSchedule":
+                causes.append(invalid(f"{cpath}.minDomains", min_domains,
+                                      f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {action}"))
+        if (key, action) in pairs:
+            causes.append(duplicate(f"{cpath}.{{topologyKey, whenUnsatisfiable}}", f"{{{key}, {action}}}"))
+        pairs.add((key, action))
+        for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            if c.get(policy) is not None and c[policy] not in ("Honor", "Ignore"):
+                causes.append(not_supported(f"{cpath}.{policy}", c[policy], ["Honor", "Ignore"]))
+        causes += _validate_match_label_keys({"labelSelector": c.get("labelSelector"),
+                                              "matchLabelKeys": c.get("matchLabelKeys")}, cpath, "labelSelector")
+        causes += validate_label_selector(c.get("labelSelector"), f"{cpath}.labelSelector")
     return causes

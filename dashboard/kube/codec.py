@@ -6,6 +6,7 @@ parse it. The API's bodies and apply patches and the dashboard's YAML editor all
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -76,3 +77,80 @@ def decode_apply_patch(body: bytes | str) -> dict:
     if not isinstance(applied, dict):
         raise bad_request("the apply patch must be an object")
     return applied
+
+
+# ---------------------------------------------------------------------------------------------
+# Duplicate fields (fieldValidation Strict / Warn): the parsers above keep the last value
+# silently, as Go's decoder does; kube's strict decoders also report the repeat.
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _no_repeats(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Repeated
+    return out
+
+
+class _Pairs(list):
+    """A JSON object as its (key, value) pairs, repeats kept."""
+
+
+def _join(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key
+
+
+def duplicate_json_fields(raw: bytes | str) -> list[str]:
+    """Paths of keys repeated within one JSON object ("spec.parallelism", "[0].op"), in
+    document order; [] for a body without repeats or that is not JSON (decoding reports that)."""
+    try:
+        json.loads(raw, object_pairs_hook=_no_repeats)  # the common case: one cheap pass
+        return []
+    except _Repeated:
+        pass
+    except (ValueError, TypeError):
+        return []
+    found: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, item in value:
+                if key in seen:
+                    found.append(_join(path, key))
+                seen.add(key)
+                walk(item, _join(path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, _join(path, i))
+
+    walk(json.loads(raw, object_pairs_hook=_Pairs), "")
+    return found
+
+
+def duplicate_yaml_keys(raw: bytes | str) -> list[str]:
+    """go-yaml's strict complaints about repeated mapping keys: 'line N: key "k" already set in map'."""
+    try:
+        root = yaml.compose(raw or "", Loader=_KubeYamlLoader)
+    except YAMLError:
+        return []
+    found: list[str] = []
+    pending = [root] if root is not None else []
+    while pending:
+        node = pending.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        found.append((key.start_mark.line + 1, f"line {key.start_mark.line + 1}: key {json.dumps(key.value)} already set in map"))
+                    seen.add(key.value)
+                pending.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend(node.value)
+    return [text for _, text in sorted(found)]

@@ -27,13 +27,19 @@ def parse_bool(value: str | None, name: str, default: bool = False) -> bool:
 
 
 def parse_resource_version(value, *, what: str = "resourceVersion") -> int | None:
-    """"" or None -> None; otherwise a non-negative decimal revision, or 400."""
+    """"" or None -> None; otherwise a decimal revision (a uint64), or 400 in the wording of
+    kube's versioner (strconv.ParseUint)."""
     if value is None or value == "":
         return None
     text = str(value)
-    if not text.isdigit():
-        raise bad_request(f'invalid {what} "{text}": must be a decimal revision number')
-    return int(text)
+    if not (text.isascii() and text.isdigit()):
+        why = "invalid syntax"
+    elif int(text) >= 1 << 64:
+        why = "value out of range"
+    else:
+        return int(text)
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    raise bad_request(f'{what}: Invalid value: "{quoted}": strconv.ParseUint: parsing "{quoted}": {why}')
 
 
 def generate_name(prefix: str) -> str:

@@ -21,7 +21,7 @@ import json
 import re
 import threading
 from importlib import resources
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from . import formats
 from .errors import ApiError
@@ -571,19 +571,25 @@ def decode(obj: Any, definition: str) -> tuple[dict, list[str]]:
     return out, unknown
 
 
-def strict_detail(unknown: list[str]) -> str:
-    """'strict decoding error: unknown field "spec.x", unknown field "spec.y"'."""
-    return "strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in unknown)
+def strict_detail(unknown: list[str], others: Iterable[str] = ()) -> str:
+    """'strict decoding error: unknown field "spec.x", duplicate field "spec.y"'; others are
+    the decoder's other complaints (duplicate fields), already worded."""
+    return "strict decoding error: " + ", ".join(unknown_field_warnings(unknown) + list(others))
 
 
-def strict_error(definition: str, unknown: list[str]) -> DecodeError:
-    """The 400 a create/update with fieldValidation=Strict gets for unknown fields."""
-    return _definition_error(definition, strict_detail(unknown))
+def strict_error(definition: str, unknown: list[str], others: Iterable[str] = ()) -> DecodeError:
+    """The 400 a create/update with fieldValidation=Strict gets for unknown (or repeated) fields."""
+    return _definition_error(definition, strict_detail(unknown, others))
 
 
 def unknown_field_warnings(unknown: list[str]) -> list[str]:
     """Texts for `Warning: 299 - "..."` headers under fieldValidation=Warn."""
     return [f'unknown field "{p}"' for p in unknown]
+
+
+def duplicate_field_texts(paths: list[str], prefix: str = "") -> list[str]:
+    """sigs.k8s.io/json's strict complaint for a repeated key (JSON patches prefix "json patch ")."""
+    return [f'{prefix}duplicate field "{p}"' for p in paths]
 
 
 # --------------------------------------------------------------------------- formats

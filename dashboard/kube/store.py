@@ -243,7 +243,8 @@ def _snapshot_revision(q: ListQuery) -> tuple[int, bool]:
         return rv, True
     if q.resource_version is None or q.resource_version == 0:
         return current, False
-    if q.resource_version_match == "Exact":
+    # Legacy: limit + resourceVersion without resourceVersionMatch lists at exactly that revision.
+    if q.resource_version_match == "Exact" or (q.limit and not q.resource_version_match):
         if q.resource_version > current:
             raise ApiError(504, "Timeout", f"Too large resource version: {q.resource_version}, current: {current}",
                            {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
@@ -287,7 +288,7 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
             if q.continue_token:
                 fresh = encode_continue(current_revision(), *start)
                 raise _expired_continue(fresh)
-            raise gone(f"too old resource version: {snapshot} ({compacted})")
+            raise gone("The resourceVersion for the provided list is too old.")
     # Keys written after the snapshot come from the log; the rest from the typed table. A write
     # that lands while the rows are read (another process) changes the set of such keys: then
     # read again, so the page is exactly the snapshot.
@@ -350,7 +351,32 @@ def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict)
         items.append(text.encode() if isinstance(text, str) else text)
         last_key = key
     token = encode_continue(snapshot, *last_key) if more and last_key else ""
-    return ListPage(items=items, resource_version=snapshot, continue_token=token)
+    remaining = None
+    if token and _unselective(q):
+        remaining = _count_after(res, q, last_key, overrides)
+    return ListPage(items=items, resource_version=snapshot, continue_token=token, remaining=remaining)
+
+
+def _unselective(q: ListQuery) -> bool:
+    """No label or field selector: kube counts remainingItemCount only then (a count of the
+    keys after the page would overcount a filtered list)."""
+    return ((q.label_selector is None or q.label_selector.empty)
+            and (q.field_selector is None or q.field_selector.empty) and not q.names)
+
+
+def _count_after(res: Resource, q: ListQuery, last_key: tuple[str, str], overrides: dict) -> int:
+    """How many objects the snapshot holds after last_key: the typed rows, corrected for the
+    keys written since the snapshot (absent then, or created since)."""
+    after = res.model.objects.all()
+    if q.namespace is not None:
+        after = after.filter(namespace=q.namespace)
+    after = after.filter(Q(namespace__gt=last_key[0]) | Q(namespace=last_key[0], name__gt=last_key[1]))
+    count = after.count()
+    later = [k for k in overrides if k > last_key and (q.namespace is None or k[0] == q.namespace)]
+    if later:
+        now_live = set(after.filter(name__in={k[1] for k in later}).values_list("namespace", "name"))
+        count += sum((overrides[k] is not None) - (k in now_live) for k in later)
+    return count
 
 
 def _expired_continue(fresh: str) -> ApiError:
@@ -440,30 +466,21 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
             raise invalid_object(res.group, res.kind, name, [
                 invalid("metadata.resourceVersion", "0x0", "must be specified for an update")])
         old = current
+        res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
+        kmeta.prepare_update(nm, old["metadata"])
         if subresource == "status":
-            merged = copy.deepcopy(old)
-            for key in res.status_keys:
-                if key in new:
-                    merged[key] = new[key]
-                else:
-                    merged.pop(key, None)
-            new = merged
-            res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
+            # kube's status strategies reset only the spec: metadata (labels, annotations,
+            # finalizers...) written through /status is kept, as the main resource keeps status.
+            _keep(new, old, res.spec_keys)
         else:
-            res.default(new)
-            kmeta.prepare_update(nm, old["metadata"])
             res.prepare_for_update(new, old)
-            for key in res.status_keys:
-                if key in old:
-                    new[key] = old[key]
-                else:
-                    new.pop(key, None)
+            _keep(new, old, res.status_keys)
             if res.has_generation and any(new.get(k) != old.get(k) for k in res.spec_keys):
                 new["metadata"]["generation"] = (old["metadata"].get("generation") or 0) + 1
-            kmeta.drop_empty(new["metadata"])
+        kmeta.drop_empty(new["metadata"])
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if subresource == "status":
-            causes = res.validate_status_update(new, old)
+            causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate_status_update(new, old)
         else:
             causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate(new) + res.validate_update(new, old)
         _validate(res, new, causes)
@@ -478,6 +495,15 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         return Result(new)
 
     return _run(dry_run, work)
+
+
+def _keep(new: dict, old: dict, keys) -> None:
+    """The stored values of keys win over the request's (absent stays absent)."""
+    for key in keys:
+        if key in old:
+            new[key] = old[key]
+        else:
+            new.pop(key, None)
 
 
 def _create_inside(res: Resource, namespace: str, obj: dict, moment) -> Result:

@@ -77,6 +77,41 @@ def table_version(accept: str | None) -> str | None:
     return None
 
 
+# What kube-apiserver's JSON endpoints can produce, for the 406 message.
+ACCEPTED_MEDIA_TYPES = "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+_PLAIN_TYPES = ("application/yaml", "application/vnd.kubernetes.protobuf")
+
+
+def negotiate_output(accept: str | None) -> tuple[str, str | None]:
+    """("object", None), ("Table", version) or ("PartialObjectMetadata", "v1") for a response,
+    from the client's first range we can serve; 406 when none can be (an `as=` target kube
+    does not transform to, a Table in protobuf, text/html...).
+
+    Plain YAML or protobuf ranges are media types kube serves; we answer them with JSON (every
+    client that sends them also reads JSON) rather than refuse.
+    """
+    ranges = media_ranges(accept)
+    if not ranges:
+        return "object", None
+    fallback = False
+    for mtype, params in ranges:
+        target = params.get("as")
+        if target is None:
+            if _is_json(mtype):
+                return "object", None
+            fallback = fallback or mtype in _PLAIN_TYPES
+            continue
+        if mtype != "application/json" or params.get("g") != TABLE_GROUP:
+            continue
+        if target == "Table" and params.get("v") in TABLE_VERSIONS:
+            return "Table", params["v"]
+        if target in ("PartialObjectMetadata", "PartialObjectMetadataList") and params.get("v") in TABLE_VERSIONS:
+            return "PartialObjectMetadata", params["v"]
+    if fallback:
+        return "object", None
+    raise errors.ApiError(406, "NotAcceptable", "only the following media types are accepted: " + ACCEPTED_MEDIA_TYPES)
+
+
 def wants_table(accept_header: str | None) -> bool:
     """True when the Accept header asks for a meta.k8s.io v1/v1beta1 Table first."""
     return table_version(accept_header) is not None

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any, Callable, Iterable
 
-from .errors import INVALID, TOO_LONG, Cause, forbidden, invalid, required
+from .errors import INVALID, TOO_LONG, Cause, forbidden, invalid, not_supported, required
 from .schema import semantic_equal
 
 # ---------------------------------------------------------------------------------------
@@ -364,6 +364,31 @@ def _is_link_local_multicast(ip) -> bool:
         return ip in ipaddress.IPv4Network("224.0.0.0/24")
     b = ip.packed
     return b[0] == 0xFF and (b[1] & 0x0F) == 0x02   # any flags nibble, as Go checks
+
+
+# ---------------------------------------------------------------------------------------
+# ListOptions
+# ---------------------------------------------------------------------------------------
+
+
+def validate_list_options(resource_version: str, match: str, continue_token: str,
+                          send_initial_events: bool | None = None) -> list[Cause]:
+    """ValidateListOptions for a list (not a watch): every broken rule at once, on the raw
+    query strings, before the resourceVersion or the continue token are parsed."""
+    causes: list[Cause] = []
+    if send_initial_events is not None:
+        causes.append(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    if not match:
+        return causes
+    if not resource_version:
+        causes.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+    if continue_token:
+        causes.append(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+    if match not in ("Exact", "NotOlderThan"):
+        causes.append(not_supported("resourceVersionMatch", match, ["Exact", "NotOlderThan", ""]))
+    if match == "Exact" and resource_version == "0":
+        causes.append(forbidden("resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
+    return causes
 
 
 # ---------------------------------------------------------------------------------------

@@ -18,9 +18,10 @@ from rest_framework.views import APIView
 
 from . import codec, registry, store
 from .codec import APPLY_PATCH, JSON
-from .errors import (ApiError, bad_request, method_not_allowed, path_not_found, request_entity_too_large,
-                     unauthorized)
+from .errors import (ApiError, bad_request, invalid_object, method_not_allowed, path_not_found,
+                     request_entity_too_large, unauthorized)
 from .meta import now, parse_bool, parse_resource_version
+from .validation import validate_list_options
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +109,25 @@ class KubeAPIView(APIView):
         super().initial(request, *args, **kwargs)
         if request.user is None:
             raise unauthorized()
+        output(request)  # kube negotiates the answer before doing anything: 406 changes nothing
+
+
+def output(request) -> tuple[str, str | None]:
+    """The negotiated response shape: ("object"|"Table"|"PartialObjectMetadata", version)."""
+    from .tables import negotiate_output
+
+    chosen = getattr(request, "kube_output", None)
+    if chosen is None:
+        chosen = request.kube_output = negotiate_output(request.META.get("HTTP_ACCEPT", ""))
+    return chosen
 
 
 # ---------------------------------------------------------------------------------------------
 # Request parsing
+
+
+def _body_type(request) -> str:
+    return codec.content_type(request.META.get("CONTENT_TYPE", ""))
 
 
 def read_body(request) -> dict:
@@ -143,10 +159,13 @@ def field_validation(request) -> str:
     return value
 
 
-def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool = False) -> tuple[dict, list[str]]:
+def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool = False,
+                  duplicates: list[str] = ()) -> tuple[dict, list[str]]:
     """Drop unknown fields (an error in Strict mode), check types; returns (object, warnings).
 
-    After a patch, kube-apiserver reports these as 422 on the patched object, else 400.
+    duplicates: the body's repeated keys, worded (duplicate_fields). After a patch,
+    kube-apiserver reports these as 422 on the patched object (the patch's repeats first),
+    else 400.
     """
     from . import schema
     from .patch import patch_invalid
@@ -157,11 +176,27 @@ def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool
         if patched:
             raise patch_invalid(err.detail, obj)
         raise
-    if unknown and mode == "Strict":
+    problems = (list(duplicates) + schema.unknown_field_warnings(unknown) if patched
+                else schema.unknown_field_warnings(unknown) + list(duplicates))
+    if problems and mode == "Strict":
         if patched:
-            raise patch_invalid(schema.strict_detail(unknown), obj)
-        raise schema.strict_error(res.definition, unknown)
-    return pruned, (schema.unknown_field_warnings(unknown) if mode == "Warn" else [])
+            raise patch_invalid(schema.strict_detail([], problems), obj)
+        raise schema.strict_error(res.definition, [], problems)
+    return pruned, (problems if mode == "Warn" else [])
+
+
+def duplicate_fields(raw: bytes, media_type: str, mode: str) -> list[str]:
+    """A JSON body's repeated keys as the strict decoder words them (none under Ignore)."""
+    from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+    from .schema import duplicate_field_texts
+
+    if mode == "Ignore":
+        return []
+    if media_type in ("", JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+        return duplicate_field_texts(codec.duplicate_json_fields(raw))
+    if media_type == JSON_PATCH:
+        return duplicate_field_texts(codec.duplicate_json_fields(raw), prefix="json patch ")
+    return []  # YAML bodies: PyYAML keeps the last value, as go-yaml's non-strict decoder does
 
 
 def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse:
@@ -220,21 +255,24 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
     if limit and not limit.lstrip("-").isdigit():
         raise bad_request(f'invalid value for query parameter "limit": "{limit}" is not an integer')
     limit_value = max(int(limit), 0) if limit else 0
-    rv = parse_resource_version(params.get("resourceVersion"))
+    rv_text = params.get("resourceVersion", "")
     match = params.get("resourceVersionMatch", "")
     cont = params.get("continue", "")
     if watch:
         match = ""
-    if match and match not in ("Exact", "NotOlderThan"):
-        raise bad_request(f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')
-    if match and rv is None:
-        raise bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")
-    if match == "Exact" and rv == 0:
-        raise bad_request('resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    # kube-apiserver's order: the option rules (one aggregated 422), then the storage's checks:
+    # the resourceVersion parses, the continue token decodes, and only then the two may clash.
+    send_initial = None
+    if not watch and params.get("sendInitialEvents"):
+        send_initial = parse_bool(params["sendInitialEvents"], "sendInitialEvents")
+    causes = validate_list_options(rv_text, match, cont, send_initial)
+    if causes:
+        raise invalid_object("meta.k8s.io", "ListOptions", "", causes)
+    rv = parse_resource_version(rv_text)
+    if cont and not watch:
+        store.decode_continue(cont)
     if cont and rv not in (None, 0):
         raise bad_request("specifying resource version is not allowed when using continue")
-    if cont and match:
-        raise bad_request("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided")
     names = ()
     if field is not None:
         names = tuple(field.exact("metadata.name") or ())
@@ -248,11 +286,14 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
 
 def render_objects(request, res: registry.Resource, items: list[bytes], list_meta: dict, *,
                    single: bool = False) -> HttpResponse:
-    """A list (or a single object) as JSON, or as a meta.k8s.io Table when the client asked."""
-    from .tables import build_table, table_content_type, table_version
+    """A list (or a single object) as JSON, or as the meta.k8s.io Table or
+    PartialObjectMetadata(List) the client asked for."""
+    from .tables import build_table, table_content_type
 
-    version = table_version(request.META.get("HTTP_ACCEPT", ""))
-    if version is not None:
+    shape, version = output(request)
+    if shape == "PartialObjectMetadata":
+        return _partial_metadata(request, items, list_meta, version, single)
+    if shape == "Table":
         include = request.GET.get("includeObject", "") or "Metadata"
         objects = [orjson.loads(t) for t in items]
         table = build_table(res, objects, list_meta=list_meta, include_object=include, now=now(),
@@ -263,16 +304,30 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
     meta = b'{"resourceVersion":"' + list_meta["resourceVersion"].encode() + b'"'
     if list_meta.get("continue"):
         meta += b',"continue":"' + list_meta["continue"].encode() + b'"'
+    if list_meta.get("remainingItemCount") is not None:
+        meta += b',"remainingItemCount":' + str(list_meta["remainingItemCount"]).encode()
     meta += b"}"
     body = (b'{"kind":"' + res.list_kind.encode() + b'","apiVersion":"' + res.api_version.encode()
             + b'","metadata":' + meta + b',"items":[' + b",".join(items) + b"]}")
     return json_response(body, request=request)
 
 
-def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
-    from .tables import wants_table
+def _partial_metadata(request, items: list[bytes], list_meta: dict, version: str, single: bool) -> HttpResponse:
+    api_version = f"meta.k8s.io/{version}"
 
-    if wants_table(request.META.get("HTTP_ACCEPT", "")):
+    def partial(text: bytes) -> dict:
+        return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": orjson.loads(text)["metadata"]}
+
+    if single:
+        body, kind = partial(items[0]), "PartialObjectMetadata"
+    else:
+        kind = "PartialObjectMetadataList"
+        body = {"kind": kind, "apiVersion": api_version, "metadata": list_meta, "items": [partial(t) for t in items]}
+    return json_response(body, request=request, content_type=f"application/json;as={kind};v={version};g=meta.k8s.io")
+
+
+def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
+    if output(request)[0] != "object":
         response = render_objects(request, res, [orjson.dumps(obj)], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, single=True)
         response.status_code = status
     else:
@@ -291,6 +346,8 @@ class CollectionView(KubeAPIView):
         meta = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             meta["continue"] = page.continue_token
+        if page.remaining is not None:
+            meta["remainingItemCount"] = page.remaining
         return render_objects(request, res, page.items, meta)
 
     def post(self, request, **kw):
@@ -307,7 +364,7 @@ class CollectionView(KubeAPIView):
         body_ns = (obj.get("metadata") or {}).get("namespace")
         if body_ns and body_ns != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
-        obj, warnings = decode_object(res, obj, mode)
+        obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
         result = store.create(res, namespace, obj, dry_run=is_dry)
         return object_response(request, res, result.object, 201, warnings)
 
@@ -374,8 +431,7 @@ class ObjectView(KubeAPIView):
     def get(self, request, **kw):
         res, ns, name, _ = self._target(request, kw, "get")
         raw = store.get_raw(res, ns, name)
-        from .tables import wants_table
-        if wants_table(request.META.get("HTTP_ACCEPT", "")):
+        if output(request)[0] != "object":
             obj = orjson.loads(raw)
             return render_objects(request, res, [raw], {"resourceVersion": obj["metadata"]["resourceVersion"]}, single=True)
         return json_response(raw, request=request)
@@ -387,7 +443,7 @@ class ObjectView(KubeAPIView):
         is_dry = dry_run(request)
         obj = read_body(request)
         check_type_meta(res, obj)
-        obj, warnings = decode_object(res, obj, mode)
+        obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
         result = store.update(res, ns, name, obj, subresource=sub, dry_run=is_dry)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
@@ -406,13 +462,14 @@ class ObjectView(KubeAPIView):
 
         if ctype == APPLY_PATCH:
             return self._apply(request, res, ns, name, sub, body, mode, manager, is_dry)
+        repeated = duplicate_fields(body, ctype, mode)
 
         def patched(current: dict) -> dict:
             new = apply_patch(current, body, ctype, res.definition)
             if not isinstance(new, dict):
                 raise bad_request("the patched object is not a JSON object")
             check_type_meta(res, new)
-            new, found = decode_object(res, new, mode, patched=True)
+            new, found = decode_object(res, new, mode, patched=True, duplicates=repeated)
             warnings.extend(found)
             return new
 
@@ -429,6 +486,13 @@ class ObjectView(KubeAPIView):
         applied = codec.decode_apply_patch(body)
         check_type_meta(res, applied)
         applied, warnings = decode_object(res, applied, mode)
+        repeated = codec.duplicate_yaml_keys(body) if mode != "Ignore" else []
+        if repeated:
+            # kube's apply re-reads the patch with go-yaml's strict decoder.
+            text = "error converting YAML to JSON: yaml: unmarshal errors:\n  " + "\n  ".join(repeated)
+            if mode == "Strict":
+                raise bad_request("error strict decoding YAML: " + text)
+            warnings.append(text)
         am = applied.setdefault("metadata", {})
         if am.get("name", name) != name:
             raise bad_request(f"the name of the object ({am.get('name')}) does not match the name on the URL ({name})")

@@ -87,10 +87,13 @@ def _principal(request):
 
 def _prepare(request, kw: dict, single_name: str | None):
     """Everything that needs the database before the stream starts (runs in a thread)."""
+    from .tables import negotiate_output
+
     res = resolve(kw)
     namespace = kw.get("namespace")
     request.user = _principal(request)
     authorize(request, res, "watch", namespace)
+    negotiate_output(request.META.get("HTTP_ACCEPT", ""))  # 406 before the stream starts, as for lists
     options = _watch_options(request)
     q = list_query(request, res, namespace, watch=True)
     q.limit, q.continue_token = None, ""
