@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dashboard.kube import store
 from dashboard.kube.errors import forbidden_request
-from dashboard.kube.views import decode_object
+from dashboard.kube.codec import decode_object
 
 from .resource import JOBS
 

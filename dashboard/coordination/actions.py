@@ -9,7 +9,7 @@ from dashboard.kube import store
 from dashboard.kube.errors import ApiError, forbidden_request
 from dashboard.kube.formats import format_micro_time
 from dashboard.kube.meta import now as utcnow
-from dashboard.kube.views import decode_object
+from dashboard.kube.codec import decode_object
 
 from .resource import LEASES
 

@@ -7,7 +7,7 @@ import copy
 
 from dashboard.kube import store
 from dashboard.kube.errors import ApiError, forbidden_request
-from dashboard.kube.views import decode_object
+from dashboard.kube.codec import decode_object
 
 from .resource import ENDPOINTS
 

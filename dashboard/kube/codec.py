@@ -1,4 +1,6 @@
-"""Request bodies: JSON or YAML text -> a Kubernetes object (a dict), one way for every caller.
+"""Request bodies: JSON or YAML text -> a Kubernetes object (a dict), then decoded against its
+kind's schema (decode_object: unknown and duplicate fields under fieldValidation), one way for
+every caller: the API, the forms and the domain actions.
 
 YAML is read the way kube-apiserver reads it (sigs.k8s.io/yaml converts YAML to JSON first):
 an unquoted time stays a string, since JSON has no time type; the schema's Time fields then
@@ -154,3 +156,60 @@ def duplicate_yaml_keys(raw: bytes | str) -> list[str]:
         elif isinstance(node, yaml.SequenceNode):
             pending.extend(node.value)
     return [text for _, text in sorted(found)]
+
+
+# Decoding an object of a known kind ----------------------------------------------------
+
+
+def check_type_meta(res, obj: dict) -> None:
+    """apiVersion and kind, when the body names them, must be the URL's."""
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if api_version and api_version != res.api_version:
+        raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({res.api_version})")
+    if kind and kind != res.kind:
+        raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({res.kind})")
+    if not isinstance(obj.get("metadata", {}), dict):
+        raise bad_request("metadata must be an object")
+
+
+FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
+
+
+def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
+                  duplicates: list[str] = ()) -> tuple[dict, list[str]]:
+    """Drop unknown fields (an error in Strict mode), check types; returns (object, warnings).
+
+    duplicates: the body's repeated keys, worded (duplicate_fields). After a patch,
+    kube-apiserver reports these as 422 on the patched object (the patch's repeats first),
+    else 400.
+    """
+    from . import schema
+    from .patch import patch_invalid
+
+    try:
+        pruned, unknown = schema.decode(obj, res.definition)
+    except schema.DecodeError as err:
+        if patched:
+            raise patch_invalid(err.detail, obj)
+        raise
+    problems = (list(duplicates) + schema.unknown_field_warnings(unknown) if patched
+                else schema.unknown_field_warnings(unknown) + list(duplicates))
+    if problems and mode == "Strict":
+        if patched:
+            raise patch_invalid(schema.strict_detail([], problems), obj)
+        raise schema.strict_error(res.definition, [], problems)
+    return pruned, (problems if mode == "Warn" else [])
+
+
+def duplicate_fields(raw: bytes, media_type: str, mode: str) -> list[str]:
+    """A JSON body's repeated keys as the strict decoder words them (none under Ignore)."""
+    from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+    from .schema import duplicate_field_texts
+
+    if mode == "Ignore":
+        return []
+    if media_type in ("", JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+        return duplicate_field_texts(duplicate_json_fields(raw))
+    if media_type == JSON_PATCH:
+        return duplicate_field_texts(duplicate_json_fields(raw), prefix="json patch ")
+    return []  # YAML bodies: PyYAML keeps the last value, as go-yaml's non-strict decoder does

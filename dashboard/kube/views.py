@@ -17,7 +17,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from . import codec, registry, store
-from .codec import APPLY_PATCH, JSON
+from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (ApiError, bad_request, invalid_object, method_not_allowed, path_not_found,
                      request_entity_too_large, unauthorized)
 from .meta import now, parse_bool, parse_resource_version
@@ -139,17 +139,6 @@ def read_body(request) -> dict:
     return codec.decode_body(raw, codec.content_type(request.META.get("CONTENT_TYPE", "")))
 
 
-def check_type_meta(res: registry.Resource, obj: dict) -> None:
-    api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if api_version and api_version != res.api_version:
-        raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({res.api_version})")
-    if kind and kind != res.kind:
-        raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({res.kind})")
-    if not isinstance(obj.get("metadata", {}), dict):
-        raise bad_request("metadata must be an object")
-
-
-FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
 
 
 def field_validation(request) -> str:
@@ -159,44 +148,8 @@ def field_validation(request) -> str:
     return value
 
 
-def decode_object(res: registry.Resource, obj: dict, mode: str, *, patched: bool = False,
-                  duplicates: list[str] = ()) -> tuple[dict, list[str]]:
-    """Drop unknown fields (an error in Strict mode), check types; returns (object, warnings).
-
-    duplicates: the body's repeated keys, worded (duplicate_fields). After a patch,
-    kube-apiserver reports these as 422 on the patched object (the patch's repeats first),
-    else 400.
-    """
-    from . import schema
-    from .patch import patch_invalid
-
-    try:
-        pruned, unknown = schema.decode(obj, res.definition)
-    except schema.DecodeError as err:
-        if patched:
-            raise patch_invalid(err.detail, obj)
-        raise
-    problems = (list(duplicates) + schema.unknown_field_warnings(unknown) if patched
-                else schema.unknown_field_warnings(unknown) + list(duplicates))
-    if problems and mode == "Strict":
-        if patched:
-            raise patch_invalid(schema.strict_detail([], problems), obj)
-        raise schema.strict_error(res.definition, [], problems)
-    return pruned, (problems if mode == "Warn" else [])
 
 
-def duplicate_fields(raw: bytes, media_type: str, mode: str) -> list[str]:
-    """A JSON body's repeated keys as the strict decoder words them (none under Ignore)."""
-    from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
-    from .schema import duplicate_field_texts
-
-    if mode == "Ignore":
-        return []
-    if media_type in ("", JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
-        return duplicate_field_texts(codec.duplicate_json_fields(raw))
-    if media_type == JSON_PATCH:
-        return duplicate_field_texts(codec.duplicate_json_fields(raw), prefix="json patch ")
-    return []  # YAML bodies: PyYAML keeps the last value, as go-yaml's non-strict decoder does
 
 
 def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse:

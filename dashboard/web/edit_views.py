@@ -1,6 +1,6 @@
 """The write side of the pages: create, edit (form and YAML), delete, and one-click actions.
 
-Every write goes through kube.views.decode_object (Strict) and the store, exactly like an API
+Every write goes through kube.codec.decode_object (Strict) and the store, exactly like an API
 request, and every view asks Principal.can() for the object's namespace first (403 page
 otherwise). Edits are conditional on the resourceVersion the form was loaded at: a stale save
 is refused by the store (409) and answered with a page that shows what changed and offers to
@@ -30,7 +30,7 @@ from dashboard.kube import revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import Resource
-from dashboard.kube.views import check_type_meta, decode_object
+from dashboard.kube.codec import check_type_meta, decode_object
 
 from . import forms as f
 from . import kinds

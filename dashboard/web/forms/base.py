@@ -1,7 +1,7 @@
 """The generic form behind every kind's form (ObjectForm), and the helpers kind forms use.
 
 A form only translates between what a person types and the object. Every rule lives in the
-API strategies: a save builds the object, decodes it with kube.views.decode_object (Strict)
+API strategies: a save builds the object, decodes it with kube.codec.decode_object (Strict)
 and goes through the store, exactly like an API request. So a form accepts what the API
 accepts and nothing else, and the API's 422 causes are mapped back to the fields (and lines)
 that produced them, in plain words.
