@@ -183,6 +183,9 @@ class Hub:
         # other processes' writes then wait for the safety poll.
         self._redis_task: asyncio.Task | None = None
         self._start_lock: asyncio.Lock | None = None
+        # Called (with the loop) from the follower thread after each read of a changed
+        # database: state other than revisions that must cross processes (share links).
+        self.change_listeners: list = []
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -284,6 +287,8 @@ class _Follower(threading.Thread):
                         seen_version = version
                     quiet = 0.0
                     self._read()
+                    for listener in self.hub.change_listeners:
+                        listener(self.loop)
                 except Exception:  # the DB hiccuped: keep following, retry on the next wake/poll
                     log.exception("watch hub failed to read revisions")
                     connection.close()
