@@ -363,8 +363,8 @@ print(link.pk)
         while time.monotonic() < deadline:
             try:
                 opcode, data = ws.recv_data()
-            except websocket.WebSocketConnectionClosedException:
-                closed = True
+            except (websocket.WebSocketConnectionClosedException, ConnectionResetError):
+                closed = True  # the server closed the socket (a reset when our close reply crossed it)
                 break
             if opcode == websocket.ABNF.OPCODE_CLOSE:
                 closed = True

@@ -39,8 +39,25 @@ class SharedThreadASGIHandler(ASGIHandler):
         await self.handle(scope, receive, send)
 
 
-class APIWSGIHandler(WSGIHandler):
-    """Django's handler with only settings.KUBEDASH_API_MIDDLEWARE (security headers)."""
+class LaneWSGIHandler(WSGIHandler):
+    """Django's WSGI handler, run on a lane's thread.
+
+    An async view that has a sync equivalent for requests that are not streams (the list
+    paths' `collection_or_watch`: watches never reach this handler, see is_stream) is
+    swapped for it: otherwise Django would run the async view through async_to_sync, a
+    round trip through the event loop and back to this thread for every list and create.
+    """
+
+    def resolve_request(self, request):
+        match = super().resolve_request(request)
+        sync_view = getattr(match.func, "sync_view", None)
+        if sync_view is not None:
+            match.func = sync_view
+        return match
+
+
+class APIWSGIHandler(LaneWSGIHandler):
+    """The lane handler with only settings.KUBEDASH_API_MIDDLEWARE (security headers)."""
 
     def load_middleware(self, is_async=False):
         # Built once, at import, before the server takes requests: the override is not seen
@@ -54,7 +71,7 @@ class LanedHTTP:
 
     def __init__(self, streaming_app):
         self.streaming_app = streaming_app
-        self.full = WSGIHandler()
+        self.full = LaneWSGIHandler()
         self.api = APIWSGIHandler()
 
     async def __call__(self, scope, receive, send):
