@@ -279,9 +279,11 @@ class _Follower(threading.Thread):
                 rung = self.doorbell.wait(interval)
                 self.doorbell.clear()
                 try:
-                    if self.sqlite and not rung and quiet < safety:
+                    if self.sqlite:
+                        # Taken before reading the log: a commit after this read bumps it again,
+                        # and a local write that rang the doorbell is not read a second time.
                         version = _data_version()
-                        if version == seen_version:
+                        if version == seen_version and not rung and quiet < safety:
                             quiet += interval
                             continue
                         seen_version = version
