@@ -42,8 +42,6 @@ def setup(data_dir: str) -> None:
 def seed(client, token: str, count: int) -> None:
     import orjson
 
-    from dashboard.kube import store  # noqa: F401  (the API below is the only writer)
-
     for i in range(count):
         ns = f"bench-{i % 10}"
         body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"job-{i}", "namespace": ns,
