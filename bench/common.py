@@ -130,13 +130,22 @@ def print_targets(targets: list[tuple[str, str, bool | None]], name_width: int, 
 # The server under test
 
 
+def child_pids(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
 class BenchServer:
-    """`manage.py serve` (one process) on free loopback ports with its own SQLite database.
+    """`manage.py serve --workers N` (default 1: one process) on free loopback ports with its
+    own SQLite database.
 
     Subclasses add set-up steps (users, say) by extending prepare()."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, workers: int = 1):
         self.data_dir = data_dir
+        self.workers = workers
         # Never the developer's Postgres/Redis: the benchmark owns its database.
         self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
         self.env.update(KUBEDASH_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="dashboard.settings",
@@ -164,7 +173,7 @@ class BenchServer:
         log = open(self.data_dir / "server.log", "wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.port),
-             "--tls-port", str(self.tls_port)],
+             "--tls-port", str(self.tls_port), "--workers", str(self.workers)],
             env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
@@ -184,8 +193,14 @@ class BenchServer:
             return ""
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far, else 0."""
-        return proc_cpu_seconds(self.proc.pid) if self.proc else 0.0
+        """User + system CPU time of the server (and its worker processes) so far, else 0."""
+        if not self.proc:
+            return 0.0
+        return sum(proc_cpu_seconds(pid) for pid in [self.proc.pid, *child_pids(self.proc.pid)])
+
+    def serving_pids(self) -> list[int]:
+        """The processes that answer requests: the workers, or the server itself."""
+        return child_pids(self.proc.pid) if self.workers > 1 else [self.proc.pid]
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

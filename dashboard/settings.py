@@ -77,6 +77,19 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
+# Bearer-token API calls without a session cookie need only the security headers
+# (dashboard.server.lanes.wants_full_middleware).
+KUBEDASH_API_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+# Lanes (dashboard.server.lanes): the fast lane has one thread; the expensive lane a few.
+# Each admits this many waiting requests beyond its running ones, then answers 429.
+KUBEDASH_FAST_LANE_QUEUE = int(os.environ.get("KUBEDASH_FAST_LANE_QUEUE", "1000"))
+KUBEDASH_EXPENSIVE_LANE_THREADS = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_THREADS", "2"))
+KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEUE", "32"))
+
 ROOT_URLCONF = "dashboard.urls"
 ASGI_APPLICATION = "dashboard.server.asgi.application"
 WSGI_APPLICATION = None
@@ -97,8 +110,8 @@ TEMPLATES = [
 ]
 
 _default_db = f"sqlite:///{DATA_DIR / 'kubedash.sqlite3'}"
-# Persistent connections: requests run on one long-lived sync thread (dashboard/fasthttp.py),
-# so a process holds one connection instead of opening one per request.
+# Persistent connections: requests run on a few long-lived lane threads (dashboard/server/lanes.py),
+# so a process holds one connection per thread instead of opening one per request.
 DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_db), conn_max_age=600,
                                               conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -144,6 +157,8 @@ KUBE_WATCH_BOOKMARK_SECONDS = float(os.environ.get("KUBEDASH_WATCH_BOOKMARK_SECO
 KUBE_WATCH_MIN_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_WATCH_MIN_TIMEOUT_SECONDS", "1800"))
 KUBE_WATCH_QUEUE_SIZE = int(os.environ.get("KUBEDASH_WATCH_QUEUE_SIZE", "1000"))
 KUBE_WATCH_POLL_SECONDS = float(os.environ.get("KUBEDASH_WATCH_POLL_SECONDS", "2"))
+# On SQLite the hub also checks this often whether another process committed (data_version).
+KUBE_WATCH_FOLLOW_SECONDS = float(os.environ.get("KUBEDASH_WATCH_FOLLOW_SECONDS", "0.002"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -1,17 +1,21 @@
-"""The scaled setup: two `manage.py serve` processes sharing one PostgreSQL database and Redis.
+"""Two `manage.py serve` processes on one database: every process's watches see every write.
 
-Each process has its own watch hub. A write commits in one process; the other learns of it
-from Redis pub/sub and reads the new revisions from the database. The safety poll is set to
-30 s here, so an event that arrives within seconds was woken by Redis.
+Each process has its own watch hub, following the revision log. Two setups:
+- embedded (SQLite, no Redis): a write committed by one process bumps SQLite's data_version,
+  which the other process's hub polls every few ms; the same as two workers of one server;
+- scaled (PostgreSQL + Redis): the other process learns of it from Redis pub/sub.
+Either way it then reads the new revisions from the database. The safety poll is set to 30 s
+here, so an event that arrives within seconds was woken by data_version or Redis.
 
-Needs PostgreSQL (127.0.0.1:5432, trust auth as `postgres`) and Redis (127.0.0.1:6379): the
-tests skip without them, and fail in CI (CI set), where they must run.
+The scaled setup needs PostgreSQL (127.0.0.1:5432, trust auth as `postgres`) and Redis
+(127.0.0.1:6379): its tests skip without them, and fail in CI (CI set), where they must run.
 """
 from __future__ import annotations
 
 import math
 import random
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -43,14 +47,18 @@ def collection(kind: str, ns: str | None = None) -> str:
 # Fixtures: a fresh database, two servers on it
 
 
-def _start(env: dict, data_dir) -> LiveServer:
+def _start(env: dict, data_dir, label: str = "server") -> LiveServer:
     http_port, tls_port = free_port(), free_port()
-    log = open(data_dir / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
-                             "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    log = open(data_dir / f"{label}.log", "wb")
+    # One worker each: the two processes stand for two workers of one server (the follow
+    # logic is the same) and each can be addressed on its own.
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--port",
+                             str(http_port), "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log,
+                            stderr=subprocess.STDOUT)
     log.close()  # the child has its own copy of the descriptor
     server = LiveServer(data_dir, http_port, tls_port, proc)
     server.env = env  # LiveServer's default env drops DATABASE_URL/REDIS_URL (SQLite setup)
+    server.log_name = label
     return server
 
 
@@ -62,7 +70,7 @@ def _wait_listening(server: LiveServer, deadline: float) -> None:
                 return
         except OSError:
             if server.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("serve did not start: " + (server.data_dir / "server.log").read_text()[-3000:])
+                raise RuntimeError("serve did not start: " + (server.data_dir / f"{server.log_name}.log").read_text()[-3000:])
             time.sleep(0.2)
 
 
@@ -75,9 +83,46 @@ def _stop(server: LiveServer) -> None:
         server.proc.wait(10)
 
 
-@pytest.fixture(scope="module")
-def scaled(tmp_path_factory):
-    """(A, B, dbname): two servers sharing a new PostgreSQL database and a Redis db index."""
+class Pair:
+    """Two servers on one database, and a way to read that database directly."""
+
+    def __init__(self, a: LiveServer, b: LiveServer, backend: str, dbname: str = "", sqlite_path=None):
+        self.a, self.b, self.backend, self.dbname, self.sqlite_path = a, b, backend, dbname, sqlite_path
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        if self.backend == "postgres":
+            with pg_support.connect(self.dbname) as conn:
+                return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+        with sqlite3.connect(self.sqlite_path) as conn:
+            return conn.execute(sql.replace("%s", "?"), params).fetchall()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def scaled(request, tmp_path_factory):
+    """A Pair: two single-worker servers on SQLite (no Redis), or on PostgreSQL + Redis."""
+    if request.param == "sqlite":
+        yield from _sqlite_pair(tmp_path_factory)
+    else:
+        yield from _postgres_pair(tmp_path_factory)
+
+
+def _sqlite_pair(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("kubedash-sqlite-pair")
+    env = server_env(data_dir)
+    env["KUBEDASH_WATCH_POLL_SECONDS"] = str(POLL_SECONDS)
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+    servers = [_start(env, data_dir, label) for label in ("a", "b")]
+    try:
+        deadline = time.monotonic() + 60
+        for server in servers:
+            _wait_listening(server, deadline)
+        yield Pair(*servers, "sqlite", sqlite_path=data_dir / "kubedash.sqlite3")
+    finally:
+        for server in servers:
+            _stop(server)
+
+
+def _postgres_pair(tmp_path_factory):
     pg_support.require_postgres()
     pg_support.require_redis()
     dbname = pg_support.create_database()
@@ -102,7 +147,7 @@ def scaled(tmp_path_factory):
         token = servers[0].token("mp-admin", "admin")  # tokens live in the shared database
         for server in servers:
             server._admin_token = token
-        yield servers[0], servers[1], dbname
+        yield Pair(servers[0], servers[1], "postgres", dbname=dbname)
     finally:
         for server in servers:
             _stop(server)
@@ -215,7 +260,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def test_watch_on_one_process_sees_writes_on_the_other(scaled, capsys, record_property):
-    a, b, dbname = scaled
+    a, b = scaled.a, scaled.b
     ns = "mp-" + uuid.uuid4().hex[:8]
     rng = random.Random(7)
     rec = Recorder(a, f"{collection('Lease', ns)}?watch=true")
@@ -248,16 +293,15 @@ def test_watch_on_one_process_sees_writes_on_the_other(scaled, capsys, record_pr
         rec.stop()
     events = rec.received()
     assert [(ev["type"], ev["object"]["metadata"]["name"]) for ev in events] == expected
-    with pg_support.connect(dbname) as conn:
-        log = conn.execute("SELECT rv, type, name FROM kube_revision WHERE kind = 'Lease' AND namespace = %s "
-                           "ORDER BY rv", (ns,)).fetchall()
+    log = scaled.query("SELECT rv, type, name FROM kube_revision WHERE kind = 'Lease' AND namespace = %s "
+                       "ORDER BY rv", (ns,))
     # Every write, in revision order, exactly once: the event stream is the log of the namespace.
     assert [(rv_of(ev), ev["type"], ev["object"]["metadata"]["name"]) for ev in events] == [tuple(r) for r in log]
     p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
     record_property("cross_process_watch_p50_ms", round(p50 * 1000, 2))
     record_property("cross_process_watch_p99_ms", round(p99 * 1000, 2))
     with capsys.disabled():
-        print(f"\n[multiprocess] B write -> A watch event, {len(latencies)} writes: "
+        print(f"\n[multiprocess {scaled.backend}] B write -> A watch event, {len(latencies)} writes: "
               f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
 
 
@@ -300,7 +344,7 @@ def _plain(obj: dict) -> dict:
 
 
 def test_concurrent_writers_on_both_processes_watchers_see_every_revision_in_order(scaled, capsys):
-    a, b, dbname = scaled
+    a, b = scaled.a, scaled.b
     tag = uuid.uuid4().hex[:6]
     namespaces = [f"mpc-{tag}-{i}" for i in range(3)]
 
@@ -345,10 +389,8 @@ def test_concurrent_writers_on_both_processes_watchers_see_every_revision_in_ord
 
     # The revision log, read straight from PostgreSQL.
     start = min(rv for rv, _ in stale.values())
-    with pg_support.connect(dbname) as conn:
-        rows = conn.execute("SELECT rv, kind, type, namespace, name FROM kube_revision WHERE rv > %s ORDER BY rv",
-                            (start,)).fetchall()
-        connections = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)).fetchone()[0]
+    rows = scaled.query("SELECT rv, kind, type, namespace, name FROM kube_revision WHERE rv > %s ORDER BY rv",
+                        (start,))
     rvs = [row[0] for row in rows]
     assert rvs == list(range(start + 1, start + 1 + len(rvs))), "the revision log has gaps"
     for kind in PATHS:
@@ -376,16 +418,17 @@ def test_concurrent_writers_on_both_processes_watchers_see_every_revision_in_ord
         assert state == fresh, f"{where}: stale list + events != fresh list"
 
     with capsys.disabled():
-        print(f"\n[multiprocess] {len(rows)} revisions from {2 * THREADS_PER_PROCESS} writers on 2 processes; "
-              f"{len(recorders)} watchers each saw every revision of its kind in order; "
-              f"{connections} PostgreSQL connections open to the test database at the end")
+        print(f"\n[multiprocess {scaled.backend}] {len(rows)} revisions from {2 * THREADS_PER_PROCESS} writers on "
+              f"2 processes; {len(recorders)} watchers each saw every revision of its kind in order")
 
 
 def test_finished_requests_do_not_keep_database_connections(scaled):
     """Each ASGI request runs its sync code in a thread of its own: a persistent connection
     (CONN_MAX_AGE > 0) would stay open per finished request until garbage collection, and a
     busy server would run PostgreSQL out of connections ("too many clients")."""
-    a, b, dbname = scaled
+    if scaled.backend != "postgres":
+        pytest.skip("counts PostgreSQL connections")
+    a, b, dbname = scaled.a, scaled.b, scaled.dbname
 
     def reads(server):
         for _ in range(25):
@@ -398,7 +441,8 @@ def test_finished_requests_do_not_keep_database_connections(scaled):
     for thread in threads:
         thread.join(120)
     with pg_support.connect(dbname) as conn:
-        # Ours, and the servers' long-lived ones (each watch hub keeps one).
+        # Ours, and the servers' long-lived ones: per process one per lane thread (fast 1,
+        # expensive 2, live pages 1), the watch hub's and asgiref's default thread's.
         open_now = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)).fetchone()[0]
-    assert open_now <= 10, (f"{open_now} connections to the database after 200 finished requests: "
+    assert open_now <= 1 + 2 * 6, (f"{open_now} connections to the database after 200 finished requests: "
                             f"requests keep their connections (set CONN_MAX_AGE=0 under ASGI)")

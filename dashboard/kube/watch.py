@@ -1,7 +1,8 @@
 """Watch: one hub per process fans committed revisions out to watch streams.
 
-The hub wakes when a write commits (in-process signal, or Redis pub/sub across processes,
-plus a slow safety poll), reads the new revisions once, and offers each to the subscribers
+The hub wakes when a write commits (in-process signal; across processes Redis pub/sub or, on
+SQLite, `PRAGMA data_version`; plus a slow safety poll), reads the new revisions once, in its
+own thread, and offers each to the subscribers
 of that kind through bounded queues: one DB query per batch of revisions, never one per
 watcher. A subscriber that falls too far behind is closed; its client resumes from the last
 resourceVersion it saw.
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connection
 
 from . import registry, store
 from . import revlog
@@ -157,7 +159,15 @@ def _read_after(rv: int, limit: int, upto: int | None = None) -> list[Event]:
 
 
 class Hub:
-    """Per-process fan-out of committed revisions to subscribers (lives on the event loop)."""
+    """Per-process fan-out of committed revisions to subscribers.
+
+    A follower thread (with its own database connection) reads the revision log after the
+    last revision it has read and hands each batch, in order, to the event loop, where
+    dispatch() offers it to the subscribers. It reads when rung (a write committed in this
+    process, or Redis said another did) and, on SQLite, whenever `PRAGMA data_version` says
+    another connection committed (polled every few ms: that is how a write taken by another
+    worker process reaches this one without any service); plus a slow safety poll.
+    """
 
     BATCH = 2000
 
@@ -166,40 +176,41 @@ class Hub:
         # (kind, namespace or None for cluster-wide) -> subscribers: an event is offered only
         # to the watchers of its kind that watch its namespace or all namespaces.
         self.subscribers: dict[tuple[str, str | None], set[Subscriber]] = {}
-        self.last_rv = 0
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self.last_rv = 0    # the newest revision dispatched (on the loop)
+        self._follower: _Follower | None = None
         # The loop keeps only weak references to tasks: without this one, the Redis listener
         # (a reference cycle with its socket reader) is garbage-collected mid-wait, and the
         # other processes' writes then wait for the safety poll.
         self._redis_task: asyncio.Task | None = None
         self._start_lock: asyncio.Lock | None = None
+        # Called (with the loop) from the follower thread after each read of a changed
+        # database: state other than revisions that must cross processes (share links).
+        self.change_listeners: list = []
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._task is not None and self.loop is loop and not self._task.done():
+        if self._follower is not None and self.loop is loop and self._follower.is_alive():
             return
         if self._start_lock is None or self.loop is not loop:
             self._start_lock = asyncio.Lock()
             self.loop = loop
         async with self._start_lock:
-            if self._task is not None and not self._task.done() and self.loop is loop:
+            if self._follower is not None and self._follower.is_alive() and self._follower.loop is loop:
                 return
-            self._wake = asyncio.Event()
+            if self._follower is not None:
+                self._follower.stop()
             self.subscribers = {}
             self.last_rv = await sync_to_async(store.current_revision)()
-            self._task = loop.create_task(self._run())
+            self._follower = _Follower(self, loop, self.last_rv)
+            self._follower.start()
             if settings.REDIS_URL:
                 self._redis_task = loop.create_task(self._listen_redis())
 
     def notify(self) -> None:
-        """Thread-safe: a revision committed (called from the writer's thread)."""
-        loop, wake = self.loop, self._wake
-        if loop is not None and wake is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(wake.set)
-            except RuntimeError:  # loop shutting down
-                pass
+        """Thread-safe: a revision committed."""
+        follower = self._follower
+        if follower is not None:
+            follower.doorbell.set()
 
     def register(self, sub: Subscriber) -> int:
         self.subscribers.setdefault((sub.resource.kind, sub.namespace), set()).add(sub)
@@ -210,33 +221,10 @@ class Hub:
         if subs is not None:
             subs.discard(sub)
 
-    async def _run(self) -> None:
-        poll = settings.KUBE_WATCH_POLL_SECONDS
-        while True:
-            try:
-                async with asyncio.timeout(poll):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            try:
-                if not any(self.subscribers.values()):
-                    current = await sync_to_async(store.current_revision)()
-                    # Skip ahead only if nobody registered during the await: a watcher that did
-                    # took last_rv as its starting point and needs the revisions after it.
-                    if not any(self.subscribers.values()):
-                        self.last_rv = max(self.last_rv, current)
-                        continue
-                while True:
-                    events = await sync_to_async(_read_after)(self.last_rv, self.BATCH)
-                    self.dispatch(events)
-                    if len(events) < self.BATCH:
-                        break
-            except Exception:  # the DB hiccuped: keep the hub alive, retry on the next wake/poll
-                log.exception("watch hub failed to read revisions")
-
     def dispatch(self, events: list[Event]) -> None:
         for ev in events:
+            if ev.rv <= self.last_rv:
+                continue  # a follower replaced by a newer one may hand over a batch already seen
             for scope in ((ev.kind, None), (ev.kind, ev.namespace)):
                 for sub in tuple(self.subscribers.get(scope, ())):
                     sub.offer(ev)
@@ -250,15 +238,78 @@ class Hub:
                 client = aioredis.from_url(settings.REDIS_URL)
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(REDIS_CHANNEL)
-                    self._wake.set()  # catch up on what committed while (re)subscribing
+                    self.notify()  # catch up on what committed while (re)subscribing
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
-                            self._wake.set()
+                            self.notify()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.warning("watch hub lost Redis; relying on polling until it is back", exc_info=True)
                 await asyncio.sleep(1)
+
+
+def _data_version() -> int:
+    """SQLite's count of commits by other connections to this database file (3-4 us)."""
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA data_version")
+        return cursor.fetchone()[0]
+
+
+class _Follower(threading.Thread):
+    """The hub's reader thread: follows the revision log, posts batches to the loop in order."""
+
+    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, after: int):
+        super().__init__(name="watch-hub", daemon=True)
+        self.hub, self.loop, self.after = hub, loop, after
+        self.doorbell = threading.Event()
+        self.stopped = False
+        self.sqlite = connection.vendor == "sqlite"
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.doorbell.set()
+
+    def run(self) -> None:
+        safety = settings.KUBE_WATCH_POLL_SECONDS
+        interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS, safety) if self.sqlite else safety
+        seen_version, quiet = None, 0.0
+        try:
+            while not self.stopped and not self.loop.is_closed():
+                rung = self.doorbell.wait(interval)
+                self.doorbell.clear()
+                try:
+                    if self.sqlite:
+                        # Taken before reading the log: a commit after this read bumps it again,
+                        # and a local write that rang the doorbell is not read a second time.
+                        version = _data_version()
+                        if version == seen_version and not rung and quiet < safety:
+                            quiet += interval
+                            continue
+                        seen_version = version
+                    quiet = 0.0
+                    self._read()
+                    for listener in self.hub.change_listeners:
+                        listener(self.loop)
+                except Exception:  # the DB hiccuped: keep following, retry on the next wake/poll
+                    log.exception("watch hub failed to read revisions")
+                    connection.close()
+        finally:
+            connection.close()
+
+    def _read(self) -> None:
+        while not self.stopped:
+            events = _read_after(self.after, Hub.BATCH)
+            if not events:
+                return
+            self.after = events[-1].rv
+            try:
+                self.loop.call_soon_threadsafe(self.hub.dispatch, events)
+            except RuntimeError:  # the loop closed
+                self.stopped = True
+                return
+            if len(events) < Hub.BATCH:
+                return
 
 
 REDIS_CHANNEL = "kubedash:revisions"

@@ -289,6 +289,10 @@ async def collection_or_watch(request, **kw):
     return await sync_to_async(collection)(request, **kw)
 
 
+# What a handler that never serves streams may call instead (dashboard.server.bridge).
+collection_or_watch.sync_view = collection
+
+
 @csrf_exempt
 async def watch_path(request, name: str | None = None, **kw):
     """The deprecated /watch/... paths (a name narrows it to one object)."""

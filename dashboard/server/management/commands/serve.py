@@ -1,12 +1,17 @@
-"""`manage.py serve`: run Daphne in this process with an HTTP and an HTTPS listener.
+"""`manage.py serve`: run Daphne with an HTTP and an HTTPS listener, on every core.
 
 HTTP is for the pages and local tools; HTTPS is for API clients, because kubectl sends a
 bearer token only over TLS. The TLS material comes from a local CA (dashboard.server.tls)
 that kubeconfigs written by `manage.py kubeconfig` trust.
+
+`--workers N` (default: the number of cores) binds the sockets once and runs N Daphne worker
+processes on them (dashboard.server.workers); `--workers 1` serves in this process.
 """
 from __future__ import annotations
 
+import argparse
 import ipaddress
+import os
 import sys
 
 # Daphne installs Twisted's asyncio reactor when imported; it must come before anything
@@ -17,6 +22,7 @@ from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.server import workers
 from dashboard.server.tls import ensure_tls
 
 WILDCARDS = {"0.0.0.0", "::", ""}
@@ -97,33 +103,74 @@ class Command(BaseCommand):
                                  f"(default {DEFAULT_WEBSOCKET_TIMEOUT})")
         parser.add_argument("--proxy-headers", action="store_true",
                             help="trust X-Forwarded-For/-Port/-Proto (only behind a reverse proxy)")
+        parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                            help="Daphne worker processes sharing the listening sockets "
+                                 "(default: the number of cores; 1 serves in this process)")
+        # Set by the supervisor for its workers: the inherited listening sockets.
+        parser.add_argument("--listen-fds", default="", help=argparse.SUPPRESS)
 
     def handle(self, *args, **options):
         raise_file_limit()
         host, port = options["host"], options["port"]
         tls_port = None if options["no_tls"] else options["tls_port"]
+        options["tls_port"] = tls_port
         tls = None
         if tls_port is not None:
             tls = ensure_tls(settings.DATA_DIR, tls_hosts(host))
+        urls = [url("http", host, port)] + ([url("https", host, tls_port)] if tls_port else [])
+        if options["workers"] < 1:
+            raise CommandError("--workers must be at least 1")
+        if options["workers"] > 1:
+            return self.supervise(options, tls, urls)
+        self.serve(options, tls, urls)
+
+    def supervise(self, options, tls, urls) -> None:
+        host = options["host"]
+        try:
+            listeners = [workers.bind(host, options["port"], tls=False)]
+            if options["tls_port"] is not None:
+                listeners.append(workers.bind(host, options["tls_port"], tls=True))
+        except OSError as err:
+            raise CommandError(f"could not listen on {', '.join(urls)}: {err}") from None
+        self.banner(urls, tls, f" ({options['workers']} worker processes)")
+
+        def log(line: str) -> None:
+            if options["verbosity"] >= 1:
+                self.stdout.write(f"serve: {line}")
+                self.stdout.flush()
+
+        supervisor = workers.Supervisor(workers.worker_command(options), listeners, options["workers"], log)
+        supervisor.run()
+
+    def banner(self, urls, tls, suffix: str = "") -> None:
+        self.stdout.write(f"Serving HTTP   on {urls[0]}/  (pages){suffix}")
+        if len(urls) > 1:
+            self.stdout.write(f"Serving HTTPS  on {urls[1]}/  (API; CA: {tls.ca_cert})")
+        self.stdout.write("Quit with CONTROL-C.")
+        self.stdout.flush()
+
+    def serve(self, options, tls, urls) -> None:
+        host, port, tls_port = options["host"], options["port"], options["tls_port"]
+        listen_fds = options["listen_fds"]
 
         from dashboard.server.asgi import application
         # Static files (htmx, css) are served from the finders, with or without DEBUG, so the
         # embedded setup needs no collectstatic and no extra server; one prefix test per request.
         application = ASGIStaticFilesHandler(application)
 
-        urls = [url("http", host, port)] + ([url("https", host, tls_port)] if tls_port else [])
-
         def ready():
-            self.stdout.write(f"Serving HTTP   on {urls[0]}/  (pages)")
-            if tls_port:
-                self.stdout.write(f"Serving HTTPS  on {urls[1]}/  (API; CA: {tls.ca_cert})")
-            self.stdout.write("Quit with CONTROL-C.")
-            self.stdout.flush()
+            if listen_fds:
+                from twisted.internet import reactor
+
+                workers.adopt(reactor, server, listen_fds, tls)
+            else:
+                self.banner(urls, tls)
 
         proxy = options["proxy_headers"]
         server = Server(
             application=application,
-            endpoints=endpoints(host, port, tls_port, tls),
+            # A worker's listeners are adopted in ready(); Daphne insists on some endpoint.
+            endpoints=["(inherited)"] if listen_fds else endpoints(host, port, tls_port, tls),
             signal_handlers=True,   # SIGINT/SIGTERM stop the reactor; open requests are cancelled
             action_logger=AccessLogGenerator(sys.stdout) if options["access_log"] else None,
             http_timeout=options["http_timeout"] or None,
@@ -136,6 +183,8 @@ class Command(BaseCommand):
             ready_callable=ready,
             server_name="kubedash",
         )
+        if listen_fds:
+            server.endpoints = []
         server.run()
         if server.abort_start:
             # Daphne logged why (address in use, permission denied, bad certificate).

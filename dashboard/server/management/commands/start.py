@@ -69,6 +69,8 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
         parser.add_argument("--tls-port", type=int, default=8443, help="HTTPS port (default 8443)")
         parser.add_argument("--access-log", action="store_true", help="log every request")
+        parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                            help="server worker processes (default: the number of cores)")
         parser.add_argument("--no-demo", action="store_true",
                             help="do not run the demo simulator (leases renewing, endpoints "
                                  "flapping, jobs progressing in namespaces demo, payments, batch)")
@@ -105,7 +107,8 @@ class Command(BaseCommand):
         demo = None if options["no_demo"] else start_demo(site)
         try:
             call_command("serve", host=host, port=port, tls_port=tls_port,
-                         access_log=options["access_log"], verbosity=options["verbosity"])
+                         access_log=options["access_log"], workers=options["workers"],
+                         verbosity=options["verbosity"])
         finally:
             stop_demo(demo)
 

@@ -1,0 +1,136 @@
+"""Lanes, like kube-apiserver's API Priority and Fairness: cheap requests never queue behind
+expensive ones.
+
+Every buffered HTTP request is classified from its method, path and query string alone
+(before Django runs) into one of two lanes, each with its own threads (and so its own
+persistent database connections, which Django keeps per thread):
+
+- FAST: single-object reads and writes (GET/PUT/PATCH/DELETE of one object, POST of one),
+  `/status` and other subresources, small pages of a list (`limit` <= FAST_LIST_LIMIT),
+  discovery, health checks and `/version`, and watch starts. One thread: a renewal waits
+  only for other renewals.
+- EXPENSIVE: unpaged or large lists (JSON or Table), collection deletes, OpenAPI documents,
+  and everything that is not the API (pages, forms, admin). A few threads.
+
+Each lane admits a bounded number of requests (running + queued); one more is answered
+429 TooManyRequests with Retry-After, so a flood holds bounded memory and never spills into
+the other lane. Websocket consumers (live pages) run their sync work on a lane of their own.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qsl
+
+from django.conf import settings
+
+FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
+HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
+API_ROOTS = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version")
+
+# The interpreter hands the GIL over every 5 ms by default: a renewal waking from a SQLite
+# call would wait that long behind a thread rendering a big Table. 0.5 ms bounds the wait.
+SWITCH_INTERVAL = 0.0005
+
+
+class LaneFull(Exception):
+    """The lane has admitted as many requests as it may hold: answer 429."""
+
+
+class Lane:
+    """A thread pool with a bounded number of admitted (running + waiting) requests."""
+
+    def __init__(self, name: str, threads: int, queue: int):
+        self.name = name
+        self.capacity = threads + queue
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"lane-{name}")
+        self.admitted = 0
+        self._lock = threading.Lock()
+
+    def admit(self) -> None:
+        with self._lock:
+            if self.admitted >= self.capacity:
+                raise LaneFull(self.name)
+            self.admitted += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self.admitted -= 1
+
+
+def is_stream(scope) -> bool:
+    """Requests that may answer with a long stream: watches (?watch=... or /watch/ paths)."""
+    return b"watch=" in scope.get("query_string", b"") or "/watch/" in scope["path"]
+
+
+def _api_rest(path: str) -> list[str] | None:
+    """The segments after /api/{version} or /apis/{group}/{version}; None for other paths."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        return parts[2:] if len(parts) > 2 else []
+    if parts[0] == "apis":
+        return parts[3:] if len(parts) > 3 else []
+    return None
+
+
+def _small_page(query: bytes) -> bool:
+    for key, value in parse_qsl(query.decode("latin-1")):
+        if key == "limit":
+            return value.isdigit() and 0 < int(value) <= FAST_LIST_LIMIT
+    return False
+
+
+def is_fast(method: str, path: str, query: bytes) -> bool:
+    """Does this buffered request belong in the fast lane? (See the module docstring.)"""
+    if path in HEALTH_PATHS:
+        return True
+    rest = _api_rest(path)
+    if rest is None:
+        return False            # pages, forms, admin, OpenAPI documents
+    collection = len(rest) == 1 or (len(rest) == 3 and rest[0] == "namespaces")
+    if not rest or not collection:
+        return True             # discovery, or one object (or its subresource)
+    if method == "GET" or method == "HEAD":
+        return _small_page(query)
+    return method != "DELETE"   # POST creates one object; DELETE deletes a collection
+
+
+def wants_full_middleware(path: str, headers: list) -> bool:
+    """Pages, and any request with a session cookie (the dashboard's own fetches, share
+    links), go through every middleware; bearer-token API calls need none of sessions,
+    CSRF, messages or share-link confinement."""
+    if not path.startswith(API_ROOTS):
+        return True
+    cookie_name = settings.SESSION_COOKIE_NAME.encode()
+    for name, value in headers:
+        if name == b"cookie" and cookie_name in value:
+            return True
+    return False
+
+
+class Lanes:
+    """The lanes of this process (created on first use, once settings are loaded)."""
+
+    def __init__(self):
+        self.fast = Lane("fast", 1, settings.KUBEDASH_FAST_LANE_QUEUE)
+        self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
+                              settings.KUBEDASH_EXPENSIVE_LANE_QUEUE)
+        # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
+        self.pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-pages")
+        sys.setswitchinterval(SWITCH_INTERVAL)
+
+    def for_request(self, method: str, path: str, query: bytes) -> Lane:
+        return self.fast if is_fast(method, path, query) else self.expensive
+
+
+_lanes: Lanes | None = None
+_lanes_lock = threading.Lock()
+
+
+def lanes() -> Lanes:
+    global _lanes
+    with _lanes_lock:
+        if _lanes is None:
+            _lanes = Lanes()
+        return _lanes

@@ -1,0 +1,374 @@
+"""Serving: lanes (a renewal is answered while the expensive lane is full; a full lane answers
+429 with Retry-After), worker processes (the supervisor replaces a killed worker and no
+acknowledged write is lost), and live pages across processes (a page websocket on one process
+is pushed a write taken by another, on SQLite with no Redis).
+
+All against real `manage.py serve` processes; no timing assertions.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, LiveServer, free_port, server_env
+from manifests import job, lease
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def start(data_dir: Path, *args: str, env: dict | None = None, label: str = "server") -> LiveServer:
+    http_port, tls_port = free_port(), free_port()
+    log = open(data_dir / f"{label}.log", "wb")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
+                             "--tls-port", str(tls_port), *args], env=env or server_env(data_dir), cwd=ROOT,
+                            stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    server = LiveServer(data_dir, http_port, tls_port, proc)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            status, _, _ = server.request("GET", "/healthz", token="-")
+            if status == 200:
+                return server
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("serve did not start: " + (data_dir / f"{label}.log").read_text()[-3000:])
+        time.sleep(0.2)
+
+
+def stop(server: LiveServer) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait(10)
+
+
+def migrate(data_dir: Path, env: dict | None = None) -> None:
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env or server_env(data_dir),
+                   cwd=ROOT, check=True)
+
+
+def children(pid: int) -> set[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except FileNotFoundError:
+        return set()
+    return {int(p) for p in text.split()}
+
+
+def post_many(server: LiveServer, path: str, bodies: list[dict], threads: int = 4) -> None:
+    chunks = [bodies[i::threads] for i in range(threads)]
+
+    def run(chunk):
+        for body in chunk:
+            status, _, out = server.request("POST", path, body)
+            assert status == 201, out
+
+    workers = [threading.Thread(target=run, args=(chunk,)) for chunk in chunks]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(300)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lanes
+
+
+@pytest.fixture(scope="module")
+def narrow_lanes(tmp_path_factory):
+    """One worker whose expensive lane holds one request running and one waiting."""
+    data_dir = tmp_path_factory.mktemp("kubedash-lanes")
+    env = server_env(data_dir)
+    env.update(KUBEDASH_EXPENSIVE_LANE_THREADS="1", KUBEDASH_EXPENSIVE_LANE_QUEUE="1")
+    migrate(data_dir, env)
+    server = start(data_dir, "--workers", "1", env=env)
+    server.env = env
+    try:
+        yield server
+    finally:
+        stop(server)
+
+
+def test_a_full_expensive_lane_answers_429_and_renewals_still_go_through(narrow_lanes):
+    server = narrow_lanes
+    ns = "lanes-" + uuid.uuid4().hex[:6]
+    post_many(server, JOBS.format(ns=ns), [job(f"j{i}", ns=ns) for i in range(300)])
+    status, _, held = server.request("POST", LEASES.format(ns=ns), lease("leader", ns=ns))
+    assert status == 201, held
+
+    # Eight clients loop unpaged Table lists: far more than the lane's two places.
+    stopping = threading.Event()
+    full = threading.Event()
+    answers: list[tuple[int, dict, object]] = []
+
+    def hammer():
+        while not stopping.is_set():
+            status, headers, body = server.request("GET", "/apis/batch/v1/jobs", headers={"Accept": TABLE})
+            answers.append((status, headers, body if status != 200 else None))
+            if status == 429:
+                full.set()
+
+    threads = [threading.Thread(target=hammer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    renewals = []
+    try:
+        assert full.wait(120), "the expensive lane never filled up"
+        for i in range(20):
+            held["spec"]["holderIdentity"] = f"holder-{i}"
+            status, _, out = server.request("PUT", f"{LEASES.format(ns=ns)}/leader", held)
+            renewals.append(status)
+            if status == 200:
+                held = out
+        # Still saturated after the renewals: they were answered while the lane was full.
+        seen = len(answers)
+        while not any(a[0] == 429 for a in answers[seen:]):
+            time.sleep(0.05)
+    finally:
+        stopping.set()
+        for t in threads:
+            t.join(60)
+
+    assert renewals == [200] * 20
+    assert {a[0] for a in answers} <= {200, 429}
+    status, headers, body = next(a for a in answers if a[0] == 429)
+    assert headers["Retry-After"] == "1"
+    assert headers["Content-Type"] == "application/json"
+    assert body["kind"] == "Status" and body["code"] == 429 and body["reason"] == "TooManyRequests"
+    assert body["details"]["retryAfterSeconds"] == 1
+
+
+def test_small_pages_and_single_objects_are_not_the_expensive_lane(narrow_lanes):
+    """While the expensive lane is full, a small page of a list, a GET, a create and
+    discovery are still answered (they are on the fast lane)."""
+    server = narrow_lanes
+    ns = "lanes-small-" + uuid.uuid4().hex[:6]
+    stopping = threading.Event()
+    full = threading.Event()
+
+    def hammer():
+        while not stopping.is_set():
+            status, _, _ = server.request("GET", "/apis/batch/v1/jobs", headers={"Accept": TABLE})
+            if status == 429:
+                full.set()
+
+    threads = [threading.Thread(target=hammer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    try:
+        assert full.wait(120)
+        assert server.request("POST", LEASES.format(ns=ns), lease("a", ns=ns))[0] == 201
+        assert server.request("GET", f"{LEASES.format(ns=ns)}/a")[0] == 200
+        assert server.request("GET", "/apis/batch/v1/jobs?limit=50")[0] == 200
+        assert server.request("GET", "/apis/coordination.k8s.io/v1")[0] == 200
+        assert server.request("GET", "/readyz", token="-")[0] == 200
+    finally:
+        stopping.set()
+        for t in threads:
+            t.join(60)
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers
+
+
+def test_killed_worker_is_replaced_and_no_acknowledged_write_is_lost(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("kubedash-workers")
+    migrate(data_dir)
+    server = start(data_dir, "--workers", "2")
+    try:
+        deadline = time.monotonic() + 60
+        while len(children(server.proc.pid)) < 2:
+            assert time.monotonic() < deadline, "the supervisor did not start two workers"
+            time.sleep(0.1)
+        before = children(server.proc.pid)
+        ns = "kill-" + uuid.uuid4().hex[:6]
+        token = server.admin_token
+        acknowledged: list[str] = []
+        stopping = threading.Event()
+        lock = threading.Lock()
+
+        def writer(label: str):
+            serial = 0
+            while not stopping.is_set():
+                serial += 1
+                name = f"{label}-{serial}"
+                try:
+                    status, _, _ = server.request("POST", LEASES.format(ns=ns), lease(name, ns=ns), token=token)
+                except OSError:
+                    continue  # the worker died with this request: not acknowledged
+                if status == 201:
+                    with lock:
+                        acknowledged.append(name)
+
+        threads = [threading.Thread(target=writer, args=(f"w{i}",)) for i in range(4)]
+        for t in threads:
+            t.start()
+        while len(acknowledged) < 40:
+            time.sleep(0.05)
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+        # A replacement appears, and writes keep being acknowledged.
+        while True:
+            now = children(server.proc.pid)
+            if len(now) == 2 and victim not in now:
+                break
+            assert time.monotonic() < deadline + 60, f"worker {victim} was not replaced ({now})"
+            time.sleep(0.1)
+        mark = len(acknowledged)
+        while len(acknowledged) < mark + 40:
+            time.sleep(0.05)
+        stopping.set()
+        for t in threads:
+            t.join(60)
+
+        status, _, body = server.request("GET", LEASES.format(ns=ns))
+        assert status == 200
+        stored = {item["metadata"]["name"] for item in body["items"]}
+        assert set(acknowledged) <= stored
+        assert children(server.proc.pid) - before, "no new worker"
+    finally:
+        stop(server)
+    assert server.proc.returncode == 0
+    assert not children(server.proc.pid)
+
+
+def test_workers_share_the_https_port(tmp_path_factory):
+    """kubectl's listener works through the workers: TLS on the adopted socket."""
+    import ssl
+    import http.client
+
+    data_dir = tmp_path_factory.mktemp("kubedash-workers-tls")
+    migrate(data_dir)
+    server = start(data_dir, "--workers", "2")
+    try:
+        port = int(server.https_url.rsplit(":", 1)[1])
+        context = ssl.create_default_context(cafile=server.ca_file)
+        for _ in range(6):  # fresh connections: the kernel spreads them over the workers
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+            conn.request("GET", "/apis/coordination.k8s.io/v1/leases",
+                         headers={"Authorization": f"Bearer {server.admin_token}"})
+            resp = conn.getresponse()
+            assert resp.status == 200, resp.read()
+            resp.read()
+            conn.close()
+    finally:
+        stop(server)
+
+
+# ---------------------------------------------------------------------------------------------
+# Live pages across processes (SQLite, no Redis)
+
+
+SESSION_SCRIPT = """
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+from dashboard.access.tokens import ensure_user
+user = ensure_user("page-viewer", "viewer")
+store = SessionStore()
+store[SESSION_KEY] = str(user.pk)
+store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+store.save()
+print(store.session_key)
+"""
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """Two single-worker servers on one SQLite database; no Redis, a 30 s safety poll."""
+    data_dir = tmp_path_factory.mktemp("kubedash-two")
+    env = server_env(data_dir)
+    env["KUBEDASH_WATCH_POLL_SECONDS"] = "30"
+    migrate(data_dir, env)
+    servers = [start(data_dir, "--workers", "1", env=env, label=label) for label in ("a", "b")]
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            stop(server)
+
+
+def test_page_websocket_on_one_process_is_pushed_a_write_taken_by_another(two_processes):
+    import websocket  # websocket-client (a dependency of the kubernetes client)
+
+    a, b = two_processes
+    session = a.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    ns = "pages-" + uuid.uuid4().hex[:6]
+    ws = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases&namespace={ns}&rv=0",
+                                     cookie=f"sessionid={session}", origin=a.http_url, timeout=30)
+    try:
+        status, _, _ = b.request("POST", LEASES.format(ns=ns), lease("pushed-across", ns=ns))
+        assert status == 201
+        deadline = time.monotonic() + 20
+        while True:
+            assert time.monotonic() < deadline, "no push for the write taken by the other process"
+            message = ws.recv()
+            if "pushed-across" in message:
+                break
+    finally:
+        ws.close()
+
+
+def test_revoking_a_share_link_in_another_process_closes_its_socket(two_processes):
+    import websocket
+
+    a, b = two_processes
+    ns = "share-" + uuid.uuid4().hex[:6]
+    script = f"""
+from datetime import timedelta
+from django.utils import timezone
+from dashboard.access.models import ShareLink, hash_token
+from dashboard.access.tokens import ensure_user
+user = ensure_user("sharer", "admin")
+link = ShareLink.objects.create(token_hash=hash_token("tok-{ns}"), label="t", kind="Lease", namespace="{ns}",
+                                label_selector="", creator=user, expires=timezone.now() + timedelta(hours=1))
+print(link.pk)
+"""
+    link_id = a.manage("shell", "-c", script).strip().splitlines()[-1]
+    # Open the link on A: the share session, then its page socket.
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", a.http_port, timeout=30)
+    conn.request("GET", f"/s/tok-{ns}/")
+    resp = conn.getresponse()
+    resp.read()
+    cookie = resp.getheader("Set-Cookie", "")
+    session = cookie.split("sessionid=", 1)[1].split(";", 1)[0] if "sessionid=" in cookie else ""
+    if not session:
+        pytest.skip(f"share link landing answered {resp.status} without a session (link URL changed?)")
+    ws = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases&namespace={ns}&rv=0",
+                                     cookie=f"sessionid={session}", origin=a.http_url, timeout=30)
+    try:
+        # Revoke in a third process (the function the page's revoke button calls).
+        b.manage("shell", "-c", f"from dashboard.access.models import ShareLink; from dashboard.web.share import revoke; "
+                                f"revoke(ShareLink.objects.get(pk={link_id}))")
+        deadline = time.monotonic() + 20
+        closed = False
+        while time.monotonic() < deadline:
+            try:
+                opcode, data = ws.recv_data()
+            except (websocket.WebSocketConnectionClosedException, ConnectionResetError):
+                closed = True  # the server closed the socket (a reset when our close reply crossed it)
+                break
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                closed = True
+                assert int.from_bytes(data[:2], "big") == 4403
+                break
+        assert closed, "the share socket on A stayed open after the link was revoked elsewhere"
+    finally:
+        ws.close()
