@@ -91,6 +91,7 @@ KUBEDASH_EXPENSIVE_LANE_THREADS = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_TH
 KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEUE", "32"))
 
 ROOT_URLCONF = "dashboard.urls"
+WEBSOCKET_URLCONF = "dashboard.web.routing"   # websocket routes (dashboard.server.asgi)
 ASGI_APPLICATION = "dashboard.server.asgi.application"
 WSGI_APPLICATION = None
 

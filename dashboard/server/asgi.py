@@ -10,9 +10,14 @@ django.setup(set_prefix=False)
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.utils.module_loading import import_string  # noqa: E402
 
 from dashboard.server.bridge import LanedHTTP, PagesLane, SharedThreadASGIHandler  # noqa: E402
-from dashboard.web.routing import websocket_urlpatterns  # noqa: E402
+
+# The websocket routes are named by a setting, as ROOT_URLCONF names the HTTP ones: the server
+# serves the dashboard without importing it.
+websocket_urlpatterns = import_string(f"{settings.WEBSOCKET_URLCONF}.websocket_urlpatterns")
 
 application = ProtocolTypeRouter({
     # Buffered requests in one hop to their lane's thread; watch streams via ASGI.

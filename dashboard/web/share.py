@@ -15,6 +15,7 @@ principal wins in that session) until they leave the shared view or log in again
 """
 from __future__ import annotations
 
+import asyncio
 import secrets
 from datetime import timedelta
 from functools import wraps
@@ -54,9 +55,12 @@ DEFAULT_EXPIRY = "1d"
 SHARE_ROUTES = frozenset(kinds.page_route_names() | {"share_open", "share_leave", "login", "logout"})
 
 
+GROUP_PREFIX = "share-"
+
+
 def group_name(link_id: int) -> str:
     """The channel-layer group of a link's open websockets (revoking closes them)."""
-    return f"share-{link_id}"
+    return f"{GROUP_PREFIX}{link_id}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,6 +133,24 @@ def revoke(link: ShareLink) -> None:
             async_to_sync(layer.group_send)(group_name(link.pk), {"type": "share.revoked"})
 
     transaction.on_commit(notify)
+
+
+# Without Redis the in-memory channel layer reaches only the process that took a revoke; the
+# other workers learn of it from the database: whenever their watch hub sees that the database
+# changed, this re-checks the links with sockets open in the process (one primary-key query).
+def close_stopped_share_sockets(loop: asyncio.AbstractEventLoop) -> None:
+    """Called from the hub's follower thread after it saw the database change."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    open_ids = [int(name[len(GROUP_PREFIX):]) for name in list(getattr(layer, "groups", ()))
+                if name.startswith(GROUP_PREFIX)]
+    if not open_ids:
+        return
+    stopped = (ShareLink.objects.filter(pk__in=open_ids).exclude(revoked_at=None, expires__gt=timezone.now())
+               .values_list("pk", flat=True))
+    for pk in stopped:
+        asyncio.run_coroutine_threadsafe(layer.group_send(group_name(pk), {"type": "share.revoked"}), loop)
 
 
 def visible_links(principal: Principal, user):
