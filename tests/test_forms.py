@@ -759,3 +759,43 @@ def test_browser_action_buttons_follow_live_updates(page, kube_server, ns):
     page.wait_for_url(f"{base}/leases/{ns}/lock/")
     expect(page.locator(".flash")).to_contain_text("released")
     assert api(kube_server, "GET", leases_path(ns, "lock"))["spec"]["holderIdentity"] == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Every error in one submit; the notations the pages display
+
+
+def test_one_submit_reports_every_error(editor):
+    """The form's own checks (a time it cannot read) and the API's (a bad name, a negative
+    duration) are reported together: the API sees what did parse, as a dry run."""
+    resp = editor.post("/leases/new/", {"name": "Bad_Name", "namespace": "default", "duration": "-5",
+                                        "renew_time": "yesterday", "action": "save"})
+    assert resp.status_code == 400
+    assert "RFC 3339" in field_errors(resp, "renew_time")
+    assert "lowercase RFC 1123 subdomain" in field_errors(resp, "name")
+    assert "Must be greater than 0" in field_errors(resp, "duration")
+    assert "Fix the 3 problems" in text(resp)
+    # The summary is focusable and links every field.
+    assert 'id="form-errors" tabindex="-1"' in text(resp)
+    for field in ("name", "duration", "renew_time"):
+        assert f'href="#id_{field}" data-focus-field' in text(resp)
+    assert not LEASE.model.objects.exists()
+    # An edit as well (a dry run of the update): nothing is written.
+    fresh_lease()
+    data = form_data(editor.get("/leases/default/l1/edit/"))
+    data.update(duration="-1", acquire_time="tomorrow")
+    resp = editor.post("/leases/default/l1/edit/", data)
+    assert resp.status_code == 400
+    assert "RFC 3339" in field_errors(resp, "acquire_time")
+    assert "Must be greater than 0" in field_errors(resp, "duration")
+    assert get(LEASE, "l1")["spec"]["leaseDurationSeconds"] == 15
+
+
+def test_ports_accept_the_matrix_notation(editor):
+    """The readiness matrix writes a port as "http 80/TCP": the form reads it back."""
+    resp = editor.post("/endpoints/new/", {"name": "web", "namespace": "default", "subsets": "1",
+                                           "s0-ready": "10.0.0.1", "s0-ports": "http 80/TCP\nmetrics 9090/UDP",
+                                           "action": "save"})
+    assert resp.status_code == 302, field_errors(resp, "s0-ports")
+    assert [(p.get("name"), p["port"], p["protocol"]) for p in get(EP, "web")["subsets"][0]["ports"]] == \
+        [("http", 80, "TCP"), ("metrics", 9090, "UDP")]

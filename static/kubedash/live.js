@@ -76,6 +76,19 @@
   tick();
   setInterval(tick, 1000);
 
+  // --- forms: a refused save puts focus on its error summary, whose links focus the fields -
+  var summary = document.getElementById("form-errors");
+  if (summary) summary.focus();
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest && e.target.closest("a[data-focus-field]");
+    var field = link && document.getElementById(link.getAttribute("href").slice(1));
+    if (!field) return;
+    e.preventDefault();
+    var label = document.querySelector('label[for="' + field.id + '"]');
+    (label || field).scrollIntoView({block: "center"});
+    field.focus({preventScroll: true});
+  });
+
   // --- the websocket ----------------------------------------------------------------------
   var status = document.getElementById("live-status");
 
