@@ -55,11 +55,11 @@ def base_context(request, principal: Principal, active: str) -> dict:
             "share_link": getattr(request, "share_link", None)}
 
 
-def share_url(principal: Principal, kind: str, namespace: str, label_selector: str) -> str:
+def share_url(principal: Principal, kind: str, namespace: str, label_selector: str, q: str = "") -> str:
     """The "Share this view" target, for those who may share this view (else "")."""
     if not principal.can(SHARE_VERB, namespace or None, kind):
         return ""
-    query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector}
+    query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector, "q": q}
     return "/share/new/?" + urlencode({k: v for k, v in query.items() if v})
 
 
@@ -198,7 +198,8 @@ class KindListView(View):
             ctx["first_page"] = "?" + filters.query()
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q)
-        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector)
+        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
+                                     filters.q)
         return render(request, page.list_template, ctx)
 
 

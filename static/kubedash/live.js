@@ -76,6 +76,28 @@
   tick();
   setInterval(tick, 1000);
 
+  // --- copy buttons: [data-copy] names the field whose value it copies ------------------
+  function copied(button, ok) {
+    var note = document.getElementById(button.dataset.copy + "-copied");
+    setText(note, ok ? "Copied" : "Press Ctrl+C (or ⌘C) to copy");
+    if (ok) setTimeout(function () { setText(note, ""); }, 4000);
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button[data-copy]");
+    var field = button && document.getElementById(button.dataset.copy);
+    if (!field) return;
+    field.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(field.value).then(function () { copied(button, true); },
+        function () { copied(button, document.execCommand("copy")); });
+    } else {
+      copied(button, document.execCommand("copy"));
+    }
+  });
+  document.addEventListener("focusin", function (e) {
+    if (e.target.matches && e.target.matches("input[data-select-all]")) e.target.select();
+  });
+
   // --- forms: a refused save puts focus on its error summary, whose links focus the fields -
   var summary = document.getElementById("form-errors");
   if (summary) summary.focus();
