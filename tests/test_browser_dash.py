@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 
 from manifests import endpoints, job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
-    api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
+    TRACK_SOCKETS, WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
     open_live, page, session_state,
 )
 
@@ -55,3 +56,144 @@ def test_remove_subset_keeps_typed_addresses(page, kube_server, ns):
     expect(page.locator("#id_s0-ports")).to_have_value("http 80/TCP")
     expect(page.locator("#id_s1-ready")).to_have_value("10.0.0.3")
     expect(page.locator("#id_name")).to_have_value("web")
+
+
+# ---------------------------------------------------------------------------------------------
+# Defects of issue 14
+
+
+AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page, rules: list[str] | None = None) -> list[str]:
+    """axe-core's violations on the page as it is now ("rule: target" strings)."""
+    page.add_script_tag(path=str(AXE))
+    options = {"runOnly": {"type": "rule", "values": rules}} if rules else {}
+    found = page.evaluate("async (options) => (await axe.run(document, options)).violations", options)
+    return [f"{v['id']}: {n['target']}" for v in found for n in v["nodes"]]
+
+
+@pytest.fixture
+def wide_page(chromium, session_state):
+    """A signed-in page at 1440 px with the clipboard allowed; CSP bypassed to inject axe."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+    ctx = chromium.new_context(storage_state=session_state, viewport={"width": 1440, "height": 900},
+                               bypass_csp=True, permissions=["clipboard-read", "clipboard-write"])
+    ctx.add_init_script(TRACK_SOCKETS)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    ctx.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+LONG = ("Job has reached the specified backoff limit after the pods failed repeatedly: "
+        "container main exited with code 137 (OOMKilled) in pod crunch-7x9k2 on node worker-3")
+
+
+def test_job_detail_shows_everything_at_1440(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns, completions=3))
+    now = "2026-01-01T00:00:00Z"
+    api(kube_server, "PATCH", jobs_path(ns, "crunch") + "/status", {"status": {
+        "startTime": now, "failed": 7, "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": LONG,
+             "lastTransitionTime": now, "lastProbeTime": now}]}}, merge=True)
+    open_live(page, f"{kube_server.http_url}/jobs/{ns}/crunch/")
+    page.screenshot(path="/tmp/kubedash-job-detail-1440.png", full_page=True)
+    for selector in ("#detail .table-wrap", "#detail pre.yaml"):
+        box = page.locator(selector)
+        expect(box).to_be_visible()
+        assert box.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), f"{selector} is cut off"
+        # Whatever may scroll can be reached with the keyboard, and has a name.
+        assert box.get_attribute("tabindex") == "0"
+        assert box.get_attribute("aria-labelledby")
+    expect(page.locator("#detail pre.yaml")).to_contain_text("OOMKilled")
+    page.screenshot(path="/tmp/kubedash-job-detail-1440.png", full_page=True)
+    assert axe_violations(page) == []
+
+
+def test_axe_on_pages_and_states(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    base = kube_server.http_url
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "leader", "node-a"))
+    api(kube_server, "POST", endpoints_path(ns), endpoints(name="web", ns=ns, ips=("10.1.0.1",),
+                                                               not_ready=("10.1.0.2",)))
+    api(kube_server, "POST", jobs_path(ns), job(name="batch", ns=ns, completions=2))
+    for path in ("/", f"/leases/?namespace={ns}", f"/endpoints/?namespace={ns}", f"/jobs/?namespace={ns}",
+                 f"/leases/{ns}/leader/", f"/endpoints/{ns}/web/", f"/jobs/{ns}/batch/", "/tokens/",
+                 f"/leases/new/?namespace={ns}", f"/endpoints/{ns}/web/edit/", "/no/such/page/"):
+        page.goto(base + path)
+        assert axe_violations(page) == [], path
+    # A refused form, with its error summary.
+    page.goto(f"{base}/leases/new/?namespace={ns}")
+    page.fill("#id_name", "Bad_Name")
+    page.click("button.primary")
+    expect(page.locator("#form-errors")).to_be_focused()
+    assert axe_violations(page) == [], "refused form"
+
+
+def test_secrets_have_a_copy_button(wide_page, kube_server):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    page.goto(kube_server.http_url + "/tokens/")
+    page.fill("#token-name", "ci-" + ns_suffix())
+    page.get_by_role("button", name="Create token").click()
+    field = page.locator("#token-value")
+    expect(field).to_be_visible()
+    token = field.input_value()
+    # Full width: the whole token is in view.
+    assert field.evaluate("el => el.scrollWidth <= el.clientWidth")
+    assert field.bounding_box()["width"] > 500
+    page.get_by_role("button", name="Copy").click()
+    expect(page.locator("#token-value-copied")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == token
+
+
+def ns_suffix() -> str:
+    return str(int(time.time() * 1000) % 10**8)
+
+
+def test_deleted_object_disables_its_actions_and_release_asks_first(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    base = kube_server.http_url
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "lock", "node-a"))
+    open_live(page, f"{base}/leases/{ns}/lock/")
+    # Release asks first; Cancel changes nothing.
+    page.click("#edit-toolbar button:text('Release')")
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    assert api(kube_server, "GET", leases_path(ns, "lock"))["spec"]["holderIdentity"] == "node-a"
+    # Deleted while the page is open: the page says so and offers nothing to change.
+    api(kube_server, "DELETE", leases_path(ns, "lock"))
+    expect(page.locator("#detail")).to_contain_text("deleted")
+    toolbar = page.locator("#edit-toolbar")
+    expect(toolbar).to_contain_text("Deleted: nothing left to change.")
+    expect(toolbar.locator("a[href]")).to_have_count(0)
+    expect(toolbar.get_by_role("button", name="Release")).to_have_count(0)
+    expect(toolbar.get_by_role("link", name="Edit", exact=True)).to_have_attribute("aria-disabled", "true")
+
+
+def test_suspend_asks_first(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    base = kube_server.http_url
+    api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns))
+    page.goto(f"{base}/jobs/{ns}/crunch/")
+    page.click("#edit-toolbar button:text('Suspend')")
+    page.locator("dialog.confirm").get_by_role("button", name="Suspend").click()
+    page.wait_for_url(f"{base}/jobs/{ns}/crunch/")
+    expect(page.locator(".flash")).to_contain_text("suspended")
+    expect(page.locator("#detail .big-state .badge")).to_have_text("Suspended")
+    assert api(kube_server, "GET", jobs_path(ns, "crunch"))["spec"]["suspend"] is True

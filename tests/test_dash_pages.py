@@ -68,3 +68,60 @@ def test_kubeconfig_points_at_the_tls_port_serve_listens_on(login, monkeypatch):
     assert 'value="https://localhost:9555"' in page
     monkeypatch.delenv("KUBEDASH_TLS_PORT")
     assert 'value="https://localhost:8443"' in text(client.get("/tokens/", HTTP_HOST="localhost:8000"))
+
+
+def test_404_page_keeps_the_header_user(login):
+    r = login("editor", username="dash-ed").get("/leases/default/nope/")
+    assert r.status_code == 404
+    assert "<strong>dash-ed</strong>" in text(r) and "Log out" in text(r)
+    assert title(r) == "Not found — kubedash"
+    anonymous = Client().get("/no/such/page/")
+    assert anonymous.status_code == 404 and "Log out" not in text(anonymous)
+
+
+def test_tab_titles_include_the_filter(login):
+    c = login("viewer")
+    assert title(c.get("/leases/?namespace=demo")) == "Leases · namespace demo — kubedash"
+    assert title(c.get("/jobs/?namespace=demo&labelSelector=app%3Dweb&q=x")) == \
+        "Jobs · namespace demo · app=web · names containing “x” — kubedash"
+    assert title(c.get("/endpoints/")) == "Endpoints — kubedash"
+    assert title(c.get("/?namespace=demo")) == "Overview · namespace demo — kubedash"
+
+
+def test_suspended_jobs_show_and_count_as_suspended(login):
+    jobs = by_kind("Job")
+    store.create(jobs, "demo", {**job("paused", ns="demo"), "spec": {**job("paused", ns="demo")["spec"],
+                                                                     "suspend": True}})
+    store.create(jobs, "demo", job("busy", ns="demo"))
+    c = login("viewer")
+    page = text(c.get("/jobs/?namespace=demo"))
+    row = re.search(r'<tr id="job-demo--paused"[^>]*>.*?</tr>', page, re.S).group(0)
+    assert 'class="idle"' in row and '<span class="badge">Suspended</span>' in row
+    assert re.search(r'data-count-of="#items > tr.run">1<', page)
+    overview = text(c.get("/?namespace=demo"))
+    assert "1&nbsp;running" in overview and "1&nbsp;suspended" in overview
+    detail = text(c.get("/jobs/demo/paused/"))
+    assert '<span class="badge">Suspended</span>' in detail
+
+
+def test_actions_of_a_deleted_object_are_disabled(login):
+    leases = by_kind("Lease")
+    store.create(leases, "default", lease("gone"))
+    c = login("editor")
+    live = text(c.get("/leases/default/gone/actions/?part=toolbar"))
+    assert 'href="/leases/default/gone/edit/"' in live and "disabled" not in live
+    store.delete(leases, "default", "gone")
+    # What the toolbar re-fetches after the live push that said "deleted".
+    r = c.get("/leases/default/gone/actions/?part=toolbar")
+    assert r.status_code == 200
+    html = text(r)
+    assert "<fieldset disabled" in html and 'href="/leases/default/gone/edit/"' not in html
+    assert "Deleted: nothing left to change." in html and "Release" not in html
+
+
+def test_release_and_suspend_ask_first(login):
+    store.create(by_kind("Lease"), "default", lease("held", holder="node-a"))
+    store.create(by_kind("Job"), "default", job("j"))
+    c = login("editor")
+    assert 'data-confirm="Release lease held?' in text(c.get("/leases/default/held/"))
+    assert 'data-confirm="Suspend job j?' in text(c.get("/jobs/default/j/"))

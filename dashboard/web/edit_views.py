@@ -421,9 +421,12 @@ def actions(request, principal: Principal, info: KindWeb, namespace: str, name: 
     part = request.GET.get("part", "toolbar")
     if part not in ACTION_PARTS:
         raise Http404("no such part")
-    obj = _load(info, namespace, name)
-    html = render_to_string(f"web/edit/_actions.html#{part}",
-                            {"item": present(info.kind, obj, utcnow()), "can_edit": True}, request=request)
+    try:
+        ctx = {"item": present(info.kind, _load(info, namespace, name), utcnow())}
+    except Http404:
+        # Deleted while the page was open (the live push said so): the buttons, disabled.
+        ctx = {"item": {"kind": info.kind, "url": detail_url(info.kind, namespace, name)}, "gone": True}
+    html = render_to_string(f"web/edit/_actions.html#{part}", {**ctx, "can_edit": True}, request=request)
     return HttpResponse(html)
 
 

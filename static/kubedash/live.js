@@ -98,6 +98,34 @@
     if (e.target.matches && e.target.matches("input[data-select-all]")) e.target.select();
   });
 
+  // --- confirmations: a form[data-confirm] submits only after its question is answered ----
+  var dialog = null;
+  function confirmDialog() {
+    if (dialog) return dialog;
+    dialog = document.createElement("dialog");
+    dialog.className = "confirm";
+    dialog.setAttribute("aria-labelledby", "confirm-q");
+    dialog.innerHTML = '<form method="dialog"><p id="confirm-q"></p><div class="form-actions">' +
+      '<button value="yes" class="primary"></button><button value="no" autofocus>Cancel</button></div></form>';
+    document.body.appendChild(dialog);
+    return dialog;
+  }
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.dataset || !form.dataset.confirm || form.dataset.confirmed) return;
+    e.preventDefault();
+    var d = confirmDialog();
+    setText(d.querySelector("#confirm-q"), form.dataset.confirm);
+    setText(d.querySelector("button[value=yes]"), form.dataset.confirmButton || "OK");
+    d.returnValue = "";
+    d.onclose = function () {
+      if (d.returnValue !== "yes" || !form.isConnected) return;
+      form.dataset.confirmed = "1";
+      form.requestSubmit ? form.requestSubmit() : form.submit();
+    };
+    d.showModal();
+  }, true);
+
   // --- forms: a refused save puts focus on its error summary, whose links focus the fields -
   var summary = document.getElementById("form-errors");
   if (summary) summary.focus();
