@@ -12,7 +12,7 @@ import pytest
 from manifests import endpoints, job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
-    open_live, page, session_state,
+    now_micro, open_live, page, session_state,
 )
 
 
@@ -197,3 +197,131 @@ def test_suspend_asks_first(page, kube_server, ns):
     expect(page.locator(".flash")).to_contain_text("suspended")
     expect(page.locator("#detail .big-state .badge")).to_have_text("Suspended")
     assert api(kube_server, "GET", jobs_path(ns, "crunch"))["spec"]["suspend"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Honest reconnects: a real server restart
+
+
+class RestartableServer:
+    """`manage.py serve` of this test's own (its own SQLite file), stopped and started again
+    on the same ports, as an upgrade or a crash-and-restart does."""
+
+    def __init__(self, data_dir: Path):
+        import subprocess
+        import sys
+
+        from conftest import ROOT, LiveServer, free_port
+
+        self.http_port, self.tls_port = free_port(), free_port()
+        self.live = LiveServer(data_dir, self.http_port, self.tls_port, None)
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=self.live.env, cwd=ROOT,
+                       check=True)
+        self.cmd = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.http_port),
+                    "--tls-port", str(self.tls_port)]
+        self.root = ROOT
+        self.log = open(data_dir / "server.log", "ab")
+        self.start()
+
+    def start(self) -> float:
+        """Start and wait until the pages' port accepts connections; returns that moment."""
+        import socket
+        import subprocess
+
+        self.live.proc = subprocess.Popen(self.cmd, env=self.live.env, cwd=self.root, stdout=self.log,
+                                          stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.http_port), timeout=1):
+                    return time.monotonic()
+            except OSError:
+                if self.live.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("serve did not start")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.live.proc.terminate()
+        self.live.proc.wait(15)
+
+    def close(self) -> None:
+        if self.live.proc.poll() is None:
+            self.stop()
+        self.log.close()
+
+
+@pytest.fixture
+def restartable(tmp_path):
+    server = RestartableServer(tmp_path)
+    yield server
+    server.close()
+
+
+def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable):
+    from playwright.sync_api import expect
+
+    server = restartable.live
+    expect.set_options(timeout=WAIT_MS)
+    server.manage("shell", "-c", (
+        "from dashboard.access.tokens import ensure_user\n"
+        "u = ensure_user('restart-admin', 'admin')\nu.set_password('restart-pass-123')\nu.save()\n"))
+    ctx = chromium.new_context()
+    try:
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        from test_browser import log_in
+        log_in(page, server.http_url, "restart-admin", "restart-pass-123")
+        api(server, "POST", leases_path("rs"), held_lease("rs", "short", "node-a", duration=6))
+        expires = time.monotonic() + 6
+        open_live(page, f"{server.http_url}/leases/?namespace=rs")
+        row = page.locator(dom("lease", "rs", "short"))
+        countdown = row.locator("[data-expires-at]")
+        expect(row.locator("[data-state-label]")).to_have_text("held")
+
+        restartable.stop()
+        status = page.locator("#live-status")
+        expect(status).to_have_text("Reconnecting…")
+        expect(page.locator("#live-stale")).to_contain_text("Not live: showing the state as of")
+        expect(page.get_by_role("button", name="Retry now")).to_be_visible()
+        frozen = countdown.inner_text()
+        page.screenshot(path="/tmp/kubedash-stale.png")
+        # The lease's 6 s run out while the page cannot see renewals: it says what it last knew.
+        time.sleep(max(expires - time.monotonic(), 0) + 1.5)
+        assert countdown.inner_text() == frozen, "a countdown moved while disconnected"
+        expect(row.locator("[data-state-label]")).to_have_text("held")
+
+        back = restartable.start()
+        expect(status).to_have_text("Live", timeout=3000)
+        took = time.monotonic() - back
+        assert took < 2.5, f"live again {took:.1f}s after the server was back"
+        expect(page.locator("#live-stale")).to_be_hidden()
+        expect(page.get_by_role("button", name="Retry now")).to_be_hidden()
+        # Live again: time moves, and the lease (not renewed) is shown expired.
+        expect(row.locator("[data-state-label]")).to_have_text("expired")
+        # And pushes arrive.
+        api(server, "PATCH", leases_path("rs", "short"),
+            {"spec": {"holderIdentity": "node-b", "renewTime": now_micro(), "leaseDurationSeconds": 60}},
+            merge=True)
+        expect(row.locator(".holder")).to_have_text("node-b")
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def test_retry_now_reconnects_at_once(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "alpha", "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}")
+    page.evaluate("""() => {
+        window.__kdDown = true;
+        window.__kdSockets.filter(s => s.url.includes('/ws/live/') && s.readyState === 1).forEach(s => s.close());
+    }""")
+    expect(page.locator("#live-status")).to_have_text("Reconnecting…")
+    page.wait_for_timeout(6000)      # long enough for the backoff to reach its cap
+    page.evaluate("window.__kdDown = false")
+    started = time.monotonic()
+    page.get_by_role("button", name="Retry now").click()
+    expect(page.locator("#live-status")).to_have_text("Live", timeout=1500)
+    assert time.monotonic() - started < 1.5
