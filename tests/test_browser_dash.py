@@ -325,3 +325,37 @@ def test_retry_now_reconnects_at_once(page, kube_server, ns):
     page.get_by_role("button", name="Retry now").click()
     expect(page.locator("#live-status")).to_have_text("Live", timeout=1500)
     assert time.monotonic() - started < 1.5
+
+
+# ---------------------------------------------------------------------------------------------
+# Lists that scale (a start): live updates keep each row on its page
+
+
+def test_live_updates_keep_rows_on_their_page(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    for name in ("a1", "a2", "a3", "a4"):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&limit=2")
+    rows = page.locator("#items > tr")
+    expect(rows).to_have_count(2)
+    # New rows, one sorting into this page and one onto the next: neither is pushed in.
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a15", "node-x"))
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a9", "node-y"))
+    notice = page.locator("#items-new")
+    expect(notice).to_contain_text("2 new objects since this page was loaded")
+    expect(rows).to_have_count(2)
+    # Rows on the page still change in place, and go when deleted.
+    api(kube_server, "PATCH", leases_path(ns, "a2"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
+    expect(page.locator(dom("lease", ns, "a2") + " .holder")).to_have_text("node-b")
+    api(kube_server, "PATCH", leases_path(ns, "a3"), {"spec": {"holderIdentity": "node-c"}}, merge=True)
+    api(kube_server, "DELETE", leases_path(ns, "a1"))
+    expect(page.locator(dom("lease", ns, "a1"))).to_have_count(0)
+    expect(rows).to_have_count(1)
+    expect(notice).to_contain_text("2 new objects")   # a change on page 2 is not news here
+    # "show" loads the view as it is now.
+    notice.get_by_role("link", name="show").click()
+    expect(rows).to_have_count(2)
+    assert [r.split("--")[-1] for r in page.eval_on_selector_all("#items > tr", "els => els.map(e => e.id)")] == \
+        ["a15", "a2"]
+    expect(page.locator("#items-new")).to_be_hidden()

@@ -40,6 +40,18 @@ class PageSpec:
     name: str
     rv: int
     allowed: tuple[str, ...] = ()   # the viewer's namespace limits (empty: all)
+    # One page of several (limit/continue): its first and last rows, (namespace, name). Live
+    # updates keep each row on its page: rows in the range change in place or go; new rows
+    # are announced ("N new — show"), never pushed into the page.
+    paged: bool = False
+    first: tuple[str, str] | None = None
+    last: tuple[str, str] | None = None
+    announced: int = 0
+
+
+def _key(text: str) -> tuple[str, str] | None:
+    namespace, sep, name = text.partition("/")
+    return (namespace, name) if sep else None
 
 
 def parse_spec(query: bytes) -> PageSpec:
@@ -51,7 +63,9 @@ def parse_spec(query: bytes) -> PageSpec:
     rv = params.get("rv", "0")
     return PageSpec(view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
-                    q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0)
+                    q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
+                    paged=params.get("paged") == "1", first=_key(params.get("first", "")),
+                    last=_key(params.get("last", "")))
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -91,7 +105,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for sub in self.subscribers:
             sub.start_rv = state.rv
             sub.matching.update(state.keys.get(sub.resource.kind, ()))
-        self.shown = sorted(k for keys in state.keys.values() for k in keys)
+        self.known = {k for keys in state.keys.values() for k in keys}   # everything the view matches
+        self.shown = sorted(k for k in self.known if live.on_page(self.spec, k))
         await self.accept()  # only now: the subscription and the snapshot are in place
         if self.principal.share_id is not None:
             self.share_watch = asyncio.get_running_loop().create_task(self._watch_share())
@@ -159,6 +174,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
             pending, self.pending = self.pending, {}
             if not pending:
                 return
-            html = await sync_to_async(live.render_changes)(self.spec, pending, self.shown)
+            html = await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known)
             if html:
                 await self.send(text_data=html)

@@ -127,6 +127,25 @@ def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
     return render_to_string(f"{web.list_template}#{web.summary_partial}", {**summary, "oob": "true"})
 
 
+def on_page(spec, key: tuple[str, str]) -> bool:
+    """Is this (namespace, name) within the rows the page was rendered with? (Always, for a
+    page that shows the whole list.)"""
+    if not getattr(spec, "paged", False):
+        return True
+    if spec.first is None or spec.last is None:
+        return False   # an empty page of several: nothing on it to keep live
+    return spec.first <= key <= spec.last
+
+
+def _announcement(count: int) -> str:
+    """"N new — show": rows written since a paged view was rendered (it does not move rows)."""
+    if not count:
+        return '<p id="items-new" class="notice" role="status" hidden hx-swap-oob="true"></p>'
+    return (f'<p id="items-new" class="notice" role="status" hx-swap-oob="true">{count} new '
+            f'{"object" if count == 1 else "objects"} since this page was loaded — '
+            '<a href="" data-reload>show</a></p>')
+
+
 def changed_since(spec, rv: int) -> bool:
     """Did anything this page may show change after the page's revision (up to rv)?"""
     return revlog.changed_between(spec.kinds, spec.rv, rv, spec.namespace, spec.name)
@@ -178,13 +197,15 @@ def render_refresh(spec, state: Snapshot) -> str:
         objects = state.objects[kind]
         return _detail(kind, objects[0] if objects else None, moment) + marker
     kind = spec.kinds[0]
-    rows = "".join(_item(kind, o, "", moment) for o in state.objects[kind])
-    summary = _summary_fragment(kind, state.objects[kind], moment)
-    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not state.objects[kind]) + summary + marker
+    objects = [o for o in state.objects[kind] if on_page(spec, (o["metadata"]["namespace"], o["metadata"]["name"]))]
+    rows = "".join(_item(kind, o, "", moment) for o in objects)
+    summary = _summary_fragment(kind, objects, moment)
+    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary + marker
 
 
-def render_changes(spec, pending: dict, shown: list) -> str:
-    """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated."""
+def render_changes(spec, pending: dict, shown: list, known: set | None = None) -> str:
+    """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated,
+    and `known` (every key the view matches, on any of its pages), when given."""
     moment = now()
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == OVERVIEW:
@@ -200,6 +221,17 @@ def render_changes(spec, pending: dict, shown: list) -> str:
         present_now = at < len(shown) and shown[at] == key
         if detail:
             parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment))
+            continue
+        if known is not None:
+            is_new = key not in known and event != revlog.DELETED
+            (known.discard if event == revlog.DELETED else known.add)(key)
+        else:
+            is_new = not present_now
+        if getattr(spec, "paged", False) and not present_now:
+            # One page of several: rows stay on their pages; new ones are announced.
+            if is_new:
+                spec.announced += 1
+                parts.append(_announcement(spec.announced))
             continue
         if event == revlog.DELETED:
             if present_now:

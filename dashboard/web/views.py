@@ -196,8 +196,12 @@ class KindListView(View):
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
             ctx["first_page"] = "?" + filters.query()
+        paged = bool(fetched.next_token or filters.continue_token)
+        rows = [o["metadata"] for o in fetched.objects]
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
-                               labelSelector=filters.label_selector, q=filters.q)
+                               labelSelector=filters.label_selector, q=filters.q, paged="1" if paged else "",
+                               first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
+                               last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "")
         ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
                                      filters.q)
         return render(request, page.list_template, ctx)
