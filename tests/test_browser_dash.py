@@ -359,3 +359,20 @@ def test_live_updates_keep_rows_on_their_page(page, kube_server, ns):
     assert [r.split("--")[-1] for r in page.eval_on_selector_all("#items > tr", "els => els.map(e => e.id)")] == \
         ["a15", "a2"]
     expect(page.locator("#items-new")).to_be_hidden()
+
+
+def test_paged_list_screenshot_and_axe(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    for i in range(5):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, f"p{i}", f"node-{i}"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&limit=2")
+    page.get_by_role("link", name="Next page →").click()
+    expect(page.locator(".pager-position")).to_have_text("Rows 3–4 of 5")
+    expect(page).to_have_title(f"Leases · namespace {ns} · later page — kubedash")
+    page.screenshot(path="/tmp/kubedash-paged.png", full_page=True)
+    assert axe_violations(page) == []
+    page.select_option("#f-limit", "50")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator("#items > tr")).to_have_count(5)

@@ -125,3 +125,30 @@ def test_release_and_suspend_ask_first(login):
     c = login("editor")
     assert 'data-confirm="Release lease held?' in text(c.get("/leases/default/held/"))
     assert 'data-confirm="Suspend job j?' in text(c.get("/jobs/default/j/"))
+
+
+def test_pages_say_where_they_are_and_go_back(login):
+    leases = by_kind("Lease")
+    for i in range(7):
+        store.create(leases, "pg", lease(f"l{i}", ns="pg"))
+    c = login("viewer")
+
+    def links(html):
+        return {rel: unescape(href) for href, rel in re.findall(r'<a class="button" href="([^"]+)" rel="(\w+)"', html)}
+
+    first = text(c.get("/leases/?namespace=pg&limit=3"))
+    assert re.search(r"Rows <strong>1–3</strong> of <strong>7</strong>", first)
+    assert "prev" not in links(first)
+    second = text(c.get("/leases/" + links(first)["next"]))
+    assert re.search(r"Rows <strong>4–6</strong> of <strong>7</strong>", second)
+    third = text(c.get("/leases/" + links(second)["next"]))
+    assert re.search(r"Rows <strong>7–7</strong> of <strong>7</strong>", third) and "next" not in links(third)
+    back = text(c.get("/leases/" + links(third)["prev"]))
+    assert re.findall(r'<tr id="lease-pg--(l\d)"', back) == ["l3", "l4", "l5"]
+    assert re.findall(r'<tr id="lease-pg--(l\d)"', text(c.get("/leases/" + links(back)["prev"]))) == ["l0", "l1", "l2"]
+    # With a label selector and a name search, the count is of what the view matches.
+    sel = text(c.get("/leases/?namespace=pg&limit=2&q=l&labelSelector=app%21%3Dnone"))
+    assert re.search(r"Rows <strong>1–2</strong> of <strong>7</strong>", sel)
+    # The page size is a control of the filters form.
+    assert re.search(r'<select id="f-limit" name="limit">.*<option value="50">50</option>', first, re.S)
+    assert '<option value="3" selected>3</option>' in first
