@@ -3,8 +3,10 @@
 The consumer subscribes to the per-process watch hub for exactly what its page shows (kind,
 namespace, label selector, name search, one object), renders the changed object with the
 same template partial as the full page, and sends it. On (re)connect it compares the page's
-revision with the current one and, if anything changed meanwhile, re-renders the page's
-items wholesale: a reconnecting page always converges, and nothing is silently missed.
+revision with the current one and, if anything changed meanwhile, sends those changes (read
+from the revision log, as the pushes would have), or re-renders the page's items wholesale
+when that is cheaper or the log no longer reaches back: a reconnecting page always
+converges, and nothing is silently missed.
 """
 from __future__ import annotations
 
@@ -111,7 +113,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.principal.share_id is not None:
             self.share_watch = asyncio.get_running_loop().create_task(self._watch_share())
         if await sync_to_async(live.changed_since)(self.spec, state.rv):
-            await self.send(text_data=await sync_to_async(live.render_refresh)(self.spec, state))
+            # The changes since the page's revision when that will do; else the whole page.
+            messages = await sync_to_async(live.catch_up)(self.spec, self.principal, state)
+            if messages is None:
+                messages = [await sync_to_async(live.render_refresh)(self.spec, state)]
+            for html in messages:
+                await self.send(text_data=html)
         for sub in self.subscribers:
             sub.release_buffer()
         self.pump = asyncio.get_running_loop().create_task(self._pump())

@@ -85,10 +85,10 @@ class Snapshot:
     objects: dict = field(default_factory=dict)   # kind -> [object], in key order
 
 
-def snapshot(spec, principal) -> Snapshot:
-    """What the page shows now, all kinds read at one revision."""
+def snapshot(spec, principal, at: int = 0) -> Snapshot:
+    """What the page shows now (or at revision `at`), all kinds read at one revision."""
     visible = page_predicate(principal, spec.q)
-    state = Snapshot(rv=0)
+    state = Snapshot(rv=at)
     for kind in spec.kinds:
         state.rv, objects = _read(spec, kind, visible, state.rv)
         state.objects[kind] = objects
@@ -158,7 +158,7 @@ RENDERED_KEEP = 4096
 
 
 def _event_item(kind: str, ev, oob: str, moment) -> str:
-    key = (kind, ev.rv, oob)
+    key = (kind, ev.rv, ev.namespace, ev.name, oob)   # (a revision number alone is unique only per database)
     html = _rendered.get(key)
     if html is None:
         html = _rendered[key] = _item(kind, ev.obj, oob, moment)
@@ -184,6 +184,49 @@ def _empty_marker(empty: bool) -> str:
     if empty:
         return '<p id="items-empty" class="empty" hx-swap-oob="true">Nothing matches this view right now.</p>'
     return '<p id="items-empty" class="empty" hidden hx-swap-oob="true"></p>'
+
+
+CATCH_UP_MAX = 500   # more changes than this since the page's revision: re-render instead
+
+
+def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
+    """A reconnecting list page, brought up to date by the changes since its revision (the
+    revision log between the page's rv and the snapshot's), as the live pushes would have
+    sent them; None when a full refresh is due instead (the page's revision was compacted,
+    or too much changed, or a page that is not a list)."""
+    from dashboard.kube.errors import ApiError
+    from dashboard.kube.watch import Event, Subscriber
+
+    if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
+        return None
+    events = [Event(*row) for row in revlog.read_after(spec.rv, CATCH_UP_MAX + 1, state.rv)]
+    if len(events) > CATCH_UP_MAX:
+        return None
+    try:
+        then = snapshot(spec, principal, at=spec.rv)   # what the page showed
+    except ApiError:
+        return None   # compacted
+    subs = {}
+    for kind in spec.kinds:
+        subs[kind] = Subscriber(resource=registry.by_kind(kind), namespace=spec.namespace,
+                                label_selector=spec.label_selector, names=(spec.name,) if spec.name else (),
+                                predicate=page_predicate(principal, spec.q), start_rv=spec.rv,
+                                matching=set(then.keys.get(kind, ())))
+    pending = {}
+    for ev in events:
+        sub = subs.get(ev.kind)
+        if sub is None or not sub.wants(ev):
+            continue
+        kind = sub.decide(ev)
+        if kind is not None:
+            pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
+    known = {k for keys in then.keys.values() for k in keys}
+    shown = sorted(k for k in known if on_page(spec, k))
+    # One message per change, each shaped exactly like a live push (a row and a deletion in
+    # one fragment parse differently in table context).
+    messages = [render_changes(spec, {key: change}, shown, known)
+                for key, change in sorted(pending.items(), key=lambda kv: kv[0][1:])]
+    return messages + [revision_marker(state.rv)]
 
 
 def render_refresh(spec, state: Snapshot) -> str:
