@@ -67,6 +67,7 @@ MIDDLEWARE = [
     # Outermost: CSP on pages, and `Secure` on every cookie of an HTTPS response.
     "dashboard.web.security.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.web.staticfiles.StaticFilesMiddleware",   # WhiteNoise: /static/, compressed
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -140,6 +141,14 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
+# Compressed, hashed names once `collectstatic` ran; plain names from the finders before
+# (dashboard/web/staticfiles.py says how).
+STORAGES = {"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+            "staticfiles": {"BACKEND": "dashboard.web.staticfiles.StaticStorage"}}
+STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder",
+                       "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+                       "dashboard.web.staticfiles.CollectedFinder"]
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

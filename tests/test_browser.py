@@ -31,13 +31,19 @@ USERNAME = "browser-admin"
 WAIT_MS = 10_000
 
 # Remembers every WebSocket the page opens (live.js creates them with `new WebSocket`), so a
-# test can drop the page's connection the way a network blip does, from the client side.
+# test can drop the page's connection the way a network blip does, from the client side; and
+# while window.__kdDown is true, the live socket cannot reach the server (as if it were down).
 TRACK_SOCKETS = """
 (() => {
   const Native = window.WebSocket;
   window.__kdSockets = [];
+  window.__kdDown = false;
   window.WebSocket = class extends Native {
-    constructor(...args) { super(...args); window.__kdSockets.push(this); }
+    constructor(url, ...rest) {
+      // (A path the server refuses: the handshake fails as if no server answered.)
+      super(window.__kdDown ? String(url).replace('/ws/live/', '/ws/down/') : url, ...rest);
+      window.__kdSockets.push(this);
+    }
   };
 })();
 """
@@ -400,8 +406,10 @@ def test_reconnect_shows_state_and_converges(page, kube_server, ns):
     expect(page.locator(dom("lease", ns, "beta") + " .holder")).to_have_text("node-c")
     seen_rv = page.get_attribute("#live-rv", "data-rv")
 
-    # The connection drops (closed under the page, as a network blip would).
+    # The connection drops (closed under the page, as a network blip would), and the server
+    # stays out of reach until the writes below are done.
     dropped = page.evaluate("""() => {
+        window.__kdDown = true;
         const live = window.__kdSockets.filter(s => s.url.includes('/ws/live/') && s.readyState === 1);
         live.forEach(s => s.close());
         return live.length;
@@ -415,16 +423,19 @@ def test_reconnect_shows_state_and_converges(page, kube_server, ns):
     api(kube_server, "DELETE", leases_path(ns, "beta"))
     api(kube_server, "POST", leases_path(ns), held_lease(ns, "gamma", "node-g"))
     assert page.locator(dom("lease", ns, "alpha") + " .holder").inner_text() == "node-a"
+    expect(page.locator("#live-stale")).to_contain_text("Not live: showing the state as of")
 
     # It comes back by itself, says so, and shows exactly the current state.
+    page.evaluate("window.__kdDown = false")
     expect(status).to_have_text("Live")
+    expect(page.locator("#live-stale")).to_be_hidden()
     expect(page.locator(dom("lease", ns, "alpha") + " .holder")).to_have_text("node-z")
     expect(page.locator(dom("lease", ns, "beta"))).to_have_count(0)
     expect(page.locator(dom("lease", ns, "gamma") + " .holder")).to_have_text("node-g")
     assert row_ids(page) == [dom("lease", ns, n)[1:] for n in ("alpha", "gamma")]
     assert int(page.get_attribute("#live-rv", "data-rv")) > int(seen_rv)
     # The new connection asked to resume from the newest revision the page had seen.
-    leases_sockets = [u for u in sockets if "view=leases" in u]
+    leases_sockets = [u for u in sockets if "view=leases" in u and "/ws/live/" in u]
     assert len(leases_sockets) == 2
     assert f"rv={seen_rv}" in leases_sockets[-1]
 

@@ -110,15 +110,37 @@ async def test_label_selector_view_follows_transitions(user, store_ops):
     assert 'id="items-empty"' in html  # the page shows its empty state again
 
 
-async def test_reconnect_with_an_old_revision_refreshes_the_page(user, store_ops):
+async def test_reconnect_with_an_old_revision_gets_the_changes(user, store_ops):
     await _write(store_ops.create, "a")
+    await _write(store_ops.create, "c")
+    await _write(store_ops.create, "untouched")
     old = await _write(store_ops.rv)
     await _write(store_ops.create, "b")           # happened while the page was disconnected
     await _write(store_ops.patch, "a", holder="moved")
+    await _write(store_ops.delete, "c")
+    comm, ok, _ = await connect(user, f"view=leases&rv={old}")
+    html = "".join([await comm.receive_from(timeout=5) for _ in range(4)])   # 3 changes, then the revision
+    assert await comm.receive_nothing(timeout=0.2)
+    # Just what changed, as the pushes would have sent it: no full re-render.
+    assert 'innerHTML:#items' not in html and "lease-default--untouched" not in html
+    assert 'hx-swap-oob="afterend:#lease-default--a"><tr id="lease-default--b"' in html   # b, after a
+    assert 'id="lease-default--b"' in html
+    assert "moved" in html
+    assert '<div id="lease-default--c" hx-swap-oob="delete">' in html
+    assert f'data-rv="{await _write(store_ops.rv)}"' in html
+    await comm.disconnect()
+
+
+async def test_reconnect_with_a_compacted_revision_refreshes_the_page(user, store_ops, monkeypatch):
+    from dashboard.web import live
+
+    await _write(store_ops.create, "a")
+    old = await _write(store_ops.rv)
+    await _write(store_ops.create, "b")
+    monkeypatch.setattr(live, "CATCH_UP_MAX", 0)   # as when too much changed
     comm, ok, _ = await connect(user, f"view=leases&rv={old}")
     html = await comm.receive_from(timeout=5)
-    assert '<tbody hx-swap-oob="innerHTML:#items">' in html
-    assert "lease-default--b" in html and "moved" in html
+    assert '<tbody hx-swap-oob="innerHTML:#items">' in html and "lease-default--b" in html
     await comm.disconnect()
 
 

@@ -403,7 +403,7 @@ def test_endpoints_edit_keeps_what_the_form_does_not_show(editor):
 def test_mark_ready_and_not_ready(editor):
     store.create(EP, "default", endpoints("svc", ips=("10.0.0.1",), not_ready=("10.0.0.2",)))
     page = text(editor.get("/endpoints/default/svc/"))
-    assert 'aria-label="Mark 10.0.0.2 ready"' in page and 'aria-label="Mark 10.0.0.1 not ready"' in page
+    assert 'aria-label="Mark ready: 10.0.0.2"' in page and 'aria-label="Mark not ready: 10.0.0.1"' in page
     resp = editor.post("/endpoints/default/svc/readiness/", {"ip": "10.0.0.2", "ready": "true"})
     assert resp.status_code == 302 and resp["Location"] == "/endpoints/default/svc/"
     subsets = get(EP, "svc")["subsets"]
@@ -418,7 +418,7 @@ def test_mark_ready_and_not_ready(editor):
 def test_action_panel_refresh(editor, login):
     store.create(EP, "default", endpoints("svc", ips=("10.0.0.1",)))
     resp = editor.get("/endpoints/default/svc/actions/?part=readiness")
-    assert resp.status_code == 200 and "Mark 10.0.0.1 not ready" in text(resp) and "csrfmiddlewaretoken" in text(resp)
+    assert resp.status_code == 200 and "Mark not ready: 10.0.0.1" in text(resp) and "csrfmiddlewaretoken" in text(resp)
     assert 'hx-trigger="htmx:oobAfterSwap from:body delay:300ms"' in text(resp)
     assert login("viewer").get("/endpoints/default/svc/actions/?part=toolbar").status_code == 403
 
@@ -756,6 +756,52 @@ def test_browser_action_buttons_follow_live_updates(page, kube_server, ns):
     api(kube_server, "PATCH", leases_path(ns, "lock"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
     expect(holder).to_have_value("node-b")            # Release now names the new holder
     page.click("#edit-toolbar button:text('Release')")
+    # It asks first (a modal dialog); Cancel is the default.
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("“node-b” will no longer hold it")
+    expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
+    dialog.get_by_role("button", name="Release").click()
     page.wait_for_url(f"{base}/leases/{ns}/lock/")
     expect(page.locator(".flash")).to_contain_text("released")
     assert api(kube_server, "GET", leases_path(ns, "lock"))["spec"]["holderIdentity"] == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Every error in one submit; the notations the pages display
+
+
+def test_one_submit_reports_every_error(editor):
+    """The form's own checks (a time it cannot read) and the API's (a bad name, a negative
+    duration) are reported together: the API sees what did parse, as a dry run."""
+    resp = editor.post("/leases/new/", {"name": "Bad_Name", "namespace": "default", "duration": "-5",
+                                        "renew_time": "yesterday", "action": "save"})
+    assert resp.status_code == 400
+    assert "RFC 3339" in field_errors(resp, "renew_time")
+    assert "lowercase RFC 1123 subdomain" in field_errors(resp, "name")
+    assert "Must be greater than 0" in field_errors(resp, "duration")
+    assert "Fix the 3 problems" in text(resp)
+    # The summary is focusable and links every field.
+    assert 'id="form-errors" tabindex="-1"' in text(resp)
+    for field in ("name", "duration", "renew_time"):
+        assert f'href="#id_{field}" data-focus-field' in text(resp)
+    assert not LEASE.model.objects.exists()
+    # An edit as well (a dry run of the update): nothing is written.
+    fresh_lease()
+    data = form_data(editor.get("/leases/default/l1/edit/"))
+    data.update(duration="-1", acquire_time="tomorrow")
+    resp = editor.post("/leases/default/l1/edit/", data)
+    assert resp.status_code == 400
+    assert "RFC 3339" in field_errors(resp, "acquire_time")
+    assert "Must be greater than 0" in field_errors(resp, "duration")
+    assert get(LEASE, "l1")["spec"]["leaseDurationSeconds"] == 15
+
+
+def test_ports_accept_the_matrix_notation(editor):
+    """The readiness matrix writes a port as "http 80/TCP": the form reads it back."""
+    resp = editor.post("/endpoints/new/", {"name": "web", "namespace": "default", "subsets": "1",
+                                           "s0-ready": "10.0.0.1", "s0-ports": "http 80/TCP\nmetrics 9090/UDP",
+                                           "action": "save"})
+    assert resp.status_code == 302, field_errors(resp, "s0-ports")
+    assert [(p.get("name"), p["port"], p["protocol"]) for p in get(EP, "web")["subsets"][0]["ports"]] == \
+        [("http", 80, "TCP"), ("metrics", 9090, "UDP")]

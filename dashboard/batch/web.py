@@ -74,12 +74,19 @@ def _grouped(conditions: list[dict]) -> list[dict]:
     return list(out.values())
 
 
+def shown_phase(job_phase: str, suspend: bool) -> str:
+    """The phase the pages show: kubectl's STATUS (strategy.phase), except that a job whose
+    spec says suspend is Suspended, not Running, even before a controller has written the
+    Suspended condition kubectl reads (a finished job stays Complete / Failed)."""
+    return "Suspended" if suspend and job_phase == "Running" else job_phase
+
+
 def present_job(obj: dict, now: datetime) -> dict:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     succeeded = _int(status.get("succeeded"))
     completions = spec.get("completions")
     target = completions if isinstance(completions, int) else 1
-    status_text = phase(obj)
+    status_text = shown_phase(phase(obj), bool(spec.get("suspend")))
     conditions = [{
         "type": c.get("type", ""),
         "status": c.get("status", ""),
@@ -248,10 +255,13 @@ def job_template_facts(obj: dict) -> list[tuple[str, str]]:
 
 
 def overview_counts(rows) -> dict[str, dict[str, int]]:
-    """namespace -> {phase: count}."""
+    """namespace -> {phase as the pages show it: count}."""
     out: dict[str, dict[str, int]] = {}
-    for ns, job_phase, count in rows.values_list("namespace", "phase").annotate(n=Count("id")).order_by():
-        out.setdefault(ns, {})[job_phase] = count
+    for ns, job_phase, suspend, count in rows.values_list("namespace", "phase", "suspend").annotate(
+            n=Count("id")).order_by():
+        phases = out.setdefault(ns, {})
+        shown = shown_phase(job_phase, suspend)
+        phases[shown] = phases.get(shown, 0) + count
     return out
 
 
@@ -260,9 +270,10 @@ def overview_card(phases: dict[str, int] | None, now: datetime) -> dict:
     running = phases.get("Running", 0)
     complete = phases.get("Complete", 0) + phases.get("SuccessCriteriaMet", 0)
     failed = phases.get("Failed", 0) + phases.get("FailureTarget", 0)
-    other = sum(phases.values()) - running - complete - failed
+    suspended = phases.get("Suspended", 0)
+    other = sum(phases.values()) - running - complete - failed - suspended
     return {"total": sum(phases.values()), "running": running, "complete": complete, "failed": failed,
-            "other": other}
+            "suspended": suspended, "other": other}
 
 
 # ---------------------------------------------------------------------------------------------

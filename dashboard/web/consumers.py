@@ -3,8 +3,10 @@
 The consumer subscribes to the per-process watch hub for exactly what its page shows (kind,
 namespace, label selector, name search, one object), renders the changed object with the
 same template partial as the full page, and sends it. On (re)connect it compares the page's
-revision with the current one and, if anything changed meanwhile, re-renders the page's
-items wholesale: a reconnecting page always converges, and nothing is silently missed.
+revision with the current one and, if anything changed meanwhile, sends those changes (read
+from the revision log, as the pushes would have), or re-renders the page's items wholesale
+when that is cheaper or the log no longer reaches back: a reconnecting page always
+converges, and nothing is silently missed.
 """
 from __future__ import annotations
 
@@ -40,6 +42,18 @@ class PageSpec:
     name: str
     rv: int
     allowed: tuple[str, ...] = ()   # the viewer's namespace limits (empty: all)
+    # One page of several (limit/continue): its first and last rows, (namespace, name). Live
+    # updates keep each row on its page: rows in the range change in place or go; new rows
+    # are announced ("N new — show"), never pushed into the page.
+    paged: bool = False
+    first: tuple[str, str] | None = None
+    last: tuple[str, str] | None = None
+    announced: int = 0
+
+
+def _key(text: str) -> tuple[str, str] | None:
+    namespace, sep, name = text.partition("/")
+    return (namespace, name) if sep else None
 
 
 def parse_spec(query: bytes) -> PageSpec:
@@ -51,7 +65,9 @@ def parse_spec(query: bytes) -> PageSpec:
     rv = params.get("rv", "0")
     return PageSpec(view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
-                    q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0)
+                    q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
+                    paged=params.get("paged") == "1", first=_key(params.get("first", "")),
+                    last=_key(params.get("last", "")))
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -91,12 +107,18 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for sub in self.subscribers:
             sub.start_rv = state.rv
             sub.matching.update(state.keys.get(sub.resource.kind, ()))
-        self.shown = sorted(k for keys in state.keys.values() for k in keys)
+        self.known = {k for keys in state.keys.values() for k in keys}   # everything the view matches
+        self.shown = sorted(k for k in self.known if live.on_page(self.spec, k))
         await self.accept()  # only now: the subscription and the snapshot are in place
         if self.principal.share_id is not None:
             self.share_watch = asyncio.get_running_loop().create_task(self._watch_share())
         if await sync_to_async(live.changed_since)(self.spec, state.rv):
-            await self.send(text_data=await sync_to_async(live.render_refresh)(self.spec, state))
+            # The changes since the page's revision when that will do; else the whole page.
+            messages = await sync_to_async(live.catch_up)(self.spec, self.principal, state)
+            if messages is None:
+                messages = [await sync_to_async(live.render_refresh)(self.spec, state)]
+            for html in messages:
+                await self.send(text_data=html)
         for sub in self.subscribers:
             sub.release_buffer()
         self.pump = asyncio.get_running_loop().create_task(self._pump())
@@ -159,6 +181,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
             pending, self.pending = self.pending, {}
             if not pending:
                 return
-            html = await sync_to_async(live.render_changes)(self.spec, pending, self.shown)
+            html = await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known)
             if html:
                 await self.send(text_data=html)

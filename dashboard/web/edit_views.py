@@ -120,7 +120,7 @@ def _decoded(res: Resource, obj: dict) -> dict:
     return obj
 
 
-def save_edit(res: Resource, namespace: str, name: str, rv: str, change) -> store.Result:
+def save_edit(res: Resource, namespace: str, name: str, rv: str, change, dry_run: bool = False) -> store.Result:
     """Replace the object with change(current), only if it is still at revision rv."""
 
     def build(current: dict) -> dict:
@@ -131,7 +131,7 @@ def save_edit(res: Resource, namespace: str, name: str, rv: str, change) -> stor
         new.setdefault("metadata", {})["resourceVersion"] = rv
         return _decoded(res, new)
 
-    return store.update(res, namespace, name, build)
+    return store.update(res, namespace, name, build, dry_run=dry_run)
 
 
 def _saved(request, info: KindWeb, obj: dict, verb: str, changed: bool = True) -> HttpResponse:
@@ -175,6 +175,10 @@ def create(request, principal: Principal, info: KindWeb):
         return _form_page(request, principal, info, form_cls(initial=restructured, **options), **page)
     form = form_cls(data, **options)
     if not form.is_valid():
+        namespace = str(form.cleaned_data.get("namespace") or "").strip()
+        if principal.can("create", namespace or "default", info.kind):
+            form.add_api_errors_too(lambda: store.create(
+                info.resource, namespace, _decoded(info.resource, form.new_object()), dry_run=True))
         return _form_page(request, principal, info, form, status=400, **page)
     namespace = str(form.cleaned_data.get("namespace") or "").strip()
     if namespace and not principal.can("create", namespace, info.kind):
@@ -227,6 +231,7 @@ def edit(request, principal: Principal, info: KindWeb, namespace: str, name: str
         return _form_page(request, principal, info, form_cls(initial=restructured, mode="edit"), rv=rv, **page)
     form = form_cls(data, mode="edit")
     if not form.is_valid():
+        form.add_api_errors_too(lambda: save_edit(info.resource, namespace, name, rv, form.apply, dry_run=True))
         return _form_page(request, principal, info, form, rv=rv, status=400, **page)
     try:
         result = save_edit(info.resource, namespace, name, rv, form.apply)
@@ -416,9 +421,12 @@ def actions(request, principal: Principal, info: KindWeb, namespace: str, name: 
     part = request.GET.get("part", "toolbar")
     if part not in ACTION_PARTS:
         raise Http404("no such part")
-    obj = _load(info, namespace, name)
-    html = render_to_string(f"web/edit/_actions.html#{part}",
-                            {"item": present(info.kind, obj, utcnow()), "can_edit": True}, request=request)
+    try:
+        ctx = {"item": present(info.kind, _load(info, namespace, name), utcnow())}
+    except Http404:
+        # Deleted while the page was open (the live push said so): the buttons, disabled.
+        ctx = {"item": {"kind": info.kind, "url": detail_url(info.kind, namespace, name)}, "gone": True}
+    html = render_to_string(f"web/edit/_actions.html#{part}", {**ctx, "can_edit": True}, request=request)
     return HttpResponse(html)
 
 

@@ -85,10 +85,10 @@ class Snapshot:
     objects: dict = field(default_factory=dict)   # kind -> [object], in key order
 
 
-def snapshot(spec, principal) -> Snapshot:
-    """What the page shows now, all kinds read at one revision."""
+def snapshot(spec, principal, at: int = 0) -> Snapshot:
+    """What the page shows now (or at revision `at`), all kinds read at one revision."""
     visible = page_predicate(principal, spec.q)
-    state = Snapshot(rv=0)
+    state = Snapshot(rv=at)
     for kind in spec.kinds:
         state.rv, objects = _read(spec, kind, visible, state.rv)
         state.objects[kind] = objects
@@ -127,6 +127,25 @@ def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
     return render_to_string(f"{web.list_template}#{web.summary_partial}", {**summary, "oob": "true"})
 
 
+def on_page(spec, key: tuple[str, str]) -> bool:
+    """Is this (namespace, name) within the rows the page was rendered with? (Always, for a
+    page that shows the whole list.)"""
+    if not getattr(spec, "paged", False):
+        return True
+    if spec.first is None or spec.last is None:
+        return False   # an empty page of several: nothing on it to keep live
+    return spec.first <= key <= spec.last
+
+
+def _announcement(count: int) -> str:
+    """"N new — show": rows written since a paged view was rendered (it does not move rows)."""
+    if not count:
+        return '<p id="items-new" class="notice" role="status" hidden hx-swap-oob="true"></p>'
+    return (f'<p id="items-new" class="notice" role="status" hx-swap-oob="true">{count} new '
+            f'{"object" if count == 1 else "objects"} since this page was loaded — '
+            '<a href="" data-reload>show</a></p>')
+
+
 def changed_since(spec, rv: int) -> bool:
     """Did anything this page may show change after the page's revision (up to rv)?"""
     return revlog.changed_between(spec.kinds, spec.rv, rv, spec.namespace, spec.name)
@@ -139,7 +158,7 @@ RENDERED_KEEP = 4096
 
 
 def _event_item(kind: str, ev, oob: str, moment) -> str:
-    key = (kind, ev.rv, oob)
+    key = (kind, ev.rv, ev.namespace, ev.name, oob)   # (a revision number alone is unique only per database)
     html = _rendered.get(key)
     if html is None:
         html = _rendered[key] = _item(kind, ev.obj, oob, moment)
@@ -167,6 +186,49 @@ def _empty_marker(empty: bool) -> str:
     return '<p id="items-empty" class="empty" hidden hx-swap-oob="true"></p>'
 
 
+CATCH_UP_MAX = 500   # more changes than this since the page's revision: re-render instead
+
+
+def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
+    """A reconnecting list page, brought up to date by the changes since its revision (the
+    revision log between the page's rv and the snapshot's), as the live pushes would have
+    sent them; None when a full refresh is due instead (the page's revision was compacted,
+    or too much changed, or a page that is not a list)."""
+    from dashboard.kube.errors import ApiError
+    from dashboard.kube.watch import Event, Subscriber
+
+    if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
+        return None
+    events = [Event(*row) for row in revlog.read_after(spec.rv, CATCH_UP_MAX + 1, state.rv)]
+    if len(events) > CATCH_UP_MAX:
+        return None
+    try:
+        then = snapshot(spec, principal, at=spec.rv)   # what the page showed
+    except ApiError:
+        return None   # compacted
+    subs = {}
+    for kind in spec.kinds:
+        subs[kind] = Subscriber(resource=registry.by_kind(kind), namespace=spec.namespace,
+                                label_selector=spec.label_selector, names=(spec.name,) if spec.name else (),
+                                predicate=page_predicate(principal, spec.q), start_rv=spec.rv,
+                                matching=set(then.keys.get(kind, ())))
+    pending = {}
+    for ev in events:
+        sub = subs.get(ev.kind)
+        if sub is None or not sub.wants(ev):
+            continue
+        kind = sub.decide(ev)
+        if kind is not None:
+            pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
+    known = {k for keys in then.keys.values() for k in keys}
+    shown = sorted(k for k in known if on_page(spec, k))
+    # One message per change, each shaped exactly like a live push (a row and a deletion in
+    # one fragment parse differently in table context).
+    messages = [render_changes(spec, {key: change}, shown, known)
+                for key, change in sorted(pending.items(), key=lambda kv: kv[0][1:])]
+    return messages + [revision_marker(state.rv)]
+
+
 def render_refresh(spec, state: Snapshot) -> str:
     """The whole live part of a page, for a page that missed changes (e.g. it reconnected)."""
     moment = now()
@@ -178,13 +240,15 @@ def render_refresh(spec, state: Snapshot) -> str:
         objects = state.objects[kind]
         return _detail(kind, objects[0] if objects else None, moment) + marker
     kind = spec.kinds[0]
-    rows = "".join(_item(kind, o, "", moment) for o in state.objects[kind])
-    summary = _summary_fragment(kind, state.objects[kind], moment)
-    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not state.objects[kind]) + summary + marker
+    objects = [o for o in state.objects[kind] if on_page(spec, (o["metadata"]["namespace"], o["metadata"]["name"]))]
+    rows = "".join(_item(kind, o, "", moment) for o in objects)
+    summary = _summary_fragment(kind, objects, moment)
+    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary + marker
 
 
-def render_changes(spec, pending: dict, shown: list) -> str:
-    """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated."""
+def render_changes(spec, pending: dict, shown: list, known: set | None = None) -> str:
+    """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated,
+    and `known` (every key the view matches, on any of its pages), when given."""
     moment = now()
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == OVERVIEW:
@@ -200,6 +264,17 @@ def render_changes(spec, pending: dict, shown: list) -> str:
         present_now = at < len(shown) and shown[at] == key
         if detail:
             parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment))
+            continue
+        if known is not None:
+            is_new = key not in known and event != revlog.DELETED
+            (known.discard if event == revlog.DELETED else known.add)(key)
+        else:
+            is_new = not present_now
+        if getattr(spec, "paged", False) and not present_now:
+            # One page of several: rows stay on their pages; new ones are announced.
+            if is_new:
+                spec.announced += 1
+                parts.append(_announcement(spec.announced))
             continue
         if event == revlog.DELETED:
             if present_now:

@@ -110,11 +110,12 @@ def share_principal(link: ShareLink) -> Principal:
                      label_selector=link.label_selector, share_id=link.pk)
 
 
-def page_url(link: ShareLink) -> str:
-    """Where the link lands: its list page, in its namespace (the selector is implied)."""
+def page_url(link: ShareLink, q: str = "") -> str:
+    """Where the link lands: its list page, in its namespace (the selector is implied), with
+    the name search it was shared with (q, carried by the link's address)."""
     from django.urls import reverse
 
-    query = urlencode({"namespace": link.namespace}) if link.namespace else ""
+    query = urlencode({k: v for k, v in (("namespace", link.namespace), ("q", q)) if v})
     return reverse(kinds.by_kind(link.kind).plural) + (f"?{query}" if query else "")
 
 

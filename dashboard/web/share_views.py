@@ -1,6 +1,8 @@
 """Share link pages: create (from a list page), list, revoke; open (/s/<token>/) and leave."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django import forms
 from django.contrib import messages
 from django.http import Http404
@@ -22,6 +24,9 @@ class ShareForm(forms.Form):
     kind = forms.ChoiceField(choices=[(k, k) for k in kinds.kind_names()], widget=forms.HiddenInput)
     namespace = forms.CharField(required=False, max_length=253, widget=forms.HiddenInput)
     labelSelector = forms.CharField(required=False, max_length=1000, widget=forms.HiddenInput)
+    # The name search: not a limit of the link (the visitor may clear it) but where it opens,
+    # so it travels in the link's address (/s/<token>/?q=…), not in the link's scope.
+    q = forms.CharField(required=False, max_length=253, widget=forms.HiddenInput)
     label = forms.CharField(max_length=100, help_text="Who or what the link is for, e.g. “on-call team”.")
     expiry = forms.ChoiceField(choices=[(k, v[0]) for k, v in share.EXPIRY_CHOICES.items()],
                                initial=share.DEFAULT_EXPIRY, widget=forms.RadioSelect)
@@ -38,11 +43,12 @@ class ShareForm(forms.Form):
         return text
 
 
-def describe(kind: str, namespace: str, label_selector: str) -> str:
+def describe(kind: str, namespace: str, label_selector: str, q: str = "") -> str:
     """A link's scope in words (also the default label)."""
     where = f"namespace {namespace}" if namespace else "all namespaces"
     web = kinds.by_kind(kind)
-    return f"{web.title if web else kind} in {where}" + (f" matching {label_selector}" if label_selector else "")
+    return (f"{web.title if web else kind} in {where}" + (f" matching {label_selector}" if label_selector else "")
+            + (f", names containing “{q}”" if q else ""))
 
 
 def _context(request, **extra) -> dict:
@@ -73,32 +79,32 @@ def share_new(request):
     if request.method == "GET":
         form = ShareForm(initial={"kind": request.GET.get("kind", ""), "namespace": request.GET.get("namespace", ""),
                                   "labelSelector": request.GET.get("labelSelector", ""),
-                                  "expiry": share.DEFAULT_EXPIRY})
+                                  "q": request.GET.get("q", ""), "expiry": share.DEFAULT_EXPIRY})
         kind, namespace = request.GET.get("kind", ""), request.GET.get("namespace", "")
         if kinds.by_kind(kind) is None:
             raise Http404("Open a list page and use its “Share this view” button.")
-        selector = request.GET.get("labelSelector", "")
-        form.initial["label"] = describe(kind, namespace, selector)[:100]
+        selector, q = request.GET.get("labelSelector", ""), request.GET.get("q", "").strip()
+        form.initial["label"] = describe(kind, namespace, selector, q)[:100]
     else:
         form = ShareForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
-            kind, namespace, selector = data["kind"], data["namespace"], data["labelSelector"]
+            kind, namespace, selector, q = data["kind"], data["namespace"], data["labelSelector"], data["q"].strip()
         else:
-            kind, namespace, selector = (request.POST.get("kind", ""), request.POST.get("namespace", ""),
-                                         request.POST.get("labelSelector", ""))
+            kind, namespace, selector, q = (request.POST.get("kind", ""), request.POST.get("namespace", ""),
+                                            request.POST.get("labelSelector", ""), request.POST.get("q", "").strip())
     # Only editors and admins share, and only what they may see themselves.
     if not principal.can(SHARE_VERB, namespace or None, kind):
         why = ("Choose a namespace first: you may share only your own namespaces."
                if principal.namespaces and not namespace else "Your role may not share this view.")
         return render(request, "web/share/error.html", _context(request, title="Not allowed", message=why), status=403)
-    ctx = _context(request, form=form, scope=describe(kind, namespace, selector), kind=kind)
+    ctx = _context(request, form=form, scope=describe(kind, namespace, selector, q), kind=kind)
     if request.method == "GET" or not form.is_valid():
         return render(request, "web/share/new.html", ctx, status=200 if request.method == "GET" else 400)
     data = form.cleaned_data
     link, token = share.create_link(request.user, kind=kind, namespace=namespace, label_selector=selector,
                                     label=data["label"], expiry=data["expiry"])
-    url = request.build_absolute_uri(f"/s/{token}/")
+    url = request.build_absolute_uri(f"/s/{token}/" + (f"?{urlencode({'q': q})}" if q else ""))
     return _no_store(render(request, "web/share/created.html", _context(request, link=link, url=url,
                                                                         scope=ctx["scope"])))
 
@@ -132,7 +138,7 @@ def share_open(request, token: str):
     if not request.user.is_authenticated:
         request.session.set_expiry(link.expires)
     # Redirect: the token leaves the address bar (and any Referer) at once.
-    return redirect(share.page_url(link))
+    return redirect(share.page_url(link, q=request.GET.get("q", "").strip()))
 
 
 @require_POST

@@ -5,6 +5,7 @@ download that creates it); only its sha256 is stored.
 """
 from __future__ import annotations
 
+import os
 from urllib.parse import urlsplit
 
 import yaml
@@ -24,7 +25,8 @@ from dashboard.server.kubeconfig import build_kubeconfig
 from dashboard.access.models import ApiToken, hash_token
 from .share import user_required
 
-DEFAULT_TLS_PORT = 8443   # `manage.py serve`'s HTTPS listener
+DEFAULT_TLS_PORT = 8443   # `manage.py serve`'s HTTPS listener, unless it says otherwise:
+TLS_PORT_ENV = "KUBEDASH_TLS_PORT"   # set by `serve` to the port its HTTPS listener is on
 
 
 class TokenForm(forms.Form):
@@ -53,13 +55,20 @@ def new_token(user, name: str) -> str:
 
 def guess_server(request) -> str:
     """The API's HTTPS address as seen from this page: this origin if it is HTTPS, else
-    the same host on the default TLS port."""
+    the same host on the port serve's HTTPS listener is on (serve/start --tls-port)."""
     if request.is_secure():
         return f"https://{request.get_host()}"
     host = urlsplit(f"//{request.get_host()}").hostname or "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    return f"https://{host}:{DEFAULT_TLS_PORT}"
+    return f"https://{host}:{tls_port()}"
+
+
+def tls_port() -> int:
+    """The HTTPS port this server listens on: read when asked, since serve sets it after
+    the settings were loaded (its worker processes inherit it)."""
+    value = os.environ.get(TLS_PORT_ENV, "")
+    return int(value) if value.isdigit() else DEFAULT_TLS_PORT
 
 
 def _rows(request, principal):

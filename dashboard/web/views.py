@@ -10,6 +10,7 @@ substring), limit (page size) and continue (the next page of the same snapshot).
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
@@ -36,6 +37,7 @@ from .share import page_principal, viewer_required
 
 PAGE_SIZE = 1000           # rows per page (1,000 rows render in one page)
 MAX_PAGE_SIZE = 5000
+PAGE_SIZES = (50, 100, 500, 1000)   # the "Per page" choices
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,11 +57,11 @@ def base_context(request, principal: Principal, active: str) -> dict:
             "share_link": getattr(request, "share_link", None)}
 
 
-def share_url(principal: Principal, kind: str, namespace: str, label_selector: str) -> str:
+def share_url(principal: Principal, kind: str, namespace: str, label_selector: str, q: str = "") -> str:
     """The "Share this view" target, for those who may share this view (else "")."""
     if not principal.can(SHARE_VERB, namespace or None, kind):
         return ""
-    query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector}
+    query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector, "q": q}
     return "/share/new/?" + urlencode({k: v for k, v in query.items() if v})
 
 
@@ -148,6 +150,40 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     return Fetched(out, rv if rv is not None else store.current_revision(), "")
 
 
+def position(kind: str, namespaces: list[str | None], selector, q: str, start: tuple[str, str] | None,
+             limit: int) -> dict:
+    """Where a page sits in its whole view, from the typed table (the current state): the
+    number of rows before it, the total, and the key the previous page resumes after (None:
+    the previous page is the first)."""
+    from django.db.models import Q
+
+    from dashboard.kube.selectors import label_selector_q
+
+    rows = by_kind(kind).model.objects.all()
+    if namespaces != [None]:
+        rows = rows.filter(namespace__in=namespaces)
+    if q:
+        rows = rows.filter(name__icontains=q)
+    rows = rows.order_by("namespace", "name")
+    if selector is None or selector.empty:
+        total = rows.count()
+        before = rows.filter(Q(namespace__lt=start[0]) | Q(namespace=start[0], name__lte=start[1])).count() \
+            if start else 0
+        at = before - limit - 1
+        prev = tuple(rows.values_list("namespace", "name")[at]) if at >= 0 else None
+    else:
+        pushed = label_selector_q(selector)
+        if pushed is not None:
+            rows = rows.filter(pushed)
+        keys = [(ns, name) for ns, name, labels in rows.values_list("namespace", "name", "labels")
+                if selector.matches(labels)]
+        total = len(keys)
+        before = bisect.bisect_right(keys, tuple(start)) if start else 0
+        at = before - limit - 1
+        prev = keys[at] if at >= 0 else None
+    return {"before": before, "total": total, "prev": prev}
+
+
 def forbidden_page(request, principal, active: str, namespace: str):
     ctx = base_context(request, principal, active)
     message = (f"You have no access to namespace “{namespace}”." if namespace and not principal.is_share
@@ -169,7 +205,8 @@ class KindListView(View):
         principal = page_principal(request)
         filters = Filters.from_request(request)
         ctx = base_context(request, principal, page.plural)
-        ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="")
+        ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="",
+                   page_sizes=PAGE_SIZES)
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
         namespaces = list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
@@ -196,9 +233,26 @@ class KindListView(View):
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
             ctx["first_page"] = "?" + filters.query()
+        if fetched.next_token or filters.continue_token:
+            # "Rows 51–100 of 1,004", and the previous page (same snapshot) when not the first.
+            start = store.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
+            where = position(page.kind, namespaces, selector, filters.q, start, filters.limit)
+            shown = len(fetched.objects)
+            ctx["rows_from"] = f"{where['before'] + 1:,}" if shown else "0"
+            ctx["rows_to"] = f"{where['before'] + shown:,}"
+            ctx["rows_total"] = f"{max(where['total'], where['before'] + shown):,}"
+            if filters.continue_token:
+                prev = where["prev"]
+                ctx["prev_url"] = "?" + (filters.query(**{"continue": store.encode_continue(
+                    fetched.resource_version, *prev)}) if prev else filters.query())
+        paged = bool(fetched.next_token or filters.continue_token)
+        rows = [o["metadata"] for o in fetched.objects]
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
-                               labelSelector=filters.label_selector, q=filters.q)
-        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector)
+                               labelSelector=filters.label_selector, q=filters.q, paged="1" if paged else "",
+                               first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
+                               last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "")
+        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
+                                     filters.q)
         return render(request, page.list_template, ctx)
 
 

@@ -1,8 +1,10 @@
 // kubedash live.js: the little the pages need beyond htmx.
 //  1. Time-based state, every second, with no server round trip: "renewed 12s ago",
 //     "expires in 4s" / "expired 3s ago", and a lease row flipping from held to expired.
-//  2. The websocket's state in #live-status ("Live" / "Reconnecting…").
+//  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
+//     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
 //  3. Reconnects resume from the newest revision the page has seen (#live-rv).
+//  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
 (function () {
   "use strict";
 
@@ -41,8 +43,11 @@
     if (tone) tone.classList.toggle("zero", n === 0);
   }
 
+  // While the live connection is down, time stands still on the page (see setStale).
+  var frozenAt = null;
+
   function tick() {
-    var now = Date.now() + skew;
+    var now = frozenAt !== null ? frozenAt : Date.now() + skew;
     each("[data-renewed-at]", function (el) {
       var t = now - Date.parse(el.dataset.renewedAt);
       setText(el, "renewed " + (t < 1000 ? "just now" : human(t) + " ago"));
@@ -75,6 +80,243 @@
 
   tick();
   setInterval(tick, 1000);
+
+  // --- copy buttons: [data-copy] names the field whose value it copies ------------------
+  function copied(button, ok) {
+    var note = document.getElementById(button.dataset.copy + "-copied");
+    setText(note, ok ? "Copied" : "Press Ctrl+C (or ⌘C) to copy");
+    if (ok) setTimeout(function () { setText(note, ""); }, 4000);
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button[data-copy]");
+    var field = button && document.getElementById(button.dataset.copy);
+    if (!field) return;
+    field.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(field.value).then(function () { copied(button, true); },
+        function () { copied(button, document.execCommand("copy")); });
+    } else {
+      copied(button, document.execCommand("copy"));
+    }
+  });
+  document.addEventListener("focusin", function (e) {
+    if (e.target.matches && e.target.matches("input[data-select-all]")) e.target.select();
+  });
+
+  // --- confirmations: a form[data-confirm] submits only after its question is answered ----
+  var dialog = null;
+  function confirmDialog() {
+    if (dialog) return dialog;
+    dialog = document.createElement("dialog");
+    dialog.className = "confirm";
+    dialog.setAttribute("aria-labelledby", "confirm-q");
+    dialog.innerHTML = '<form method="dialog"><p id="confirm-q"></p><div class="form-actions">' +
+      '<button value="yes" class="primary"></button><button value="no" autofocus>Cancel</button></div></form>';
+    document.body.appendChild(dialog);
+    return dialog;
+  }
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.dataset || !form.dataset.confirm || form.dataset.confirmed) return;
+    e.preventDefault();
+    var d = confirmDialog();
+    setText(d.querySelector("#confirm-q"), form.dataset.confirm);
+    setText(d.querySelector("button[value=yes]"), form.dataset.confirmButton || "OK");
+    d.returnValue = "";
+    d.onclose = function () {
+      if (d.returnValue !== "yes" || !form.isConnected) return;
+      form.dataset.confirmed = "1";
+      form.requestSubmit ? form.requestSubmit() : form.submit();
+    };
+    d.showModal();
+  }, true);
+
+  // --- forms: a refused save puts focus on its error summary, whose links focus the fields -
+  var summary = document.getElementById("form-errors");
+  if (summary) summary.focus();
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest && e.target.closest("a[data-focus-field]");
+    var field = link && document.getElementById(link.getAttribute("href").slice(1));
+    if (!field) return;
+    e.preventDefault();
+    var label = document.querySelector('label[for="' + field.id + '"]');
+    (label || field).scrollIntoView({block: "center"});
+    field.focus({preventScroll: true});
+  });
+
+  // --- the websocket ----------------------------------------------------------------------
+  // Honest reconnects: while the socket is down the page shows what it last knew, says so
+  // (with the time of its last event), and stops counting down: a lease it cannot see being
+  // renewed must not be shown as expired. Reconnects are retried with a jittered backoff
+  // capped at RETRY_CAP_MS (so the page is back about a second after the server is), and
+  // "Retry now" tries at once.
+  var status = document.getElementById("live-status");
+  var staleNote = document.getElementById("live-stale");
+  var retryButton = document.getElementById("live-retry");
+  var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 2000, GATE_TICK_MS = 100;
+  var attempts = 0, nextAttemptAt = 0, everOpen = false;
+  var lastEventAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
+
+  function show(state, text) {
+    if (!status) return;
+    status.dataset.state = state;
+    setText(status, text);
+  }
+
+  function clock(ms) {
+    return new Date(ms).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
+  }
+
+  function setStale(down) {
+    if (down === (frozenAt !== null)) return;
+    frozenAt = down ? Date.now() + skew : null;
+    document.body.classList.toggle("is-stale", down);
+    if (staleNote) {
+      setText(document.getElementById("live-stale-text"),
+              down ? "Not live: showing the state as of " + clock(lastEventAt) + "; countdowns paused." : "");
+      staleNote.hidden = !down;
+    }
+    tick();
+  }
+
+  // The delay before attempt n (0-based): doubling from RETRY_FIRST_MS, capped, jittered to
+  // 50-100 % of that so that many pages do not all come back at the same instant.
+  function backoff(n) {
+    var ceiling = Math.min(RETRY_CAP_MS, RETRY_FIRST_MS * Math.pow(2, n));
+    return ceiling / 2 + Math.random() * ceiling / 2;
+  }
+
+  var pending = null;   // the socket being opened, if any
+  if (retryButton) retryButton.addEventListener("click", function () {
+    nextAttemptAt = 0;
+    show("down", "Reconnecting…");
+    // An attempt still waiting for an answer is abandoned: its close starts a fresh one.
+    if (pending && pending.readyState === WebSocket.CONNECTING) pending.close();
+  });
+
+  document.addEventListener("htmx:wsOpen", function () {
+    everOpen = true;
+    attempts = 0;
+    lastEventAt = Date.now() + skew;
+    show("live", "Live");
+    setStale(false);
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () { lastEventAt = Date.now() + skew; });
+  document.addEventListener("htmx:wsError", function () { show("down", "Reconnecting…"); });
+  document.addEventListener("htmx:wsClose", function (e) {
+    var code = e.detail && e.detail.event ? e.detail.event.code : 0;
+    if (code >= 4000) {
+      // The server refused this page (e.g. logged out): no retry; a reload shows why.
+      show("off", "Disconnected — reload");
+      setStale(true);
+      if (retryButton) retryButton.hidden = true;   // the server said no: retrying cannot help
+      return;
+    }
+    show("down", everOpen ? "Reconnecting…" : "Connecting…");
+    if (everOpen) setStale(true);
+    // The extension retries by itself only after abnormal closes (1006, 1011-1013); a clean
+    // close (a restarting server says 1001) must reconnect too, or the page goes stale.
+    if ([1006, 1011, 1012, 1013].indexOf(code) < 0 && e.detail && e.detail.socketWrapper) {
+      setTimeout(e.detail.socketWrapper.reconnect, 0);
+    }
+  });
+
+  if (window.htmx) {
+    // The extension asks for a socket every GATE_TICK_MS while down; this factory decides
+    // when one is really opened (the backoff above, or at once after "Retry now"). Until
+    // then it answers with a stand-in that closes straight away, costing no network.
+    htmx.config.wsReconnectDelay = function () { return GATE_TICK_MS; };
+    htmx.createWebSocket = function (url) {
+      var now = Date.now();
+      if (now < nextAttemptAt) return standIn();
+      nextAttemptAt = now + backoff(attempts++);
+      // Reconnect from the newest revision seen: pushes update #live-rv (hx-swap-oob).
+      var mark = document.getElementById("live-rv");
+      if (mark && mark.dataset.rv) {
+        var u = new URL(url, location.href);
+        u.searchParams.set("rv", mark.dataset.rv);
+        url = u.href;
+      }
+      var socket = new WebSocket(url, []);
+      socket.binaryType = htmx.config.wsBinaryType;
+      pending = socket;
+      return socket;
+    };
+  }
+
+  function standIn() {
+    var socket = {readyState: 0, CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3, binaryType: "blob",
+                  send: function () {}, close: function () {}, addEventListener: function () {},
+                  removeEventListener: function () {}};
+    setTimeout(function () {
+      socket.readyState = 3;
+      if (socket.onclose) socket.onclose({type: "close", code: 1006, reason: "waiting to retry", wasClean: false});
+    }, 0);
+    return socket;
+  }
+
+  // --- copy buttons: [data-copy] names the field whose value it copies ------------------
+  function copied(button, ok) {
+    var note = document.getElementById(button.dataset.copy + "-copied");
+    setText(note, ok ? "Copied" : "Press Ctrl+C (or ⌘C) to copy");
+    if (ok) setTimeout(function () { setText(note, ""); }, 4000);
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button[data-copy]");
+    var field = button && document.getElementById(button.dataset.copy);
+    if (!field) return;
+    field.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(field.value).then(function () { copied(button, true); },
+        function () { copied(button, document.execCommand("copy")); });
+    } else {
+      copied(button, document.execCommand("copy"));
+    }
+  });
+  document.addEventListener("focusin", function (e) {
+    if (e.target.matches && e.target.matches("input[data-select-all]")) e.target.select();
+  });
+
+  // --- confirmations: a form[data-confirm] submits only after its question is answered ----
+  var dialog = null;
+  function confirmDialog() {
+    if (dialog) return dialog;
+    dialog = document.createElement("dialog");
+    dialog.className = "confirm";
+    dialog.setAttribute("aria-labelledby", "confirm-q");
+    dialog.innerHTML = '<form method="dialog"><p id="confirm-q"></p><div class="form-actions">' +
+      '<button value="yes" class="primary"></button><button value="no" autofocus>Cancel</button></div></form>';
+    document.body.appendChild(dialog);
+    return dialog;
+  }
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.dataset || !form.dataset.confirm || form.dataset.confirmed) return;
+    e.preventDefault();
+    var d = confirmDialog();
+    setText(d.querySelector("#confirm-q"), form.dataset.confirm);
+    setText(d.querySelector("button[value=yes]"), form.dataset.confirmButton || "OK");
+    d.returnValue = "";
+    d.onclose = function () {
+      if (d.returnValue !== "yes" || !form.isConnected) return;
+      form.dataset.confirmed = "1";
+      form.requestSubmit ? form.requestSubmit() : form.submit();
+    };
+    d.showModal();
+  }, true);
+
+  // --- forms: a refused save puts focus on its error summary, whose links focus the fields -
+  var summary = document.getElementById("form-errors");
+  if (summary) summary.focus();
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest && e.target.closest("a[data-focus-field]");
+    var field = link && document.getElementById(link.getAttribute("href").slice(1));
+    if (!field) return;
+    e.preventDefault();
+    var label = document.querySelector('label[for="' + field.id + '"]');
+    (label || field).scrollIntoView({block: "center"});
+    field.focus({preventScroll: true});
+  });
 
   // --- the websocket ----------------------------------------------------------------------
   var status = document.getElementById("live-status");
@@ -113,6 +355,7 @@
       }
       var socket = new WebSocket(url, []);
       socket.binaryType = htmx.config.wsBinaryType;
+      pending = socket;
       return socket;
     };
   }

@@ -217,6 +217,27 @@ class ObjectForm(forms.Form):
                     return
         self.add_error(None, err.message)
 
+    def add_api_errors_too(self, attempt) -> None:
+        """After the form's own checks failed, put what did parse through the API as well (a
+        dry run, attempt()), so that one submit reports every problem rather than one layer
+        at a time. A field that already has an error keeps just that one."""
+        from dashboard.kube.errors import ApiError
+
+        try:
+            attempt()
+        except ApiError as err:
+            if err.code == 409:
+                return   # a stale form: the save says so, once the fields are right
+            had = set(self.errors)
+            add_error = self.add_error
+            self.add_error = lambda field, error: None if field in had else add_error(field, error)
+            try:
+                self.add_api_error(err)
+            finally:
+                del self.add_error
+        except (KeyError, TypeError, ValueError):
+            pass   # what parsed is not enough to build an object: the form's errors stand
+
     def _without_derived(self, causes: list[dict]) -> list[dict]:
         """Labels the API generates from the name carry it: an invalid name is reported again
         as an invalid label the user never typed. When the name is reported, drop those."""

@@ -80,8 +80,9 @@ def format_address(address: dict) -> str:
 
 
 def parse_port_line(line: str) -> dict:
-    """`[name] port [protocol]` -> an EndpointPort. The number is the token that locates it."""
-    parts = line.split()
+    """`[name] port [protocol]` -> an EndpointPort. The number is the token that locates it.
+    The readiness matrix's notation is accepted too: `http 80/TCP` (port/protocol)."""
+    parts = [part for token in line.split() for part in _split_port_protocol(token)]
     numeric = [i for i, p in enumerate(parts) if re.fullmatch(r"-?\d+", p)]
     if not numeric or len(parts) > 3:
         raise ValueError("write [name] port [protocol], e.g. “http 80 TCP”")
@@ -94,6 +95,12 @@ def parse_port_line(line: str) -> dict:
     if at + 1 < len(parts):
         port["protocol"] = parts[at + 1]
     return port
+
+
+def _split_port_protocol(token: str) -> list[str]:
+    """"80/TCP" -> ["80", "TCP"] (how the pages write a port); any other token as it is."""
+    m = re.fullmatch(r"(-?\d+)/(\w+)", token)
+    return [m.group(1), m.group(2)] if m else [token]
 
 
 def format_port(port: dict) -> str:

@@ -19,3 +19,13 @@ def action_buttons(kind: str) -> list[str]:
     detail template named after each action (e.g. "web/<singular>_detail.html#<action>")."""
     web = kinds.by_kind(kind)
     return [f"{web.detail_template}#{action.name}" for action in web.actions if action.toolbar] if web else []
+
+
+@register.simple_tag(takes_context=True)
+def visitor(context):
+    """Who is looking, for pages rendered outside the views (Django's 404 page): the signed-in
+    user or the share link, as the views' `principal` (None for a visitor)."""
+    from dashboard.web.share import page_principal
+
+    request = context.get("request")
+    return context.get("principal") or (page_principal(request) if request is not None else None)

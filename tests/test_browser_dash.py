@@ -1,0 +1,378 @@
+"""Browser tests for issue 14's page fixes: forms that report every error at once and move
+focus to the summary, secrets with copy buttons, confirmations, honest reconnects, tab
+titles, and the states of pages whose object was deleted. Fixtures come from test_browser."""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from manifests import endpoints, job
+from test_browser import (  # noqa: F401  (fixtures are used by name)
+    TRACK_SOCKETS, WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
+    now_micro, open_live, page, session_state,
+)
+
+
+def test_form_errors_all_at_once_and_focus_on_summary(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page.goto(f"{kube_server.http_url}/leases/new/?namespace={ns}")
+    page.fill("#id_name", "Bad_Name")
+    page.fill("#id_duration", "-5")
+    page.fill("#id_renew_time", "yesterday")
+    page.click("button.primary")
+    summary = page.locator("#form-errors")
+    expect(summary).to_be_focused()
+    expect(summary).to_have_attribute("role", "alert")
+    for field in ("Name", "Lease duration (seconds)", "Renew time"):
+        expect(summary.get_by_role("link", name=field)).to_be_visible()
+    # Each link focuses its field, which its error describes.
+    summary.get_by_role("link", name="Lease duration (seconds)").click()
+    expect(page.locator("#id_duration")).to_be_focused()
+    assert "id_duration_error" in page.get_attribute("#id_duration", "aria-describedby")
+    summary.get_by_role("link", name="Renew time").click()
+    expect(page.locator("#id_renew_time")).to_be_focused()
+
+
+def test_remove_subset_keeps_typed_addresses(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page.goto(f"{kube_server.http_url}/endpoints/new/?namespace={ns}")
+    page.fill("#id_name", "web")
+    if page.locator("#id_s0-ready").count() == 0:
+        page.click("button[value=add-subset]")
+    page.fill("#id_s0-ready", "10.0.0.1")
+    page.click("button[value=add-subset]")
+    page.fill("#id_s0-ready", "10.0.0.1\n10.0.0.9")
+    page.fill("#id_s1-ready", "10.0.0.2")
+    page.click("button[value=add-subset]")
+    page.fill("#id_s2-ready", "10.0.0.3")
+    page.fill("#id_s0-ports", "http 80/TCP")
+    page.click("button[value=remove-subset-1]")
+    expect(page.locator("#id_s0-ready")).to_have_value("10.0.0.1\n10.0.0.9")
+    expect(page.locator("#id_s0-ports")).to_have_value("http 80/TCP")
+    expect(page.locator("#id_s1-ready")).to_have_value("10.0.0.3")
+    expect(page.locator("#id_name")).to_have_value("web")
+
+
+# ---------------------------------------------------------------------------------------------
+# Defects of issue 14
+
+
+AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page, rules: list[str] | None = None) -> list[str]:
+    """axe-core's violations on the page as it is now ("rule: target" strings)."""
+    page.add_script_tag(path=str(AXE))
+    options = {"runOnly": {"type": "rule", "values": rules}} if rules else {}
+    found = page.evaluate("async (options) => (await axe.run(document, options)).violations", options)
+    return [f"{v['id']}: {n['target']}" for v in found for n in v["nodes"]]
+
+
+@pytest.fixture
+def wide_page(chromium, session_state):
+    """A signed-in page at 1440 px with the clipboard allowed; CSP bypassed to inject axe."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+    ctx = chromium.new_context(storage_state=session_state, viewport={"width": 1440, "height": 900},
+                               bypass_csp=True, permissions=["clipboard-read", "clipboard-write"])
+    ctx.add_init_script(TRACK_SOCKETS)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    ctx.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+LONG = ("Job has reached the specified backoff limit after the pods failed repeatedly: "
+        "container main exited with code 137 (OOMKilled) in pod crunch-7x9k2 on node worker-3")
+
+
+def test_job_detail_shows_everything_at_1440(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns, completions=3))
+    now = "2026-01-01T00:00:00Z"
+    api(kube_server, "PATCH", jobs_path(ns, "crunch") + "/status", {"status": {
+        "startTime": now, "failed": 7, "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": LONG,
+             "lastTransitionTime": now, "lastProbeTime": now}]}}, merge=True)
+    open_live(page, f"{kube_server.http_url}/jobs/{ns}/crunch/")
+    page.screenshot(path="/tmp/kubedash-job-detail-1440.png", full_page=True)
+    for selector in ("#detail .table-wrap", "#detail pre.yaml"):
+        box = page.locator(selector)
+        expect(box).to_be_visible()
+        assert box.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), f"{selector} is cut off"
+        # Whatever may scroll can be reached with the keyboard, and has a name.
+        assert box.get_attribute("tabindex") == "0"
+        assert box.get_attribute("aria-labelledby")
+    expect(page.locator("#detail pre.yaml")).to_contain_text("OOMKilled")
+    page.screenshot(path="/tmp/kubedash-job-detail-1440.png", full_page=True)
+    assert axe_violations(page) == []
+
+
+def test_axe_on_pages_and_states(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    base = kube_server.http_url
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "leader", "node-a"))
+    api(kube_server, "POST", endpoints_path(ns), endpoints(name="web", ns=ns, ips=("10.1.0.1",),
+                                                               not_ready=("10.1.0.2",)))
+    api(kube_server, "POST", jobs_path(ns), job(name="batch", ns=ns, completions=2))
+    for path in ("/", f"/leases/?namespace={ns}", f"/endpoints/?namespace={ns}", f"/jobs/?namespace={ns}",
+                 f"/leases/{ns}/leader/", f"/endpoints/{ns}/web/", f"/jobs/{ns}/batch/", "/tokens/",
+                 f"/leases/new/?namespace={ns}", f"/endpoints/{ns}/web/edit/", "/no/such/page/"):
+        page.goto(base + path)
+        assert axe_violations(page) == [], path
+    # A refused form, with its error summary.
+    page.goto(f"{base}/leases/new/?namespace={ns}")
+    page.fill("#id_name", "Bad_Name")
+    page.click("button.primary")
+    expect(page.locator("#form-errors")).to_be_focused()
+    assert axe_violations(page) == [], "refused form"
+
+
+def test_secrets_have_a_copy_button(wide_page, kube_server):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    page.goto(kube_server.http_url + "/tokens/")
+    page.fill("#token-name", "ci-" + ns_suffix())
+    page.get_by_role("button", name="Create token").click()
+    field = page.locator("#token-value")
+    expect(field).to_be_visible()
+    token = field.input_value()
+    # Full width: the whole token is in view.
+    assert field.evaluate("el => el.scrollWidth <= el.clientWidth")
+    assert field.bounding_box()["width"] > 500
+    page.get_by_role("button", name="Copy").click()
+    expect(page.locator("#token-value-copied")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == token
+
+
+def ns_suffix() -> str:
+    return str(int(time.time() * 1000) % 10**8)
+
+
+def test_deleted_object_disables_its_actions_and_release_asks_first(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    base = kube_server.http_url
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "lock", "node-a"))
+    open_live(page, f"{base}/leases/{ns}/lock/")
+    # Release asks first; Cancel changes nothing.
+    page.click("#edit-toolbar button:text('Release')")
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    assert api(kube_server, "GET", leases_path(ns, "lock"))["spec"]["holderIdentity"] == "node-a"
+    # Deleted while the page is open: the page says so and offers nothing to change.
+    api(kube_server, "DELETE", leases_path(ns, "lock"))
+    expect(page.locator("#detail")).to_contain_text("deleted")
+    toolbar = page.locator("#edit-toolbar")
+    expect(toolbar).to_contain_text("Deleted: nothing left to change.")
+    expect(toolbar.locator("a[href]")).to_have_count(0)
+    expect(toolbar.get_by_role("button", name="Release")).to_have_count(0)
+    expect(toolbar.get_by_role("link", name="Edit", exact=True)).to_have_attribute("aria-disabled", "true")
+
+
+def test_suspend_asks_first(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    base = kube_server.http_url
+    api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns))
+    page.goto(f"{base}/jobs/{ns}/crunch/")
+    page.click("#edit-toolbar button:text('Suspend')")
+    page.locator("dialog.confirm").get_by_role("button", name="Suspend").click()
+    page.wait_for_url(f"{base}/jobs/{ns}/crunch/")
+    expect(page.locator(".flash")).to_contain_text("suspended")
+    expect(page.locator("#detail .big-state .badge")).to_have_text("Suspended")
+    assert api(kube_server, "GET", jobs_path(ns, "crunch"))["spec"]["suspend"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Honest reconnects: a real server restart
+
+
+class RestartableServer:
+    """`manage.py serve` of this test's own (its own SQLite file), stopped and started again
+    on the same ports, as an upgrade or a crash-and-restart does."""
+
+    def __init__(self, data_dir: Path):
+        import subprocess
+        import sys
+
+        from conftest import ROOT, LiveServer, free_port
+
+        self.http_port, self.tls_port = free_port(), free_port()
+        self.live = LiveServer(data_dir, self.http_port, self.tls_port, None)
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=self.live.env, cwd=ROOT,
+                       check=True)
+        self.cmd = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.http_port),
+                    "--tls-port", str(self.tls_port)]
+        self.root = ROOT
+        self.log = open(data_dir / "server.log", "ab")
+        self.start()
+
+    def start(self) -> float:
+        """Start and wait until the pages' port accepts connections; returns that moment."""
+        import socket
+        import subprocess
+
+        self.live.proc = subprocess.Popen(self.cmd, env=self.live.env, cwd=self.root, stdout=self.log,
+                                          stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.http_port), timeout=1):
+                    return time.monotonic()
+            except OSError:
+                if self.live.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("serve did not start")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.live.proc.terminate()
+        self.live.proc.wait(15)
+
+    def close(self) -> None:
+        if self.live.proc.poll() is None:
+            self.stop()
+        self.log.close()
+
+
+@pytest.fixture
+def restartable(tmp_path):
+    server = RestartableServer(tmp_path)
+    yield server
+    server.close()
+
+
+def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable):
+    from playwright.sync_api import expect
+
+    server = restartable.live
+    expect.set_options(timeout=WAIT_MS)
+    server.manage("shell", "-c", (
+        "from dashboard.access.tokens import ensure_user\n"
+        "u = ensure_user('restart-admin', 'admin')\nu.set_password('restart-pass-123')\nu.save()\n"))
+    ctx = chromium.new_context()
+    try:
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        from test_browser import log_in
+        log_in(page, server.http_url, "restart-admin", "restart-pass-123")
+        api(server, "POST", leases_path("rs"), held_lease("rs", "short", "node-a", duration=6))
+        expires = time.monotonic() + 6
+        open_live(page, f"{server.http_url}/leases/?namespace=rs")
+        row = page.locator(dom("lease", "rs", "short"))
+        countdown = row.locator("[data-expires-at]")
+        expect(row.locator("[data-state-label]")).to_have_text("held")
+
+        restartable.stop()
+        status = page.locator("#live-status")
+        expect(status).to_have_text("Reconnecting…")
+        expect(page.locator("#live-stale")).to_contain_text("Not live: showing the state as of")
+        expect(page.get_by_role("button", name="Retry now")).to_be_visible()
+        frozen = countdown.inner_text()
+        page.screenshot(path="/tmp/kubedash-stale.png")
+        # The lease's 6 s run out while the page cannot see renewals: it says what it last knew.
+        time.sleep(max(expires - time.monotonic(), 0) + 1.5)
+        assert countdown.inner_text() == frozen, "a countdown moved while disconnected"
+        expect(row.locator("[data-state-label]")).to_have_text("held")
+
+        back = restartable.start()
+        expect(status).to_have_text("Live", timeout=3000)
+        took = time.monotonic() - back
+        assert took < 2.5, f"live again {took:.1f}s after the server was back"
+        expect(page.locator("#live-stale")).to_be_hidden()
+        expect(page.get_by_role("button", name="Retry now")).to_be_hidden()
+        # Live again: time moves, and the lease (not renewed) is shown expired.
+        expect(row.locator("[data-state-label]")).to_have_text("expired")
+        # And pushes arrive.
+        api(server, "PATCH", leases_path("rs", "short"),
+            {"spec": {"holderIdentity": "node-b", "renewTime": now_micro(), "leaseDurationSeconds": 60}},
+            merge=True)
+        expect(row.locator(".holder")).to_have_text("node-b")
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def test_retry_now_reconnects_at_once(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "alpha", "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}")
+    page.evaluate("""() => {
+        window.__kdDown = true;
+        window.__kdSockets.filter(s => s.url.includes('/ws/live/') && s.readyState === 1).forEach(s => s.close());
+    }""")
+    expect(page.locator("#live-status")).to_have_text("Reconnecting…")
+    page.wait_for_timeout(6000)      # long enough for the backoff to reach its cap
+    page.evaluate("window.__kdDown = false")
+    started = time.monotonic()
+    page.get_by_role("button", name="Retry now").click()
+    expect(page.locator("#live-status")).to_have_text("Live", timeout=1500)
+    assert time.monotonic() - started < 1.5
+
+
+# ---------------------------------------------------------------------------------------------
+# Lists that scale (a start): live updates keep each row on its page
+
+
+def test_live_updates_keep_rows_on_their_page(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    for name in ("a1", "a2", "a3", "a4"):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&limit=2")
+    rows = page.locator("#items > tr")
+    expect(rows).to_have_count(2)
+    # New rows, one sorting into this page and one onto the next: neither is pushed in.
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a15", "node-x"))
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a9", "node-y"))
+    notice = page.locator("#items-new")
+    expect(notice).to_contain_text("2 new objects since this page was loaded")
+    expect(rows).to_have_count(2)
+    # Rows on the page still change in place, and go when deleted.
+    api(kube_server, "PATCH", leases_path(ns, "a2"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
+    expect(page.locator(dom("lease", ns, "a2") + " .holder")).to_have_text("node-b")
+    api(kube_server, "PATCH", leases_path(ns, "a3"), {"spec": {"holderIdentity": "node-c"}}, merge=True)
+    api(kube_server, "DELETE", leases_path(ns, "a1"))
+    expect(page.locator(dom("lease", ns, "a1"))).to_have_count(0)
+    expect(rows).to_have_count(1)
+    expect(notice).to_contain_text("2 new objects")   # a change on page 2 is not news here
+    # "show" loads the view as it is now.
+    notice.get_by_role("link", name="show").click()
+    expect(rows).to_have_count(2)
+    assert [r.split("--")[-1] for r in page.eval_on_selector_all("#items > tr", "els => els.map(e => e.id)")] == \
+        ["a15", "a2"]
+    expect(page.locator("#items-new")).to_be_hidden()
+
+
+def test_paged_list_screenshot_and_axe(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    for i in range(5):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, f"p{i}", f"node-{i}"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&limit=2")
+    page.get_by_role("link", name="Next page →").click()
+    expect(page.locator(".pager-position")).to_have_text("Rows 3–4 of 5")
+    expect(page).to_have_title(f"Leases · namespace {ns} · later page — kubedash")
+    page.screenshot(path="/tmp/kubedash-paged.png", full_page=True)
+    assert axe_violations(page) == []
+    page.select_option("#f-limit", "50")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator("#items > tr")).to_have_count(5)
