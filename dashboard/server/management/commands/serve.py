@@ -19,7 +19,6 @@ import sys
 from daphne.access import AccessLogGenerator
 from daphne.server import Server
 from django.conf import settings
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.server import workers
@@ -118,6 +117,9 @@ class Command(BaseCommand):
         if tls_port is not None:
             tls = ensure_tls(settings.DATA_DIR, tls_hosts(host))
         urls = [url("http", host, port)] + ([url("https", host, tls_port)] if tls_port else [])
+        if tls_port is not None:
+            # What the tokens page's kubeconfig download points at (inherited by the workers).
+            os.environ["KUBEDASH_TLS_PORT"] = str(tls_port)
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         if options["workers"] > 1:
@@ -153,10 +155,9 @@ class Command(BaseCommand):
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
         listen_fds = options["listen_fds"]
 
+        # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
+        # compressed and hashed once collected (`start` collects), from the finders before.
         from dashboard.server.asgi import application
-        # Static files (htmx, css) are served from the finders, with or without DEBUG, so the
-        # embedded setup needs no collectstatic and no extra server; one prefix test per request.
-        application = ASGIStaticFilesHandler(application)
 
         def ready():
             if listen_fds:

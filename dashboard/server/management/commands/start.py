@@ -79,6 +79,9 @@ class Command(BaseCommand):
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
         self.stdout.write("Preparing the database ...")
         call_command("migrate", interactive=False, verbosity=max(0, options["verbosity"] - 1))
+        # Hashed, compressed static files (served with a year's caching); a second run copies
+        # only what changed.
+        call_command("collectstatic", interactive=False, verbosity=0)
 
         kubeconfig = Path(settings.BASE_DIR) / "kubeconfig"
         server = url("https", host, tls_port)
