@@ -228,3 +228,16 @@ def require_kubectl() -> str:
             pytest.fail("kubectl is required in CI but was not found on PATH")
         pytest.skip("kubectl is not installed on this machine")
     return path
+
+
+@pytest.fixture(scope="module")
+def api_client(kube_server):
+    """The official Python client, as an admin, over HTTPS with the server's CA."""
+    from kubernetes import client as k8s
+
+    config = k8s.Configuration()
+    config.host = kube_server.https_url
+    config.ssl_ca_cert = kube_server.ca_file
+    config.api_key = {"authorization": "Bearer " + kube_server.token("python-client", "admin")}
+    with k8s.ApiClient(config) as c:
+        yield c

@@ -422,12 +422,11 @@ def test_concurrent_writers_on_both_processes_watchers_see_every_revision_in_ord
               f"2 processes; {len(recorders)} watchers each saw every revision of its kind in order")
 
 
+@pytest.mark.parametrize("scaled", ["postgres"], indirect=True)   # it counts PostgreSQL connections
 def test_finished_requests_do_not_keep_database_connections(scaled):
     """Each ASGI request runs its sync code in a thread of its own: a persistent connection
     (CONN_MAX_AGE > 0) would stay open per finished request until garbage collection, and a
     busy server would run PostgreSQL out of connections ("too many clients")."""
-    if scaled.backend != "postgres":
-        pytest.skip("counts PostgreSQL connections")
     a, b, dbname = scaled.a, scaled.b, scaled.dbname
 
     def reads(server):

@@ -6,16 +6,6 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 
-@pytest.fixture(scope="module")
-def api_client(kube_server):
-    config = k8s.Configuration()
-    config.host = kube_server.https_url
-    config.ssl_ca_cert = kube_server.ca_file
-    config.api_key = {"authorization": "Bearer " + kube_server.token("py-admin", "admin")}
-    with k8s.ApiClient(config) as c:
-        yield c
-
-
 def test_lease_crud(api_client):
     api = k8s.CoordinationV1Api(api_client)
     body = k8s.V1Lease(metadata=k8s.V1ObjectMeta(name="py-lease", labels={"a": "b"}),

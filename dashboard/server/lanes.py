@@ -130,7 +130,8 @@ _lanes_lock = threading.Lock()
 
 def lanes() -> Lanes:
     global _lanes
-    with _lanes_lock:
-        if _lanes is None:
-            _lanes = Lanes()
-        return _lanes
+    if _lanes is None:   # the lock only for the first request, not on every one
+        with _lanes_lock:
+            if _lanes is None:
+                _lanes = Lanes()
+    return _lanes

@@ -16,16 +16,6 @@ from kubernetes import client as k8s
 _counter = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def api_client(kube_server):
-    config = k8s.Configuration()
-    config.host = kube_server.https_url
-    config.ssl_ca_cert = kube_server.ca_file
-    config.api_key = {"authorization": "Bearer " + kube_server.token("conformance", "admin")}
-    with k8s.ApiClient(config) as c:
-        yield c
-
-
 @pytest.fixture
 def ns(request):
     """A fresh namespace name per test (namespaces exist implicitly here)."""
