@@ -72,6 +72,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Logout ends every session of the user, not just this one (access/sessions.py).
+    "dashboard.access.sessions.SessionEpochMiddleware",
     # A session opened through a share link reaches its own pages and nothing else.
     "dashboard.web.share.ShareLinkMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

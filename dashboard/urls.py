@@ -25,7 +25,8 @@ def kube_paths(prefix):
 urlpatterns = [
     path("healthz", disc.healthz),
     path("livez", disc.healthz),
-    path("readyz", disc.healthz),
+    path("readyz", disc.readyz),
+    path("readyz/<str:check>", disc.readyz),
     path("version", disc.VersionView.as_view()),
     path("version/", disc.VersionView.as_view()),
     path("api", disc.CoreDiscoveryView.as_view()),

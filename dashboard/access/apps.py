@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class AccessConfig(AppConfig):
     name = "dashboard.access"
     label = "access"
+
+    def ready(self):
+        from . import signals
+
+        signals.connect()

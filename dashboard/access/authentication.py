@@ -49,15 +49,18 @@ class TokenRow:
 
     pk: int
     last_used: object
+    user_id: int | None = None
+    expires: object = None      # aware datetime, or None: until revoked
 
 
 @functools.cache
 def _token_sql() -> str:
     user_model = get_user_model()
-    return (f"SELECT t.id, t.last_used, u.{user_model.USERNAME_FIELD}, u.is_superuser, p.role, p.namespaces "
+    return (f"SELECT t.id, t.last_used, u.{user_model.USERNAME_FIELD}, u.is_superuser, p.role, p.namespaces, "
+            "u.id, t.expires "
             f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u ON u.id = t.user_id "
             f"LEFT JOIN {Profile._meta.db_table} p ON p.user_id = u.id "
-            "WHERE t.token_hash = %s AND t.revoked = %s AND u.is_active = %s")
+            "WHERE t.token_hash = %s AND t.revoked = %s AND u.is_active = %s AND (t.expires IS NULL OR t.expires > %s)")
 
 
 def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
@@ -67,20 +70,31 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
     three-table join was half of a Lease renewal's CPU.
     """
     with connection.cursor() as cursor:
-        cursor.execute(_token_sql(), [token_hash, False, True])
+        cursor.execute(_token_sql(), [token_hash, False, True, _db_time(timezone.now())])
         hit = cursor.fetchone()
     if hit is None:
         return None
-    token_id, last_used, username, is_superuser, role, namespaces = hit
-    if isinstance(last_used, str):  # SQLite may hand back text...
-        last_used = ApiToken._meta.get_field("last_used").to_python(last_used)
-    if last_used is not None and timezone.is_naive(last_used):  # ...or a naive UTC datetime
-        last_used = last_used.replace(tzinfo=dt_timezone.utc)
+    token_id, last_used, username, is_superuser, role, namespaces, user_id, expires = hit
+    last_used, expires = _aware(last_used), _aware(expires)
     if isinstance(namespaces, str):
         namespaces = orjson.loads(namespaces)
     if role is None:
         role = Role.ADMIN if is_superuser else Role.VIEWER
-    return Principal(username, role, tuple(namespaces or ())), TokenRow(token_id, last_used)
+    return (Principal(username, role, tuple(namespaces or ()), user_id=user_id),
+            TokenRow(token_id, last_used, user_id, expires))
+
+
+def _aware(value):
+    if isinstance(value, str):  # SQLite may hand back text...
+        value = ApiToken._meta.get_field("last_used").to_python(value)
+    if value is not None and timezone.is_naive(value):  # ...or a naive UTC datetime
+        value = value.replace(tzinfo=dt_timezone.utc)
+    return value
+
+
+def _db_time(value):
+    """A datetime parameter for raw SQL, as the ORM would send it to this database."""
+    return ApiToken._meta.get_field("expires").get_db_prep_value(value, connection)
 
 
 class BearerTokenAuthentication(BaseAuthentication):

@@ -16,6 +16,8 @@ class Profile(models.Model):
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.VIEWER)
     # Empty: every namespace. Otherwise the only namespaces this user may see or change.
     namespaces = models.JSONField(default=list, blank=True)
+    # Bumped by logout: every session signed in before it stops (access/sessions.py).
+    session_epoch = models.PositiveIntegerField(default=0)
 
 
 def hash_token(token: str) -> str:
@@ -30,6 +32,7 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
+    expires = models.DateTimeField(null=True, blank=True)   # None: until revoked
 
 
 class ShareLink(models.Model):
@@ -57,3 +60,16 @@ class ShareLink(models.Model):
         if self.revoked_at is not None:
             return "revoked"
         return "active" if now < self.expires else "expired"
+
+
+class AccessChange(models.Model):
+    """A notice that some access changed: "user:<id>", "token:<id>" or "share:<id>".
+
+    Written in the transaction that makes the change (access/signals.py), so it commits with
+    it; every process's watch hub reads the new rows and re-checks the channels (websockets,
+    watches) opened with that access. Rows are kept only briefly (signals.PRUNE_AFTER).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    subject = models.CharField(max_length=64)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)

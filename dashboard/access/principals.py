@@ -26,6 +26,7 @@ class Principal:
     kinds: tuple[str, ...] = ()        # empty: all kinds (share links: the one kind shared)
     label_selector: str = ""           # share links: only objects matching it
     share_id: int | None = None        # share links: the ShareLink row
+    user_id: int | None = None         # users: whose access changes re-check open channels
     is_authenticated: bool = True
 
     @property
@@ -56,6 +57,6 @@ def principal_for(user) -> Principal:
     profile = getattr(user, "kube_profile", None)
     if profile is None:
         role = Role.ADMIN if user.is_superuser else Role.VIEWER
-        return Principal(user.get_username(), role)
-    return Principal(user.get_username(), profile.role, tuple(profile.namespaces or ()))
+        return Principal(user.get_username(), role, user_id=user.pk)
+    return Principal(user.get_username(), profile.role, tuple(profile.namespaces or ()), user_id=user.pk)
 

@@ -1,11 +1,15 @@
 """Discovery, version and OpenAPI endpoints (public, like kube-apiserver's discovery roles)."""
 from __future__ import annotations
 
+import logging
+
 from django.http import HttpResponse
 
 from . import discovery, openapi
 from .errors import path_not_found
 from .views import KubeAPIView, json_response
+
+log = logging.getLogger(__name__)
 
 
 class PublicView(KubeAPIView):
@@ -80,5 +84,84 @@ class OpenAPIv2View(PublicView):
 
 
 def healthz(request):
-    """/healthz, /livez, /readyz: plain "ok", as kube-apiserver answers (also the bench ceiling)."""
-    return HttpResponse(b"ok", content_type="text/plain; charset=utf-8")
+    """/healthz, /livez: plain "ok", as kube-apiserver answers (also the bench ceiling). The
+    process answering is all liveness means: a lost database or Redis is for /readyz to say."""
+    if "verbose" in request.GET:
+        name = request.path.strip("/") or "healthz"
+        return _plain(f"[+]ping ok\n{name} check passed\n")
+    return _plain("ok")
+
+
+def _check_database() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _check_redis() -> None:
+    """The channel layer's and the watch hub's Redis answers a PING (within a second)."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def _ready_checks() -> list[tuple[str, object]]:
+    from django.conf import settings
+
+    checks = [("ping", lambda: None), ("database", _check_database)]
+    if settings.REDIS_URL:
+        checks.append(("redis", _check_redis))
+    return checks
+
+
+def _plain(text: str, status: int = 200) -> HttpResponse:
+    response = HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def readyz(request, check: str | None = None):
+    """/readyz in kube-apiserver's format: "ok"; `?verbose` lists "[+]name ok" per check; a
+    failed check makes it 500 listing "[-]name failed: reason withheld" (the reason is logged,
+    not shown: the endpoint is public); `?exclude=name` skips one. /readyz/<name> runs one.
+    Redis down is degraded service (pages and revocations keep working through the
+    database), and readiness is where it shows."""
+    checks = _ready_checks()
+    if check is not None:
+        found = dict(checks).get(check)
+        if found is None:
+            return _plain("404 page not found\n", 404)
+        try:
+            found()
+        except Exception as err:
+            return _plain(f"internal server error: {err}\n", 500)
+        return _plain("ok")
+    excluded = set(request.GET.getlist("exclude"))
+    lines, failed = [], []
+    for name, run in checks:
+        if name in excluded:
+            excluded.discard(name)
+            lines.append(f"[+]{name} excluded: ok\n")
+            continue
+        try:
+            run()
+        except Exception as err:
+            log.warning("readyz: %s failed: %s", name, err)
+            lines.append(f"[-]{name} failed: reason withheld\n")
+            failed.append(name)
+        else:
+            lines.append(f"[+]{name} ok\n")
+    if excluded:
+        quoted = ",".join(f'"{n}"' for n in sorted(excluded))
+        lines.append(f"warn: some health checks cannot be excluded: no matches for {quoted}\n")
+    if failed:
+        return _plain("".join(lines) + "readyz check failed\n", 500)
+    if "verbose" not in request.GET:
+        return _plain("ok")
+    return _plain("".join(lines) + "readyz check passed\n")

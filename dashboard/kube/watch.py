@@ -16,12 +16,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
+
+from dashboard.access.signals import access_changed
 
 from . import registry, store
 from . import revlog
@@ -31,6 +34,25 @@ from .selectors import field_getter
 log = logging.getLogger(__name__)
 
 CLOSE = object()  # queue sentinel: the stream must end (overflow or shutdown)
+
+# Access re-checks: a change is noticed within this (the follower reads AccessChange rows at
+# least this often; also how often deadlines - session, token, share-link expiry - are checked).
+ACCESS_POLL_SECONDS = 0.5
+
+
+@dataclass(eq=False)
+class Guard:
+    """The access a long-lived channel (page websocket, watch) was opened with.
+
+    `subjects` name what it depends on ("user:3", "token:7", "share:2"); when an access-change
+    notice names one of them, or `deadline` (epoch seconds: session, token or link expiry)
+    passes, the hub calls `recheck()` (a coroutine function) on the loop. The channel then
+    re-resolves its principal and closes, narrows, or updates its subjects and deadline.
+    """
+
+    subjects: frozenset
+    deadline: float | None = None
+    recheck: object = None
 
 
 class Event:
@@ -145,13 +167,14 @@ class Subscriber:
             if ev.rv > self.start_rv:
                 self._deliver(ev)
 
-    def close(self) -> None:
+    def close(self, final=None) -> None:
+        """End the stream; `final` (an ERROR event line) is the last thing its client gets."""
         if self.closed:
             return
         self.closed = True
         while not self.queue.empty():
             self.queue.get_nowait()
-        self.queue.put_nowait((CLOSE, None))
+        self.queue.put_nowait((CLOSE, final))
 
 
 def _read_after(rv: int, limit: int, upto: int | None = None) -> list[Event]:
@@ -184,8 +207,14 @@ class Hub:
         self._redis_task: asyncio.Task | None = None
         self._start_lock: asyncio.Lock | None = None
         # Called (with the loop) from the follower thread after each read of a changed
-        # database: state other than revisions that must cross processes (share links).
+        # database: state other than revisions that must cross processes.
         self.change_listeners: list = []
+        # Access guards by subject, and those with a deadline (see Guard).
+        self.guards: dict[str, set[Guard]] = {}
+        self.expiring: set[Guard] = set()
+        self.access_generation = 0   # bumped per batch of notices (a channel resolving its access compares)
+        self._expiry_task: asyncio.Task | None = None
+        self._rechecks: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -200,9 +229,11 @@ class Hub:
             if self._follower is not None:
                 self._follower.stop()
             self.subscribers = {}
+            self.guards, self.expiring = {}, set()
             self.last_rv = await sync_to_async(store.current_revision)()
-            self._follower = _Follower(self, loop, self.last_rv)
+            self._follower = _Follower(self, loop, self.last_rv, await sync_to_async(_last_access_change)())
             self._follower.start()
+            self._expiry_task = loop.create_task(self._expire())
             if settings.REDIS_URL:
                 self._redis_task = loop.create_task(self._listen_redis())
 
@@ -220,6 +251,46 @@ class Hub:
         subs = self.subscribers.get((sub.resource.kind, sub.namespace))
         if subs is not None:
             subs.discard(sub)
+
+    def guard(self, g: Guard, subjects=None, deadline: float | None = None) -> None:
+        """(Re-)register a channel's access guard, with its current subjects and deadline."""
+        self.unguard(g)
+        if subjects is not None:
+            g.subjects = frozenset(subjects)
+            g.deadline = deadline
+        for subject in g.subjects:
+            self.guards.setdefault(subject, set()).add(g)
+        if g.deadline is not None:
+            self.expiring.add(g)
+
+    def unguard(self, g: Guard) -> None:
+        for subject in g.subjects:
+            guards = self.guards.get(subject)
+            if guards is not None:
+                guards.discard(g)
+                if not guards:
+                    del self.guards[subject]
+        self.expiring.discard(g)
+
+    def access_changed(self, subjects) -> None:
+        """On the loop: access-change notices arrived; re-check the channels they concern."""
+        self.access_generation += 1
+        due = {g for subject in subjects for g in self.guards.get(subject, ())}
+        for g in due:
+            self._recheck(g)
+
+    def _recheck(self, g: Guard) -> None:
+        task = self.loop.create_task(g.recheck())
+        self._rechecks.add(task)   # the loop holds tasks weakly
+        task.add_done_callback(self._rechecks.discard)
+
+    async def _expire(self) -> None:
+        while True:
+            await asyncio.sleep(ACCESS_POLL_SECONDS)
+            now = time.time()
+            for g in [g for g in self.expiring if g.deadline is not None and g.deadline <= now]:
+                self.expiring.discard(g)   # until the re-check sets a new deadline
+                self._recheck(g)
 
     def dispatch(self, events: list[Event]) -> None:
         for ev in events:
@@ -259,9 +330,10 @@ def _data_version() -> int:
 class _Follower(threading.Thread):
     """The hub's reader thread: follows the revision log, posts batches to the loop in order."""
 
-    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, after: int):
+    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, after: int, access_after: int = 0):
         super().__init__(name="watch-hub", daemon=True)
         self.hub, self.loop, self.after = hub, loop, after
+        self.access_after = access_after
         self.doorbell = threading.Event()
         self.stopped = False
         self.sqlite = connection.vendor == "sqlite"
@@ -272,7 +344,9 @@ class _Follower(threading.Thread):
 
     def run(self) -> None:
         safety = settings.KUBE_WATCH_POLL_SECONDS
-        interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS, safety) if self.sqlite else safety
+        # Without SQLite's cheap data_version, poll often enough that an access change made
+        # in another process is noticed in time even when Redis (the doorbell) is down.
+        interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS, safety) if self.sqlite else min(safety, ACCESS_POLL_SECONDS)
         seen_version, quiet = None, 0.0
         try:
             while not self.stopped and not self.loop.is_closed():
@@ -289,6 +363,7 @@ class _Follower(threading.Thread):
                         seen_version = version
                     quiet = 0.0
                     self._read()
+                    self._read_access()
                     for listener in self.hub.change_listeners:
                         listener(self.loop)
                 except Exception:  # the DB hiccuped: keep following, retry on the next wake/poll
@@ -311,6 +386,24 @@ class _Follower(threading.Thread):
             if len(events) < Hub.BATCH:
                 return
 
+    def _read_access(self) -> None:
+        from dashboard.access.models import AccessChange
+
+        rows = list(AccessChange.objects.filter(id__gt=self.access_after).order_by("id").values_list("id", "subject"))
+        if rows:
+            self.access_after = rows[-1][0]
+            try:
+                self.loop.call_soon_threadsafe(self.hub.access_changed, {subject for _, subject in rows})
+            except RuntimeError:  # the loop closed
+                self.stopped = True
+
+
+def _last_access_change() -> int:
+    from dashboard.access.models import AccessChange
+
+    last = AccessChange.objects.order_by("-id").values_list("id", flat=True).first()
+    return last or 0
+
 
 REDIS_CHANNEL = "kubedash:revisions"
 hub = Hub()
@@ -324,7 +417,7 @@ def _publish_redis() -> None:
 
     with _redis_lock:
         if _redis_client is None:
-            _redis_client = redis.Redis.from_url(settings.REDIS_URL)
+            _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
     try:
         _redis_client.publish(REDIS_CHANNEL, b"1")
     except Exception:  # the other processes fall back to their safety poll
@@ -337,4 +430,13 @@ def on_revision_committed(sender, rv, **kwargs) -> None:
         _publish_redis()
 
 
+def on_access_changed(sender, subjects, **kwargs) -> None:
+    """An access change committed here: ring this process's follower and the others' (Redis);
+    without Redis (or while it is down) they find the notice in the database on their own."""
+    hub.notify()
+    if settings.REDIS_URL:
+        _publish_redis()
+
+
 store.revision_committed.connect(on_revision_committed, dispatch_uid="kube-watch-hub")
+access_changed.connect(on_access_changed, dispatch_uid="kube-watch-hub-access")

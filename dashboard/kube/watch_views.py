@@ -17,10 +17,10 @@ from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from . import store
-from .errors import ApiError, gone, unauthorized
+from .errors import ApiError, forbidden_request, gone, unauthorized
 from .meta import parse_bool
 from .views import authorize, collection, list_query, resolve, status_response
-from .watch import CLOSE, Event, Subscriber, _read_after, hub
+from .watch import CLOSE, Event, Guard, Subscriber, _read_after, hub
 
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
 
@@ -65,23 +65,48 @@ def _watch_options(request) -> dict:
     return {"send_initial": send_initial, "bookmarks": bookmarks, "timeout": seconds}
 
 
-def _principal(request):
-    """Authenticate outside DRF (this view is async): bearer token, then session."""
+def _access(request):
+    """Authenticate outside DRF (this view is async): bearer token, then session.
+
+    Returns (principal, subjects, deadline, refresh): refresh() re-resolves the same credential
+    now, as (principal or None, subjects, deadline) - what the stream's access Guard re-checks.
+    """
     from rest_framework.exceptions import AuthenticationFailed
     from rest_framework.request import Request
 
-    from dashboard.access.authentication import BearerTokenAuthentication
+    from dashboard.access.authentication import BearerTokenAuthentication, token_principal
+    from dashboard.access.models import hash_token
     from dashboard.access.principals import principal_for
+    from dashboard.access.sessions import reload_session, session_deadline, session_user
 
     try:
         result = BearerTokenAuthentication().authenticate(Request(request))
     except AuthenticationFailed:
         raise unauthorized() from None
     if result is not None:
-        return result[0]
+        token_hash = hash_token(request.META["HTTP_AUTHORIZATION"].partition(" ")[2].strip())
+
+        def refresh():
+            found = token_principal(token_hash)
+            if found is None:   # revoked, expired, deleted, or its user deactivated
+                return None, (), None
+            principal, row = found
+            return principal, (f"token:{row.pk}", f"user:{row.user_id}"), row.expires and row.expires.timestamp()
+
+        principal, row = result
+        return principal, (f"token:{row.pk}", f"user:{row.user_id}"), row.expires and row.expires.timestamp(), refresh
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
-        return principal_for(user)
+        session_key = request.session.session_key
+
+        def refresh():
+            session = reload_session(session_key)
+            user = session_user(session)
+            if user is None:
+                return None, (), None
+            return principal_for(user), (f"user:{user.pk}",), session_deadline(session)
+
+        return principal_for(user), (f"user:{user.pk}",), session_deadline(request.session), refresh
     raise unauthorized()
 
 
@@ -91,7 +116,7 @@ def _prepare(request, kw: dict, single_name: str | None):
 
     res = resolve(kw)
     namespace = kw.get("namespace")
-    request.user = _principal(request)
+    request.user, subjects, deadline, refresh = _access(request)
     authorize(request, res, "watch", namespace)
     negotiate_output(request.META.get("HTTP_ACCEPT", ""))  # 406 before the stream starts, as for lists
     options = _watch_options(request)
@@ -125,7 +150,7 @@ def _prepare(request, kw: dict, single_name: str | None):
             q.resource_version, q.resource_version_match = rv, "Exact"
             sub.matching.update(_keys(store.list_objects(res, q).items))
     sub.start_rv = start
-    return res, sub, options, initial
+    return res, sub, options, initial, _guard(res, sub, refresh, subjects, deadline)
 
 
 def _keys(items: list[bytes]) -> set[tuple[str, str]]:
@@ -191,9 +216,36 @@ class _Encoder:
                                                              "metadata": meta}}) + b"\n"
 
 
-async def _stream(request, res, sub: Subscriber, options: dict, initial: list[bytes]):
+def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
+    """The stream's access Guard: when its token / user / session changes or expires, the
+    stream re-checks it and, if it no longer works, ends with an ERROR event (401, or 403 when
+    the principal may no longer watch this), as kube-apiserver ends a watch it cannot continue."""
+    namespace = sub.namespace
+
+    async def recheck():
+        principal, subjects, deadline = await sync_to_async(refresh)()
+        if principal is None:
+            err = unauthorized()
+        elif not principal.can("watch", namespace):
+            err = forbidden_request(principal.username, "watch", res.group, res.plural, namespace)
+        else:
+            hub.guard(g, subjects, deadline)
+            return
+        hub.unguard(g)
+        sub.close(_error_line(err))
+
+    g = Guard(frozenset(subjects), deadline, recheck)
+    return g
+
+
+async def _stream(request, res, sub: Subscriber, options: dict, initial: list[bytes], guard: Guard | None = None,
+                  generation: int = 0):
     enc = _Encoder(request, res)
     loop = asyncio.get_running_loop()
+    if guard is not None:
+        hub.guard(guard)
+        if hub.access_generation != generation:
+            await guard.recheck()   # a notice may have come between authenticating and guarding
     deadline = loop.time() + options["timeout"]
     interval = settings.KUBE_WATCH_BOOKMARK_SECONDS
     try:
@@ -236,6 +288,8 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
             lines = []
             while True:
                 if kind is CLOSE:
+                    if ev is not None:
+                        lines.append(ev)   # the final ERROR event (access ended)
                     if lines:
                         yield b"".join(lines)
                     return
@@ -261,18 +315,21 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
         if "timer" in locals():
             timer[0].cancel()
         hub.unregister(sub)
+        if guard is not None:
+            hub.unguard(guard)
 
 
 async def watch(request, single_name: str | None = None, **kw):
     try:
         await hub.start()
-        res, sub, options, initial = await sync_to_async(_prepare)(request, kw, single_name)
+        generation = hub.access_generation
+        res, sub, options, initial, guard = await sync_to_async(_prepare)(request, kw, single_name)
     except ApiError as err:
         if err.code == 410:
             # Too old: kube-apiserver answers 200 and a single ERROR event, then closes.
             return StreamingHttpResponse(iter([_error_line(err)]), content_type="application/json")
         return status_response(err, request)
-    response = StreamingHttpResponse(_stream(request, res, sub, options, initial), content_type="application/json")
+    response = StreamingHttpResponse(_stream(request, res, sub, options, initial, guard, generation), content_type="application/json")
     response["Cache-Control"] = "no-cache, private"
     return response
 

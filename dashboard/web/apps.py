@@ -11,13 +11,3 @@ class WebConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         autodiscover_modules("web")
-
-        # Share-link revocation across worker processes when no Redis carries it (share.py).
-        from django.conf import settings
-
-        if not settings.REDIS_URL:
-            from dashboard.kube.watch import hub
-
-            from .share import close_stopped_share_sockets
-
-            hub.change_listeners.append(close_stopped_share_sockets)

@@ -21,13 +21,26 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from dashboard.kube import registry
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
-from dashboard.kube.watch import CLOSE, Subscriber, hub
+from dashboard.access.principals import principal_for
+from dashboard.access.sessions import reload_session, session_deadline, session_user
+from dashboard.kube.watch import CLOSE, Guard, Subscriber, hub
 
 from . import kinds, live, scope, share
 
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.05   # coalesce bursts of writes into one push
+
+# Close codes (static/kubedash/live.js): 4401 the viewer is signed out (banner with a sign-in
+# link), 4403 this page is no longer allowed (revoked share link, access taken away), 4400 a
+# malformed page address, 4408 fell behind (reconnect and refresh).
+CLOSE_SIGNED_OUT = 4401
+
+SIGNED_OUT_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Signed out</h1></div>'
+                       '<p class="alert" role="alert">You have been signed out. '
+                       '<a href="/accounts/login/">Sign in again</a></p></main>')
+NO_ACCESS_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Not allowed</h1></div>'
+                      '<p class="alert" role="alert">You no longer have access to this page.</p></main>')
 
 
 @dataclass
@@ -70,31 +83,90 @@ def parse_spec(query: bytes) -> PageSpec:
                     last=_key(params.get("last", "")))
 
 
+def page_access(scope, fresh: bool = False):
+    """(principal or None, subjects, deadline) of a websocket's session, now.
+
+    The page's share link if the session is in share mode, else its signed-in user (checked as
+    the pages check it: active, not signed out since, session not expired). `fresh` re-reads
+    the session from its store (a re-check). Subjects and deadline feed the hub's Guard.
+    """
+    session = scope.get("session")
+    if session is None:
+        # No session middleware in front (a bare consumer, as in tests): the scope's user,
+        # re-read so that deactivation and deletion still count.
+        user = scope.get("user")
+        if user is None or not user.is_authenticated:
+            return None, (), None
+        user = type(user)._default_manager.filter(pk=user.pk, is_active=True).first()
+        return (principal_for(user), (f"user:{user.pk}",), None) if user else (None, (), None)
+    if fresh:
+        session = reload_session(session.session_key)
+    if share.session_has_share(session):
+        principal, subjects, deadline = share.link_access(session.get(share.SESSION_KEY))
+        return principal, subjects, _earliest(deadline, session_deadline(session))
+    user = session_user(session)
+    if user is None:
+        return None, (), None
+    return principal_for(user), (f"user:{user.pk}",), session_deadline(session)
+
+
+def _earliest(*times):
+    times = [t for t in times if t is not None]
+    return min(times) if times else None
+
+
 class LiveConsumer(AsyncWebsocketConsumer):
+    # No channel layer: pushes come from the watch hub and access changes from its notices,
+    # so a page keeps working while Redis is down (a layer's receive would fail with it).
+    channel_layer_alias = None   # not a configured alias: get_channel_layer() gives None
+
     async def connect(self):
         self.subscribers: list[Subscriber] = []
         self.pending: dict[tuple, tuple] = {}
         self.flush_lock = asyncio.Lock()
         self.flush_handle = None
         self.pump = None
+        self.closing = False
         try:
             self.spec = parse_spec(self.scope.get("query_string", b""))
         except (ValueError, ApiError):
             await self.close(code=4400)
             return
-        self.principal = await sync_to_async(live.principal_from_scope)(self.scope)
-        if self.principal is None or not live.may_view(self.principal, self.spec.namespace, self.spec.kinds):
+        await hub.start()
+        generation = hub.access_generation
+        self.principal, subjects, deadline = await sync_to_async(page_access)(self.scope)
+        if self.principal is None:
+            # A share link that stopped is "not allowed"; no signed-in user is "signed out".
+            shared = share.session_has_share(self.scope.get("session"))
+            await self.close(code=4403 if shared else CLOSE_SIGNED_OUT)
+            return
+        if not live.may_view(self.principal, self.spec.namespace, self.spec.kinds):
             await self.close(code=4403)
             return
+        # Re-checked whenever that access changes (notices from any process) or expires.
+        self.guard = Guard(frozenset(), recheck=self._recheck)
+        hub.guard(self.guard, subjects, deadline)
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
+        state = await self._subscribe()
+        await self.accept()  # only now: the subscription and the snapshot are in place
+        if await sync_to_async(live.changed_since)(self.spec, state.rv):
+            # The changes since the page's revision when that will do; else the whole page.
+            messages = await sync_to_async(live.catch_up)(self.spec, self.principal, state)
+            if messages is None:
+                messages = [await sync_to_async(live.render_refresh)(self.spec, state)]
+            for html in messages:
+                await self.send(text_data=html)
+        for sub in self.subscribers:
+            sub.release_buffer()
+        self.pump = asyncio.get_running_loop().create_task(self._pump())
+        if hub.access_generation != generation:
+            await self._recheck()   # a notice may have come between resolving and guarding
+
+    async def _subscribe(self):
+        """Subscribe to what the page shows for self.principal; the snapshot it starts from."""
         self.spec.allowed = tuple(self.principal.namespaces)
         # A share link's selector narrows whatever the page asked for (never widens).
         self.spec.label_selector = scope.narrow(self.principal, self.spec.label_selector)
-        if self.principal.share_id is not None:
-            # Revoking the link closes this socket at once (group_send from any process),
-            # and a timer re-checks it (expiry, or a revoke message that got lost).
-            await self.channel_layer.group_add(share.group_name(self.principal.share_id), self.channel_name)
-        await hub.start()
-        self.queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
         for kind in self.spec.kinds:
             res = registry.by_kind(kind)
             sub = Subscriber(resource=res, namespace=self.spec.namespace, label_selector=self.spec.label_selector,
@@ -109,26 +181,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
             sub.matching.update(state.keys.get(sub.resource.kind, ()))
         self.known = {k for keys in state.keys.values() for k in keys}   # everything the view matches
         self.shown = sorted(k for k in self.known if live.on_page(self.spec, k))
-        await self.accept()  # only now: the subscription and the snapshot are in place
-        if self.principal.share_id is not None:
-            self.share_watch = asyncio.get_running_loop().create_task(self._watch_share())
-        if await sync_to_async(live.changed_since)(self.spec, state.rv):
-            # The changes since the page's revision when that will do; else the whole page.
-            messages = await sync_to_async(live.catch_up)(self.spec, self.principal, state)
-            if messages is None:
-                messages = [await sync_to_async(live.render_refresh)(self.spec, state)]
-            for html in messages:
-                await self.send(text_data=html)
-        for sub in self.subscribers:
-            sub.release_buffer()
-        self.pump = asyncio.get_running_loop().create_task(self._pump())
+        return state
 
     async def disconnect(self, code):
-        principal = getattr(self, "principal", None)
-        if principal is not None and principal.share_id is not None:
-            await self.channel_layer.group_discard(share.group_name(principal.share_id), self.channel_name)
-        if getattr(self, "share_watch", None) is not None:
-            self.share_watch.cancel()
+        if getattr(self, "guard", None) is not None:
+            hub.unguard(self.guard)
         for sub in getattr(self, "subscribers", ()):
             hub.unregister(sub)
         if getattr(self, "pump", None) is not None:
@@ -140,28 +197,55 @@ class LiveConsumer(AsyncWebsocketConsumer):
         # Pages only listen; anything a client sends is ignored (no writes over this socket).
         return
 
-    async def share_revoked(self, event):
-        """Channel-layer message: this socket's share link was revoked."""
-        await self._close_share()
-
-    async def _watch_share(self):
-        while True:
-            left = await sync_to_async(share.seconds_left)(self.principal.share_id)
-            if left is None:
-                await self._close_share()
-                return
-            await asyncio.sleep(max(left, 0.05))
-
-    async def _close_share(self):
-        # Clear the page's data first (the page shows why), then close: 4403 means "don't retry".
-        if getattr(self, "share_closed", False):
+    async def _recheck(self):
+        """The access this page was opened with changed or expired: close, narrow, or carry on."""
+        if self.closing:
             return
-        self.share_closed = True
+        principal, subjects, deadline = await sync_to_async(page_access)(self.scope, fresh=True)
+        if self.closing:
+            return
+        if principal is None:
+            # A share link that stopped, or a user signed out / deactivated / expired.
+            if self.principal.share_id is not None:
+                await self._close(share.REVOKED_FRAGMENT, 4403)
+            else:
+                await self._close(SIGNED_OUT_FRAGMENT, CLOSE_SIGNED_OUT)
+            return
+        if not live.may_view(principal, self.spec.namespace, self.spec.kinds):
+            await self._close(NO_ACCESS_FRAGMENT, 4403)
+            return
+        hub.guard(self.guard, subjects, deadline)
+        if principal != self.principal:
+            await self._narrow(principal)
+
+    async def _narrow(self, principal):
+        """Still allowed to view the page, but maybe less of it: re-subscribe and re-render, so
+        rows it may no longer see leave the page and are no longer pushed."""
+        async with self.flush_lock:
+            for sub in self.subscribers:
+                hub.unregister(sub)
+            self.subscribers, self.pending = [], {}
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            self.principal = principal
+            state = await self._subscribe()
+            await self.send(text_data=await sync_to_async(live.render_refresh)(self.spec, state))
+            for sub in self.subscribers:
+                sub.release_buffer()
+
+    async def _close(self, fragment: str, code: int):
+        # Clear the page's data first (the page shows why), then close: 4xxx means "don't retry".
+        if self.closing:
+            return
+        self.closing = True
+        hub.unguard(self.guard)
+        for sub in self.subscribers:
+            hub.unregister(sub)
         try:
-            await self.send(text_data=share.REVOKED_FRAGMENT)
+            await self.send(text_data=fragment)
         except Exception:  # the socket may already be gone
             pass
-        await self.close(code=4403)
+        await self.close(code=code)
 
     async def _pump(self):
         loop = asyncio.get_running_loop()

@@ -15,13 +15,12 @@ principal wins in that session) until they leave the shared view or log in again
 """
 from __future__ import annotations
 
-import asyncio
 import secrets
 from datetime import timedelta
 from functools import wraps
 from urllib.parse import urlencode
 
-from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.contrib.auth.signals import user_logged_in
 from django.contrib.auth.views import redirect_to_login
@@ -40,7 +39,6 @@ from . import kinds
 
 SESSION_KEY = "kubedash_share_link"
 TOKEN_BYTES = 32                 # 256 random bits (the brief asks for at least 128)
-RECHECK_SECONDS = 30.0           # an open share websocket re-checks its link this often
 
 EXPIRY_CHOICES = {               # form value -> (label, lifetime)
     "1h": ("1 hour", timedelta(hours=1)),
@@ -53,14 +51,6 @@ DEFAULT_EXPIRY = "1d"
 # What a share session may reach at all (every registered kind's list and detail pages, as a
 # link shares one kind's list); the views then check the scope itself.
 SHARE_ROUTES = frozenset(kinds.page_route_names() | {"share_open", "share_leave", "login", "logout"})
-
-
-GROUP_PREFIX = "share-"
-
-
-def group_name(link_id: int) -> str:
-    """The channel-layer group of a link's open websockets (revoking closes them)."""
-    return f"{GROUP_PREFIX}{link_id}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,38 +110,11 @@ def page_url(link: ShareLink, q: str = "") -> str:
 
 
 def revoke(link: ShareLink) -> None:
-    """Revoke now and close the link's open websockets (any process, via the channel layer)."""
-    from channels.layers import get_channel_layer
-    from django.db import transaction
-
+    """Revoke now. Saving it records an access-change notice (access/signals.py): every
+    process's open websockets on this link re-check it and close, Redis or not."""
     if link.revoked_at is None:
         link.revoked_at = timezone.now()
         link.save(update_fields=["revoked_at"])
-
-    def notify():
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(group_name(link.pk), {"type": "share.revoked"})
-
-    transaction.on_commit(notify)
-
-
-# Without Redis the in-memory channel layer reaches only the process that took a revoke; the
-# other workers learn of it from the database: whenever their watch hub sees that the database
-# changed, this re-checks the links with sockets open in the process (one primary-key query).
-def close_stopped_share_sockets(loop: asyncio.AbstractEventLoop) -> None:
-    """Called from the hub's follower thread after it saw the database change."""
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    open_ids = [int(name[len(GROUP_PREFIX):]) for name in list(getattr(layer, "groups", ()))
-                if name.startswith(GROUP_PREFIX)]
-    if not open_ids:
-        return
-    stopped = (ShareLink.objects.filter(pk__in=open_ids).exclude(revoked_at=None, expires__gt=timezone.now())
-               .values_list("pk", flat=True))
-    for pk in stopped:
-        asyncio.run_coroutine_threadsafe(layer.group_send(group_name(pk), {"type": "share.revoked"}), loop)
 
 
 def visible_links(principal: Principal, user):
@@ -317,13 +280,13 @@ def session_has_share(session) -> bool:
     return session is not None and SESSION_KEY in session
 
 
-def seconds_left(link_id: int) -> float | None:
-    """How long the link still works (capped at RECHECK_SECONDS), or None when it stopped."""
+def link_access(link_id) -> tuple[Principal | None, tuple[str, ...], float | None]:
+    """(share principal or None, subjects, deadline) for an open shared page's re-checks: the
+    link itself, its creator (deactivated or narrowed stops it) and its expiry."""
     link, why = usable_link(link_id)
     if why:
-        return None
-    left = (link.expires - timezone.now()).total_seconds()
-    return max(0.0, min(left, RECHECK_SECONDS))
+        return None, (), None
+    return share_principal(link), (f"share:{link.pk}", f"user:{link.creator_id}"), link.expires.timestamp()
 
 
 REVOKED_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Link no longer valid</h1>'

@@ -173,7 +173,8 @@
     document.body.classList.toggle("is-stale", down);
     if (staleNote) {
       setText(document.getElementById("live-stale-text"),
-              down ? "Not live: showing the state as of " + clock(lastEventAt) + "; countdowns paused." : "");
+              down ? "Live updates paused — reconnecting. Not live: showing the state as of " +
+                     clock(lastEventAt) + "; countdowns paused." : "");
       staleNote.hidden = !down;
     }
     tick();
@@ -205,11 +206,8 @@
   document.addEventListener("htmx:wsError", function () { show("down", "Reconnecting…"); });
   document.addEventListener("htmx:wsClose", function (e) {
     var code = e.detail && e.detail.event ? e.detail.event.code : 0;
-    if (code >= 4000) {
-      // The server refused this page (e.g. logged out): no retry; a reload shows why.
-      show("off", "Disconnected — reload");
-      setStale(true);
-      if (retryButton) retryButton.hidden = true;   // the server said no: retrying cannot help
+    if (code >= 4000) {   // the server ended this page's access: see "access ended" below
+      accessEnded(code);
       return;
     }
     show("down", everOpen ? "Reconnecting…" : "Connecting…");
@@ -253,6 +251,34 @@
       if (socket.onclose) socket.onclose({type: "close", code: 1006, reason: "waiting to retry", wasClean: false});
     }, 0);
     return socket;
+  }
+
+  // --- access ended (close codes 4xxx; dashboard/web/consumers.py) --------------------------
+  // The server closed the socket because this page's access ended: no retry can help, so the
+  // page says why instead of "reconnecting". 4401: the viewer was signed out (logout in any
+  // tab, session expired, account deactivated); 4403: no longer allowed (share link revoked,
+  // role or namespace taken away); others (4400 bad address): reload.
+  function accessEnded(code) {
+    if (retryButton) retryButton.hidden = true;
+    setStale(true);
+    var texts = {4401: ["off", "Signed out"], 4403: ["off", "No access — reload"]};
+    var state = texts[code] || ["off", "Disconnected — reload"];
+    show(state[0], state[1]);
+    if (code !== 4401) return;
+    setText(document.getElementById("live-stale-text"), "");
+    var banner = document.getElementById("signed-out-banner");
+    if (!banner) {
+      banner = document.createElement("div");
+      banner.id = "signed-out-banner";
+      banner.className = "alert signed-out";
+      banner.setAttribute("role", "alert");
+      banner.appendChild(document.createTextNode("You have been signed out — "));
+      var link = document.createElement("a");
+      link.href = "/accounts/login/?next=" + encodeURIComponent(location.pathname + location.search);
+      link.textContent = "sign in again";
+      banner.appendChild(link);
+      document.body.insertBefore(banner, document.body.firstChild);
+    }
   }
 
 })();

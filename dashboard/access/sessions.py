@@ -1,0 +1,88 @@
+"""Browser sessions that end everywhere at once: logout signs a user out of every session.
+
+Django's logout flushes only the session it is called from. Each session here remembers the
+user's session epoch at login (signals._logged_in); logout bumps the epoch
+(signals.sign_out_everywhere), so every other session of that user stops too: its pages
+(SessionEpochMiddleware) and its open websockets and watches (they re-check through
+`session_user` when the access-change notice arrives).
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from types import SimpleNamespace
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.contrib import auth
+
+EPOCH_KEY = "kubedash_epoch"
+
+
+def _epoch(user) -> int:
+    from .models import Profile
+
+    profile = Profile.objects.filter(user_id=user.pk).only("session_epoch").first()
+    return profile.session_epoch if profile else 0
+
+
+def session_current(session, user) -> bool:
+    """Was this session signed in under the user's current epoch (no logout since)?"""
+    return int(session.get(EPOCH_KEY, 0)) == _epoch(user)
+
+
+def reload_session(session_key: str | None):
+    """The session as the store holds it now ({} once it expired, was flushed or deleted)."""
+    return import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+
+
+def session_user(session):
+    """The active user a session is signed in as now, or None (expired, signed out, deactivated,
+    deleted, password changed): Django's own checks plus the epoch."""
+    user = auth.get_user(SimpleNamespace(session=session))
+    if not user.is_authenticated or not user.is_active or not session_current(session, user):
+        return None
+    return user
+
+
+def session_deadline(session) -> float | None:
+    """When the session expires (epoch seconds), or None when it has no expiry to watch."""
+    try:
+        return session.get_expiry_date().timestamp()
+    except Exception:  # a session engine without expiry dates
+        return None
+
+
+def end_stale_session(request) -> None:
+    """A session from before the user's last logout is signed out: flushed, anonymous."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and not session_current(request.session, user):
+        from django.contrib.auth.models import AnonymousUser
+
+        request.session.flush()
+        request.user = AnonymousUser()
+
+
+class SessionEpochMiddleware:
+    """After AuthenticationMiddleware: end_stale_session on every request with a session
+    cookie (API clients without one pass straight through, async views without a thread hop)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.is_async:
+            return self.__acall__(request)
+        if settings.SESSION_COOKIE_NAME in request.COOKIES:
+            end_stale_session(request)
+        return self.get_response(request)
+
+    async def __acall__(self, request):
+        if settings.SESSION_COOKIE_NAME in request.COOKIES:
+            await sync_to_async(end_stale_session, thread_sensitive=True)(request)
+        return await self.get_response(request)
