@@ -14,6 +14,7 @@ matching as ADDED, exactly as kube-apiserver's watch cache does.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
@@ -233,7 +234,7 @@ class Hub:
             self.last_rv = await sync_to_async(store.current_revision)()
             self._follower = _Follower(self, loop, self.last_rv, await sync_to_async(_last_access_change)())
             self._follower.start()
-            self._expiry_task = loop.create_task(self._expire())
+            self._expiry_task = loop.create_task(self._expire(), context=contextvars.Context())
             if settings.REDIS_URL:
                 self._redis_task = loop.create_task(self._listen_redis())
 
@@ -280,7 +281,9 @@ class Hub:
             self._recheck(g)
 
     def _recheck(self, g: Guard) -> None:
-        task = self.loop.create_task(g.recheck())
+        # A fresh context: not the one of the request that happened to start the hub, whose
+        # thread executor (sync_to_async) is long gone.
+        task = self.loop.create_task(g.recheck(), context=contextvars.Context())
         self._rechecks.add(task)   # the loop holds tasks weakly
         task.add_done_callback(self._rechecks.discard)
 
