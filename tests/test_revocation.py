@@ -79,6 +79,7 @@ def _pair(tmp_path_factory, backend: str, redis_url: str = ""):
         pg_support.require_postgres()
         dbname = pg_support.create_database("kd_revoke")
     servers = []
+    secret = secrets.token_urlsafe(40)   # one deployment: every process signs sessions alike
     try:
         shared = tmp_path_factory.mktemp(f"revoke-{backend}")
         for label in ("a", "b"):
@@ -86,6 +87,7 @@ def _pair(tmp_path_factory, backend: str, redis_url: str = ""):
             data_dir = shared if backend == "sqlite" else tmp_path_factory.mktemp(f"revoke-{backend}-{label}")
             env = server_env(data_dir)
             env["KUBEDASH_WATCH_POLL_SECONDS"] = str(POLL_SECONDS)
+            env["DJANGO_SECRET_KEY"] = secret
             if dbname:
                 env["DATABASE_URL"] = pg_support.pg_url(dbname)
             if redis_url:
