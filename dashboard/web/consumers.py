@@ -136,9 +136,13 @@ class LiveConsumer(AsyncWebsocketConsumer):
         generation = hub.access_generation
         self.principal, subjects, deadline = await sync_to_async(page_access)(self.scope)
         if self.principal is None:
-            # A share link that stopped is "not allowed"; no signed-in user is "signed out".
-            shared = share.session_has_share(self.scope.get("session"))
-            await self.close(code=4403 if shared else CLOSE_SIGNED_OUT)
+            if share.session_has_share(self.scope.get("session")):
+                await self.close(code=4403)   # the share link stopped: refused
+                return
+            # Signed out (maybe while this page was reconnecting): accept, to be able to say so
+            # with a close code the page shows (a refused handshake reaches it as 1006).
+            await self.accept()
+            await self.close(code=CLOSE_SIGNED_OUT)
             return
         if not live.may_view(self.principal, self.spec.namespace, self.spec.kinds):
             await self.close(code=4403)
