@@ -16,8 +16,6 @@ from django.utils.html import escape
 from dashboard.kube import registry, revlog, store
 from dashboard.kube.meta import now
 
-from dashboard.access.principals import principal_for
-
 from . import kinds, scope
 from .kinds import OVERVIEW
 from .present import dom_id, object_yaml, present
@@ -34,23 +32,6 @@ def revision_marker(rv: int) -> str:
     """Where the page keeps its revision: a reconnect resumes from it (static/kubedash/live.js)."""
     return f'<span id="live-rv" data-rv="{rv}" hidden hx-swap-oob="true"></span>'
 
-
-
-def principal_from_scope(scope):
-    """The page viewer behind a websocket: the session's share link, else its user, or None.
-
-    Like the pages (share.page_principal): a session in share mode is the share link, even
-    with a user logged in; a share link that stopped working gives no principal at all.
-    """
-    from .share import principal_from_session, session_has_share
-
-    session = scope.get("session")
-    if session_has_share(session):
-        return principal_from_session(session)
-    user = scope.get("user")
-    if user is None or not user.is_authenticated:
-        return None
-    return principal_for(user)
 
 
 def may_view(principal, namespace: str | None, kinds) -> bool:

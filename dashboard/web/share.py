@@ -268,14 +268,6 @@ def _leave_share_on_login(sender, request, user, **kwargs):
 # Websockets
 
 
-def principal_from_session(session) -> Principal | None:
-    """The share principal of a websocket's session, or None (no link, or it stopped)."""
-    if session is None or SESSION_KEY not in session:
-        return None
-    link, why = usable_link(session.get(SESSION_KEY))
-    return None if why else share_principal(link)
-
-
 def session_has_share(session) -> bool:
     return session is not None and SESSION_KEY in session
 
