@@ -555,3 +555,47 @@ def test_browser_shows_the_signed_out_banner(chromium, kube_server):
     finally:
         ctx.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def test_kubectl_watch_ends_with_unauthorized(kube_server, tmp_path):
+    """What kubectl shows for the final 401 event of `get -w`: the Status as a row, then it exits."""
+    import queue
+    import threading
+
+    from conftest import require_kubectl
+
+    kubectl = require_kubectl()
+    user, ns = _name("kc"), _name("kc-ns")
+    config = kube_server.kubeconfig(tmp_path / "kubeconfig", user, "viewer")
+    proc = subprocess.Popen([kubectl, "--kubeconfig", str(config), "get", "leases", "-n", ns, "--watch-only"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+    reader.start()
+    out = []
+    try:
+        # The watch is open once a write shows up in kubectl's output.
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}, "spec": {}}
+        assert kube_server.request("POST", path, body)[0] == 201
+        deadline = time.monotonic() + WAIT
+        while not any("probe" in line for line in out):
+            assert time.monotonic() < deadline, out
+            try:
+                out.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                kube_server.request("PATCH", path + "/probe", b'{"spec":{"holderIdentity":"%d"}}' % len(out),
+                                    content_type="application/merge-patch+json")
+        kube_server.manage("shell", "-c", (
+            "from dashboard.access.models import ApiToken\n"
+            f"for t in ApiToken.objects.filter(user__username={user!r}):\n"
+            "    t.revoked = True\n    t.save()\n"))
+        proc.wait(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(WAIT)   # everything kubectl printed is in the queue
+    while not lines.empty():
+        out.append(lines.get())
+    assert re.search(r"Failure\s+Unauthorized\s+Unauthorized", "".join(out)), out
