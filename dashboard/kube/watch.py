@@ -216,6 +216,7 @@ class Hub:
         self.access_generation = 0   # bumped per batch of notices (a channel resolving its access compares)
         self._expiry_task: asyncio.Task | None = None
         self._rechecks: set[asyncio.Task] = set()
+        self.redis_lost = False   # the Redis doorbell is down: the follower polls the log instead
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -312,6 +313,7 @@ class Hub:
                 client = aioredis.from_url(settings.REDIS_URL)
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(REDIS_CHANNEL)
+                    self.redis_lost = False
                     self.notify()  # catch up on what committed while (re)subscribing
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
@@ -319,6 +321,7 @@ class Hub:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                self.redis_lost = True
                 log.warning("watch hub lost Redis; relying on polling until it is back", exc_info=True)
                 await asyncio.sleep(1)
 
@@ -347,8 +350,9 @@ class _Follower(threading.Thread):
 
     def run(self) -> None:
         safety = settings.KUBE_WATCH_POLL_SECONDS
-        # Without SQLite's cheap data_version, poll often enough that an access change made
-        # in another process is noticed in time even when Redis (the doorbell) is down.
+        # Without SQLite's cheap data_version, access notices are polled on their own, often
+        # enough that a change made in another process is noticed in time even when Redis (the
+        # doorbell) is down; the revision log keeps its safety poll.
         interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS, safety) if self.sqlite else min(safety, ACCESS_POLL_SECONDS)
         seen_version, quiet = None, 0.0
         try:
@@ -364,6 +368,11 @@ class _Follower(threading.Thread):
                             quiet += interval
                             continue
                         seen_version = version
+                    elif not rung and quiet < safety and not self.hub.redis_lost:
+                        # (While Redis is lost nothing rings: the log is polled as often.)
+                        quiet += interval
+                        self._read_access()
+                        continue
                     quiet = 0.0
                     self._read()
                     self._read_access()
