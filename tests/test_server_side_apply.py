@@ -227,6 +227,29 @@ def test_kubectl_client_side_to_server_side_upgrade(kubectl, kube_server):
     applied = entry(obj, "kubectl")
     assert applied["fieldsV1"]["f:metadata"]["f:labels"] == {"f:keep": {}}
     assert applied["fieldsV1"]["f:spec"] == {"f:holderIdentity": {}, "f:leaseDurationSeconds": {}}
+    # kube's lastAppliedUpdater: kubectl's server-side apply keeps the client-side annotation in
+    # step with what it applied, so a later client-side apply starts from it.
+    last = json.loads(obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"])
+    assert last["metadata"]["labels"] == {"keep": "1"} and last["spec"]["holderIdentity"] == "csa"
+
+
+def test_first_kubectl_server_side_apply_may_take_client_side_fields(kubectl, kube_server):
+    """kube's lastAppliedManager: fields whose value still matches the last-applied annotation
+    do not conflict for the "kubectl" manager (other managers still get the 409)."""
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "from-csa", "namespace": NS},
+             "spec": {"holderIdentity": "csa", "leaseDurationSeconds": 10}}
+    kubectl("apply", "-f", "-", stdin=lease)
+    changed = json.dumps({**lease, "spec": {"holderIdentity": "ssa", "leaseDurationSeconds": 10}}).encode()
+    status, _, err = kube_server.request("PATCH", f"{LEASES}/from-csa?fieldManager=someone", changed,
+                                         content_type=APPLY)
+    assert status == 409 and 'conflict with "kubectl-client-side-apply"' in err["message"]
+    status, _, obj = kube_server.request("PATCH", f"{LEASES}/from-csa?fieldManager=kubectl", changed,
+                                         content_type=APPLY)
+    assert status == 200 and obj["spec"]["holderIdentity"] == "ssa"
+    assert entry(obj, "kubectl")["fieldsV1"]["f:spec"] == {"f:holderIdentity": {}, "f:leaseDurationSeconds": {}}
+    # Forced on the conflicting field only: the equal one stays shared.
+    assert entry(obj, "kubectl-client-side-apply", "Update")["fieldsV1"]["f:spec"] == {"f:leaseDurationSeconds": {}}
 
 
 def test_kubectl_get_shows_managed_fields_as_stored(kubectl, kube_server):

@@ -135,6 +135,15 @@ def apply(live: dict | None, config: dict, managers: dict[tuple, mf.Manager], ro
         if clash:
             taken[key] = clash
             conflicts.extend((m, path) for path in mf.paths(clash))
+    if conflicts and not force and manager == "kubectl":
+        # kube's lastAppliedManager: kubectl's first server-side apply over a client-side
+        # applied object may take the fields its last-applied annotation still matches.
+        allowed = _last_applied_fields(base, root)
+        taken = {k: left for k, v in taken.items() if (left := mf.difference(v, allowed))} if allowed else taken
+        conflicts = [(managers[k], path) for k, v in taken.items() for path in mf.paths(v)]
+        if not conflicts:
+            force = True
+            taken = {key: mf.intersection(m.fields, changed) for key, m in managers.items() if key != me}
     if conflicts and not force:
         raise mf.conflict_error(conflicts)
     for key, m in list(managers.items()):
@@ -153,7 +162,43 @@ def apply(live: dict | None, config: dict, managers: dict[tuple, mf.Manager], ro
         del managers[me]
     elif last is not None and last.fields == mine.fields and last.time == mine.time:
         mine.entry = last.entry   # unchanged: keep the stored entry (no re-encoding)
+    if manager == "kubectl" and LAST_APPLIED in ((merged.get("metadata") or {}).get("annotations") or {}):
+        # kube's lastAppliedUpdater: keep the client-side apply annotation in step, so that a
+        # later `kubectl apply` (client-side) computes its patch from this configuration.
+        merged = {**merged, "metadata": {**merged["metadata"], "annotations": {
+            **merged["metadata"]["annotations"], LAST_APPLIED: _last_applied_text(config)}}}
     return merged, mf.encode_all(managers) or None
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _last_applied_text(config: dict) -> str:
+    """buildLastApplied: the applied object without the annotation, as Go's json.Marshal of an
+    unstructured object writes it (sorted keys, compact, a newline)."""
+    meta = dict(config.get("metadata") or {})
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    if "annotations" in meta:
+        meta["annotations"] = notes
+    return mf._json_sorted({**config, "metadata": meta}) + "\n"
+
+
+def _last_applied_fields(live: dict, root: schema.Node) -> dict:
+    """The fields of the last-applied annotation whose values the live object still has."""
+    import json
+
+    text = ((live.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    if not text:
+        return {}
+    try:
+        last = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(last, dict) or last.get("apiVersion") != live.get("apiVersion"):
+        return {}
+    cmp = mf.compare(last, live, root)
+    return mf.difference(mf.difference(mf.difference(mf.field_set(last, root), cmp.modified), cmp.added),
+                         cmp.removed)
 
 
 __all__ = ["apply", "merge", "LEAF"]

@@ -167,6 +167,11 @@ def _json(v: Any) -> str:
             .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
+def _json_sorted(v: Any) -> str:
+    return (json.dumps(v, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+            .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
 def value_pe(v: Any) -> str:
     return "v:" + _json(v)
 
