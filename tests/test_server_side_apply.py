@@ -425,3 +425,62 @@ def test_watch_and_table_carry_managed_fields(kube_server):
                                            headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
     assert status == 200
     assert table["rows"][0]["object"]["metadata"]["managedFields"] == made["metadata"]["managedFields"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The dashboard's own writes (forms, YAML editor, domain actions) are "kubedash-web" Updates
+
+
+def test_dashboard_actions_write_as_kubedash_web(api):
+    """In process: a Job created over the API by a manager, then suspended from the dashboard
+    (batch/actions.do_suspend_job, what the page's button calls): the suspend is the
+    dashboard's Update, the creator keeps the rest."""
+    from dashboard.batch.actions import do_suspend_job
+
+    job = json.loads(json.dumps(JOB))
+    job["metadata"]["namespace"] = "default"
+    r = api.post("/apis/batch/v1/namespaces/default/jobs?fieldManager=creator", job)
+    assert r.status_code == 201
+    assert [e["manager"] for e in r.json()["metadata"]["managedFields"]] == ["creator"]
+    result = do_suspend_job("default", "web", suspend=True)
+    fields = {e["manager"]: e for e in result.object["metadata"]["managedFields"]}
+    assert fields["kubedash-web"]["operation"] == "Update"
+    assert fields["kubedash-web"]["fieldsV1"] == {"f:spec": {"f:suspend": {}}}
+    assert "f:suspend" not in fields["creator"]["fieldsV1"]["f:spec"]
+    assert "f:backoffLimit" in fields["creator"]["fieldsV1"]["f:spec"]
+
+
+def test_form_and_yaml_editor_write_as_kubedash_web(api, db):
+    """The edit form and the YAML editor (signed-in pages, Django's test client) save as the
+    dashboard's Update manager; fields they did not touch stay the creator's."""
+    from django.test import Client
+    from test_forms import form_data as fields    # the form pages' fields, as a browser posts them
+
+    from dashboard.access.tokens import ensure_user
+
+    r = api.post("/apis/coordination.k8s.io/v1/namespaces/default/leases?fieldManager=creator",
+                 {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                  "metadata": {"name": "edited", "namespace": "default"},
+                  "spec": {"holderIdentity": "a", "leaseDurationSeconds": 10}})
+    assert r.status_code == 201
+    page = Client()
+    page.force_login(ensure_user("ssa-editor", "editor"))
+
+    data = fields(page.get("/leases/default/edited/yaml/"))
+    assert "managedFields" not in data["yaml"]          # the editor hides them (web/present.py)
+    data["yaml"] = data["yaml"].replace("holderIdentity: a", "holderIdentity: b")
+    assert page.post("/leases/default/edited/yaml/", data).status_code == 302
+    obj = api.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/edited").json()
+    managers = {e["manager"]: e for e in obj["metadata"]["managedFields"]}
+    assert managers["kubedash-web"]["operation"] == "Update"
+    assert managers["kubedash-web"]["fieldsV1"] == {"f:spec": {"f:holderIdentity": {}}}
+    assert managers["creator"]["fieldsV1"] == {"f:spec": {"f:leaseDurationSeconds": {}}}
+
+    data = fields(page.get("/leases/default/edited/edit/"))
+    data["duration"] = "30"
+    assert page.post("/leases/default/edited/edit/", data).status_code == 302
+    obj = api.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/edited").json()
+    assert obj["spec"]["leaseDurationSeconds"] == 30
+    assert [e["manager"] for e in obj["metadata"]["managedFields"]] == ["kubedash-web"]
+    assert obj["metadata"]["managedFields"][0]["fieldsV1"] == {
+        "f:spec": {"f:holderIdentity": {}, "f:leaseDurationSeconds": {}}}
