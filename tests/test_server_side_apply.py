@@ -322,6 +322,20 @@ def test_official_client_apply_content_type(api_client, kube_server):
 # Every write records its manager; the request's rules
 
 
+def test_status_update_entry_has_subresource(kube_server):
+    job = json.loads(json.dumps(JOB))
+    job["metadata"]["name"] = "status-put"
+    status, _, made = kube_server.request("POST", f"{JOBS}?fieldManager=maker", job)
+    assert status == 201
+    made["status"] = {"active": 2, "startTime": "2026-01-01T00:00:00Z"}
+    made["spec"]["backoffLimit"] = 7          # ignored on /status, and not owned
+    status, _, obj = kube_server.request("PUT", f"{JOBS}/status-put/status?fieldManager=job-controller", made)
+    assert status == 200 and obj["spec"]["backoffLimit"] == 3
+    e = entry(obj, "job-controller", "Update", subresource="status")
+    assert e["fieldsV1"] == {"f:status": {"f:active": {}, "f:startTime": {}}}
+    assert entry(obj, "maker", "Update")["fieldsV1"]["f:spec"]["f:backoffLimit"] == {}
+
+
 def test_updates_record_update_entries_and_user_agent_manager(kube_server):
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "upd", "namespace": NS},
              "spec": {"holderIdentity": "a", "leaseDurationSeconds": 10}}
@@ -345,6 +359,26 @@ def test_updates_record_update_entries_and_user_agent_manager(kube_server):
     status, _, again = kube_server.request("PUT", f"{LEASES}/upd?fieldManager=someone-else", put)
     assert again["metadata"]["resourceVersion"] == put["metadata"]["resourceVersion"]
     assert again["metadata"]["managedFields"] == put["metadata"]["managedFields"]
+
+
+def test_update_entries_are_capped_at_ten(kube_server):
+    """internal/capmanagers.go: more than 10 Update entries -> the oldest merge into
+    "ancient-changes" (Apply entries are not counted)."""
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "many", "namespace": NS},
+             "spec": {"holderIdentity": "a"}}
+    _, _, obj = kube_server.request("POST", f"{LEASES}?fieldManager=writer-00", lease)
+    for i in range(1, 11):
+        obj["metadata"].setdefault("labels", {})[f"l{i}"] = "x"
+        status, _, obj = kube_server.request("PUT", f"{LEASES}/many?fieldManager=writer-{i:02}", obj)
+        assert status == 200
+    managers = {e["manager"]: e for e in obj["metadata"]["managedFields"]}
+    assert len(managers) == 10 and "ancient-changes" in managers
+    merged = {f"writer-{i:02}" for i in range(11)} - set(managers)
+    assert len(merged) == 2
+    bucket = managers["ancient-changes"]["fieldsV1"]
+    for name in merged:    # each merged writer's fields are in the bucket
+        i = int(name[-2:])
+        assert ("f:spec" in bucket) if i == 0 else (f"f:l{i}" in bucket["f:metadata"]["f:labels"])
 
 
 def test_reset_and_undecodable_managed_fields(kube_server):

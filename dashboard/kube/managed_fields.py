@@ -547,23 +547,38 @@ def without_managed_fields(obj: dict) -> dict:
 # The two operations
 
 
-def _cap(managers: dict[tuple, Manager], api_version: str) -> None:
-    """At most MAX_UPDATE_MANAGERS Update entries: the oldest merge into "ancient-changes"."""
-    updates = sorted((m for m in managers.values() if m.operation == UPDATE), key=lambda m: m.time or "")
-    excess = len(updates) - MAX_UPDATE_MANAGERS
-    if excess <= 0:
+def _identifier(m: "Manager") -> str:
+    """kube's BuildManagerIdentifier for an Update entry (its tie-break order)."""
+    ident = {"manager": m.manager} if m.manager else {}
+    ident.update(operation=m.operation, apiVersion=m.api_version)
+    if m.subresource:
+        ident["subresource"] = m.subresource
+    return json.dumps(ident, separators=(",", ":"))
+
+
+def _cap(managers: dict[tuple, Manager]) -> None:
+    """kube's capManagersManager: at most MAX_UPDATE_MANAGERS Update entries; the oldest merge
+    into an "ancient-changes" bucket (which takes the time of the newest one merged)."""
+    updaters = [m for m in managers.values() if m.operation == UPDATE]
+    if len(updaters) <= MAX_UPDATE_MANAGERS:
         return
-    ancient = managers.get((ANCIENT, UPDATE, ""))
-    fields = ancient.fields if ancient else {}
-    for m in updates:
-        if excess <= 0:
+    updaters.sort(key=lambda m: (m.time or "", _identifier(m)))
+    first: Manager | None = None
+    length = len(updaters)
+    for m in updaters:
+        if length <= MAX_UPDATE_MANAGERS:
             break
-        if m.key == (ANCIENT, UPDATE, ""):
+        bucket_key = (ANCIENT, UPDATE, "")
+        if first is None or m.key == bucket_key:
+            first = first or m
             continue
-        fields = union(fields, m.fields)
+        bucket = managers.get(bucket_key)
+        if bucket is None:
+            del managers[first.key]
+            bucket = first
+        managers[bucket_key] = Manager(ANCIENT, UPDATE, "", m.api_version, m.time, union(m.fields, bucket.fields))
         del managers[m.key]
-        excess -= 1
-    managers[(ANCIENT, UPDATE, "")] = Manager(ANCIENT, UPDATE, "", api_version, None, fields)
+        length -= 1
 
 
 def _take_from_others(managers: dict, me: tuple, taken: dict, removed: dict) -> None:
@@ -600,7 +615,7 @@ def update(managers: dict[tuple, Manager], old: dict, new: dict, root: schema.No
             managers[me] = Manager(manager, UPDATE, subresource, api_version, mine.time, left)
         else:
             del managers[me]
-    _cap(managers, api_version)
+    _cap(managers)
     return encode_all(managers)
 
 
