@@ -459,6 +459,11 @@ def test_watch_and_table_carry_managed_fields(kube_server):
                                            headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
     assert status == 200
     assert table["rows"][0]["object"]["metadata"]["managedFields"] == made["metadata"]["managedFields"]
+    # The default includeObject=Metadata rows carry PartialObjectMetadata: the whole metadata.
+    status, _, table = kube_server.request("GET", f"{LEASES}?fieldSelector=metadata.name=watched",
+                                           headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+    assert table["rows"][0]["object"]["metadata"]["managedFields"] == made["metadata"]["managedFields"]
 
 
 # ---------------------------------------------------------------------------------------------
