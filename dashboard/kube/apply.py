@@ -10,7 +10,7 @@ from typing import Any
 
 from . import managed_fields as mf
 from . import schema
-from .managed_fields import LEAF, _MISSING, _child, _list_kind, _shape, item_pe
+from .managed_fields import _MISSING, _child, _list_kind, _shape, item_pe
 
 
 def merge(live: Any, config: Any, node: schema.Node, meta: schema.PatchMeta = schema.NO_META) -> Any:
@@ -200,5 +200,3 @@ def _last_applied_fields(live: dict, root: schema.Node) -> dict:
     return mf.difference(mf.difference(mf.difference(mf.field_set(last, root), cmp.modified), cmp.added),
                          cmp.removed)
 
-
-__all__ = ["apply", "merge", "LEAF"]
