@@ -523,3 +523,55 @@ def test_form_and_yaml_editor_write_as_kubedash_web(api, db):
     assert [e["manager"] for e in obj["metadata"]["managedFields"]] == ["kubedash-web"]
     assert obj["metadata"]["managedFields"][0]["fieldsV1"] == {
         "f:spec": {"f:holderIdentity": {}, "f:leaseDurationSeconds": {}}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The encoding of each list type, and the merge order
+
+
+def test_set_and_multi_key_map_items_are_encoded_as_kube_does(api):
+    """[tofieldset]: ObjectMeta.finalizers is listType=set (`v:` items, the value as JSON);
+    container ports are a map keyed by containerPort+protocol (`k:` with both keys, sorted,
+    the protocol's schema default TCP when omitted); env is keyed by name."""
+    job = json.loads(json.dumps(JOB))
+    job["metadata"].update(namespace="default", name="enc", finalizers=["example.com/keep"])
+    job["spec"]["template"]["spec"]["containers"][0].update(
+        ports=[{"containerPort": 10, "name": "http"}, {"containerPort": 9, "protocol": "UDP"}],
+        env=[{"name": "A", "value": "1"}])
+    r = api.patch("/apis/batch/v1/namespaces/default/jobs/enc?fieldManager=enc", json.dumps(job),
+                  content_type=APPLY)
+    assert r.status_code == 201, r.content
+    fields = r.json()["metadata"]["managedFields"][0]["fieldsV1"]
+    assert fields["f:metadata"]["f:finalizers"] == {'v:"example.com/keep"': {}}
+    container = fields["f:spec"]["f:template"]["f:spec"]["f:containers"]['k:{"name":"c"}']
+    assert container["f:ports"] == {
+        'k:{"containerPort":9,"protocol":"UDP"}': {".": {}, "f:containerPort": {}, "f:protocol": {}},
+        'k:{"containerPort":10,"protocol":"TCP"}': {".": {}, "f:containerPort": {}, "f:name": {}},
+    }
+    # Keys in PathElement order: key values compare as values (9 < 10), not as text.
+    assert list(container["f:ports"]) == ['k:{"containerPort":9,"protocol":"UDP"}',
+                                          'k:{"containerPort":10,"protocol":"TCP"}']
+    assert container["f:env"] == {'k:{"name":"A"}': {".": {}, "f:name": {}, "f:value": {}}}
+    # Removing the finalizer lets the test namespace be cleaned up like any other object.
+    job["metadata"]["finalizers"] = []
+    r = api.patch("/apis/batch/v1/namespaces/default/jobs/enc?fieldManager=enc", json.dumps(job),
+                  content_type=APPLY)
+    assert r.status_code == 200 and "finalizers" not in r.json()["metadata"]
+    assert "f:finalizers" not in r.json()["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]
+
+
+def test_associative_list_merge_order():
+    """structured-merge-diff's mergingWalker.visitListItems: live-only items keep their place,
+    items shared with the applied list follow the applied order, new ones come where applied:
+    live [a, b, c] + applied [c, a] -> [b, c, a]; live [a, b] + applied [b, x] -> [a, b, x]."""
+    from dashboard.kube import apply, schema
+
+    container = schema.node("io.k8s.api.core.v1.Container")
+    env = lambda *names: [{"name": n, "value": n} for n in names]   # noqa: E731
+    merged = apply.merge({"name": "c", "env": env("a", "b", "c")}, {"name": "c", "env": env("c", "a")}, container)
+    assert [e["name"] for e in merged["env"]] == ["b", "c", "a"]
+    merged = apply.merge({"name": "c", "env": env("a", "b")}, {"name": "c", "env": env("b", "x")}, container)
+    assert [e["name"] for e in merged["env"]] == ["a", "b", "x"]
+    # An atomic list (args) is replaced whole.
+    merged = apply.merge({"name": "c", "args": ["1", "2"]}, {"name": "c", "args": ["3"]}, container)
+    assert merged["args"] == ["3"]
