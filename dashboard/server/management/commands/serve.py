@@ -154,6 +154,8 @@ class Command(BaseCommand):
     def serve(self, options, tls, urls) -> None:
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
         listen_fds = options["listen_fds"]
+        if not listen_fds and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            workers.prepare_metrics_dir()   # one process, but the operator chose multiprocess metrics
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
