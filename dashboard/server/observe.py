@@ -166,10 +166,7 @@ class Observed:
 
 
 class ObservedWebsocket:
-    """ASGI wrapper for page websockets: the open-socket gauge, a log line at close, and a
-    registry of open sockets so a draining worker can close them (dashboard.server.shutdown)."""
-
-    open_sockets: dict = {}   # audit id -> the connection's send
+    """ASGI wrapper for page websockets: the open-socket gauge and a log line at close."""
 
     def __init__(self, app):
         self.app = app
@@ -185,11 +182,9 @@ class ObservedWebsocket:
             await send(message)
 
         WEBSOCKETS.inc()
-        self.open_sockets[audit_id] = observed_send
         try:
             await self.app(scope, receive, observed_send)
         finally:
-            self.open_sockets.pop(audit_id, None)
             WEBSOCKETS.dec()
             user = scope.get("user")
             _write({"ts": _now(), "auditID": audit_id,

@@ -84,14 +84,14 @@ def _busy(server) -> int:
     return sum(1 for proto in list(server.connections) if isinstance(proto, WebRequest) and not proto.finished)
 
 
-async def _close_websockets() -> None:
-    from .observe import ObservedWebsocket
+def _close_websockets(server) -> None:
+    """1012 to every open page socket. Sent by the protocol itself: autobahn lets an
+    application close only with 1000 or 3000-4999, though a server may say 1012 (RFC 6455, IANA)."""
+    from daphne.ws_protocol import WebSocketProtocol
 
-    for send in list(ObservedWebsocket.open_sockets.values()):
-        try:
-            await send({"type": "websocket.close", "code": SERVICE_RESTART})
-        except Exception:   # already closing or gone
-            pass
+    for proto in list(server.connections):
+        if isinstance(proto, WebSocketProtocol) and proto.state == WebSocketProtocol.STATE_OPEN:
+            proto.sendCloseFrame(code=SERVICE_RESTART, reasonUtf8=b"service restart")
 
 
 async def drain(server) -> None:
@@ -106,7 +106,7 @@ async def drain(server) -> None:
     try:
         _stop_listening()
         _close_keepalive()
-        await _close_websockets()
+        _close_websockets(server)
         _end_streams()
         await sync_to_async(maintenance.stop, thread_sensitive=False)()
         while loop.time() < deadline:
