@@ -52,8 +52,8 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BenchServer, categorise, find_pyspy, host_busy_seconds, machine, pct,  # noqa: E402
-                    print_targets, proc_cpu_seconds, read_collapsed, request)
+from common import (BenchServer, add_backend_arguments, backend_name, categorise, find_pyspy,  # noqa: E402
+                    host_busy_seconds, machine, pct, print_targets, proc_cpu_seconds, read_collapsed, request)
 
 # Targets (issue 3).
 DELIVERY_MAX_P99_MS = 100.0
@@ -769,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
                              "and 10 s under the fan-out; raw stacks go to STEM-writes.txt / STEM-fanout.txt")
     parser.add_argument("--no-max", action="store_true", help="skip the max-rate phases")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--workers", type=int, default=1, help="server worker processes (default 1)")
+    add_backend_arguments(parser)
     args = parser.parse_args(argv)
     args.watchers = args.watchers or (100 if args.quick else 1000)
     args.duration = args.duration or (4 if args.quick else 20)
@@ -776,13 +778,13 @@ def main(argv: list[str] | None = None) -> int:
     fd_limit = raise_fd_limit()
 
     print(f"kubedash watch fan-out benchmark  {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; database: {backend_name(args.database, args.redis)}, {args.workers} worker(s)")
     print(f"{args.watchers} watchers ({args.cluster_share:.0%} cluster-wide, the rest over {args.namespaces} "
           f"namespaces), writes paced at {args.rate:g}/s for {args.duration:g} s over {args.connections} "
           f"connections, 3 kinds; fd limit {fd_limit}\n")
 
     work = Path(tempfile.mkdtemp(prefix="kubedash-watchbench-"))
-    server = BenchServer(work / "data")
+    server = BenchServer(work / "data", workers=args.workers, database=args.database, redis=args.redis)
     (work / "data").mkdir()
     child: Child | None = None
     results: dict = {}
