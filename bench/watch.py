@@ -474,7 +474,7 @@ class Bench:
                "connections": self.args.connections, "namespaces": self.ns, "per_ns": self.args.per_ns,
                "tag": f"p{self.phase_no}", "out": str(out)}
         client_pid = client.proc.pid if client else None
-        cpu0, wall0, busy0 = proc_cpu_seconds(self.server.proc.pid), time.monotonic(), host_busy_seconds()
+        cpu0, wall0, busy0 = self.server.cpu_seconds(), time.monotonic(), host_busy_seconds()
         client0 = proc_cpu_seconds(client_pid) if client_pid else 0.0
         cfg_path = self.work / f"writer-{self.phase_no}.json"
         cfg_path.write_bytes(orjson.dumps(cfg))
@@ -484,7 +484,7 @@ class Bench:
         if done.returncode != 0:
             raise SystemExit(f"the writer failed (exit {done.returncode})")
         data = orjson.loads(out.read_bytes())
-        data["server_cpu"] = (proc_cpu_seconds(self.server.proc.pid) - cpu0) / wall
+        data["server_cpu"] = (self.server.cpu_seconds() - cpu0) / wall
         data["writer_cpu"] = data["cpu"] / wall
         data["client_cpu"] = (proc_cpu_seconds(client_pid) - client0) / wall if client_pid else 0.0
         data["other_cpu"] = max(0.0, (host_busy_seconds() - busy0) / wall - data["server_cpu"]
@@ -816,9 +816,9 @@ def main(argv: list[str] | None = None) -> int:
         child, opened = bench.open_watchers(plan, bench.current_rv())
         time.sleep(3)   # let the server finish setting up every stream
         rss_after, threads_after, fds_after = rss_kb(pid), proc_status(pid, "Threads"), open_fds(pid)
-        idle_cpu0, idle_wall0 = proc_cpu_seconds(pid), time.monotonic()
+        idle_cpu0, idle_wall0 = server.cpu_seconds(), time.monotonic()
         time.sleep(2)
-        idle_cpu = (proc_cpu_seconds(pid) - idle_cpu0) / (time.monotonic() - idle_wall0)
+        idle_cpu = (server.cpu_seconds() - idle_cpu0) / (time.monotonic() - idle_wall0)
         per_watcher_kb = (rss_after - rss_before) / max(opened["ok"], 1)
         print(f"\nM  opened {opened['ok']} watchers ({opened['failed']} failed) in {opened['seconds']:.1f} s; "
               f"server RSS {rss_before / 1024:.1f} MiB -> {rss_after / 1024:.1f} MiB = "
