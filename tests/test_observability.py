@@ -64,6 +64,7 @@ def scaled_env(data_dir, dbname: str, **extra) -> dict:
     env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(random.randint(1, 15)),
                **extra)
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env["KUBEDASH_MAINTENANCE"] = "1"   # off by default in tests (conftest.server_env)
     return env
 
 
