@@ -14,9 +14,7 @@ from django.conf import settings  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
 from dashboard.server.bridge import LanedHTTP, PagesLane, SharedThreadASGIHandler  # noqa: E402
-from dashboard.server.observe import Observed, ObservedWebsocket, configure_logging  # noqa: E402
-
-configure_logging()
+from dashboard.server.observe import Observed, ObservedWebsocket  # noqa: E402
 
 # The websocket routes are named by a setting, as ROOT_URLCONF names the HTTP ones: the server
 # serves the dashboard without importing it.
