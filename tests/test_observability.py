@@ -309,3 +309,24 @@ def test_logs_hold_no_token_or_share_secret(server):
     assert lines, "no JSON log lines"
     keys = {"ts", "auditID", "user", "verb", "resource", "namespace", "name", "code", "latency", "lane"}
     assert all(keys <= set(line) for line in lines)
+
+
+# --- who may read /metrics, through Django (one process, its own registry) --------------------
+
+def test_anonymous_metrics_only_when_allowed(client, settings, db):
+    settings.KUBEDASH_METRICS_ANONYMOUS = False
+    response = client.get("/metrics")
+    assert response.status_code == 401 and response.json()["reason"] == "Unauthorized"
+    settings.KUBEDASH_METRICS_ANONYMOUS = True
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    assert b"kubedash_revision_newest" in response.content
+
+
+def test_metrics_token_is_compared_whole(client, settings, db):
+    settings.KUBEDASH_METRICS_TOKEN = "s3cret-metrics-token"
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-metrics-token").status_code == 200
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-metrics").status_code == 401
+    settings.KUBEDASH_METRICS_TOKEN = ""
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 401
