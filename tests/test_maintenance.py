@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import ROOT
+from conftest import ROOT, require_kubectl
 from manifests import lease
 from test_observability import sample, scaled_env, scrape, start_server, stop_server
 
@@ -212,9 +212,10 @@ class Writer(threading.Thread):
                 raise AssertionError((status, body))
 
 
-def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_path_factory):
+def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_path_factory, tmp_path):
     import websocket
 
+    kubectl = require_kubectl()
     (a, b), dbname = start_pair(tmp_path_factory, "drain")
     try:
         ns = "drain-" + uuid.uuid4().hex[:6]
@@ -222,9 +223,7 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
         start_rv = body["metadata"]["resourceVersion"]
         stream = a.watch(LEASES.format(ns=ns) + f"?watch=true&resourceVersion={start_rv}")
         assert stream.status == 200
-        page = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases",
-                                           cookie=f"sessionid={session_cookie(a)}",
-                                           origin=f"http://127.0.0.1:{a.http_port}", timeout=30)
+        cookie = f"sessionid={session_cookie(a)}"
         close_frames = []
 
         def read_page():
@@ -238,12 +237,19 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
             except Exception:
                 return
 
-        page_reader = threading.Thread(target=read_page, daemon=True)
-        page_reader.start()
+        # `kubectl get -w` on the draining process: its watch ends cleanly, kubectl exits 0.
+        kube_watch = subprocess.Popen([kubectl, "--kubeconfig", str(a.kubeconfig(tmp_path / "kc")), "get", "leases",
+                                       "-n", ns, "-w"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         writers = [Writer(a, b, ns, f"w{k}") for k in range(3)]
         for w in writers:
             w.start()
         wait_for(lambda: sum(len(w.acked) for w in writers) >= 30, 60, "writes to be acknowledged")
+        # The page socket opens just before the signal: on a saturated machine a socket idle for
+        # seconds can be closed 1011 by a Redis read timeout in channels_redis (not ours to test).
+        page = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases", cookie=cookie,
+                                           origin=f"http://127.0.0.1:{a.http_port}", timeout=30)
+        page_reader = threading.Thread(target=read_page, daemon=True)
+        page_reader.start()
         seen: list[dict] = []
 
         def read_until_end():
@@ -260,6 +266,9 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
         assert close_frames, "the page socket was dropped without a close frame"
         assert int.from_bytes(close_frames[0][:2], "big") == 1012
         assert a.proc.wait(60) == 0
+        out, err = kube_watch.communicate(timeout=60)
+        assert kube_watch.returncode == 0 and err == "", err
+        assert "w0-0" in out
         wait_for(lambda: sum(len(w.acked) for w in writers) >= 60, 60, "writes through the other process")
         for w in writers:
             w.stop.set()
