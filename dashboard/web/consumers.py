@@ -49,6 +49,7 @@ class PageSpec:
     first: tuple[str, str] | None = None
     last: tuple[str, str] | None = None
     announced: int = 0
+    tab: str = ""   # a detail page's History or Field owners view (kinds.DETAIL_TABS)
 
 
 def _key(text: str) -> tuple[str, str] | None:
@@ -67,7 +68,8 @@ def parse_spec(query: bytes) -> PageSpec:
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
                     q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
                     paged=params.get("paged") == "1", first=_key(params.get("first", "")),
-                    last=_key(params.get("last", "")))
+                    last=_key(params.get("last", "")),
+                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "")
 
 
 class LiveConsumer(AsyncWebsocketConsumer):

@@ -158,6 +158,12 @@ def view_kinds(view: str) -> tuple[str, ...] | None:
     return (web.kind,) if web is not None else None
 
 
+# A detail page's other views: /<plural>/<namespace>/<name>/<tab>/, URL name "<detail_view>-<tab>"
+# (web/history_views.py); their websockets say tab=<tab>.
+DETAIL_TABS = ("history", "fields")
+
+
 def page_route_names() -> set[str]:
-    """The URL names of every list and detail page."""
-    return {name for web in _by_kind.values() for name in (web.plural, web.detail_view)}
+    """The URL names of every list and detail page (and the detail pages' other views)."""
+    return {name for web in _by_kind.values()
+            for name in (web.plural, web.detail_view, *(f"{web.detail_view}-{tab}" for tab in DETAIL_TABS))}

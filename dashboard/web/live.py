@@ -172,7 +172,10 @@ def _item(kind: str, obj: dict, oob: str, moment) -> str:
                             {"item": present(kind, obj, moment), "oob": oob})
 
 
-def _detail(kind: str, obj: dict | None, moment) -> str:
+def _detail(kind: str, obj: dict | None, moment, spec=None) -> str:
+    if getattr(spec, "tab", ""):   # the History or Field owners view of a detail page
+        from .history_views import live_fragment
+        return live_fragment(spec, kind, obj)
     if obj is None:
         return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
                 "This object has been deleted.</p></section>")
@@ -238,7 +241,7 @@ def render_refresh(spec, state: Snapshot) -> str:
     if kinds.is_detail_view(spec.view):
         kind = spec.kinds[0]
         objects = state.objects[kind]
-        return _detail(kind, objects[0] if objects else None, moment) + marker
+        return _detail(kind, objects[0] if objects else None, moment, spec) + marker
     kind = spec.kinds[0]
     objects = [o for o in state.objects[kind] if on_page(spec, (o["metadata"]["namespace"], o["metadata"]["name"]))]
     rows = "".join(_item(kind, o, "", moment) for o in objects)
@@ -263,7 +266,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         at = bisect.bisect_left(shown, key)
         present_now = at < len(shown) and shown[at] == key
         if detail:
-            parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment))
+            parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment, spec))
             continue
         if known is not None:
             is_new = key not in known and event != revlog.DELETED

@@ -1,0 +1,427 @@
+"""A detail page's History and Field owners views (dashboard/web/history.py, history_views.py):
+revisions written through the API with their diffs, deletion, the compaction horizon, access,
+the live push over the page's websocket, field-owner annotation of kube-documented
+managedFields, and apply conflicts in words (forms/api_errors.py)."""
+from __future__ import annotations
+
+import copy
+import re
+from html import unescape
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.management import call_command
+from django.template.loader import render_to_string
+from django.test import Client
+
+from dashboard.web import history as h
+from manifests import LEASES, job, lease
+
+# ---------------------------------------------------------------------------------------------
+# Objects with managedFields as kube-apiserver records them
+
+
+# From the Kubernetes documentation, "Server-Side Apply" > "Field management"
+# (kubernetes.io/docs/reference/using-api/server-side-apply/#field-management): its ConfigMap
+# example, whose entry is the kubectl Apply owning one label and data.key; here on a Lease,
+# with a second manager (a controller's Update owning spec.holderIdentity, as in the page's
+# "Conflicts" example where another manager owns a field).
+DOC_LEASE = {
+    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+    "metadata": {
+        "name": "test-cm", "namespace": "default", "labels": {"test-label": "test"},
+        "resourceVersion": "7", "uid": "0b7e6a2e-5b9f-4f1f-9a3a-111111111111",
+        "managedFields": [
+            {"manager": "kubectl", "operation": "Apply", "apiVersion": "coordination.k8s.io/v1",
+             "time": "2010-10-10T00:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:test-label": {}}},
+                          "f:spec": {"f:leaseDurationSeconds": {}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "coordination.k8s.io/v1",
+             "time": "2010-10-10T00:05:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:holderIdentity": {}, "f:renewTime": {}}}},
+        ]},
+    "spec": {"holderIdentity": "node-a", "leaseDurationSeconds": 15, "renewTime": "2010-10-10T00:05:00.000000Z"},
+}
+
+# A Job as `kubectl create -f` then the job controller leave it (`kubectl get job -o yaml
+# --show-managed-fields` on a 1.32 cluster, the shape of the docs' example for Deployments):
+# containers are a map list keyed by name (k:{"name":...}, with "." for the item itself), and
+# the controller's status entry (subresource status) owns status.conditions whole (atomic).
+DOC_JOB = job("pi", image="perl:5.34")
+DOC_JOB["metadata"]["managedFields"] = [
+    {"manager": "kubectl-create", "operation": "Update", "apiVersion": "batch/v1", "time": "2024-05-01T10:00:00Z",
+     "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:spec": {"f:template": {"f:spec": {
+         "f:containers": {'k:{"name":"main"}': {".": {}, "f:command": {}, "f:image": {}, "f:name": {}}},
+         "f:restartPolicy": {}}}}}},
+    {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status", "apiVersion": "batch/v1",
+     "time": "2024-05-01T10:01:00Z", "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:status": {"f:conditions": {}, "f:succeeded": {}}}},
+]
+DOC_JOB["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+
+
+def owners_of(view: dict, text: str) -> list[str]:
+    """The managers of the first YAML line that is exactly `text`."""
+    for line in view["lines"]:
+        if line["text"] == text:
+            return [b["manager"] for b in line["badges"]]
+    raise AssertionError(f"no line {text!r} in {[line['text'] for line in view['lines']]}")
+
+
+def test_field_owners_of_the_documented_example():
+    view = h.field_owners(DOC_LEASE)
+    assert [(m["manager"], m["operation"], m["fields"]) for m in view["managers"]] == [
+        ("kubectl", "Apply", 2), ("kube-controller-manager", "Update", 2)]
+    assert owners_of(view, "    test-label: test") == ["kubectl"]
+    assert owners_of(view, "  leaseDurationSeconds: 15") == ["kubectl"]
+    assert owners_of(view, "  holderIdentity: node-a") == ["kube-controller-manager"]
+    assert owners_of(view, "  renewTime: \"2010-10-10T00:05:00.000000Z\"") == ["kube-controller-manager"]
+    # Server-set identity fields are nobody's; the map lines above owned fields are not owned.
+    assert owners_of(view, "  name: test-cm") == [] and owners_of(view, "spec:") == []
+    assert owners_of(view, "  labels:") == []
+    # The lines are the YAML panel's (keys sorted, managedFields left out).
+    from dashboard.web.present import object_yaml
+    assert [line["text"] for line in view["lines"]] == object_yaml(DOC_LEASE).rstrip("\n").split("\n")
+    assert view["managers"][1]["time"] == "2010-10-10 00:05:00 UTC"
+
+
+def test_field_owners_of_map_lists_and_atomic_fields():
+    view = h.field_owners(DOC_JOB)
+    from dashboard.web.present import object_yaml
+    assert [line["text"] for line in view["lines"]] == object_yaml(DOC_JOB).rstrip("\n").split("\n")
+    # The container item (k:{"name":"main"}) and its fields; "- command:" carries the item's owner.
+    assert owners_of(view, "      - command:") == ["kubectl-create"]
+    assert owners_of(view, '        - "true"') == ["kubectl-create"]   # command is atomic: owned whole
+    assert owners_of(view, "        image: perl:5.34") == ["kubectl-create"]
+    assert owners_of(view, "      restartPolicy: Never") == ["kubectl-create"]
+    # status.conditions is owned whole: every line below it too, marked as inherited.
+    lines = {line["text"]: line for line in view["lines"]}
+    assert owners_of(view, "  conditions:") == ["kube-controller-manager"]
+    assert [b["manager"] for b in lines["    type: Complete"]["badges"]] == ["kube-controller-manager"]
+    assert lines["    type: Complete"]["via"] == [1] and lines["  conditions:"]["via"] == []
+    assert view["managers"][1]["subresource"] == "status"
+
+
+def test_field_owners_without_managed_fields_says_so():
+    view = h.field_owners(lease("plain"))
+    assert not view["recorded"] and view["managers"] == [] and all(not line["owners"] for line in view["lines"])
+    html = render_to_string("web/_field_owners.html#owners", {"owners": view})
+    assert "No field manager recorded" in html
+
+
+def test_field_owners_markup_is_text_and_colour():
+    html = render_to_string("web/_field_owners.html#owners", {"owners": h.field_owners(DOC_JOB)})
+    # Each owned line says its manager in text (colour is only a second cue), the table has
+    # headers and a caption, and the scrolling region is reachable by keyboard.
+    assert re.search(r'<td class="who"><span class="owner" style="--hue: \d+" title="kubectl-create \(Update\)">'
+                     r'kubectl-create</span></td>\s*<td class="code">        image: perl:5.34</td>', html)
+    assert '<span class="vh"> (owns the whole enclosing list or map)</span>' in html
+    assert '<caption class="vh">' in html and 'tabindex="0"' in html
+    assert "<span class=\"vh\">no manager</span>" in html
+
+
+def test_writer_is_the_entry_whose_time_moved():
+    before = copy.deepcopy(DOC_LEASE)
+    after = copy.deepcopy(DOC_LEASE)
+    after["metadata"]["managedFields"][1]["time"] = "2010-10-10T00:06:00Z"   # the controller renewed
+    assert h.writer(before, after)["manager"] == "kube-controller-manager"
+    # A new entry (the docs' "kubectl apply --server-side" by another manager) is the writer,
+    # even though an existing entry lost a field to it (its time stays).
+    later = copy.deepcopy(after)
+    later["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"] = {}
+    later["metadata"]["managedFields"].append(
+        {"manager": "ops-tool", "operation": "Apply", "apiVersion": "coordination.k8s.io/v1",
+         "time": "2010-10-10T00:07:00Z", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:spec": {"f:leaseDurationSeconds": {}}}})
+    who = h.writer(after, later)
+    assert (who["manager"], who["operation"]) == ("ops-tool", "Apply")
+    assert h.writer(after, after) is None
+    assert h.writer(lease("a"), lease("b")) is None   # nothing recorded: unknown
+
+
+def test_diff_hides_noise_and_shows_added_removed_changed():
+    before = lease("x", labels={"app": "web", "tier": "1"})
+    before["metadata"].update(resourceVersion="5", uid="u", generation=1)
+    after = copy.deepcopy(before)
+    after["metadata"].update(resourceVersion="6", generation=2, managedFields=[{"manager": "m"}])
+    after["metadata"]["labels"] = {"app": "api", "zone": "a"}
+    after["spec"]["holderIdentity"] = "node-b"
+    rows = {r["path"]: r for r in h.diff(before, after)}
+    assert rows["metadata.labels.app"] == {"path": "metadata.labels.app", "change": "changed", "old": "web", "new": "api"}
+    assert rows["metadata.labels.zone"]["change"] == "added" and rows["metadata.labels.tier"]["change"] == "removed"
+    assert rows["spec.holderIdentity"]["new"] == "node-b"
+    assert not any(p.startswith(("metadata.resourceVersion", "metadata.managedFields", "metadata.generation"))
+                   for p in rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pages, over objects written through the API
+
+
+@pytest.fixture
+def login(db):
+    from dashboard.access.models import Profile
+    from dashboard.access.tokens import ensure_user
+
+    def make(role="admin", namespaces=None, username=None):
+        user = ensure_user(username or f"hist-{role}", role)
+        if namespaces is not None:
+            Profile.objects.filter(user=user).update(namespaces=namespaces)
+        c = Client()
+        c.force_login(user)
+        return c
+
+    return make
+
+
+def entries(html: str) -> list[str]:
+    """Each revision's text, newest first (tags dropped, spaces squeezed)."""
+    items = re.findall(r'<li class="rev[^"]*" id="rev-\d+">(.*?)</li>', html, re.S)
+    return [re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", item))).strip() for item in items]
+
+
+def written(api) -> list[int]:
+    """A lease written four times through the API, then deleted; the revisions."""
+    rvs = []
+    r = api.post(LEASES, lease("hist", holder="node-a", labels={"app": "web"}))
+    assert r.status_code == 201
+    rvs.append(int(r.json()["metadata"]["resourceVersion"]))
+    for patch in ({"spec": {"holderIdentity": "node-b"}}, {"metadata": {"labels": {"tier": "gold"}}},
+                  {"metadata": {"labels": {"app": None}}, "spec": {"leaseDurationSeconds": 30}}):
+        r = api.patch(f"{LEASES}/hist", patch)
+        assert r.status_code == 200, r.content
+        rvs.append(int(r.json()["metadata"]["resourceVersion"]))
+    return rvs
+
+
+def test_history_of_an_object_written_through_the_api(api, login):
+    rvs = written(api)
+    c = login()
+    resp = c.get("/leases/default/hist/history/")
+    assert resp.status_code == 200
+    html = resp.content.decode()
+    got = entries(html)
+    assert [int(re.search(r"revision (\d+)", e).group(1)) for e in got] == rvs[::-1]
+    assert "spec.holderIdentity changed node-a node-b" in got[2]
+    assert "metadata.labels.tier added (not set) gold" in got[1]
+    assert "metadata.labels.app removed web (removed)" in got[0]
+    assert "spec.leaseDurationSeconds changed 15 30" in got[0]
+    assert got[3].startswith("created") and "spec.holderIdentity added (not set) node-a" in got[3]
+    # No managedFields are stored yet: the writer is said to be unknown, honestly.
+    assert "unknown (no field manager recorded)" in got[0]
+    # Noise stays out of the diffs; the page says what it leaves out.
+    diffs = "".join(re.findall(r'<table class="diff-table">.*?</table>', html, re.S))
+    assert "resourceVersion" not in diffs and "creationTimestamp" not in diffs and "uid" not in diffs
+    assert "4 revisions kept" in html and "whole history is here" in html
+    # The tabs: each view has its own URL, the current one marked.
+    assert '<a href="/leases/default/hist/history/" aria-current="page">History</a>' in html
+    assert 'ws-connect="/ws/live/?view=lease&amp;namespace=default&amp;name=hist&amp;tab=history' in html
+    detail = c.get("/leases/default/hist/").content.decode()
+    assert '<a href="/leases/default/hist/" aria-current="page">Details</a>' in detail
+    assert '<a href="/leases/default/hist/fields/">Field owners</a>' in detail
+
+
+def test_deletion_is_a_revision(api, login):
+    written(api)
+    assert api.delete(f"{LEASES}/hist").status_code == 200
+    c = login()
+    html = c.get("/leases/default/hist/history/").content.decode()
+    got = entries(html)
+    assert len(got) == 5 and got[0].startswith("deleted") and "does not record who deletes" in got[0]
+    assert "has been deleted" in html
+    fields = c.get("/leases/default/hist/fields/")
+    assert fields.status_code == 200 and "has been deleted" in fields.content.decode()
+    assert c.get("/leases/default/never/history/").status_code == 404
+
+
+def test_compaction_horizon_is_shown(api, login):
+    rvs = written(api)
+    call_command("compact", "--keep", "0", "--keep-seconds", "0")
+    html = login().get("/leases/default/hist/history/").content.decode()
+    got = entries(html)
+    assert len(got) == 1 and f"revision {rvs[-1]}" in got[0] and "Earlier revisions were compacted" in got[0]
+    m = re.search(r"History before revision (\d+) was compacted on (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC)", html)
+    assert m and int(m.group(1)) >= rvs[-1]
+    assert "whole history is here" not in html
+
+
+def test_history_is_paged(api, login, monkeypatch):
+    monkeypatch.setattr(h, "PAGE", 3)
+    rvs = written(api)
+    c = login()
+    html = c.get("/leases/default/hist/history/").content.decode()
+    assert [f"revision {rv}" in e for e, rv in zip(entries(html), rvs[::-1][:3])] == [True] * 3
+    older = re.search(r'<a href="\?before=(\d+)">Older revisions</a>', html)
+    assert older and int(older.group(1)) == rvs[1]
+    page2 = c.get(f"/leases/default/hist/history/?before={older.group(1)}").content.decode()
+    got = entries(page2)
+    assert len(got) == 1 and got[0].startswith("created")
+    assert "ws-connect" not in page2 and "Newest revisions" in page2   # an older page stays still
+
+
+def test_access_follows_the_detail_page(api, login):
+    written(api)
+    api.post(LEASES.replace("/default/", "/team-a/"), lease("mine", ns="team-a"))
+    limited = login("viewer", namespaces=["team-a"], username="limited")
+    for path in ("/leases/default/hist/history/", "/leases/default/hist/fields/"):
+        assert limited.get(path).status_code == 403
+    assert limited.get("/leases/team-a/mine/history/").status_code == 200
+    assert Client().get("/leases/default/hist/history/").status_code == 302   # to the login page
+
+
+@pytest.fixture
+def share_visitor(api, login):
+    """A share link on team-a leases labelled app=web, opened by a fresh browser."""
+    team = LEASES.replace("/default/", "/team-a/")
+    assert api.post(team, lease("web-1", ns="team-a", labels={"app": "web"})).status_code == 201
+    assert api.post(team, lease("db-1", holder="hidden-holder", ns="team-a", labels={"app": "db"})).status_code == 201
+    # One that was outside the link's scope, then moved into it: its early revisions stay hidden.
+    assert api.post(team, lease("moved", holder="secret-holder", ns="team-a", labels={"app": "db"})).status_code == 201
+    assert api.patch(f"{team}/moved", {"metadata": {"labels": {"app": "web"}},
+                                        "spec": {"holderIdentity": "public"}}).status_code == 200
+    editor = login("editor")
+    r = editor.post("/share/new/", {"kind": "Lease", "namespace": "team-a", "labelSelector": "app=web",
+                                    "label": "on-call", "expiry": "1d"})
+    token = re.search(r"/s/([A-Za-z0-9_\-]+)/", r.content.decode()).group(1)
+    visitor = Client()
+    assert visitor.get(f"/s/{token}/").status_code == 302
+    return visitor
+
+
+def test_share_link_sees_only_its_objects_history(share_visitor):
+    assert share_visitor.get("/leases/team-a/web-1/history/").status_code == 200
+    assert share_visitor.get("/leases/team-a/web-1/fields/").status_code == 200
+    for path in ("/leases/team-a/db-1/history/", "/leases/team-a/db-1/fields/"):
+        resp = share_visitor.get(path)
+        assert resp.status_code == 404 and b"hidden-holder" not in resp.content
+    html = share_visitor.get("/leases/team-a/moved/history/").content.decode()
+    got = entries(html)
+    assert "outside this shared view" in got[1] and "outside this shared view" in got[0]
+    assert "secret-holder" not in html and "public" not in got[0]   # no diff against the hidden revision
+
+
+# ---------------------------------------------------------------------------------------------
+# Live: the History and Field owners pages are pushed new revisions over their websocket
+
+
+async def _connect(user, query: str):
+    from channels.testing import WebsocketCommunicator
+
+    from dashboard.web.consumers import LiveConsumer
+
+    comm = WebsocketCommunicator(LiveConsumer.as_asgi(), f"/ws/live/?{query}")
+    comm.scope["user"] = user
+    connected, _ = await comm.connect(timeout=10)
+    assert connected
+    return comm
+
+
+def _lease_ops():
+    from dashboard.coordination.resource import LEASES as RES
+    from dashboard.kube import store
+
+    def create():
+        return int(store.create(RES, "default", lease("live", holder="node-a")).object["metadata"]["resourceVersion"])
+
+    def set_holder(holder):
+        def change(obj):
+            obj["spec"]["holderIdentity"] = holder
+            return obj
+        return int(store.update(RES, "default", "live", change, is_patch=True).object["metadata"]["resourceVersion"])
+
+    return create, set_holder
+
+
+async def _receive_until(comm, needle: str, timeout: float = 15.0) -> str:
+    """Messages until one contains `needle` (pushes of other revisions may come first)."""
+    import asyncio
+
+    seen = []
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        assert left > 0, f"no message with {needle!r}; got {seen!r}"
+        html = await comm.receive_from(timeout=left)
+        seen.append(html)
+        if needle in html:
+            return html
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_history_page_gets_new_revisions_live():
+    from dashboard.access.tokens import ensure_user
+
+    user = await sync_to_async(ensure_user)("live-viewer", "viewer")
+    create, set_holder = _lease_ops()
+    rv = await sync_to_async(create)()
+    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv}")
+    try:
+        new_rv = await sync_to_async(set_holder)("node-b")
+        html = await _receive_until(comm, f'id="rev-{new_rv}"')
+        assert 'hx-swap-oob="afterbegin:#history-entries"' in html
+        text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html)))
+        assert "spec.holderIdentity changed node-a node-b" in text
+        assert f'id="rev-{rv}"' not in html   # only what the page does not have yet
+        newer = await sync_to_async(set_holder)("node-c")
+        html = await _receive_until(comm, f'id="rev-{newer}"')
+        assert f'id="rev-{new_rv}"' not in html and "node-b node-c" in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    finally:
+        await comm.disconnect()
+    # A page that reconnects from an older revision is sent what it missed, once.
+    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv}")
+    try:
+        html = await _receive_until(comm, f'id="rev-{newer}"')
+        assert f'id="rev-{new_rv}"' in html and f'id="rev-{rv}"' not in html
+    finally:
+        await comm.disconnect()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_field_owners_page_is_refreshed_live():
+    from dashboard.access.tokens import ensure_user
+
+    user = await sync_to_async(ensure_user)("live-viewer", "viewer")
+    create, set_holder = _lease_ops()
+    rv = await sync_to_async(create)()
+    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=fields&rv={rv}")
+    try:
+        await sync_to_async(set_holder)("node-z")
+        html = await _receive_until(comm, "holderIdentity: node-z")
+        assert '<section id="field-owners" class="panel" aria-labelledby="owners-h" hx-swap-oob="true">' in html
+    finally:
+        await comm.disconnect()
+
+
+# ---------------------------------------------------------------------------------------------
+# Apply conflicts in words
+
+
+def test_field_manager_conflicts_in_words():
+    from dashboard.kube.errors import ApiError
+    from dashboard.web.forms.api_errors import field_manager_conflicts
+
+    # The Status kube-apiserver answers (apimachinery managedfields/internal/conflict.go:
+    # NewConflictError, printManager): one cause per field, reason FieldManagerConflict.
+    err = ApiError(409, "Conflict", 'Apply failed with 2 conflicts: conflict with "kubectl" using apps/v1: '
+                   '.spec.replicas\nconflict with "controller" with subresource "status": .status.ready',
+                   details={"causes": [
+                       {"reason": "FieldManagerConflict", "message": 'conflict with "kubectl" using apps/v1 at '
+                        "2024-05-01T10:00:00Z", "field": ".spec.replicas"},
+                       {"reason": "FieldManagerConflict", "message": 'conflict with "controller" with subresource '
+                        '"status"', "field": ".status.ready"}]})
+    words = field_manager_conflicts(err)
+    assert words[0] == ("Field spec.replicas is managed by “kubectl”, which last wrote it with an update "
+                        "(apps/v1, at 2024-05-01T10:00:00Z). Keep its value, leave it out of your change, "
+                        "or take it over by applying with force.")
+    assert words[1].startswith("Field status.ready is managed by “controller” (through /status), which applied it.")
+    assert field_manager_conflicts(ApiError(409, "Conflict", "the object has been modified")) == []
+
+    # A form and the YAML editor put them where the user reads errors.
+    from dashboard.web.forms.editor import YamlForm
+    form = YamlForm({"yaml": "a: 1"})
+    assert form.is_valid()
+    form.add_api_error(err)
+    assert form.errors["yaml"][0].startswith("Field spec.replicas is managed by “kubectl”")
