@@ -213,7 +213,7 @@ def test_history_of_an_object_written_through_the_api(api, login):
     # Noise stays out of the diffs; the page says what it leaves out.
     diffs = "".join(re.findall(r'<table class="diff-table">.*?</table>', html, re.S))
     assert "resourceVersion" not in diffs and "creationTimestamp" not in diffs and "uid" not in diffs
-    assert "4 revisions kept" in html and "whole history is here" in html
+    assert '<span id="history-count">4 revisions</span> kept' in html and "whole history is here" in html
     # The tabs: each view has its own URL, the current one marked.
     assert '<a href="/leases/default/hist/history/" aria-current="page">History</a>' in html
     assert 'ws-connect="/ws/live/?view=lease&amp;namespace=default&amp;name=hist&amp;tab=history' in html
@@ -361,6 +361,7 @@ async def test_history_page_gets_new_revisions_live():
         new_rv = await sync_to_async(set_holder)("node-b")
         html = await _receive_until(comm, f'id="rev-{new_rv}"')
         assert 'hx-swap-oob="afterbegin:#history-entries"' in html
+        assert '<span id="history-count" hx-swap-oob="true">2 revisions</span>' in html
         text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html)))
         assert "spec.holderIdentity changed node-a node-b" in text
         assert f'id="rev-{rv}"' not in html   # only what the page does not have yet
@@ -425,3 +426,47 @@ def test_field_manager_conflicts_in_words():
     assert form.is_valid()
     form.add_api_error(err)
     assert form.errors["yaml"][0].startswith("Field spec.replicas is managed by “kubectl”")
+
+
+# ---------------------------------------------------------------------------------------------
+# In the browser: History shows the diff and follows new writes; Field owners; accessibility
+
+
+def test_browser_history_and_field_owners(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    from test_browser import api, held_lease, leases_path, open_live
+    from test_browser_dash import axe_violations
+
+    page = wide_page
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "leader", "node-a"))
+    api(kube_server, "PATCH", leases_path(ns, "leader"), {"spec": {"holderIdentity": "node-b"},
+                                                          "metadata": {"labels": {"team": "core"}}}, merge=True)
+    open_live(page, f"{kube_server.http_url}/leases/{ns}/leader/")
+    page.get_by_role("link", name="History").click()
+    expect(page).to_have_url(f"{kube_server.http_url}/leases/{ns}/leader/history/")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    page.evaluate("window.__kdSameDocument = true")
+    newest = page.locator("#history-entries > li").first
+    changed = newest.locator("tr.d-changed", has_text="spec.holderIdentity")
+    expect(changed.locator("del")).to_have_text("node-a")
+    expect(changed.locator("ins")).to_have_text("node-b")
+    expect(newest.locator("tr.d-added", has_text="metadata.labels.team").locator("ins")).to_have_text("core")
+    expect(page.locator("#history-entries > li")).to_have_count(2)
+    assert axe_violations(page) == []
+    # A new revision arrives over the websocket, on top, without a reload.
+    api(kube_server, "PATCH", leases_path(ns, "leader"), {"spec": {"holderIdentity": "node-c"}}, merge=True)
+    expect(page.locator("#history-entries > li")).to_have_count(3)
+    expect(page.locator("#history-entries > li").first.locator("tr.d-changed ins")).to_have_text("node-c")
+    assert page.evaluate("window.__kdSameDocument === true")
+    expect(page.locator("#history-count")).to_have_text("3 revisions")
+    page.screenshot(path="/tmp/kubedash-history.png", full_page=True)
+    page.get_by_role("link", name="Field owners").click()
+    expect(page.get_by_role("heading", name="Field owners")).to_be_visible()
+    expect(page.locator(".owned td.code", has_text="holderIdentity: node-c")).to_be_visible()
+    page.screenshot(path="/tmp/kubedash-field-owners.png", full_page=True)
+    assert axe_violations(page) == []
+
+
+from test_browser import chromium, login_user, ns, session_state  # noqa: E402,F401  (fixtures by name)
+from test_browser_dash import wide_page  # noqa: E402,F401

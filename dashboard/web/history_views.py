@@ -86,7 +86,9 @@ def live_fragment(spec, kind: str, obj: dict | None) -> str:
             return ""
         spec.rv = max(spec.rv, entries[0]["rv"])
         html = render_to_string("web/_history.html#entries", {"entries": entries})
-        return f'<div hx-swap-oob="afterbegin:#history-entries">{html}</div>'
+        count = render_to_string("web/_history.html#count", {"oob": "true", "history": {
+            "total": revlog.count_revisions(kind, spec.namespace, spec.name)}})
+        return f'<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{count}'
     newest = history.latest(kind, spec.namespace, spec.name)
     owners = history.field_owners(newest[2]) if newest else {"lines": [], "managers": [], "recorded": False}
     deleted = newest is None or newest[1] == revlog.DELETED
