@@ -233,6 +233,11 @@ def test_deletion_is_a_revision(api, login):
     fields = c.get("/leases/default/hist/fields/")
     assert fields.status_code == 200 and "has been deleted" in fields.content.decode()
     assert c.get("/leases/default/never/history/").status_code == 404
+    # Re-created under the same name: a fresh "created", not a diff against the deleted one.
+    assert api.post(LEASES, lease("hist", holder="node-z")).status_code == 201
+    got = entries(c.get("/leases/default/hist/history/").content.decode())
+    assert got[0].startswith("created") and "spec.holderIdentity added (not set) node-z" in got[0]
+    assert got[1].startswith("deleted")
 
 
 def test_compaction_horizon_is_shown(api, login):
@@ -375,6 +380,29 @@ async def test_history_page_gets_new_revisions_live():
     try:
         html = await _receive_until(comm, f'id="rev-{newer}"')
         assert f'id="rev-{new_rv}"' in html and f'id="rev-{rv}"' not in html
+    finally:
+        await comm.disconnect()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_live_history_stays_one_page_long(monkeypatch):
+    from dashboard.access.tokens import ensure_user
+
+    monkeypatch.setattr(h, "PAGE", 2)
+    user = await sync_to_async(ensure_user)("live-viewer", "viewer")
+    create, set_holder = _lease_ops()
+    rv1 = await sync_to_async(create)()
+    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv1}")
+    try:
+        rv2 = await sync_to_async(set_holder)("node-b")
+        html = await _receive_until(comm, f'id="rev-{rv2}"')
+        assert "hx-swap-oob=\"delete\"" not in html and "history-pager" not in html   # still one page
+        rv3 = await sync_to_async(set_holder)("node-c")
+        html = await _receive_until(comm, f'id="rev-{rv3}"')
+        # The oldest of the page goes, and "Older revisions" now starts below the last one kept.
+        assert f'<li id="rev-{rv1}" hx-swap-oob="delete"></li>' in html
+        assert f'<a href="?before={rv2}">Older revisions</a>' in html
     finally:
         await comm.disconnect()
 

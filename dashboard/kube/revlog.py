@@ -95,6 +95,12 @@ def object_revisions(kind: str, namespace: str, name: str, limit: int, before: i
     return [(rv, event, orjson.loads(obj), created) for rv, event, obj, created in rows]
 
 
+def revision_numbers(kind: str, namespace: str, name: str, limit: int, offset: int = 0) -> list[int]:
+    """The rvs of one object's logged writes, newest first, from the offset-th (no objects read)."""
+    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name).order_by("-rv")
+    return list(rows.values_list("rv", flat=True)[offset:offset + limit])
+
+
 def count_revisions(kind: str, namespace: str, name: str) -> int:
     return Revision.objects.filter(kind=kind, namespace=namespace, name=name).count()
 

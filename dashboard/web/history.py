@@ -158,7 +158,7 @@ def _entries_of(visible: Callable[[dict], bool], rows: list, older: tuple | None
         if not seen[i]:
             out.append({"rv": rv, "hidden": True, "when": clock(when), "when_iso": iso(when)})
             continue
-        has_prev = i + 1 < len(chain)
+        has_prev = i + 1 < len(chain) and event != revlog.ADDED   # a re-created object starts afresh
         prev = chain[i + 1][2] if has_prev else None
         known = not has_prev and event != revlog.ADDED    # the log should have had one
         out.append(entry(rv, event, obj, when, prev if has_prev and seen[i + 1] else None, known,

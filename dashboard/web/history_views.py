@@ -86,9 +86,15 @@ def live_fragment(spec, kind: str, obj: dict | None) -> str:
             return ""
         spec.rv = max(spec.rv, entries[0]["rv"])
         html = render_to_string("web/_history.html#entries", {"entries": entries})
-        count = render_to_string("web/_history.html#count", {"oob": "true", "history": {
-            "total": revlog.count_revisions(kind, spec.namespace, spec.name)}})
-        return f'<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{count}'
+        # The page keeps the newest PAGE revisions (a Lease renewed every 2 s would otherwise
+        # grow it without end): those pushed off the bottom go, and "Older revisions" moves.
+        off = revlog.revision_numbers(kind, spec.namespace, spec.name, len(entries) + 1, offset=history.PAGE - 1)
+        gone = "".join(f'<li id="rev-{rv}" hx-swap-oob="delete"></li>' for rv in off[1:])
+        total = revlog.count_revisions(kind, spec.namespace, spec.name)
+        tail = render_to_string("web/_history.html#count", {"oob": "true", "history": {"total": total}})
+        if len(off) > 1:
+            tail += render_to_string("web/_history.html#pager", {"oob": "true", "history": {"older": off[0]}})
+        return f'<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{gone}{tail}'
     newest = history.latest(kind, spec.namespace, spec.name)
     owners = history.field_owners(newest[2]) if newest else {"lines": [], "managers": [], "recorded": False}
     deleted = newest is None or newest[1] == revlog.DELETED
