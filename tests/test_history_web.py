@@ -498,3 +498,35 @@ def test_browser_history_and_field_owners(wide_page, kube_server, ns):
 
 from test_browser import chromium, login_user, ns, session_state  # noqa: E402,F401  (fixtures by name)
 from test_browser_dash import wide_page  # noqa: E402,F401
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_share_link_live_history_hides_what_leaves_its_scope(share_visitor):
+    from channels.testing import WebsocketCommunicator
+
+    from dashboard.server.asgi import application
+
+    def relabel():
+        from dashboard.kube import registry, store
+
+        def change(obj):
+            obj["metadata"]["labels"] = {"app": "db"}
+            obj["spec"]["holderIdentity"] = "leaked-holder"
+            return obj
+        return int(store.update(registry.by_kind("Lease"), "team-a", "moved", change, is_patch=True)
+                   .object["metadata"]["resourceVersion"])
+
+    from dashboard.kube import store
+    rv = await sync_to_async(store.current_revision)()
+    cookie = f"sessionid={share_visitor.cookies['sessionid'].value}".encode()
+    comm = WebsocketCommunicator(application, f"/ws/live/?view=lease&namespace=team-a&name=moved&tab=history&rv={rv}",
+                                 headers=[(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)])
+    connected, _ = await comm.connect(timeout=10)
+    assert connected
+    try:
+        new_rv = await sync_to_async(relabel)()
+        html = await _receive_until(comm, f'id="rev-{new_rv}"')
+        assert "outside this shared view" in html and "leaked-holder" not in html
+    finally:
+        await comm.disconnect()
