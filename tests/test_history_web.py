@@ -108,6 +108,7 @@ def test_field_owners_without_managed_fields_says_so():
     assert not view["recorded"] and view["managers"] == [] and all(not line["owners"] for line in view["lines"])
     html = render_to_string("web/_field_owners.html#owners", {"owners": view})
     assert "No field manager recorded" in html
+    assert 'class="who"' not in html   # no empty "Owned by" column
 
 
 def test_field_owners_markup_is_text_and_colour():
@@ -151,6 +152,11 @@ def test_diff_hides_noise_and_shows_added_removed_changed():
     assert rows["metadata.labels.app"] == {"path": "metadata.labels.app", "change": "changed", "old": "web", "new": "api"}
     assert rows["metadata.labels.zone"]["change"] == "added" and rows["metadata.labels.tier"]["change"] == "removed"
     assert rows["spec.holderIdentity"]["new"] == "node-b"
+    # A status that goes from {} to filled in shows its fields, not "status removed".
+    filled = h.diff({"status": {}}, {"status": {"active": 1}})
+    assert filled == [{"path": "status.active", "change": "added", "new": "1"}]
+    assert h.diff({"status": {"active": 1}}, {"status": {}}) == [
+        {"path": "status.active", "change": "removed", "old": "1"}]
     assert not any(p.startswith(("metadata.resourceVersion", "metadata.managedFields", "metadata.generation"))
                    for p in rows)
 

@@ -79,16 +79,21 @@ def diff(before: dict | None, after: dict) -> list[dict]:
     order, the server's per-write fields left out."""
     old = flatten(before) if before is not None else {}
     new = flatten(after)
+
+    def filled(path: str, value, other: dict) -> bool:
+        # An empty map or list that gained (or lost) entries: its entries tell the change.
+        return value in ({}, []) and any(p.startswith((path + ".", path + "[")) for p in other)
+
     rows = []
     for path, value in new.items():
-        if under(path, NOISY_PATHS):
+        if under(path, NOISY_PATHS) or (path not in old and filled(path, value, old)):
             continue
         if path not in old:
             rows.append({"path": path, "change": "added", "new": _show(value)})
         elif old[path] != value:
             rows.append({"path": path, "change": "changed", "old": _show(old[path]), "new": _show(value)})
     for path, value in old.items():
-        if path not in new and not under(path, NOISY_PATHS):
+        if path not in new and not under(path, NOISY_PATHS) and not filled(path, value, new):
             rows.append({"path": path, "change": "removed", "old": _show(value)})
     return rows
 
