@@ -141,6 +141,25 @@ def test_writer_is_the_entry_whose_time_moved():
     assert h.writer(lease("a"), lease("b")) is None   # nothing recorded: unknown
 
 
+def test_entry_names_its_writer_in_the_page():
+    from datetime import datetime, timezone
+
+    before = copy.deepcopy(DOC_LEASE)
+    after = copy.deepcopy(DOC_LEASE)
+    after["spec"]["holderIdentity"] = "node-b"
+    after["metadata"]["managedFields"][1]["time"] = "2010-10-10T00:06:00Z"
+    when = datetime(2010, 10, 10, 0, 6, tzinfo=timezone.utc)
+    e = h.entry(9, "MODIFIED", after, when, before, False)
+    html = re.sub(r"\s+", " ", render_to_string("web/_history.html#entries", {"entries": [e]}))
+    assert re.search(r'<span class="owner" style="--hue: \d+">kube-controller-manager</span> '
+                     r'<span class="op">Update</span>', html)
+    assert "spec.holderIdentity" in html and "2010-10-10 00:06:00 UTC" in html
+    # Its predecessor compacted away: no diff, and the writer is the entry written last.
+    alone = h.entry(9, "MODIFIED", after, when, None, True)
+    assert alone["changes"] == [] and alone["writer"]["manager"] == "kube-controller-manager"
+    assert "Earlier revisions were compacted" in alone["note"]
+
+
 def test_diff_hides_noise_and_shows_added_removed_changed():
     before = lease("x", labels={"app": "web", "tier": "1"})
     before["metadata"].update(resourceVersion="5", uid="u", generation=1)

@@ -107,7 +107,7 @@ def entry(rv: int, event: str, obj: dict, when: datetime, previous: dict | None,
     """One revision as the history shows it. previous: the revision before it (None when this
     is the first, or when the log no longer has it: known_previous says which)."""
     out = {"rv": rv, "event": event, "when": clock(when), "when_iso": iso(when), "changes": [],
-           "writer": None, "note": ""}
+           "writer": None, "note": "", "recorded": bool(_entries(obj))}
     if event == revlog.DELETED:
         out["note"] = "Deleted (the API does not record who deletes)."
         return out
@@ -117,14 +117,13 @@ def entry(rv: int, event: str, obj: dict, when: datetime, previous: dict | None,
         return out
     if previous is None and known_previous:
         out["note"] = "Earlier revisions were compacted: no diff to show."
-        out["writer"] = writer(None, obj) if event == revlog.ADDED else None
+        out["writer"] = writer(None, obj)   # the newest entry time: the last writer that changed a field
         return out
     out["writer"] = writer(previous, obj)
     out["changes"] = diff(previous, obj)
     out["created"] = event == revlog.ADDED
     if not out["changes"]:
         out["note"] = "No visible change (only fields the server sets on every write)."
-    out["recorded"] = bool(_entries(obj))
     return out
 
 
