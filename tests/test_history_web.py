@@ -176,6 +176,13 @@ def test_diff_hides_noise_and_shows_added_removed_changed():
     assert filled == [{"path": "status.active", "change": "added", "new": "1"}]
     assert h.diff({"status": {"active": 1}}, {"status": {}}) == [
         {"path": "status.active", "change": "removed", "old": "1"}]
+    # Keyed list items pair by their key: a condition added before another reads as one addition.
+    cond = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    more = {"status": {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                                      {"type": "Complete", "status": "True"}]}}
+    assert h.diff(cond, more) == [
+        {"path": "status.conditions[type=SuccessCriteriaMet].type", "change": "added", "new": "SuccessCriteriaMet"},
+        {"path": "status.conditions[type=SuccessCriteriaMet].status", "change": "added", "new": "True"}]
     assert not any(p.startswith(("metadata.resourceVersion", "metadata.managedFields", "metadata.generation"))
                    for p in rows)
 

@@ -21,7 +21,7 @@ import yaml
 
 from dashboard.kube import revlog
 
-from .forms.conflict import NOISY_PATHS, flatten, under
+from .forms.conflict import NOISY_PATHS, under
 from .present import _YamlDumper, clock, iso
 
 PAGE = 50                 # revisions per history page
@@ -74,11 +74,45 @@ def _show(value: Any) -> str:
     return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + "…"
 
 
+# A list whose items all carry one of these, with distinct values, is compared item by item
+# under that key ("status.conditions[type=Complete].status"), so that an item added or removed
+# in the middle reads as that, not as every later item changing.
+ITEM_KEYS = ("name", "type", "ip")
+
+
+def _item_key(items: list) -> str | None:
+    for key in ITEM_KEYS:
+        values = [item.get(key) if isinstance(item, dict) else None for item in items]
+        if all(isinstance(v, str) and v for v in values) and len(set(values)) == len(values):
+            return key
+    return None
+
+
+def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Like forms.conflict.flatten, with keyed list items where ITEM_KEYS allows."""
+    if isinstance(value, list) and value and (key := _item_key(value)):
+        out: dict[str, Any] = {}
+        for item in value:
+            out.update(leaves(item, f"{prefix}[{key}={item[key]}]"))
+        return out
+    if isinstance(value, dict) and value:
+        out = {}
+        for k, item in value.items():
+            out.update(leaves(item, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for i, item in enumerate(value):
+            out.update(leaves(item, f"{prefix}[{i}]"))
+        return out
+    return {prefix: value}
+
+
 def diff(before: dict | None, after: dict) -> list[dict]:
-    """Changed, added and removed leaves (paths as "spec.containers[0].image"), in the object's
-    order, the server's per-write fields left out."""
-    old = flatten(before) if before is not None else {}
-    new = flatten(after)
+    """Changed, added and removed leaves (paths as "spec.template.spec.containers[name=c].image"),
+    in the object's order, the server's per-write fields left out."""
+    old = leaves(before) if before is not None else {}
+    new = leaves(after)
 
     def filled(path: str, value, other: dict) -> bool:
         # An empty map or list that gained (or lost) entries: its entries tell the change.
