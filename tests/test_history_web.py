@@ -70,7 +70,7 @@ def owners_of(view: dict, text: str) -> list[str]:
 
 
 def test_field_owners_of_the_documented_example():
-    view = h.field_owners(DOC_LEASE)
+    view = h.field_owners(DOC_LEASE, "Lease")
     assert [(m["manager"], m["operation"], m["fields"]) for m in view["managers"]] == [
         ("kubectl", "Apply", 2), ("kube-controller-manager", "Update", 2)]
     assert owners_of(view, "    test-label: test") == ["kubectl"]
@@ -87,7 +87,7 @@ def test_field_owners_of_the_documented_example():
 
 
 def test_field_owners_of_map_lists_and_atomic_fields():
-    view = h.field_owners(DOC_JOB)
+    view = h.field_owners(DOC_JOB, "Job")
     from dashboard.web.present import object_yaml
     assert [line["text"] for line in view["lines"]] == object_yaml(DOC_JOB).rstrip("\n").split("\n")
     # The container item (k:{"name":"main"}) and its fields; "- command:" carries the item's owner.
@@ -103,6 +103,21 @@ def test_field_owners_of_map_lists_and_atomic_fields():
     assert view["managers"][1]["subresource"] == "status"
 
 
+def test_field_owners_follow_the_schema_for_what_is_owned_whole():
+    # FieldsV1 writes a member with no children as {} whatever its type (structured-merge-diff's
+    # set encoding): a granular map owned itself (a label map a manager emptied) owns no label,
+    # while an atomic struct (LabelSelector, x-kubernetes-map-type: atomic) owns all below it.
+    obj = copy.deepcopy(DOC_JOB)
+    obj["metadata"]["labels"] = {"team": "core"}
+    obj["spec"]["selector"] = {"matchLabels": {"job": "pi"}}
+    obj["metadata"]["managedFields"] = [
+        {"manager": "m", "operation": "Update", "apiVersion": "batch/v1", "time": "2024-05-01T10:00:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {"f:selector": {}}}}]
+    view = h.field_owners(obj, "Job")
+    assert owners_of(view, "  labels:") == ["m"] and owners_of(view, "    team: core") == []
+    assert owners_of(view, "  selector:") == ["m"] and owners_of(view, "      job: pi") == ["m"]
+
+
 def test_field_owners_without_managed_fields_says_so():
     view = h.field_owners(lease("plain"))
     assert not view["recorded"] and view["managers"] == [] and all(not line["owners"] for line in view["lines"])
@@ -112,7 +127,7 @@ def test_field_owners_without_managed_fields_says_so():
 
 
 def test_field_owners_markup_is_text_and_colour():
-    html = render_to_string("web/_field_owners.html#owners", {"owners": h.field_owners(DOC_JOB)})
+    html = render_to_string("web/_field_owners.html#owners", {"owners": h.field_owners(DOC_JOB, "Job")})
     # Each owned line says its manager in text (colour is only a second cue), the table has
     # headers and a caption, and the scrolling region is reachable by keyboard.
     assert re.search(r'<td class="who"><span class="owner" style="--hue: \d+" title="kubectl-create \(Update\)">'
@@ -214,14 +229,15 @@ def entries(html: str) -> list[str]:
 
 
 def written(api) -> list[int]:
-    """A lease written four times through the API, then deleted; the revisions."""
+    """A lease created by "alice", changed by "bob" and "carol" (fieldManager), then an update
+    with no fieldManager and no User-Agent (kube records an unnamed manager); the revisions."""
     rvs = []
-    r = api.post(LEASES, lease("hist", holder="node-a", labels={"app": "web"}))
+    r = api.post(LEASES + "?fieldManager=alice", lease("hist", holder="node-a", labels={"app": "web"}))
     assert r.status_code == 201
     rvs.append(int(r.json()["metadata"]["resourceVersion"]))
-    for patch in ({"spec": {"holderIdentity": "node-b"}}, {"metadata": {"labels": {"tier": "gold"}}},
-                  {"metadata": {"labels": {"app": None}}, "spec": {"leaseDurationSeconds": 30}}):
-        r = api.patch(f"{LEASES}/hist", patch)
+    for who, patch in (("bob", {"spec": {"holderIdentity": "node-b"}}), ("carol", {"metadata": {"labels": {"tier": "gold"}}}),
+                       ("", {"metadata": {"labels": {"app": None}}, "spec": {"leaseDurationSeconds": 30}})):
+        r = api.patch(f"{LEASES}/hist" + (f"?fieldManager={who}" if who else ""), patch)
         assert r.status_code == 200, r.content
         rvs.append(int(r.json()["metadata"]["resourceVersion"]))
     return rvs
@@ -240,8 +256,8 @@ def test_history_of_an_object_written_through_the_api(api, login):
     assert "metadata.labels.app removed web (removed)" in got[0]
     assert "spec.leaseDurationSeconds changed 15 30" in got[0]
     assert got[3].startswith("created") and "spec.holderIdentity added (not set) node-a" in got[3]
-    # No managedFields are stored yet: the writer is said to be unknown, honestly.
-    assert "unknown (no field manager recorded)" in got[0]
+    # The writers, from the managedFields entries the server recorded for each write.
+    assert [re.search(r"UTC written by (.*?) Update", e).group(1) for e in got] == ["(unnamed manager)", "carol", "bob", "alice"]
     # Noise stays out of the diffs; the page says what it leaves out.
     diffs = "".join(re.findall(r'<table class="diff-table">.*?</table>', html, re.S))
     assert "resourceVersion" not in diffs and "creationTimestamp" not in diffs and "uid" not in diffs
@@ -252,6 +268,23 @@ def test_history_of_an_object_written_through_the_api(api, login):
     detail = c.get("/leases/default/hist/").content.decode()
     assert '<a href="/leases/default/hist/" aria-current="page">Details</a>' in detail
     assert '<a href="/leases/default/hist/fields/">Field owners</a>' in detail
+
+
+def test_field_owners_of_an_object_written_through_the_api(api, login):
+    written(api)
+    html = login().get("/leases/default/hist/fields/").content.decode()
+
+    def owners(line: str) -> list[str]:
+        m = re.search(r'<td class="who">((?:(?!</tr>).)*?)</td>\s*<td class="code">' + re.escape(line) + "</td>",
+                      html, re.S)
+        assert m, line
+        return re.findall(r'<span class="owner"[^>]*>([^<]*)</span>', m.group(1))
+
+    assert owners("  holderIdentity: node-b") == ["bob"]
+    assert owners("    tier: gold") == ["carol"]
+    assert owners("  leaseDurationSeconds: 30") == ["(unnamed manager)"]
+    managers = re.findall(r'<th scope="row"><span class="owner"[^>]*>([^<]*)</span></th>', html)
+    assert sorted(managers) == ["(unnamed manager)", "alice", "bob", "carol"]
 
 
 def test_deletion_is_a_revision(api, login):

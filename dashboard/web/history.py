@@ -19,7 +19,9 @@ from typing import Any, Callable
 
 import yaml
 
-from dashboard.kube import revlog
+from dashboard.kube import registry, revlog, schema
+# The schema walk kube/managed_fields.py builds field sets with: which values are one leaf.
+from dashboard.kube.managed_fields import _child as _schema_child, _leaf_of as _schema_leaf
 
 from .forms.conflict import NOISY_PATHS, under
 from .present import _YamlDumper, clock, iso
@@ -36,7 +38,7 @@ NOISE_NAMES = ", ".join(p.split(".")[-1] for p in NOISY_PATHS)
 def _entries(obj: dict | None) -> dict[tuple, dict]:
     managed = ((obj or {}).get("metadata") or {}).get("managedFields") or []
     return {(e.get("manager", ""), e.get("operation", ""), e.get("subresource", ""), e.get("apiVersion", "")): e
-            for e in managed if isinstance(e, dict) and e.get("manager")}
+            for e in managed if isinstance(e, dict)}
 
 
 def writer(before: dict | None, after: dict | None) -> dict | None:
@@ -54,8 +56,17 @@ def writer(before: dict | None, after: dict | None) -> dict | None:
     if not moved:
         return None
     e = max(moved, key=lambda e: e.get("time") or "")
-    return {"manager": e["manager"], "operation": e.get("operation", ""), "subresource": e.get("subresource", ""),
-            "hue": hue(e["manager"])}
+    return {"manager": manager_name(e), "operation": e.get("operation", ""), "subresource": e.get("subresource", ""),
+            "hue": hue(e.get("manager", ""))}
+
+
+# kube-apiserver records a write with neither a fieldManager nor a User-Agent under an empty
+# manager (the entry has no "manager" key at all).
+UNNAMED = "(unnamed manager)"
+
+
+def manager_name(entry: dict) -> str:
+    return entry.get("manager") or UNNAMED
 
 
 def hue(manager: str) -> int:
@@ -263,9 +274,12 @@ def _owns(state: Any) -> bool:
     return state is _ALL or state == {} or (isinstance(state, dict) and "." in state)
 
 
-def _below(state: Any) -> Any:
-    """What the children of a node see: everything when the node was owned whole ({})."""
-    return _ALL if state == {} or state is _ALL else state
+def _below(state: Any, atomic: bool) -> Any:
+    """What the children of a node see: everything when the node is atomic and owned ({}),
+    nothing when a granular node is owned only itself ({})."""
+    if state is _ALL or (state == {} and atomic):
+        return _ALL
+    return None if state == {} else state
 
 
 def _fields(entry: dict) -> list[str]:
@@ -285,11 +299,16 @@ def _fields(entry: dict) -> list[str]:
     return out
 
 
-def field_owners(obj: dict) -> dict:
+def field_owners(obj: dict, kind: str | None = None) -> dict:
     """The object's YAML (as the YAML panel shows it: keys sorted, managedFields left out) as
-    lines, each with the indexes of the managers that own it, and the legend of managers."""
+    lines, each with the indexes of the managers that own it, and the legend of managers.
+
+    A manager that owns a field whose value is atomic for the schema (an atomic list, an atomic
+    struct such as a label selector: a leaf in its FieldsV1) owns every line below it too; one
+    that owns a granular map or struct itself ({} or ".") owns only that line.
+    """
     managed = [e for e in ((obj.get("metadata") or {}).get("managedFields") or [])
-               if isinstance(e, dict) and e.get("manager")]
+               if isinstance(e, dict)]
     shown = dict(obj)
     meta = dict(shown.get("metadata") or {})
     meta.pop("managedFields", None)
@@ -303,50 +322,59 @@ def field_owners(obj: dict) -> dict:
         idx = sorted(set(owners(states)) | set(extra or ()))
         lines.append({"text": text, "owners": idx, "via": [i for i in idx if states[i] is _ALL]})
 
-    def emit_value(prefix: str, value: Any, indent: int, states: list, head: list | None = None,
-                   inner: int | None = None):
+    def emit_value(prefix: str, value: Any, indent: int, states: list, node, field_meta,
+                   head: list | None = None, inner: int | None = None):
         """One `prefix` ("key:" or "- key:") at `indent`, its value after it or on the lines
         below (at `inner`, default two deeper); head: more owners for the first line."""
         pad = " " * indent
         inner = indent + 2 if inner is None else inner
+        atomic = _schema_leaf(value, node, field_meta)
         if isinstance(value, dict) and value:
             add(pad + prefix, states, head)
             for k in sorted(value):
-                emit_value(f"{k}:", value[k], inner, [_child(_below(s), k) for s in states])
+                child, child_meta, _ = _schema_child(node, k)
+                emit_value(f"{k}:", value[k], inner, [_child(_below(s, atomic), k) for s in states], child, child_meta)
         elif isinstance(value, list) and value:
             add(pad + prefix, states, head)
-            emit_list(value, inner - 2, [_below(s) for s in states])   # lists sit under their key, as kubectl prints
+            # Lists sit under their key, as kubectl prints them.
+            emit_list(value, inner - 2, [_below(s, atomic) for s in states], getattr(node, "item", schema.ANY))
         else:
             text = _scalar(value)
             add(f"{pad}{prefix} {text[0]}", states, head)
             for more in text[1:]:
                 add(pad + more, states)
 
-    def emit_list(items: list, indent: int, states: list):
+    def emit_list(items: list, indent: int, states: list, item_node):
         pad = " " * indent
         for i, item in enumerate(items):
             item_states = [_child(s, None, i, item) for s in states]
             if isinstance(item, dict) and item:
                 keys = sorted(item)
-                fields = [_below(s) for s in item_states]
+                fields = [_below(s, _schema_leaf(item, item_node, schema.NO_META)) for s in item_states]
                 # "- name: c" carries the item's owners and its first field's; the item's other
                 # fields line up under the first.
-                emit_value(f"- {keys[0]}:", item[keys[0]], indent, [_child(s, keys[0]) for s in fields],
-                           head=owners(item_states), inner=indent + 4)
-                for k in keys[1:]:
-                    emit_value(f"{k}:", item[k], indent + 2, [_child(s, k) for s in fields])
+                for n, k in enumerate(keys):
+                    child, child_meta, _ = _schema_child(item_node, k)
+                    if n == 0:
+                        emit_value(f"- {k}:", item[k], indent, [_child(s, k) for s in fields], child, child_meta,
+                                   head=owners(item_states), inner=indent + 4)
+                    else:
+                        emit_value(f"{k}:", item[k], indent + 2, [_child(s, k) for s in fields], child, child_meta)
             elif isinstance(item, list) and item:
                 add(pad + "-", item_states)
-                emit_list(item, indent + 2, [_below(s) for s in item_states])
+                emit_list(item, indent + 2, [_below(s, True) for s in item_states], schema.ANY)
             else:
-                emit_value("-", item, indent, item_states)
+                emit_value("-", item, indent, item_states, item_node, schema.NO_META)
 
     root = [e.get("fieldsV1") or {} for e in managed]
+    res = registry.by_kind(kind) if kind else None
+    top = schema.node(res.definition) if res is not None else schema.ANY
     for key in sorted(shown):
-        emit_value(f"{key}:", shown[key], 0, [_child(s, key) for s in root])
-    legend = [{"index": i, "manager": e["manager"], "operation": e.get("operation", ""),
+        child, child_meta, _ = _schema_child(top, key)
+        emit_value(f"{key}:", shown[key], 0, [_child(s, key) for s in root], child, child_meta)
+    legend = [{"index": i, "manager": manager_name(e), "operation": e.get("operation", ""),
                "subresource": e.get("subresource", ""), "api_version": e.get("apiVersion", ""),
-               "time": _time(e.get("time")), "fields": len(_fields(e)), "hue": hue(e["manager"])}
+               "time": _time(e.get("time")), "fields": len(_fields(e)), "hue": hue(e.get("manager", ""))}
               for i, e in enumerate(managed)]
     for line in lines:
         line["badges"] = [legend[i] for i in line["owners"]]

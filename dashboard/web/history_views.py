@@ -67,7 +67,7 @@ def fields_view(request, namespace: str, name: str, web: kinds.KindWeb):
     if not isinstance(got, tuple):
         return got
     _, ctx, rv, newest = got
-    ctx.update(owners=history.field_owners(newest[2]), rv=rv,
+    ctx.update(owners=history.field_owners(newest[2], web.kind), rv=rv,
                ws_url=ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=FIELDS))
     return render(request, "web/_field_owners.html", ctx)
 
@@ -96,6 +96,6 @@ def live_fragment(spec, kind: str, obj: dict | None) -> str:
             tail += render_to_string("web/_history.html#pager", {"oob": "true", "history": {"older": off[0]}})
         return f'<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{gone}{tail}'
     newest = history.latest(kind, spec.namespace, spec.name)
-    owners = history.field_owners(newest[2]) if newest else {"lines": [], "managers": [], "recorded": False}
+    owners = history.field_owners(newest[2], kind) if newest else {"lines": [], "managers": [], "recorded": False}
     deleted = newest is None or newest[1] == revlog.DELETED
     return render_to_string("web/_field_owners.html#owners", {"owners": owners, "deleted": deleted, "oob": "true"})
