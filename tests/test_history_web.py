@@ -169,6 +169,14 @@ def test_entry_names_its_writer_in_the_page():
     assert re.search(r'<span class="owner" style="--hue: \d+">kube-controller-manager</span> '
                      r'<span class="op">Update</span>', html)
     assert "spec.holderIdentity" in html and "2010-10-10 00:06:00 UTC" in html
+    # The same manager twice within one second (its time does not move): the entry stamped
+    # with the revision's second is the writer, when only one is.
+    again = copy.deepcopy(after)
+    again["spec"]["holderIdentity"] = "node-c"
+    e = h.entry(10, "MODIFIED", again, when, after, False)
+    assert e["writer"]["manager"] == "kube-controller-manager"
+    much_later = datetime(2011, 1, 1, tzinfo=timezone.utc)
+    assert h.entry(10, "MODIFIED", again, much_later, after, False)["writer"] is None
     # Its predecessor compacted away: no diff, and the writer is the entry written last.
     alone = h.entry(9, "MODIFIED", after, when, None, True)
     assert alone["changes"] == [] and alone["writer"]["manager"] == "kube-controller-manager"

@@ -55,9 +55,7 @@ def writer(before: dict | None, after: dict | None) -> dict | None:
                  and len(_fields(e)) > len(_fields(was[key]))]
     if not moved:
         return None
-    e = max(moved, key=lambda e: e.get("time") or "")
-    return {"manager": manager_name(e), "operation": e.get("operation", ""), "subresource": e.get("subresource", ""),
-            "hue": hue(e.get("manager", ""))}
+    return _who(max(moved, key=lambda e: e.get("time") or ""))
 
 
 # kube-apiserver records a write with neither a fieldManager nor a User-Agent under an empty
@@ -67,6 +65,28 @@ UNNAMED = "(unnamed manager)"
 
 def manager_name(entry: dict) -> str:
     return entry.get("manager") or UNNAMED
+
+
+def _who(e: dict) -> dict:
+    return {"manager": manager_name(e), "operation": e.get("operation", ""), "subresource": e.get("subresource", ""),
+            "hue": hue(e.get("manager", ""))}
+
+
+def _stamped(obj: dict, when: datetime) -> dict | None:
+    """The writer when no entry's time moved (the same manager wrote twice within a second):
+    the one entry stamped with the revision's own second, if exactly one is."""
+    from dashboard.kube.formats import parse_time
+
+    hits = []
+    for e in _entries(obj).values():
+        try:
+            if abs((parse_time(e.get("time") or "") - when).total_seconds()) < 2:
+                hits.append(e)
+        except Exception:   # no time, or one we cannot read: not this one
+            continue
+    if len(hits) != 1:
+        return None
+    return _who(hits[0])
 
 
 def hue(manager: str) -> int:
@@ -164,7 +184,7 @@ def entry(rv: int, event: str, obj: dict, when: datetime, previous: dict | None,
         out["note"] = "Earlier revisions were compacted: no diff to show."
         out["writer"] = writer(None, obj)   # the newest entry time: the last writer that changed a field
         return out
-    out["writer"] = writer(previous, obj)
+    out["writer"] = writer(previous, obj) or _stamped(obj, when)
     out["changes"] = diff(previous, obj)
     out["created"] = event == revlog.ADDED
     if not out["changes"]:
