@@ -150,3 +150,253 @@ def test_yaml_editor_shows_bounds_in_words(client, django_user_model):
         with pytest.raises(ValidationError) as err:
             load_yaml(text)
         assert words in str(err.value), err.value
+
+
+# -- the socket: bodies limited before they are read, slow clients, long URLs ------------------
+
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+from conftest import ROOT, LiveServer, free_port, server_env  # noqa: E402
+
+HEADER_TIMEOUT = 2
+IDLE_TIMEOUT = 3
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One `manage.py serve` process (so /proc/PID is the server) with short client timeouts."""
+    data_dir = tmp_path_factory.mktemp("kubedash-limits")
+    env = {**server_env(data_dir), "KUBEDASH_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
+           "KUBEDASH_IDLE_TIMEOUT_SECONDS": str(IDLE_TIMEOUT), "KUBEDASH_WATCH_BOOKMARK_SECONDS": "3600"}
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+    http_port, tls_port = free_port(), free_port()
+    log = open(data_dir / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--port",
+                             str(http_port), "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", http_port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("serve did not start: " + (data_dir / "server.log").read_text()[-3000:])
+            time.sleep(0.2)
+    live = LiveServer(data_dir, http_port, tls_port, proc)
+    live.env = env
+    yield live
+    proc.terminate()
+    proc.wait(15)
+    log.close()
+
+
+def rss(server) -> int:
+    """The server process's resident memory, in bytes."""
+    for line in open(f"/proc/{server.proc.pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def connect(server, timeout: float = 30) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.http_port), timeout=timeout)
+
+
+def head(method: str, path: str, headers: dict) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"] + [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict, bytes]:
+    """One HTTP response from a raw socket: (status, headers, body); the body by Content-Length."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed without an answer: {data!r}"
+        data += chunk
+    top, _, rest = data.partition(b"\r\n\r\n")
+    lines = top.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = int(headers.get("content-length", 0))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed in the middle of the answer"
+        rest += chunk
+    return status, headers, rest[:length]
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """Poll until the server closes the socket (True) or `within` seconds pass (False)."""
+    deadline = time.monotonic() + within
+    sock.settimeout(0.5)
+    while time.monotonic() < deadline:
+        try:
+            if sock.recv(65536) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def feed(sock: socket.socket, total: int, chunked: bool = False) -> threading.Thread:
+    """Send `total` bytes of body in the background until the server stops reading."""
+    def run():
+        block = b"x" * 65536
+        sent = 0
+        try:
+            while sent < total:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(block), block) if chunked else block)
+                sent += len(block)
+        except OSError:
+            pass
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_huge_content_length_is_413_before_any_body(server):
+    before = rss(server)
+    with connect(server, timeout=10) as sock:
+        started = time.monotonic()
+        sock.sendall(head("POST", LEASES, {"Authorization": f"Bearer {server.admin_token}",
+                                           "Content-Type": "application/json", "Content-Length": str(1024 * MIB)}))
+        status, headers, body = read_response(sock)   # no body sent: it must not be waited for
+        print(f"413 for a 1 GiB Content-Length after {time.monotonic() - started:.3f}s")
+    assert status == 413 and headers["connection"] == "close"
+    status_obj = orjson.loads(body)
+    assert status_obj["kind"] == "Status" and status_obj["reason"] == "RequestEntityTooLarge"
+    assert "3145728" in status_obj["message"]
+    assert rss(server) - before < 16 * MIB
+    # A token that is not valid: 401 (authentication comes first, as in kube-apiserver).
+    with connect(server, timeout=10) as sock:
+        sock.sendall(head("POST", LEASES, {"Authorization": "Bearer nope", "Content-Length": str(1024 * MIB)}))
+        assert read_response(sock)[0] == 401
+
+
+@pytest.mark.parametrize("auth", [None, "Bearer not-a-token", "cookie"])
+def test_large_body_without_valid_credentials_is_401_unread(server, auth):
+    before = rss(server)
+    headers = {"Content-Type": "application/json", "Content-Length": str(150 * 1000 * 1000)}
+    if auth == "cookie":
+        headers["Cookie"] = "sessionid=not-a-session"
+    elif auth:
+        headers["Authorization"] = auth
+    with connect(server) as sock:
+        sock.sendall(head("POST", LEASES, headers))
+        feeder = feed(sock, 150 * 1000 * 1000)
+        status, _, body = read_response(sock)
+        assert status == 401 and orjson.loads(body)["reason"] == "Unauthorized"
+        assert closed_by_server(sock, within=30)
+        feeder.join(30)
+    grown = rss(server) - before
+    print(f"RSS grew {grown / MIB:.1f} MiB for a refused 150 MB upload")
+    assert grown < 16 * MIB
+
+
+@pytest.mark.parametrize("token", [True, False])
+def test_chunked_body_stops_at_the_limit(server, token):
+    before = rss(server)
+    headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+    if token:
+        headers["Authorization"] = f"Bearer {server.admin_token}"
+    with connect(server) as sock:
+        sock.sendall(head("POST", LEASES, headers))
+        feeder = feed(sock, 100 * MIB, chunked=True)
+        status, _, body = read_response(sock)
+        assert (status, orjson.loads(body)["reason"]) == ((413, "RequestEntityTooLarge") if token else (401, "Unauthorized"))
+        assert closed_by_server(sock, within=30)
+        feeder.join(30)
+    assert rss(server) - before < 16 * MIB
+
+
+def test_bodies_within_the_limits_still_work(server):
+    # Over the anonymous bound, so the token is checked before the body is read.
+    big = endpoints(name="big", ips=[f"10.1.{i // 250}.{i % 250 + 1}" for i in range(6000)])
+    raw = orjson.dumps(big)
+    assert 64 * 1024 < len(raw) < 3 * MIB
+    status, _, obj = server.request("POST", ENDPOINTS, raw)
+    assert status == 201, obj
+    assert len(obj["subsets"][0]["addresses"]) == 6000
+    # Chunked, with a token, under the limit.
+    with connect(server) as sock:
+        sock.sendall(head("POST", LEASES, {"Authorization": f"Bearer {server.admin_token}",
+                                           "Content-Type": "application/json", "Transfer-Encoding": "chunked"}))
+        payload = orjson.dumps(lease(name="chunky"))
+        sock.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(payload), payload))
+        status, _, body = read_response(sock)
+    assert status == 201, body
+    # A small body needs no credentials to be read: Django answers it (401 from the API).
+    status, _, obj = server.request("POST", LEASES, lease(name="anon"), token="-")
+    assert status == 401 and obj["kind"] == "Status"
+    # A page form (the login page) is read and answered by Django, not refused.
+    status, _, _ = server.request("POST", "/accounts/login/", b"username=a&password=b",
+                                  content_type="application/x-www-form-urlencoded")
+    assert status in (200, 403)
+
+
+def test_slow_loris_is_closed_after_the_header_timeout(server):
+    with connect(server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        deadline = time.monotonic() + 30
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                sock.sendall(b"X")       # a byte at a time: keeps an idle clock from firing
+            except OSError:
+                closed = True
+                break
+            closed = closed_by_server(sock, within=0.5)
+        assert closed, "a client trickling its headers was never cut off"
+
+
+def test_idle_connection_is_closed_and_a_request_in_time_is_answered(server):
+    with connect(server) as sock:
+        sock.sendall(head("GET", "/healthz", {}))
+        assert read_response(sock)[0] == 200
+        assert closed_by_server(sock, within=IDLE_TIMEOUT * 10)
+    with connect(server) as sock:                # connected, never sends
+        assert closed_by_server(sock, within=IDLE_TIMEOUT * 10)
+
+
+def test_open_watch_outlives_the_idle_timeout(server):
+    status, _, listed = server.request("GET", LEASES)
+    assert status == 200
+    watch = server.watch(LEASES + f"?watch=true&timeoutSeconds=60&resourceVersion={listed['metadata']['resourceVersion']}")
+    try:
+        assert watch.status == 200
+        time.sleep(IDLE_TIMEOUT + 2)    # nothing flows either way for longer than the idle timeout
+        status, _, _ = server.request("POST", LEASES, lease(name="after-idle"))
+        assert status == 201
+        event = watch.next(timeout=30)
+        assert event and event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "after-idle"
+    finally:
+        watch.close()
+
+
+def _selector_url(values: int) -> str:
+    return LEASES + "?labelSelector=app+in+(" + ",".join(f"v{i:04d}" for i in range(values)) + ")"
+
+
+def test_long_url_is_414_and_a_long_selector_within_it_works(server):
+    url = _selector_url(3400)
+    assert len(url) > 20_000
+    status, _, obj = server.request("GET", url)
+    assert status == 414 and obj["kind"] == "Status" and "shorten" in obj["message"], obj
+    url = _selector_url(2300)
+    assert 13_000 < len(url) < 16_000
+    status, _, obj = server.request("GET", url)
+    assert status == 200 and obj["kind"] == "LeaseList"
+
+
+def test_headers_too_large_is_431(server):
+    status, _, obj = server.request("GET", LEASES, headers={f"X-Pad-{i}": "y" * 4000 for i in range(25)})
+    assert status == 431 and obj["kind"] == "Status"
