@@ -190,6 +190,7 @@ def server(tmp_path_factory):
             time.sleep(0.2)
     live = LiveServer(data_dir, http_port, tls_port, proc)
     live.env = env
+    live.admin_token   # issued before any test connects: a socket left idle that long is closed
     yield live
     proc.terminate()
     proc.wait(15)
@@ -400,3 +401,82 @@ def test_long_url_is_414_and_a_long_selector_within_it_works(server):
 def test_headers_too_large_is_431(server):
     status, _, obj = server.request("GET", LEASES, headers={f"X-Pad-{i}": "y" * 4000 for i in range(25)})
     assert status == 431 and obj["kind"] == "Status"
+
+
+def test_limits_hold_over_https(server):
+    """The API's clients use TLS: the paused-socket credentials check and refusals work there too."""
+    import ssl
+
+    context = ssl.create_default_context(cafile=server.ca_file)
+    port = int(server.https_url.rsplit(":", 1)[1])
+
+    def tls():
+        return context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30), server_hostname="127.0.0.1")
+
+    big = orjson.dumps(endpoints(name="big-tls", ips=[f"10.2.{i // 250}.{i % 250 + 1}" for i in range(6000)]))
+    with tls() as sock:
+        sock.sendall(head("POST", ENDPOINTS, {"Authorization": f"Bearer {server.admin_token}",
+                                              "Content-Type": "application/json", "Content-Length": str(len(big))}) + big)
+        status, _, body = read_response(sock)
+        assert status == 201, body
+    with tls() as sock:
+        sock.sendall(head("POST", ENDPOINTS, {"Authorization": f"Bearer {server.admin_token}",
+                                              "Content-Length": str(1024 * MIB)}))
+        assert read_response(sock)[0] == 413
+    with tls() as sock:
+        sock.sendall(head("POST", ENDPOINTS, {"Authorization": "Bearer nope", "Content-Length": str(len(big))}) + big[:1000])
+        assert read_response(sock)[0] == 401
+
+
+SESSION_SCRIPT = """
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+from dashboard.access.tokens import ensure_user
+user = ensure_user("page-viewer", "viewer")
+store = SessionStore()
+store[SESSION_KEY] = str(user.pk)
+store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+store.save()
+print(store.session_key)
+"""
+
+
+def test_websocket_messages_are_bounded(server):
+    """A live-page websocket that sends an oversized message is closed (1009), not buffered."""
+    import websocket  # websocket-client (a dependency of the kubernetes client)
+
+    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    ws = websocket.create_connection(f"ws://127.0.0.1:{server.http_port}/ws/live/?view=leases&namespace=default&rv=0",
+                                     cookie=f"sessionid={session}", origin=server.http_url, timeout=30)
+    try:
+        ws.send("small")                 # within the bound: ignored, the socket stays open
+        ws.send("x" * (128 * 1024))
+        closed = False
+        ws.settimeout(10)
+        for _ in range(50):       # pushes may come first; then autobahn fails the connection
+            try:
+                opcode, frame = ws.recv_data_frame(control_frame=True)
+            except (websocket.WebSocketConnectionClosedException, ConnectionError):
+                closed = True
+                break
+            except websocket.WebSocketTimeoutException:
+                break
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                closed = int.from_bytes(frame.data[:2], "big") == 1009
+                break
+        assert closed, "a 128 KiB websocket message was accepted"
+    finally:
+        ws.close()
+
+
+def test_large_body_with_a_valid_session_is_read(server):
+    """A session (the dashboard's own fetches) counts as credentials for a large body."""
+    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    body = b"x" * (200 * 1024)
+    with connect(server) as sock:
+        sock.sendall(head("POST", "/accounts/logout/", {"Cookie": f"sessionid={session}",
+                                                        "Content-Type": "text/plain",
+                                                        "Content-Length": str(len(body))}) + body)
+        status, _, _ = read_response(sock)
+    assert status not in (401, 413)   # read and answered by Django (its CSRF check: 403)

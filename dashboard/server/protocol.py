@@ -30,6 +30,7 @@ from http import HTTPStatus
 import orjson
 from daphne.http_protocol import HTTPFactory, WebRequest
 from django.conf import settings
+from twisted.internet.interfaces import ISSLTransport
 from twisted.web.http import HTTPChannel
 
 from dashboard.kube.errors import ApiError, unauthorized
@@ -117,11 +118,10 @@ class LimitedChannel(HTTPChannel):
         self.transport.write(head.encode("latin-1") + body)
         self.dataReceived = self.lineReceived = self.rawDataReceived = _drop
         self._networkProducer.resumeProducing()   # in case a credentials check paused it
-        half_close = getattr(self.transport, "loseWriteConnection", None)
-        if half_close is None:
-            self.transport.loseConnection()
-            return
-        half_close()
+        if not ISSLTransport.providedBy(self.transport):
+            # TCP: FIN after the answer. (TLS has no half-close: a TLS transport would pass
+            # this on to the TCP connection beneath it and break the session.)
+            self.transport.loseWriteConnection()
         self.callLater(REFUSED_LINGER_SECONDS, self.transport.loseConnection)
 
 
