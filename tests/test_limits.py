@@ -480,3 +480,20 @@ def test_large_body_with_a_valid_session_is_read(server):
                                                         "Content-Length": str(len(body))}) + body)
         status, _, _ = read_response(sock)
     assert status not in (401, 413)   # read and answered by Django (its CSRF check: 403)
+
+
+def test_expect_100_continue_only_once_the_body_may_be_read(server):
+    """curl sends `Expect: 100-continue` for large bodies: no 100 before a refusal, and the 100
+    only after the token has been checked."""
+    with connect(server) as sock:
+        sock.sendall(head("POST", LEASES, {"Content-Length": str(MIB), "Expect": "100-continue"}))
+        assert read_response(sock)[0] == 401
+    body = orjson.dumps(endpoints(name="continued", ips=[f"10.3.{i // 250}.{i % 250 + 1}" for i in range(4000)]))
+    assert len(body) > 64 * 1024
+    with connect(server) as sock:
+        sock.sendall(head("POST", ENDPOINTS, {"Authorization": f"Bearer {server.admin_token}", "Expect": "100-continue",
+                                              "Content-Type": "application/json", "Content-Length": str(len(body))}))
+        assert sock.recv(25).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        status, _, answer = read_response(sock)
+    assert status == 201, answer

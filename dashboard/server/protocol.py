@@ -56,6 +56,7 @@ class LimitedChannel(HTTPChannel):
     _awaiting_headers = True
     _header_clock = None
     _refused = False
+    _continue = None    # "held": `Expect: 100-continue` waits for the credentials check; "owed"
 
     def __init__(self):
         super().__init__()
@@ -82,6 +83,22 @@ class LimitedChannel(HTTPChannel):
         self._awaiting_headers = False
         self._stop_header_clock()
         super().allHeadersReceived()
+
+    def _send100Continue(self):
+        # Only once the body may be read: never after a refusal, and after the credentials check.
+        if self._refused:
+            return
+        if self._continue == "held":
+            self._continue = "owed"
+            return
+        super()._send100Continue()
+
+    def release_body(self):
+        """The credentials check passed: read the body (and say so if the client waits to be told)."""
+        owed, self._continue = self._continue == "owed", None
+        self._networkProducer.resumeProducing()
+        if owed:
+            super()._send100Continue()
 
     def allContentReceived(self):
         if not self._refused:
@@ -159,6 +176,7 @@ class LimitedRequest(WebRequest):
         socket already holds is buffered meanwhile)."""
         channel = self.channel
         channel._networkProducer.pauseProducing()
+        channel._continue = "held"
         self._checking = True
         future = asyncio.get_event_loop().run_in_executor(lanes().fast.executor, bridge.credentials_valid, headers)
 
@@ -173,7 +191,7 @@ class LimitedRequest(WebRequest):
             elif then is not None:
                 channel.refuse(then)          # known sender, too large a body: 413
             else:
-                channel._networkProducer.resumeProducing()
+                channel.release_body()
 
         future.add_done_callback(checked)
 
@@ -187,6 +205,7 @@ class LimitedRequest(WebRequest):
 
     def requestReceived(self, command, path, version):
         self._checking = False
+        self.channel._continue = None
         # The one copy of the body: Daphne reads it whole (request_buffer_size) and the bridge
         # hands the same bytes to Django.
         self.content = io.BytesIO(b"".join(self._chunks or ()))
