@@ -90,6 +90,8 @@ def check_value(value: Any, scalars: bool = True) -> Any:
 
     scalars=False checks only the depth (orjson's output holds nothing else JSON cannot hold).
     Iterative, so depth never costs stack."""
+    if not scalars:
+        return _check_depth(value)
     stack = [(value, 1, ())]
     while stack:
         node, depth, path = stack.pop()
@@ -113,6 +115,21 @@ def check_value(value: Any, scalars: bool = True) -> Any:
                 why = scalars and (_bad_scalar(item) or (isinstance(key, str) and _bad_scalar(key)))
             if why:
                 raise Unrepresentable(f"at {_path(path + (key,))}: {why}")
+    return value
+
+
+def _check_depth(value: Any) -> Any:
+    """check_value's depth check alone: the hot path (every JSON body and patch)."""
+    level, depth = [value], 1
+    while level:
+        if depth > MAX_DEPTH:
+            raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
+        below = []
+        for node in level:
+            for item in (node.values() if isinstance(node, dict) else node):
+                if isinstance(item, (dict, list)):
+                    below.append(item)
+        level, depth = below, depth + 1
     return value
 
 
