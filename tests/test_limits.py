@@ -497,3 +497,19 @@ def test_expect_100_continue_only_once_the_body_may_be_read(server):
         sock.sendall(body)
         status, _, answer = read_response(sock)
     assert status == 201, answer
+
+
+from test_forms import field_errors, form_data, fresh_lease, login  # noqa: E402,F401  (login: a fixture)
+
+
+@pytest.mark.parametrize("bad, words", [("spec:\n  x: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+                                        ("spec:\n  leaseDurationSeconds: " + HUGE, "integer"),
+                                        ("spec:\n  leaseDurationSeconds: .inf", "Infinity")])
+def test_yaml_editor_page_answers_bounds_in_words(login, bad, words):
+    editor = login("editor")
+    fresh_lease()
+    data = form_data(editor.get("/leases/default/l1/yaml/"))
+    data["yaml"] = data["yaml"].split("spec:")[0] + bad
+    resp = editor.post("/leases/default/l1/yaml/", data)
+    assert resp.status_code == 400, resp.status_code
+    assert words in field_errors(resp, "yaml")
