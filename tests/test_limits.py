@@ -116,6 +116,15 @@ def test_nan_and_infinity_are_400(api, ctype, value):
     assert api.get(f"{LEASES}/nan").json()["spec"]["leaseDurationSeconds"] == 15
 
 
+@pytest.mark.parametrize("scalar", ["null", "1", '"x"', "true"])
+def test_scalar_bodies_are_400(api, scalar):
+    api.post(LEASES, lease(name="scalar"))
+    for ctype in ["application/json", "application/yaml"]:
+        _status(api.post(LEASES, scalar, content_type=ctype), 400)
+    for ctype in PATCH_TYPES + ["application/json-patch+json", "application/apply-patch+yaml"]:
+        assert api.patch(f"{LEASES}/scalar?fieldManager=t", scalar, content_type=ctype).status_code in (400, 422)
+
+
 def test_yaml_non_string_keys_become_strings_as_in_kube(api):
     """sigs.k8s.io/yaml turns `1: x` into the JSON key "1"; never a 500."""
     body = "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: keys\n  labels:\n    1: one\n" \

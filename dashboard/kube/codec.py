@@ -120,7 +120,7 @@ def check_value(value: Any, scalars: bool = True) -> Any:
 
 def _check_depth(value: Any) -> Any:
     """check_value's depth check alone: the hot path (every JSON body and patch)."""
-    level, depth = [value], 1
+    level, depth = ([value] if isinstance(value, (dict, list)) else []), 1
     while level:
         if depth > MAX_DEPTH:
             raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
