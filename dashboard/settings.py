@@ -91,6 +91,19 @@ KUBEDASH_FAST_LANE_QUEUE = int(os.environ.get("KUBEDASH_FAST_LANE_QUEUE", "1000"
 KUBEDASH_EXPENSIVE_LANE_THREADS = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_THREADS", "2"))
 KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEUE", "32"))
 
+# Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
+# leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.
+KUBEDASH_REQUEST_LOG = _env_bool("KUBEDASH_REQUEST_LOG", True)
+KUBEDASH_METRICS_TOKEN = os.environ.get("KUBEDASH_METRICS_TOKEN", "")
+KUBEDASH_METRICS_USERS = [u.strip() for u in os.environ.get("KUBEDASH_METRICS_USERS", "").split(",") if u.strip()]
+KUBEDASH_METRICS_ANONYMOUS = _env_bool("KUBEDASH_METRICS_ANONYMOUS")
+KUBEDASH_MAINTENANCE = _env_bool("KUBEDASH_MAINTENANCE", True)
+KUBEDASH_MAINTENANCE_LEASE_SECONDS = float(os.environ.get("KUBEDASH_MAINTENANCE_LEASE_SECONDS", "15"))
+KUBEDASH_MAINTENANCE_RENEW_DEADLINE = float(os.environ.get("KUBEDASH_MAINTENANCE_RENEW_DEADLINE", "10"))
+KUBEDASH_MAINTENANCE_RETRY_PERIOD = float(os.environ.get("KUBEDASH_MAINTENANCE_RETRY_PERIOD", "2"))
+KUBEDASH_MAINTENANCE_INTERVAL = float(os.environ.get("KUBEDASH_MAINTENANCE_INTERVAL", "60"))
+KUBEDASH_SHUTDOWN_GRACE_SECONDS = float(os.environ.get("KUBEDASH_SHUTDOWN_GRACE_SECONDS", "10"))
+
 ROOT_URLCONF = "dashboard.urls"
 WEBSOCKET_URLCONF = "dashboard.web.routing"   # websocket routes (dashboard.server.asgi)
 ASGI_APPLICATION = "dashboard.server.asgi.application"

@@ -403,20 +403,27 @@ def parse_label_selector(text: str | None) -> LabelSelector:
 _DICT_OPERATORS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST}
 
 
-def label_selector_from_dict(sel: Mapping[str, Any] | None) -> LabelSelector:
-    """metav1.LabelSelectorAsSelector: None matches nothing, {} matches everything."""
+def label_selector_from_dict(sel: Mapping[str, Any] | None, *, validate: bool = True) -> LabelSelector:
+    """metav1.LabelSelectorAsSelector: None matches nothing, {} matches everything.
+    validate=False skips the key and value checks, for selectors read back from stored
+    objects (validated when written)."""
     if sel is None:
         return LabelSelector.nothing()
+    build = new_requirement if validate else _unchecked_requirement
     match_labels = sel.get("matchLabels") or {}
     exprs = sel.get("matchExpressions") or []
-    reqs = [new_requirement(k, EQUALS, [v]) for k, v in match_labels.items()]
+    reqs = [build(k, EQUALS, [v]) for k, v in match_labels.items()]
     for expr in exprs:
         op = _DICT_OPERATORS.get(expr.get("operator"))
         if op is None:
             raise errors.bad_request(
                 f"{go_quote(str(expr.get('operator') or ''))} is not a valid label selector operator")
-        reqs.append(new_requirement(expr.get("key") or "", op, expr.get("values") or None))
+        reqs.append(build(expr.get("key") or "", op, expr.get("values") or None))
     return LabelSelector(reqs)
+
+
+def _unchecked_requirement(key: str, operator: str, values: Iterable[str] | None) -> Requirement:
+    return Requirement(key, operator, tuple(values or ()))
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool | None:
@@ -430,11 +437,13 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
 
 
 def format_label_selector(selector: Mapping[str, Any] | None) -> str:
-    """metav1.FormatLabelSelector: requirements sorted by key, "<none>" when empty."""
+    """metav1.FormatLabelSelector of a stored object's selector: requirements sorted by key,
+    "<none>" when empty. Stored selectors passed validation on write, so the key and value
+    checks are skipped (they were a third of a 3,000-Job Table's build time)."""
     if selector is None:
         return "<none>"
     try:
-        return str(label_selector_from_dict(selector)) or "<none>"
+        return str(label_selector_from_dict(selector, validate=False)) or "<none>"
     except errors.ApiError:
         return "<error>"
 

@@ -23,7 +23,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
-from . import registry, store
+from . import metrics, registry, store
 from . import revlog
 from .revlog import ADDED, DELETED, MODIFIED
 from .selectors import field_getter
@@ -111,6 +111,7 @@ class Subscriber:
         try:
             self.queue.put_nowait((kind, ev))
         except asyncio.QueueFull:
+            metrics.WATCH_TERMINATED.labels(self.resource.plural).inc()
             self.close()
 
     def decide(self, ev: Event) -> str | None:
@@ -229,6 +230,7 @@ class Hub:
                 for sub in tuple(self.subscribers.get(scope, ())):
                     sub.offer(ev)
             self.last_rv = ev.rv
+        metrics.hub_dispatched(self.last_rv)
 
     async def _listen_redis(self) -> None:
         import redis.asyncio as aioredis

@@ -36,6 +36,7 @@ from django.test.utils import override_settings
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 
 from .lanes import API_ROOTS, LaneFull, is_stream, lanes, wants_full_middleware
+from .observe import note_user
 
 RETRY_AFTER_SECONDS = 1
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -47,6 +48,11 @@ class SharedThreadASGIHandler(ASGIHandler):
 
     async def __call__(self, scope, receive, send):
         await self.handle(scope, receive, send)
+
+    async def get_response_async(self, request):
+        response = await super().get_response_async(request)
+        note_user(request)   # the request log's user (dashboard.server.observe)
+        return response
 
 
 class LaneWSGIHandler(WSGIHandler):
@@ -64,6 +70,11 @@ class LaneWSGIHandler(WSGIHandler):
         if sync_view is not None:
             match.func = sync_view
         return match
+
+    def get_response(self, request):
+        response = super().get_response(request)
+        note_user(request)   # the request log's user (dashboard.server.observe)
+        return response
 
 
 class APIWSGIHandler(LaneWSGIHandler):
@@ -106,6 +117,7 @@ class LanedHTTP:
                 break
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         lane = lane_set.for_request(scope["method"], scope["path"], scope.get("query_string", b""))
+        scope.get("kubedash.record", {})["lane"] = lane.name
         try:
             lane.admit()
         except LaneFull:
@@ -167,6 +179,7 @@ class LanedHTTP:
             "wsgi.multiprocess": True,
             "wsgi.run_once": False,
             "CONTENT_LENGTH": str(len(body)),
+            "kubedash.record": scope.get("kubedash.record"),
         }
         for raw_name, raw_value in scope.get("headers", []):
             name = raw_name.decode("latin-1").upper().replace("-", "_")

@@ -155,12 +155,18 @@ class Command(BaseCommand):
     def serve(self, options, tls, urls) -> None:
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
         listen_fds = options["listen_fds"]
+        if not listen_fds and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            workers.prepare_metrics_dir()   # one process, but the operator chose multiprocess metrics
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
         from dashboard.server.asgi import application
 
         def ready():
+            from dashboard.server import maintenance, shutdown
+
+            shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
+            maintenance.start()        # the once-per-deployment work, if elected
             if listen_fds:
                 from twisted.internet import reactor
 
@@ -176,7 +182,7 @@ class Command(BaseCommand):
             application=application,
             # A worker's listeners are adopted in ready(); Daphne insists on some endpoint.
             endpoints=["(inherited)"] if listen_fds else endpoints(host, port, tls_port, tls),
-            signal_handlers=True,   # SIGINT/SIGTERM stop the reactor; open requests are cancelled
+            signal_handlers=False,  # ours, installed in ready(): drain, then stop
             action_logger=AccessLogGenerator(sys.stdout) if options["access_log"] else None,
             http_timeout=options["http_timeout"] or None,
             websocket_timeout=options["websocket_timeout"],
