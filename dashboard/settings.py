@@ -170,6 +170,19 @@ LOGIN_REDIRECT_URL = "/"
 KUBE_MAX_BODY_BYTES = 3 * 1024 * 1024          # kube-apiserver's default request body limit
 DATA_UPLOAD_MAX_MEMORY_SIZE = KUBE_MAX_BODY_BYTES + 1024
 KUBE_DEFAULT_LIST_LIMIT = None                    # no limit unless the client asks
+
+# What a client may send and how slowly (dashboard.server.protocol; docs/SERVING.md, "Limits").
+# A body that may exceed this comes only from a request whose token or session is checked
+# first (401 before it is read).
+KUBEDASH_ANONYMOUS_BODY_BYTES = int(os.environ.get("KUBEDASH_ANONYMOUS_BODY_BYTES", str(64 * 1024)))
+KUBEDASH_MAX_URL_BYTES = int(os.environ.get("KUBEDASH_MAX_URL_BYTES", str(16 * 1024)))        # 414 above
+KUBEDASH_MAX_HEADER_BYTES = int(os.environ.get("KUBEDASH_MAX_HEADER_BYTES", str(64 * 1024)))  # 431 above
+# From a request's first byte to the end of its headers (kube-apiserver: ReadHeaderTimeout 32 s),
+# and between requests on a kept-alive connection (kube-apiserver: IdleTimeout 90 s).
+KUBEDASH_HEADER_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_HEADER_TIMEOUT_SECONDS", "32"))
+KUBEDASH_IDLE_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_IDLE_TIMEOUT_SECONDS", "90"))
+# Live pages only listen (web/consumers.py ignores what a browser sends).
+KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES", str(64 * 1024)))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
 KUBE_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))
