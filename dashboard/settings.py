@@ -175,7 +175,7 @@ KUBE_DEFAULT_LIST_LIMIT = None                    # no limit unless the client a
 # A body that may exceed this comes only from a request whose token or session is checked
 # first (401 before it is read).
 KUBEDASH_ANONYMOUS_BODY_BYTES = int(os.environ.get("KUBEDASH_ANONYMOUS_BODY_BYTES", str(64 * 1024)))
-KUBEDASH_MAX_URL_BYTES = int(os.environ.get("KUBEDASH_MAX_URL_BYTES", str(16 * 1024)))        # 414 above
+KUBEDASH_MAX_URL_BYTES = int(os.environ.get("KUBEDASH_MAX_URL_BYTES", str(128 * 1024)))       # 414 above
 KUBEDASH_MAX_HEADER_BYTES = int(os.environ.get("KUBEDASH_MAX_HEADER_BYTES", str(64 * 1024)))  # 431 above
 # From a request's first byte to the end of its headers (kube-apiserver: ReadHeaderTimeout 32 s),
 # and between requests on a kept-alive connection (kube-apiserver: IdleTimeout 90 s).

@@ -56,6 +56,7 @@ class LimitedChannel(HTTPChannel):
     _awaiting_headers = True
     _header_clock = None
     _refused = False
+    _request_line_bytes = 0
     _continue = None    # "held": `Expect: 100-continue` waits for the credentials check; "owed"
 
     def __init__(self):
@@ -70,7 +71,11 @@ class LimitedChannel(HTTPChannel):
         super().dataReceived(data)
 
     def lineReceived(self, line):
-        if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+        # Twisted counts the request line among the headers; the two limits are separate.
+        if self._receivedHeaderSize == 0:
+            self._request_line_bytes = len(line)
+        elif (self._receivedHeaderSize - self._request_line_bytes + len(line)
+              > settings.KUBEDASH_MAX_HEADER_BYTES):
             return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
         super().lineReceived(line)
 
