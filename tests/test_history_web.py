@@ -603,3 +603,60 @@ async def test_share_link_live_history_hides_what_leaves_its_scope(share_visitor
         assert "outside this shared view" in html and "leaked-holder" not in html
     finally:
         await comm.disconnect()
+
+
+def test_browser_form_edit_and_kubectl_apply_show_both_managers(wide_page, kube_server, ns, tmp_path):
+    """The issue's proof: edit a Job in a form, apply a change with kubectl, then History and
+    Field owners name both managers (kubedash-web, Update; kubectl, Apply) with the diff."""
+    import os
+    import subprocess
+
+    import yaml
+    from conftest import require_kubectl
+    from playwright.sync_api import expect
+
+    from manifests import job
+    from test_browser import api
+    from test_browser_dash import axe_violations
+
+    page = wide_page
+    base = f"{kube_server.http_url}/jobs/{ns}/crunch/"
+    api(kube_server, "POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job(name="crunch", ns=ns, parallelism=1))
+
+    page.goto(base + "edit/")
+    page.get_by_label("Parallelism").fill("2")
+    page.locator("button.primary[name=action][value=save]").click()
+    expect(page).to_have_url(base)
+
+    applied = job(name="crunch", ns=ns, parallelism=2, activeDeadlineSeconds=600)
+    applied["metadata"]["labels"] = {"team": "core"}
+    config = kube_server.kubeconfig(tmp_path / "kubeconfig")
+    proc = subprocess.run([require_kubectl(), "apply", "--server-side", "-f", "-"], input=yaml.safe_dump(applied),
+                          text=True, capture_output=True, timeout=120,
+                          env={**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(config)})
+    assert proc.returncode == 0, proc.stderr
+
+    page.goto(base + "history/")
+    entries = page.locator("#history-entries > li")
+    expect(entries).to_have_count(3)
+    newest, edited = entries.nth(0), entries.nth(1)
+    expect(newest.locator(".by .owner")).to_have_text("kubectl")
+    expect(newest.locator(".by .op")).to_have_text("Apply")
+    expect(newest.locator("tr.d-added", has_text="metadata.labels.team").locator("ins")).to_have_text("core")
+    expect(newest.locator("tr.d-added", has_text="spec.activeDeadlineSeconds").locator("ins")).to_have_text("600")
+    expect(edited.locator(".by .owner")).to_have_text("kubedash-web")
+    expect(edited.locator(".by .op")).to_have_text("Update")
+    changed = edited.locator("tr.d-changed", has_text="spec.parallelism")
+    expect(changed.locator("del")).to_have_text("1")
+    expect(changed.locator("ins")).to_have_text("2")
+    assert axe_violations(page) == []
+
+    page.get_by_role("link", name="Field owners").click()
+    managers = page.locator("table.managers th .owner")
+    expect(managers.filter(has_text="kubectl")).to_have_count(1)
+    expect(managers.filter(has_text="kubedash-web")).to_have_count(1)
+    expect(page.locator("tr", has_text="activeDeadlineSeconds: 600").locator(".who .owner")).to_have_text("kubectl")
+    # parallelism: set by the form, then applied with the same value by kubectl: shared ownership
+    # (badges in managedFields order: kube sorts Apply entries before Update entries).
+    expect(page.locator("tr", has_text="parallelism: 2").locator(".who .owner")).to_have_text(["kubectl", "kubedash-web"])
+    assert axe_violations(page) == []
