@@ -1,0 +1,388 @@
+"""The deployment artifacts, exercised for real: the proxy config, the image's commands, the
+compose file and the Kubernetes manifests.
+
+- Proxy: Debian's nginx runs deploy/nginx/kubedash.conf.template (rendered the way the nginx
+  image renders it: only the ${KUBEDASH_*} placeholders) in front of two `manage.py serve`
+  processes on PostgreSQL + Redis, with TLS from a CA made here. Through it: `kubectl get -w`
+  sees writes taken by either upstream, a watch event is streamed as it happens, a page's
+  websocket gets its pushed fragment, and a list of thousands of objects arrives whole.
+- Image: the lock installs into a fresh venv, collectstatic works there, and the Dockerfile's
+  CMD and HEALTHCHECK (taken from the Dockerfile) start and answer as a non-root user.
+- Kubernetes: every manifest validates against the 1.32 schemas (kubernetes-validate, strict),
+  and the manifests agree with each other (selectors, ports, names).
+
+nginx, PostgreSQL and Redis are the machine's (.ci/run installs nginx): without them these tests
+skip on a developer machine and fail in CI.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import random
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from http.cookies import SimpleCookie
+from pathlib import Path
+from urllib.parse import urlencode
+
+import orjson
+import pytest
+import yaml
+
+import pg_support
+from conftest import ROOT, LiveServer, free_port, require_kubectl, server_env
+from manifests import lease
+
+TEMPLATE = ROOT / "deploy" / "nginx" / "kubedash.conf.template"
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "docker-compose.yml"
+K8S = ROOT / "deploy" / "kubernetes"
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+WAIT = 30.0          # generous: the machine is shared; every wait polls for its condition
+LONG_LIST = 3000
+
+
+def _missing(what: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} (required in CI: .ci/run installs it)", pytrace=False)
+    pytest.skip(what)
+
+
+def render(text: str, values: dict[str, str]) -> str:
+    """What the nginx image's envsubst step does with our variables: every ${NAME} replaced.
+    A placeholder without a value is an error here (envsubst would leave it for nginx to choke on)."""
+    unknown = set(PLACEHOLDER.findall(text)) - set(values)
+    assert not unknown, f"the template uses placeholders the test does not know: {sorted(unknown)}"
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+def leases_path(ns: str, name: str = "") -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases" + (f"/{name}" if name else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# The stack: PostgreSQL + Redis, two app processes, nginx in front
+
+
+class Proxy:
+    def __init__(self, http_port: int, https_port: int, ca: str, upstreams: list[LiveServer], token: str):
+        self.http_port, self.https_port, self.ca, self.upstreams, self.token = (
+            http_port, https_port, ca, upstreams, token)
+        self.base = f"https://127.0.0.1:{https_port}"
+
+    def tls_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self.ca)
+
+    def https(self, timeout: float = WAIT) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection("127.0.0.1", self.https_port, timeout=timeout, context=self.tls_context())
+
+    def kubeconfig(self, path: Path) -> Path:
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
+            "clusters": [{"name": "proxy", "cluster": {"server": self.base, "certificate-authority": self.ca}}],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "proxy", "context": {"cluster": "proxy", "user": "admin"}}],
+        }))
+        return path
+
+
+def _start_app(env: dict, data_dir: Path, label: str) -> LiveServer:
+    port = free_port()
+    log = open(data_dir / f"{label}.log", "wb")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--no-tls",
+                             "--proxy-headers", "--port", str(port)],
+                            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    server = LiveServer(data_dir, port, 0, proc)
+    server.env = env
+    server.log_name = label
+    return server
+
+
+def _wait_port(port: int, proc, what: str, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                text = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+                raise RuntimeError(f"{what} did not start: {text}")
+            time.sleep(0.2)
+
+
+def _stop(proc) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def _nginx_main_conf(prefix: Path, site: Path) -> str:
+    """The harness around the site file: what the nginx image's /etc/nginx/nginx.conf provides
+    (events, the http block that includes conf.d), with paths in a scratch directory."""
+    return f"""
+daemon off;
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log info;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {prefix}/access.log;
+    client_body_temp_path {prefix}/client_body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    include {site};
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def nginx_bin() -> str:
+    path = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if path is None:
+        _missing("nginx is not installed (apt-get install nginx)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(nginx_bin, tmp_path_factory):
+    pg_support.require_postgres()
+    pg_support.require_redis()
+    dbname = pg_support.create_database("kd_deploy")
+    work = tmp_path_factory.mktemp("kubedash-deploy")
+    procs = []
+    try:
+        redis_db = random.randint(1, 15)
+        apps = []
+        for label in ("a", "b"):
+            data_dir = work / label
+            data_dir.mkdir()
+            env = server_env(data_dir)
+            env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(redis_db),
+                       DJANGO_SECRET_KEY="deploy-test-secret-key-shared-by-both-processes",
+                       # No bookmarks: the only bytes on an idle watch are its events, so an
+                       # event that arrives was not pushed out by later traffic.
+                       KUBEDASH_WATCH_BOOKMARK_SECONDS="3600")
+            apps.append((env, data_dir, label))
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=apps[0][0], cwd=ROOT,
+                       check=True)
+        upstreams = [_start_app(env, data_dir, label) for env, data_dir, label in apps]
+        procs.extend(s.proc for s in upstreams)
+        for s in upstreams:
+            _wait_port(s.http_port, s.proc, f"serve ({s.log_name})", s.data_dir / f"{s.log_name}.log")
+        token = upstreams[0].token("deploy-admin", "admin")
+        for s in upstreams:
+            s._admin_token = token
+
+        # The proxy's TLS: a CA and serving certificate made here (the app's own CA code).
+        from dashboard.server.tls import ensure_tls
+
+        tls = ensure_tls(work / "tls")
+        prefix = work / "nginx"
+        prefix.mkdir()
+        http_port, https_port = free_port(), free_port()
+        site = prefix / "kubedash.conf"
+        site.write_text(render(TEMPLATE.read_text(), {
+            "KUBEDASH_UPSTREAM_SERVERS": " ".join(f"server 127.0.0.1:{s.http_port};" for s in upstreams),
+            "KUBEDASH_HTTP_PORT": str(http_port), "KUBEDASH_HTTPS_PORT": str(https_port),
+            "KUBEDASH_TLS_CERT": str(tls.server_cert), "KUBEDASH_TLS_KEY": str(tls.server_key)}))
+        main = prefix / "nginx.conf"
+        main.write_text(_nginx_main_conf(prefix, site))
+        base = [nginx_bin, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(main)]
+        check = subprocess.run([*base, "-t"], capture_output=True, text=True)
+        assert check.returncode == 0, f"nginx rejects the config: {check.stderr}"
+        proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        _wait_port(https_port, proc, "nginx", prefix / "error.log")
+        yield Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+        pg_support.drop_database(dbname)
+
+
+def _ns() -> str:
+    return f"deploy-{uuid.uuid4().hex[:8]}"
+
+
+def _create(server: LiveServer, ns: str, name: str) -> dict:
+    status, _, body = server.request("POST", leases_path(ns), lease(name, ns=ns))
+    assert status == 201, body
+    return body
+
+
+class Lines:
+    """A subprocess's stdout, line by line, read on a thread (waits poll a queue)."""
+
+    def __init__(self, proc):
+        self.proc, self.lines = proc, queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+
+    def wait_for(self, wanted: set[str], timeout: float = WAIT) -> None:
+        seen, deadline = set(), time.monotonic() + timeout
+        while not wanted <= seen:
+            try:
+                seen.add(self.lines.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                pytest.fail(f"waited {timeout}s for {sorted(wanted - seen)}; saw {sorted(seen)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the proxy
+
+
+def test_kubectl_watch_over_proxy_tls_sees_writes_from_both_upstreams(stack, tmp_path):
+    kubectl = require_kubectl()
+    a, b = stack.upstreams
+    ns = _ns()
+    _create(a, ns, "before")
+    config = stack.kubeconfig(tmp_path / "kubeconfig")
+    proc = subprocess.Popen([kubectl, "--kubeconfig", str(config), "get", "leases", "-n", ns, "-w", "-o", "name"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = Lines(proc)
+        out.wait_for({"lease.coordination.k8s.io/before"})
+        # kubectl's watch is on one upstream: one of these two writes came through the other.
+        _create(a, ns, "via-a")
+        _create(b, ns, "via-b")
+        out.wait_for({"lease.coordination.k8s.io/via-a", "lease.coordination.k8s.io/via-b"})
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+    assert "certificate" not in err.lower(), err
+
+
+def test_watch_event_is_streamed_through_the_proxy_as_it_happens(stack):
+    a, b = stack.upstreams
+    ns = _ns()
+    for upstream in (a, b):   # one watch lands on each upstream (nginx round-robins new connections)
+        conn = stack.https()
+        status, _, body = upstream.request("GET", leases_path(ns))
+        rv = body["metadata"]["resourceVersion"]
+        conn.request("GET", f"{leases_path(ns)}?watch=true&resourceVersion={rv}",
+                     headers={"Authorization": f"Bearer {stack.token}"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        name = f"now-{upstream.log_name}"
+        sent = time.monotonic()
+        _create(a, ns, name)
+        # Nothing else is written to this stream (no bookmarks): a buffering proxy would hold
+        # this one small event until its read timeout. Unbuffered, it arrives at once.
+        conn.sock.settimeout(WAIT)
+        event = orjson.loads(resp.readline())
+        elapsed = time.monotonic() - sent
+        conn.close()
+        assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == name
+        print(f"watch event through the proxy after {elapsed * 1000:.0f} ms")
+        assert elapsed < 5.0, f"the event took {elapsed:.1f}s: the proxy held it"
+
+
+def _log_in(stack, username: str, password: str) -> str:
+    """The login form over the proxy's HTTPS, as a browser submits it; returns the Cookie header."""
+    origin = stack.base
+    conn = stack.https()
+    conn.request("GET", "/accounts/login/")
+    resp = conn.getresponse()
+    resp.read()
+    jar = SimpleCookie()
+    for name, value in resp.getheaders():
+        if name.lower() == "set-cookie":
+            assert "secure" in value.lower(), f"a cookie over HTTPS without Secure: {value}"
+            jar.load(value)
+    csrf = jar["csrftoken"].value
+    form = urlencode({"csrfmiddlewaretoken": csrf, "username": username, "password": password, "next": "/"})
+    conn.request("POST", "/accounts/login/", body=form, headers={
+        "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf}",
+        "Origin": origin, "Referer": origin + "/accounts/login/"})
+    resp = conn.getresponse()
+    resp.read()
+    for name, value in resp.getheaders():
+        if name.lower() == "set-cookie":
+            jar.load(value)
+    conn.close()
+    assert resp.status == 302 and "sessionid" in jar, f"login through the proxy failed: {resp.status}"
+    return f"csrftoken={csrf}; sessionid={jar['sessionid'].value}"
+
+
+def test_page_websocket_through_the_proxy_gets_pushed_fragments(stack):
+    import websocket  # websocket-client, which the kubernetes client depends on
+
+    a, b = stack.upstreams
+    a.manage("shell", "-c", (
+        "from dashboard.access.tokens import ensure_user\n"
+        "u = ensure_user('deploy-viewer', 'admin')\n"
+        "u.set_password('deploy-password-not-secret')\n"
+        "u.save()\n"))
+    cookie = _log_in(stack, "deploy-viewer", "deploy-password-not-secret")
+    ns = _ns()
+    conn = stack.https()
+    conn.request("GET", f"/leases/?namespace={ns}", headers={"Cookie": cookie})
+    resp = conn.getresponse()
+    html = resp.read().decode()
+    conn.close()
+    assert resp.status == 200
+    ws_url = re.search(r'ws-connect="([^"]+)"', html).group(1).replace("&amp;", "&")
+    ws = websocket.create_connection(f"wss://127.0.0.1:{stack.https_port}{ws_url}", timeout=WAIT,
+                                     sslopt={"ca_certs": stack.ca}, origin=stack.base, header=[f"Cookie: {cookie}"])
+    try:
+        for upstream in (a, b):   # whichever upstream holds the socket, one write came through the other
+            name = f"pushed-{upstream.log_name}"
+            _create(upstream, ns, name)
+            deadline = time.monotonic() + WAIT
+            while True:
+                assert time.monotonic() < deadline, f"no fragment for {name} pushed through the proxy"
+                message = ws.recv()
+                if name in message:
+                    break
+    finally:
+        ws.close()
+
+
+def test_a_long_list_arrives_whole_through_the_proxy(stack, tmp_path):
+    a, _ = stack.upstreams
+    ns = _ns()
+    # Written in-process (the store, one transaction each), not over HTTP: it is the read under test.
+    a.manage("shell", "-c", (
+        "from dashboard.coordination.resource import LEASES\n"
+        "from dashboard.kube import store\n"
+        f"for i in range({LONG_LIST}):\n"
+        f"    store.create(LEASES, {ns!r}, {{'apiVersion': 'coordination.k8s.io/v1', 'kind': 'Lease',\n"
+        f"        'metadata': {{'name': f'bulk-{{i:05d}}', 'namespace': {ns!r}, 'labels': {{'pad': 'x' * 60}}}},\n"
+        "        'spec': {'holderIdentity': 'holder-' + 'y' * 100, 'leaseDurationSeconds': 15}})\n"))
+    conn = stack.https(timeout=120)
+    conn.request("GET", leases_path(ns), headers={"Authorization": f"Bearer {stack.token}"})
+    resp = conn.getresponse()
+    raw = resp.read()
+    conn.close()
+    assert resp.status == 200, raw[:500]
+    names = [item["metadata"]["name"] for item in orjson.loads(raw)["items"]]
+    assert names == [f"bulk-{i:05d}" for i in range(LONG_LIST)]
+    assert len(raw) > 1_000_000, len(raw)   # more than any proxy buffer holds in memory
+
+    # kubectl in one unpaged request over HTTP/2 through the proxy.
+    kubectl = require_kubectl()
+    out = subprocess.run([kubectl, "--kubeconfig", str(stack.kubeconfig(tmp_path / "kubeconfig")), "get", "leases",
+                          "-n", ns, "--chunk-size=0", "-o", "name"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.split()) == LONG_LIST
