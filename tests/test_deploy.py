@@ -386,3 +386,201 @@ def test_a_long_list_arrives_whole_through_the_proxy(stack, tmp_path):
                           "-n", ns, "--chunk-size=0", "-o", "name"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.split()) == LONG_LIST
+
+
+# ---------------------------------------------------------------------------------------------
+# The image: the Dockerfile's own commands, run here (no Docker engine on this machine)
+
+IMAGE_PATHS = re.compile(r"(?<![\w./$-])/(opt|app|tmp|data)(?=[/\s'\"\\:;,)\]]|$)")
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    out, pending = [], ""
+    for line in DOCKERFILE.read_text().splitlines():
+        if line.lstrip().startswith("#") and not pending:
+            continue
+        if line.lstrip().startswith("#"):
+            continue
+        pending += line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        if pending.strip():
+            word, _, rest = pending.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+        pending = ""
+    return out
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    result: list[list[tuple[str, str]]] = []
+    for word, rest in dockerfile_instructions():
+        if word == "FROM":
+            result.append([])
+        if result:
+            result[-1].append((word, rest))
+    return result
+
+
+def parse_env(rest: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in re.findall(r'\S+=(?:"[^"]*"|\S+)', rest))
+
+
+class ImageRoot:
+    """The image's filesystem, mapped into a scratch directory: /opt/venv -> ROOT/opt/venv..."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def map(self, text: str) -> str:
+        return IMAGE_PATHS.sub(lambda m: f"{self.root}/{m.group(1)}", text)
+
+    def env(self, image_env: dict[str, str]) -> dict[str, str]:
+        env = {"PATH": f"{self.root}/bin:/usr/bin:/bin", "HOME": str(self.root / "data"),
+               "LANG": "C.UTF-8"}
+        for key, value in image_env.items():
+            env[key] = os.path.expandvars(self.map(value.strip('"')).replace("$PATH", env["PATH"]))
+        return env
+
+
+def as_non_root(argv: list[str]) -> list[str]:
+    """Run as nobody when the tests run as root (CI); otherwise we are not root already."""
+    if os.geteuid() != 0:
+        return argv
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+
+
+@pytest.fixture(scope="module")
+def image():
+    """The build stage run for real: a fresh venv from the lock, the COPYs, collectstatic."""
+    build, runtime = stages()[0], stages()[-1]
+    root = Path(tempfile.mkdtemp(prefix="kubedash-image-", dir="/tmp"))
+    root.chmod(0o755)   # nobody must reach the venv and the app
+    img = ImageRoot(root)
+    # The image's `python`: a 3.11 the non-root user can run (this machine's own interpreter
+    # may live under root's home). Debian's python3 is one.
+    system = Path("/usr/bin/python3")
+    ok = system.exists() and subprocess.run([system, "-c", "import sys, venv, ensurepip; "
+                                             "sys.exit(sys.version_info < (3, 11))"]).returncode == 0
+    (root / "bin").mkdir()
+    (root / "bin" / "python").symlink_to(system if ok else Path(sys.executable))
+    try:
+        env = img.env({})
+        env.update(PIP_DISABLE_PIP_VERSION_CHECK="1")
+        workdir = root
+        for word, rest in build[1:]:
+            if word == "ENV":
+                env.update(img.env(parse_env(rest)))
+                env["PATH"] = img.env({})["PATH"] if "PATH" not in parse_env(rest) else env["PATH"]
+            elif word == "WORKDIR":
+                workdir = Path(img.map(rest))
+                workdir.mkdir(parents=True, exist_ok=True)
+            elif word == "COPY":
+                *sources, dest = rest.split()
+                target = Path(img.map(dest)) if dest.startswith("/") else workdir / dest
+                for src in sources:
+                    path = ROOT / src
+                    to = target if len(sources) == 1 and not dest.endswith("/") else target / path.name
+                    to.parent.mkdir(parents=True, exist_ok=True)
+                    if path.is_dir():
+                        shutil.copytree(path, to, ignore=shutil.ignore_patterns("__pycache__"))
+                    else:
+                        shutil.copy(path, to)
+            elif word == "RUN":
+                result = subprocess.run(["sh", "-c", img.map(rest)], cwd=workdir, env=env,
+                                        capture_output=True, text=True, timeout=900)
+                assert result.returncode == 0, f"RUN {rest}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+        runtime_env: dict[str, str] = {}
+        for word, rest in runtime:
+            if word == "ENV":
+                runtime_env.update(parse_env(rest))
+        # What the runtime stage's RUN does as root (the user, its writable directories).
+        for directory in ("data", "tmp/prometheus"):
+            (root / directory).mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                os.chown(root / directory, 65534, 65534)
+        yield img, img.env(runtime_env), dict(runtime)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_dockerfile_is_multi_stage_non_root_with_a_livez_healthcheck():
+    all_stages = stages()
+    assert len(all_stages) >= 2, "build and runtime stages"
+    runtime = dict(all_stages[-1])
+    uid = runtime["USER"].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "a numeric non-root USER (runAsNonRoot can check it)"
+    assert "/livez" in runtime["HEALTHCHECK"]
+    assert "manage.py serve" in runtime["CMD"] and "--workers" in runtime["CMD"]
+    assert any(w == "COPY" and "--from=" in r for w, r in all_stages[-1]), "the runtime copies from the build"
+    build_runs = " ".join(r for w, r in all_stages[0] if w == "RUN")
+    assert "--require-hashes -r" in build_runs and "requirements.lock" in build_runs
+    assert "collectstatic" in build_runs
+
+
+def test_lock_pins_every_dependency_of_pyproject():
+    """requirements.lock was compiled from the current pyproject.toml: every declared dependency
+    is pinned there at a version its specifier allows (a stale lock fails here)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)", (ROOT / "requirements.lock").read_text(), re.M))
+    pins = {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in pins.items()}
+    for spec in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
+        req = Requirement(spec)
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert name in pins, f"{req.name} is not in requirements.lock: refresh it (docs/OPERATIONS.md)"
+        assert req.specifier.contains(pins[name], prereleases=True), \
+            f"requirements.lock pins {req.name}=={pins[name]}, pyproject wants {req.specifier}: refresh it"
+
+
+def test_image_commands_run_as_non_root_and_answer_livez(image):
+    img, env, runtime = image
+    app = img.root / "app"
+    collected = list((app / "staticfiles").glob("kubedash/live.*.js"))
+    assert collected, "collectstatic wrote hashed files into the image"
+
+    # The compose migrate step's command (compose's ${VAR:-default} taken at its default).
+    compose = yaml.safe_load(COMPOSE.read_text())
+    migrate = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", part) for part in compose["services"]["migrate"]["command"]]
+    out = subprocess.run(as_non_root([img.map(p) for p in migrate]), cwd=app, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (img.root / "data" / "tls" / "server.crt").exists()
+
+    port = free_port()
+    cmd = [img.map(p).replace("8000", str(port)) for p in json.loads(runtime["CMD"])]
+    log = img.root / "tmp" / "serve.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(as_non_root(cmd), cwd=app, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        _wait_port(port, proc, "the image's CMD", log)
+        check = json.loads(runtime["HEALTHCHECK"].split("CMD", 1)[1])
+        deadline = time.monotonic() + WAIT
+        while True:
+            result = subprocess.run(as_non_root([p.replace("8000", str(port)) for p in check]), cwd=app, env=env,
+                                    capture_output=True, text=True, timeout=WAIT)
+            if result.returncode == 0:
+                break
+            assert time.monotonic() < deadline, f"HEALTHCHECK fails: {result.stderr[-2000:]}"
+            time.sleep(0.5)
+        # The pages link the collected (hashed) static files and the server sends them.
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+        conn.request("GET", "/accounts/login/")
+        html = conn.getresponse().read().decode()
+        asset = re.search(r'src="(/static/kubedash/live\.[0-9a-f]+\.js)"', html)
+        assert asset, "the login page links the hashed live.js"
+        conn.request("GET", asset.group(1))
+        resp = conn.getresponse()
+        resp.read()
+        conn.close()
+        assert resp.status == 200
+        # Workers really are the non-root user.
+        if os.geteuid() == 0:
+            children = subprocess.run(["ps", "-o", "uid=", "--ppid", str(proc.pid)], capture_output=True, text=True)
+            uids = {int(u) for u in children.stdout.split()} | {os.stat(f"/proc/{proc.pid}").st_uid}
+            assert uids == {65534}, uids
+    finally:
+        _stop(proc)
