@@ -584,3 +584,162 @@ def test_image_commands_run_as_non_root_and_answer_livez(image):
             assert uids == {65534}, uids
     finally:
         _stop(proc)
+
+
+# ---------------------------------------------------------------------------------------------
+# docker-compose.yml
+
+
+def _compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_compose_runs_the_tested_proxy_config_in_front_of_replicas():
+    services = _compose()["services"]
+    nginx = services["nginx"]
+    mounts = {m.split(":")[0]: m.split(":")[1] for m in nginx["volumes"]}
+    assert mounts["./deploy/nginx/kubedash.conf.template"] == "/etc/nginx/templates/default.conf.template"
+    # Every placeholder of the template gets a value from the service's environment.
+    assert set(PLACEHOLDER.findall(TEMPLATE.read_text())) <= set(nginx["environment"])
+    assert services["app"]["deploy"]["replicas"] >= 2
+    assert services["app"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert "migrate" in " ".join(services["migrate"]["command"])
+    for name in ("db", "redis", "nginx"):
+        assert services[name]["healthcheck"]["test"], f"{name} has no health check"
+    declared = set(_compose()["volumes"])
+    for service in services.values():
+        for mount in service.get("volumes", []):
+            source = mount.split(":")[0]
+            assert source.startswith("./") or source in declared, f"volume {source} is not a named volume"
+    # Secrets come from the environment (.env), never from the file.
+    text = COMPOSE.read_text()
+    assert "${POSTGRES_PASSWORD:?" in text and "${DJANGO_SECRET_KEY:?" in text
+
+
+def test_compose_config_validates_with_debian_docker_compose():
+    tool = shutil.which("docker-compose")
+    if tool is None:
+        _missing("docker-compose is not installed (apt-get install docker-compose)")
+    out = subprocess.run([tool, "--env-file", str(ROOT / ".env.example"), "-f", str(COMPOSE), "config", "-q"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # Without the secrets it refuses, naming what to set.
+    empty = Path(tempfile.mkdtemp()) / "empty.env"
+    empty.write_text("")
+    out = subprocess.run([tool, "--env-file", str(empty), "-f", str(COMPOSE), "config", "-q"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD", "DJANGO_SECRET_KEY")})
+    shutil.rmtree(empty.parent)
+    assert out.returncode != 0 and "set POSTGRES_PASSWORD in .env" in out.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# deploy/kubernetes
+
+
+def k8s_documents() -> list[tuple[str, dict]]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        docs.extend((path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc)
+    return docs
+
+
+def by_kind(kind: str) -> list[dict]:
+    return [doc for _, doc in k8s_documents() if doc["kind"] == kind]
+
+
+def one(kind: str) -> dict:
+    found = by_kind(kind)
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("name,doc", k8s_documents(), ids=lambda v: v if isinstance(v, str) else v["kind"])
+def test_manifest_validates_against_the_1_32_schema(name, doc):
+    import kubernetes_validate
+
+    try:
+        kubernetes_validate.validate(doc, "1.32", strict=True)
+    except kubernetes_validate.ValidationError as err:
+        pytest.fail(f"{name}: {err.message} at {'.'.join(map(str, err.path))}")
+
+
+def test_kustomization_lists_every_manifest_and_renders():
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization["resources"]) == files
+    kubectl = require_kubectl()
+    out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import kubernetes_validate
+
+    rendered = [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    assert len(rendered) == len(k8s_documents())
+    for doc in rendered:
+        kubernetes_validate.validate(doc, "1.32", strict=True)
+        assert doc["metadata"].get("namespace", "kubedash") == "kubedash"
+
+
+def _matches(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_manifests_agree_with_each_other_and_the_image():
+    deployment, service, pdb, ingress = one("Deployment"), one("Service"), one("PodDisruptionBudget"), one("Ingress")
+    job, config, secret, account = one("Job"), one("ConfigMap"), one("Secret"), one("ServiceAccount")
+    pod = deployment["spec"]["template"]
+    labels, spec = pod["metadata"]["labels"], pod["spec"]
+    [container] = spec["containers"]
+
+    assert deployment["spec"]["replicas"] >= 2
+    assert _matches(deployment["spec"]["selector"]["matchLabels"], labels)
+    assert _matches(service["spec"]["selector"], labels)
+    assert _matches(pdb["spec"]["selector"]["matchLabels"], labels)
+    assert not _matches(service["spec"]["selector"], job["spec"]["template"]["metadata"]["labels"]), \
+        "the Service must not send traffic to the migrate Job"
+
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    cmd = dict(stages()[-1])["CMD"]
+    assert all(str(port) in cmd for port in ports.values()), "the container port is the one the image serves on"
+    for svc_port in service["spec"]["ports"]:
+        assert svc_port["targetPort"] in ports or svc_port["targetPort"] in ports.values()
+    probes = {name: container[name] for name in ("livenessProbe", "readinessProbe", "startupProbe") if name in container}
+    assert probes["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for probe in probes.values():
+        assert probe["httpGet"]["port"] in ports or probe["httpGet"]["port"] in ports.values()
+
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+    assert backend["port"].get("name") in {p["name"] for p in service["spec"]["ports"]} or \
+        backend["port"].get("number") in {p["port"] for p in service["spec"]["ports"]}
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
+    assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
+
+    uid = int(dict(stages()[-1])["USER"].split(":")[0])
+    for pod_spec, containers in ((spec, spec["containers"]), (job["spec"]["template"]["spec"],
+                                                               job["spec"]["template"]["spec"]["containers"])):
+        assert pod_spec["securityContext"]["runAsNonRoot"] is True
+        assert pod_spec["securityContext"]["runAsUser"] == uid
+        assert pod_spec["serviceAccountName"] == account["metadata"]["name"]
+        for c in containers:
+            assert c["resources"]["requests"] and c["resources"]["limits"]
+            refs = {(k, v["name"]) for ref in c["envFrom"] for k, v in ref.items()}
+            assert refs == {("configMapRef", config["metadata"]["name"]), ("secretRef", secret["metadata"]["name"])}
+            volumes = {v["name"]: v for v in pod_spec["volumes"]}
+            for mount in c["volumeMounts"]:
+                assert "emptyDir" in volumes[mount["name"]], mount
+            if c["securityContext"].get("readOnlyRootFilesystem"):
+                writable = {m["mountPath"] for m in c["volumeMounts"]}
+                assert {"/data", "/tmp"} <= writable, "settings write DATA_DIR; Python needs /tmp"
+
+    env = {**config["data"], **secret["stringData"]}
+    assert {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY"} <= set(secret["stringData"])
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert env["PROMETHEUS_MULTIPROC_DIR"] in mounts, "the multiprocess metrics dir is an emptyDir"
+    assert float(env["KUBEDASH_SHUTDOWN_GRACE_SECONDS"]) + 5 < spec["terminationGracePeriodSeconds"]
+    assert env["KUBEDASH_WORKERS"].isdigit()
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["migrate", "--noinput"]
