@@ -87,12 +87,12 @@ class Proxy:
         return http.client.HTTPSConnection("127.0.0.1", self.https_port, timeout=timeout, context=self.tls_context())
 
     def kubeconfig(self, path: Path) -> Path:
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
-            "clusters": [{"name": "proxy", "cluster": {"server": self.base, "certificate-authority": self.ca}}],
-            "users": [{"name": "admin", "user": {"token": self.token}}],
-            "contexts": [{"name": "proxy", "context": {"cluster": "proxy", "user": "admin"}}],
-        }))
+        """What docs/OPERATIONS.md says to run: `manage.py kubeconfig` on the data dir holding the
+        proxy's CA (compose: the migrate step's /data), pointing at the proxy."""
+        env = dict(self.upstreams[0].env, KUBEDASH_DATA_DIR=str(self.tls_data_dir))
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "kubeconfig", "deploy-kubectl", "--role", "admin",
+                        "--server", self.base, "--output", str(path)], env=env, cwd=ROOT, check=True,
+                       capture_output=True)
         return path
 
 
@@ -194,7 +194,7 @@ def stack(nginx_bin, tmp_path_factory):
         # The proxy's TLS: a CA and serving certificate made here (the app's own CA code).
         from dashboard.server.tls import ensure_tls
 
-        tls = ensure_tls(work / "tls")
+        tls = ensure_tls(work / "proxy-data")
         prefix = work / "nginx"
         prefix.mkdir()
         http_port, https_port = free_port(), free_port()
@@ -211,7 +211,9 @@ def stack(nginx_bin, tmp_path_factory):
         proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(proc)
         _wait_port(https_port, proc, "nginx", prefix / "error.log")
-        yield Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
+        proxy = Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
+        proxy.tls_data_dir = work / "proxy-data"
+        yield proxy
     finally:
         for proc in reversed(procs):
             _stop(proc)
@@ -740,6 +742,12 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY"} <= set(secret["stringData"])
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert env["PROMETHEUS_MULTIPROC_DIR"] in mounts, "the multiprocess metrics dir is an emptyDir"
-    assert float(env["KUBEDASH_SHUTDOWN_GRACE_SECONDS"]) + 5 < spec["terminationGracePeriodSeconds"]
+    # SIGTERM: preStop sleep, then the supervisor gives its workers STOP_GRACE_SECONDS, in which
+    # each drains for KUBEDASH_SHUTDOWN_GRACE_SECONDS; all before the kubelet's SIGKILL.
+    from dashboard.server.workers import STOP_GRACE_SECONDS
+
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert float(env["KUBEDASH_SHUTDOWN_GRACE_SECONDS"]) < STOP_GRACE_SECONDS
+    assert pre_stop + STOP_GRACE_SECONDS < spec["terminationGracePeriodSeconds"]
     assert env["KUBEDASH_WORKERS"].isdigit()
     assert job["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["migrate", "--noinput"]
