@@ -6,6 +6,8 @@ DJANGO_SECRET_KEY  unset: generated once into DATA_DIR/secret_key
 DJANGO_DEBUG   "1"/"true" for debug pages (never for the API: errors are always metav1.Status)
 ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
 KUBEDASH_DATA_DIR  where the database, TLS material and secret key live (default ./data)
+KUBEDASH_STATIC_ROOT  where collectstatic writes (default DATA_DIR/staticfiles; the image
+               collects into the image, outside the data volume)
 """
 from __future__ import annotations
 
@@ -153,7 +155,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("KUBEDASH_STATIC_ROOT", DATA_DIR / "staticfiles"))
 # Compressed, hashed names once `collectstatic` ran; plain names from the finders before
 # (dashboard/web/staticfiles.py says how).
 STORAGES = {"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
