@@ -49,6 +49,12 @@ class PageSpec:
     first: tuple[str, str] | None = None
     last: tuple[str, str] | None = None
     announced: int = 0
+    # A sorted view (views.KindListView.sorted): its rows are those the sorted page holds when
+    # the socket connects (`members`); they change in place and never move.
+    sort: str = ""
+    page: int = 1
+    limit: int = 0
+    members: set | None = None
 
 
 def _key(text: str) -> tuple[str, str] | None:
@@ -63,10 +69,13 @@ def parse_spec(query: bytes) -> PageSpec:
     if shown is None:
         raise ValueError(f"unknown view {view!r}")
     rv = params.get("rv", "0")
-    return PageSpec(view=view, kinds=shown, namespace=params.get("namespace") or None,
+    sort, page, limit = params.get("sort", ""), params.get("page", "1"), params.get("limit", "0")
+    return PageSpec(sort=sort, page=int(page) if page.isdigit() else 1, limit=int(limit) if limit.isdigit() else 0,
+                    announced=int(params["announced"]) if params.get("announced", "").isdigit() else 0,
+                    view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
                     q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
-                    paged=params.get("paged") == "1", first=_key(params.get("first", "")),
+                    paged=params.get("paged") == "1" or bool(sort), first=_key(params.get("first", "")),
                     last=_key(params.get("last", "")))
 
 
@@ -103,6 +112,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             sub.matching = set()
             hub.register(sub)            # buffered until the snapshot below is taken
             self.subscribers.append(sub)
+        if self.spec.sort:
+            self.spec.members = await sync_to_async(live.sorted_members)(self.spec, self.principal)
         state = await sync_to_async(live.snapshot)(self.spec, self.principal)
         for sub in self.subscribers:
             sub.start_rv = state.rv

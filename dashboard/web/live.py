@@ -127,9 +127,23 @@ def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
     return render_to_string(f"{web.list_template}#{web.summary_partial}", {**summary, "oob": "true"})
 
 
+def sorted_members(spec, principal) -> set:
+    """The (namespace, name) keys of a sorted view's page, as it is now (views.page_keys)."""
+    from .views import page_keys
+    from .scope import list_scope
+
+    web = kinds.by_view(spec.view)
+    namespaces = list_scope(principal, spec.namespace or "", web.kind) or []
+    keys, _ = page_keys(web, namespaces, spec.label_selector, spec.q, spec.sort, spec.page,
+                        spec.limit or 100, now())
+    return {(ns, name) for _, ns, name in keys}
+
+
 def on_page(spec, key: tuple[str, str]) -> bool:
     """Is this (namespace, name) within the rows the page was rendered with? (Always, for a
     page that shows the whole list.)"""
+    if getattr(spec, "members", None) is not None:
+        return key in spec.members
     if not getattr(spec, "paged", False):
         return True
     if spec.first is None or spec.last is None:
@@ -141,7 +155,9 @@ def _announcement(count: int) -> str:
     """"N new — show": rows written since a paged view was rendered (it does not move rows)."""
     if not count:
         return '<p id="items-new" class="notice" role="status" hidden hx-swap-oob="true"></p>'
-    return (f'<p id="items-new" class="notice" role="status" hx-swap-oob="true">{count} new '
+    # data-count: a reconnecting page tells the server how many it announced (live.js), so
+    # the count goes on from there instead of starting again at 1.
+    return (f'<p id="items-new" class="notice" role="status" data-count="{count}" hx-swap-oob="true">{count} new '
             f'{"object" if count == 1 else "objects"} since this page was loaded — '
             '<a href="" data-reload>show</a></p>')
 

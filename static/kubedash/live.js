@@ -232,11 +232,12 @@
       nextAttemptAt = now + backoff(attempts++);
       // Reconnect from the newest revision seen: pushes update #live-rv (hx-swap-oob).
       var mark = document.getElementById("live-rv");
-      if (mark && mark.dataset.rv) {
-        var u = new URL(url, location.href);
-        u.searchParams.set("rv", mark.dataset.rv);
-        url = u.href;
-      }
+      var u = new URL(url, location.href);
+      if (mark && mark.dataset.rv) u.searchParams.set("rv", mark.dataset.rv);
+      // ... and from the "N new" count the page shows (the server counts on from it).
+      var announced = document.getElementById("items-new");
+      if (announced && announced.dataset.count) u.searchParams.set("announced", announced.dataset.count);
+      url = u.href;
       var socket = new WebSocket(url, []);
       socket.binaryType = htmx.config.wsBinaryType;
       pending = socket;
