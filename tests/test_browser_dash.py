@@ -427,3 +427,72 @@ def test_sorting_by_header_with_paging_and_live_updates(wide_page, kube_server, 
     expect(page.locator("#f-sort")).to_have_value("-holder")
     page.get_by_role("button", name="Apply").click()
     expect(page.get_by_role("columnheader", name="Holder")).to_have_attribute("aria-sort", "descending")
+
+
+# ---------------------------------------------------------------------------------------------
+# One push batch, several kinds of change: every message parses whole
+
+
+def test_a_push_batch_of_rows_and_other_changes_parses_whole(chromium):
+    """A batch with a row changing in place beside a new object on another page (its "N new")
+    and a deletion: each message, parsed as the websocket extension parses it (one fragment
+    in a <template>), keeps every element it carries."""
+    import orjson
+
+    from dashboard.kube.watch import Event
+    from dashboard.web import live
+    from dashboard.web.consumers import parse_spec
+    from manifests import lease
+
+    def event(rv, name, type_="MODIFIED", holder="node-a"):
+        obj = lease(name, holder=holder, ns="mix")
+        obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
+        return ("lease", Event(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode()))
+
+    spec = parse_spec(b"view=leases&namespace=mix&paged=1&first=mix/b&last=mix/d&rv=10")
+    shown, known = [("mix", "b"), ("mix", "c"), ("mix", "d")], {("mix", k) for k in "bcdxy"}
+    pending = {("Lease", "mix", "a"): ("ADDED", event(11, "a", "ADDED")[1]),           # new, not on this page
+               ("Lease", "mix", "b"): ("MODIFIED", event(12, "b", holder="node-z")[1]),
+               ("Lease", "mix", "c"): ("DELETED", event(13, "c", "DELETED")[1]),
+               ("Lease", "mix", "d"): ("MODIFIED", event(14, "d", holder="node-q")[1])}
+    messages = live.render_changes(spec, pending, shown, known)
+    ctx = chromium.new_context()
+    try:
+        page = ctx.new_page()
+        parsed = [page.evaluate("""html => {
+            const t = document.createElement('template');
+            t.innerHTML = html;
+            return Array.from(t.content.children).map(e => e.id);
+        }""", m) for m in messages]
+    finally:
+        ctx.close()
+    ids = [i for ids in parsed for i in ids]
+    for wanted in ("lease-mix--b", "lease-mix--d", "lease-mix--c", "items-new", "live-rv"):
+        assert wanted in ids, f"{wanted} lost in parsing: {parsed} from {messages}"
+    assert ids.count("items-new") == 1
+    assert spec.announced == 1 and shown == [("mix", "b"), ("mix", "d")]
+
+
+def test_new_objects_count_goes_on_after_a_reconnect(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    for name in ("a1", "a2", "a3"):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&limit=2")
+    notice = page.locator("#items-new")
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a0", "node-x"))
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a9", "node-y"))
+    expect(notice).to_contain_text("2 new objects")
+    page.evaluate("""() => {
+        window.__kdDown = true;
+        window.__kdSockets.filter(s => s.url.includes('/ws/live/') && s.readyState === 1).forEach(s => s.close());
+    }""")
+    expect(page.locator("#live-status")).to_have_text("Reconnecting…")
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a8", "node-z"))    # while down
+    page.evaluate("window.__kdDown = false")
+    page.get_by_role("button", name="Retry now").click()
+    expect(page.locator("#live-status")).to_have_text("Live")
+    expect(notice).to_contain_text("3 new objects")      # caught up, counting on from 2
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a7", "node-w"))
+    expect(notice).to_contain_text("4 new objects")
+    assert_not_reloaded(page)

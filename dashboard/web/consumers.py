@@ -192,6 +192,5 @@ class LiveConsumer(AsyncWebsocketConsumer):
             pending, self.pending = self.pending, {}
             if not pending:
                 return
-            html = await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known)
-            if html:
+            for html in await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known):
                 await self.send(text_data=html)
