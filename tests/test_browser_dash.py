@@ -496,3 +496,64 @@ def test_new_objects_count_goes_on_after_a_reconnect(page, kube_server, ns):
     api(kube_server, "POST", leases_path(ns), held_lease(ns, "a7", "node-w"))
     expect(notice).to_contain_text("4 new objects")
     assert_not_reloaded(page)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keyboard shortcuts
+
+
+def test_keyboard_shortcuts(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    base = kube_server.http_url
+    for name in ("k1", "k2", "k3"):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{base}/leases/?namespace={ns}")
+    # "?" opens the help: a modal dialog with the focus inside; Tab stays in it; Esc closes.
+    page.keyboard.press("?")
+    help_dialog = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(help_dialog).to_be_visible()
+    expect(help_dialog).to_contain_text("Go to Leases")
+    expect(help_dialog.get_by_role("button", name="Close")).to_be_focused()
+    assert axe_violations(page) == []
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.getElementById('shortcuts').contains(document.activeElement) || "
+                             "document.activeElement === document.body"), "focus left the dialog"
+    page.keyboard.press("Escape")
+    expect(help_dialog).to_be_hidden()
+    # j / k move a row focus; Enter opens the row.
+    page.keyboard.press("j")
+    expect(page.locator(dom("lease", ns, "k1"))).to_be_focused()
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    expect(page.locator(dom("lease", ns, "k3"))).to_be_focused()
+    page.keyboard.press("k")
+    expect(page.locator(dom("lease", ns, "k2"))).to_be_focused()
+    # A live push replaces the focused row: the focus stays on it.
+    api(kube_server, "PATCH", leases_path(ns, "k2"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
+    expect(page.locator(dom("lease", ns, "k2") + " .holder")).to_have_text("node-b")
+    expect(page.locator(dom("lease", ns, "k2"))).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{base}/leases/{ns}/k2/")
+    # "/" focuses the search; typing there is text, not shortcuts.
+    page.goto(f"{base}/jobs/?namespace={ns}")
+    page.keyboard.press("/")
+    search = page.get_by_label("Name contains")
+    expect(search).to_be_focused()
+    page.keyboard.type("gj?k")
+    expect(search).to_have_value("gj?k")
+    expect(help_dialog).to_be_hidden()
+    assert page.url.startswith(f"{base}/jobs/")
+    # g then a letter goes to a page.
+    page.locator("h1").click()
+    page.keyboard.press("g")
+    page.keyboard.press("e")
+    page.wait_for_url(f"{base}/endpoints/")
+    page.keyboard.press("g")
+    page.keyboard.press("o")
+    page.wait_for_url(f"{base}/")
+    page.keyboard.press("g")
+    page.keyboard.press("l")
+    page.wait_for_url(f"{base}/leases/")

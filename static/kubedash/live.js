@@ -5,6 +5,7 @@
 //     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
 //  3. Reconnects resume from the newest revision the page has seen (#live-rv).
 //  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
+//  5. Keyboard shortcuts (the help dialog, #shortcuts, is in base.html).
 (function () {
   "use strict";
 
@@ -142,6 +143,69 @@
     var label = document.querySelector('label[for="' + field.id + '"]');
     (label || field).scrollIntoView({block: "center"});
     field.focus({preventScroll: true});
+  });
+
+  // --- keyboard shortcuts -------------------------------------------------------------------
+  // "/" search, "?" this help (a modal <dialog>: it keeps focus inside and Esc closes it),
+  // j / k move a row focus, Enter opens the row, "g" then a letter goes to a page (the header
+  // links carry their letter in data-go). Never while typing in a field, never with Ctrl/Alt/⌘.
+  var goPending = 0, focusedRowId = "";
+  function typing(el) {
+    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName) ||
+                  (el.closest && el.closest("dialog[open]:not(#shortcuts)")));
+  }
+  function rows() {
+    return Array.prototype.slice.call(document.querySelectorAll("#items > tr, #items > .card"));
+  }
+  function focusRow(row) {
+    if (!row) return;
+    rows().forEach(function (r) { r.classList.remove("kb-row"); });
+    row.classList.add("kb-row");
+    if (!row.hasAttribute("tabindex")) row.setAttribute("tabindex", "-1");
+    focusedRowId = row.id;
+    row.focus();
+    row.scrollIntoView({block: "nearest"});
+  }
+  function moveRow(step) {
+    var all = rows();
+    if (!all.length) return;
+    var at = all.indexOf(document.activeElement && document.activeElement.closest &&
+                         document.activeElement.closest("#items > *"));
+    if (at < 0) at = all.findIndex(function (r) { return r.id === focusedRowId; });
+    focusRow(all[at < 0 ? (step > 0 ? 0 : all.length - 1) : Math.max(0, Math.min(all.length - 1, at + step))]);
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
+    var help = document.getElementById("shortcuts");
+    if (help && help.open) return;   // the dialog handles its own keys (Esc closes it)
+    var key = e.key;
+    if (goPending && Date.now() - goPending < 1500) {
+      goPending = 0;
+      var link = document.querySelector('a[data-go="' + (key.length === 1 ? key.toLowerCase() : "") + '"]');
+      if (link) { e.preventDefault(); location.href = link.href; }
+      return;
+    }
+    goPending = 0;
+    if (key === "/") {
+      var search = document.querySelector("[data-search]");
+      if (search) { e.preventDefault(); search.focus(); if (search.select) search.select(); }
+    } else if (key === "?") {
+      if (help) { e.preventDefault(); help.showModal(); }
+    } else if (key === "j" || key === "k") {
+      e.preventDefault();
+      moveRow(key === "j" ? 1 : -1);
+    } else if (key === "Enter" && e.target.matches && e.target.matches("#items > *")) {
+      var open = e.target.querySelector("a[href]");
+      if (open) { e.preventDefault(); open.click(); }
+    } else if (key === "g") {
+      goPending = Date.now();
+    }
+  });
+  // A live push replaces a row element: the row focus stays on it.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (!focusedRowId || document.activeElement !== document.body) return;
+    var row = document.getElementById(focusedRowId);
+    if (row) focusRow(row);
   });
 
   // --- the websocket ----------------------------------------------------------------------
