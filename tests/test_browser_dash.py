@@ -557,3 +557,30 @@ def test_keyboard_shortcuts(wide_page, kube_server, ns):
     page.keyboard.press("g")
     page.keyboard.press("l")
     page.wait_for_url(f"{base}/leases/")
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML download
+
+
+def test_yaml_download_is_what_kubectl_get_writes(page, kube_server, ns, tmp_path):
+    import os
+    import subprocess
+
+    import yaml
+    from conftest import require_kubectl
+
+    kubectl = require_kubectl()
+    api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns, completions=3))
+    page.goto(f"{kube_server.http_url}/jobs/{ns}/crunch/")
+    with page.expect_download() as info:
+        page.get_by_role("link", name="Download YAML").click()
+    download = info.value
+    assert download.suggested_filename == f"{ns}-crunch.yaml"
+    text = Path(download.path()).read_text()
+    config = kube_server.kubeconfig(tmp_path / "kubeconfig")
+    out = subprocess.run([kubectl, "--cache-dir", str(tmp_path / "cache"), "get", "job", "crunch", "-n", ns,
+                          "-o", "yaml"], capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(config)}).stdout
+    assert yaml.safe_load(text) == yaml.safe_load(out)
+    assert text.startswith("apiVersion: batch/v1\n") and "managedFields" not in text

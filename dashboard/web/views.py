@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 
 import orjson
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -371,6 +371,16 @@ class KindListView(View):
 # Detail pages
 
 
+def yaml_download(obj: dict) -> HttpResponse:
+    """The object as a file, as `kubectl get -o yaml` writes it (managedFields left out, as
+    kubectl does by default)."""
+    meta = obj["metadata"]
+    resp = HttpResponse(p.object_yaml(obj), content_type="application/yaml; charset=utf-8")
+    resp["Content-Disposition"] = f'attachment; filename="{meta["namespace"]}-{meta["name"]}.yaml"'
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
 @method_decorator(viewer_required, name="dispatch")
 class DetailView(View):
     web: kinds.KindWeb | None = None   # set by the URLconf: DetailView.as_view(web=...)
@@ -389,6 +399,8 @@ class DetailView(View):
         if not scope.sees(principal, page.kind, obj):
             # Outside a share link's selector: as if it did not exist.
             raise Http404(f"{page.kind} {namespace}/{name} not found")
+        if request.GET.get("download") == "yaml":
+            return yaml_download(obj)
         now = utcnow()
         ctx = base_context(request, principal, page.plural)
         rv = obj["metadata"].get("resourceVersion", "")
