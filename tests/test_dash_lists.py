@@ -139,3 +139,70 @@ def test_endpoints_cards_sort_from_the_menu(viewer):
     r = viewer.get("/endpoints/?namespace=s6&sort=-not_ready")
     assert names(r) == ["two", "one", "zero"]
     assert '<option value="-not_ready" selected>' in r.content.decode()
+
+
+# ---------------------------------------------------------------------------------------------
+# Search across kinds
+
+
+def sections(resp) -> dict[str, list[str]]:
+    """Search results: kind title -> the names found."""
+    html = resp.content.decode()
+    out = {}
+    for title, body in re.findall(r'<h2 id="search-[a-z]+-h">(\w+) .*?</h2>(.*?)</section>', html, re.S):
+        out[title] = re.findall(r'<th scope="row"><a href="[^"]+">([^<]+)</a>', body)
+    return out
+
+
+@pytest.fixture
+def cluster(db):
+    store.create(by_kind("Lease"), "shop", lease("checkout-leader", holder="pod-web-7", ns="shop"))
+    store.create(by_kind("Lease"), "ops", lease("web-lock", holder="node-a", ns="ops"))
+    store.create(by_kind("Endpoints"), "shop", endpoints("cart", ns="shop", labels={"app": "web"}))
+    store.create(by_kind("Job"), "web-batch", job("nightly", ns="web-batch"))
+    store.create(by_kind("Job"), "ops", job("backup", ns="ops"))
+
+
+def test_search_across_kinds_names_namespaces_labels_holders(viewer, cluster):
+    r = viewer.get("/search/?q=web")
+    assert r.status_code == 200
+    assert sections(r) == {"Leases": ["web-lock", "checkout-leader"], "Endpoints": ["cart"], "Jobs": ["nightly"]}
+    html = r.content.decode()
+    assert "holder pod-web-7" in html and "label app=web" in html and "namespace" in html
+    assert "4 objects match" in unescape(re.sub(r"<[^>]+>", "", html))
+    assert sections(viewer.get("/search/?q=app%3Dweb")) == {"Leases": [], "Endpoints": ["cart"], "Jobs": []}
+    assert sections(viewer.get("/search/?q=BACKUP"))["Jobs"] == ["backup"]
+    assert sections(viewer.get("/search/?q=zzz-nothing")) == {"Leases": [], "Endpoints": [], "Jobs": []}
+
+
+def test_search_respects_the_viewers_namespaces(db, cluster):
+    from dashboard.access.models import Profile
+    from dashboard.access.tokens import ensure_user
+
+    user = ensure_user("shop-only", "viewer")
+    Profile.objects.filter(user=user).update(namespaces=["shop"])
+    c = Client()
+    c.force_login(user)
+    assert sections(c.get("/search/?q=web")) == {"Leases": ["checkout-leader"], "Endpoints": ["cart"], "Jobs": []}
+
+
+def test_the_header_search_box_is_on_every_page(viewer, cluster):
+    for path in ("/", "/leases/", "/jobs/shop/nightly/".replace("shop", "web-batch")):
+        html = viewer.get(path).content.decode()
+        assert 'action="/search/"' in html and 'id="site-q"' in html, path
+
+
+def test_a_shared_view_cannot_search_beyond_its_page(db, cluster):
+    from dashboard.access.tokens import ensure_user
+
+    editor = Client()
+    editor.force_login(ensure_user("dash-sharer", "editor"))
+    r = editor.post("/share/new/", {"kind": "Lease", "namespace": "shop", "labelSelector": "", "q": "",
+                                    "label": "shop leases", "expiry": "1d"})
+    url = re.search(r'value="(http://[^"]+/s/[^"]+)"', r.content.decode()).group(1)
+    visitor = Client()
+    assert visitor.get(unescape(url).split("testserver", 1)[1]).status_code == 302
+    page = visitor.get("/leases/?namespace=shop").content.decode()
+    assert 'id="site-q"' not in page                      # no search box in a shared view
+    refused = visitor.get("/search/?q=web")
+    assert refused.status_code == 403 and "checkout-leader" not in refused.content.decode()

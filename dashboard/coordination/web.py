@@ -318,4 +318,5 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     actions=(kinds.Action("release", "lease_release", release),),
     detail_context=detail_context,
     sorts=LEASE_SORTS,
+    search_columns=(("holder_identity", "holder"),),
 ))

@@ -104,6 +104,9 @@ class KindWeb:
     # Detail page extras: (namespace, name, now) -> context (e.g. a history from the revision log).
     detail_context: Callable[[str, str, datetime], dict] | None = None
     sorts: tuple[Sort, ...] = ()     # the kind's own sort keys, beyond COMMON_SORTS
+    # Typed text columns the search across kinds also looks in (beyond names, namespaces,
+    # labels), with what the results call them: (("holder_identity", "holder"),)
+    search_columns: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         if not self.list_template:

@@ -7,6 +7,7 @@ from . import kinds, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("search/", views.SearchView.as_view(), name="search"),
     path("", include("dashboard.web.edit_urls")),
 ]
 for web in kinds.registered():

@@ -413,6 +413,55 @@ class DetailView(View):
 
 
 # ---------------------------------------------------------------------------------------------
+# Search across kinds
+
+SEARCH_SHOWN = 50   # results shown per kind
+
+
+def search_kind(web: kinds.KindWeb, principal: Principal, term: str) -> dict | None:
+    """One kind's part of the search: objects whose name, namespace, a label (key, value or
+    "key=value") or one of the kind's search columns contain `term` (case-insensitive),
+    within what the principal may list; None when it may list none of this kind."""
+    from django.db.models import Q
+
+    namespaces = list_scope(principal, "", web.kind)
+    if namespaces is None:
+        return None
+    rows, _ = view_rows(web.kind, namespaces, None, "")
+    needle = term.lower()
+    match = Q(name__icontains=term) | Q(namespace__icontains=term) | Q(labels__icontains=term.split("=")[0])
+    for column, _label in web.search_columns:
+        match |= Q(**{f"{column}__icontains": term})
+    own = scope.own_selector(principal)
+    found = []
+    extra = [c for c, _ in web.search_columns]
+    for ns, name, labels, *values in rows.filter(match).order_by("namespace", "name").values_list(
+            "namespace", "name", "labels", *extra):
+        if own is not None and not own.matches(labels):
+            continue
+        why = [what for what, text in (("name", name), ("namespace", ns)) if needle in text.lower()]
+        why += [f"label {k}={v}" for k, v in sorted(labels.items())
+                if needle in k.lower() or needle in v.lower() or needle == f"{k}={v}".lower()
+                or (("=" in needle) and f"{k}={v}".lower().startswith(needle))]
+        why += [f"{label} {value}" for (_, label), value in zip(web.search_columns, values)
+                if value and needle in str(value).lower()]
+        if why:   # (the labels' JSON text can match on its punctuation alone)
+            found.append({"namespace": ns, "name": name, "url": web.detail_url(ns, name), "why": why})
+    return {"web": web, "total": len(found), "items": found[:SEARCH_SHOWN]}
+
+
+@method_decorator(viewer_required, name="dispatch")
+class SearchView(View):
+    def get(self, request):
+        principal = page_principal(request)
+        term = (request.GET.get("q") or "").strip()[:253]
+        ctx = base_context(request, principal, "search")
+        groups = [g for g in (search_kind(web, principal, term) for web in kinds.registered()) if g] if term else []
+        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), shown=SEARCH_SHOWN)
+        return render(request, "web/search.html", ctx)
+
+
+# ---------------------------------------------------------------------------------------------
 # Overview
 
 

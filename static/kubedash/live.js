@@ -187,7 +187,8 @@
     }
     goPending = 0;
     if (key === "/") {
-      var search = document.querySelector("[data-search]");
+      // The page's own search (a list's name filter), else the header's search of all kinds.
+      var search = document.querySelector("[data-search]") || document.querySelector("[data-search-global]");
       if (search) { e.preventDefault(); search.focus(); if (search.select) search.select(); }
     } else if (key === "?") {
       if (help) { e.preventDefault(); help.showModal(); }
