@@ -584,3 +584,32 @@ def test_yaml_download_is_what_kubectl_get_writes(page, kube_server, ns, tmp_pat
                          env={**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(config)}).stdout
     assert yaml.safe_load(text) == yaml.safe_load(out)
     assert text.startswith("apiVersion: batch/v1\n") and "managedFields" not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Search across kinds
+
+
+def test_search_across_kinds_from_the_header(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    base = kube_server.http_url
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "lock", f"holder-{ns}"))
+    api(kube_server, "POST", endpoints_path(ns), endpoints(name="api", ns=ns))
+    api(kube_server, "POST", jobs_path(ns), job(name="migrate", ns=ns))
+    page.goto(base + "/")
+    page.keyboard.press("/")      # no list filter here: "/" is the header's search
+    box = page.get_by_role("searchbox", name="Search all kinds")
+    expect(box).to_be_focused()
+    box.fill(ns)
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"/search/\?q="))
+    for title, name in (("Leases", "lock"), ("Endpoints", "api"), ("Jobs", "migrate")):
+        group = page.get_by_role("region", name=re.compile(f"^{title}"))
+        expect(group.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(page.get_by_role("region", name=re.compile("^Leases"))).to_contain_text(f"holder holder-{ns}")
+    page.screenshot(path="/tmp/kubedash-search.png", full_page=True)
+    assert axe_violations(page) == []
+    page.get_by_role("link", name="migrate", exact=True).click()
+    page.wait_for_url(f"{base}/jobs/{ns}/migrate/")
