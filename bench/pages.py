@@ -430,20 +430,19 @@ def browser_phase(server: Server, cookie: str, objects: int, rate: float, second
 
     from playwright.sync_api import sync_playwright
 
-    name, _, value = cookie.partition("=")
     out = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium") or None)
         try:
             for kind, path, _ in PAGES:
                 ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-                ctx.add_cookies([{"name": name, "value": value.split(";")[0], "url": f"http://127.0.0.1:{server.port}"}])
+                ctx.add_cookies([{"name": k.strip(), "value": v, "url": f"http://127.0.0.1:{server.port}"}
+                                 for k, _, v in (pair.partition("=") for pair in cookie.split(";"))])
                 ctx.add_init_script(PROBE)
                 page = ctx.new_page()
                 t0 = time.perf_counter()
                 page.goto(f"http://127.0.0.1:{server.port}{path}?namespace={RENDER_NS}&limit={objects}")
-                page.wait_for_function("document.getElementById('live-status')?.dataset.state === 'live'",
-                                       timeout=60000)
+                page.locator("#live-status[data-state=live]").wait_for(timeout=60000)
                 live_ms = (time.perf_counter() - t0) * 1000
                 timing = page.evaluate("""() => {
                     const nav = performance.getEntriesByType('navigation')[0];
@@ -481,6 +480,7 @@ def browser_phase(server: Server, cookie: str, objects: int, rate: float, second
                 elapsed = time.perf_counter() - started
                 stop.set()
                 thread.join(10)
+                page.screenshot(path=f"/tmp/kubedash-bench{path.replace('/', '-')}{objects}.png")
                 out[path] = {"first_paint_ms": timing["fcp"], "live_ms": live_ms,
                              "weight_kb": (timing["html"] + timing["assets"]) / 1024,
                              "html_kb": timing["html_body"] / 1024, "nodes": timing["nodes"],

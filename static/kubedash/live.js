@@ -47,15 +47,38 @@
   // While the live connection is down, time stands still on the page (see setStale).
   var frozenAt = null;
 
+  // Rows out of view keep their time texts until they scroll into view: rewriting 2,000 texts
+  // a second re-lays out a 1,000-row table (long main-thread tasks, dropped frames). State
+  // flips (held -> expired) still happen everywhere, so the counts stay right.
+  var inView = new WeakSet(), watched = new WeakSet(), seen = null;
+  if (window.IntersectionObserver) {
+    seen = new IntersectionObserver(function (entries) {
+      var any = false;
+      entries.forEach(function (e) {
+        if (e.isIntersecting) { inView.add(e.target); any = true; } else inView.delete(e.target);
+      });
+      if (any) tick();
+    }, {rootMargin: "200px 0px"});
+  }
+  function shown(el) {
+    var row = seen && el.closest("#items > *");
+    if (!row) return true;
+    if (!watched.has(row)) { watched.add(row); seen.observe(row); return false; }   // (reported soon)
+    return inView.has(row);
+  }
+
   function tick() {
     var now = frozenAt !== null ? frozenAt : Date.now() + skew;
     each("[data-renewed-at]", function (el) {
+      if (!shown(el)) return;
       var t = now - Date.parse(el.dataset.renewedAt);
       setText(el, "renewed " + (t < 1000 ? "just now" : human(t) + " ago"));
     });
     each("[data-expires-at]", function (el) {
       var left = Date.parse(el.dataset.expiresAt) - now;
-      setText(el, left > 0 ? "expires in " + human(Math.ceil(left / 1000) * 1000) : "expired " + human(-left) + " ago");
+      if (shown(el)) {
+        setText(el, left > 0 ? "expires in " + human(Math.ceil(left / 1000) * 1000) : "expired " + human(-left) + " ago");
+      }
       // A lease row (or the detail summary) flips held <-> expired: class and text.
       var row = el.closest("[data-lease-live]");
       if (row && row.classList.contains("is-held") !== left > 0) {
