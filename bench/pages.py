@@ -23,6 +23,12 @@ form like a browser (session cookie), and measures:
     `manage.py shell` against the same database): reading the store, building the rows
     (present), and the rest (template rendering, middleware).
 
+(c) The page in a browser (issue 14): each list page with --objects rows (one page) in headless
+    Chromium: first paint, time until Live, page weight, DOM size; then, with its Leases
+    written at --browser-rate/s for --browser-seconds, frames per second, the longest
+    main-thread task, and bytes per push. Targets: >= 50 fps, longest task < 100 ms, first
+    paint < 500 ms, weight < 300 KB. `--only-browser` seeds and runs (c) alone.
+
 Writer and sockets run on the same machine, so their time.time() clocks agree. Traffic goes
 only to 127.0.0.1, and every phase is bounded in time.
 """
