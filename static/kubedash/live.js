@@ -225,6 +225,10 @@
       goPending = Date.now();
     }
   });
+  document.addEventListener("click", function (e) {
+    var close = e.target.closest && e.target.closest("[data-close-dialog]");
+    if (close) close.closest("dialog").close();
+  });
   // A live push replaces a row element: the row focus stays on it.
   document.addEventListener("htmx:wsAfterMessage", function () {
     if (!focusedRowId || document.activeElement !== document.body) return;
