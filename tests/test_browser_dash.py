@@ -523,6 +523,9 @@ def test_keyboard_shortcuts(wide_page, kube_server, ns):
                              "document.activeElement === document.body"), "focus left the dialog"
     page.keyboard.press("Escape")
     expect(help_dialog).to_be_hidden()
+    page.keyboard.press("?")
+    help_dialog.get_by_role("button", name="Close").click()
+    expect(help_dialog).to_be_hidden()
     # j / k move a row focus; Enter opens the row.
     page.keyboard.press("j")
     expect(page.locator(dom("lease", ns, "k1"))).to_be_focused()
