@@ -7,6 +7,7 @@ from . import history_views, kinds, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("search/", views.SearchView.as_view(), name="search"),
     path("", include("dashboard.web.edit_urls")),
 ]
 for web in kinds.registered():
