@@ -39,8 +39,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BENCH, BenchServer, categorise, find_pyspy, host_busy_seconds, machine,  # noqa: E402
-                    print_targets, read_collapsed, request)
+from common import (BENCH, BenchServer, add_backend_arguments, backend_name, categorise,  # noqa: E402
+                    find_pyspy, host_busy_seconds, machine, print_targets, read_collapsed, request)
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 ALL_LEASES = "/apis/coordination.k8s.io/v1/leases"
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -458,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile the one-worker server with py-spy for ~10 s under the renew load "
                              "(needs `pip install py-spy`); raw collapsed stacks go to FILE.gil/FILE.wall")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
+    add_backend_arguments(parser)
     args = parser.parse_args(argv)
 
     wrk = shutil.which("wrk")
@@ -472,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     list_runs = args.list_runs or (3 if args.quick else 7)
 
     print(f"kubedash API benchmark  {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; database: {backend_name(args.database, args.redis)}")
     print(f"wrk runs of {duration:g} s, connections {conns} (wrk threads = connections), workers {worker_counts}, "
           f"Table load of {jobs} Jobs, list of {list_size} Leases x {list_runs} runs\n")
 
@@ -481,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     list_json = list_table = None
     for workers in worker_counts:
         data_dir = Path(tempfile.mkdtemp(prefix="kubedash-bench-"))
-        server = BenchServer(data_dir, workers=workers)
+        server = BenchServer(data_dir, workers=workers, database=args.database, redis=args.redis)
         mine: list[Result] = results.setdefault(workers, [])
         try:
             server.start()

@@ -23,6 +23,12 @@ form like a browser (session cookie), and measures:
     `manage.py shell` against the same database): reading the store, building the rows
     (present), and the rest (template rendering, middleware).
 
+(c) The page in a browser (issue 14): each list page with --objects rows (one page) in headless
+    Chromium: first paint, time until Live, page weight, DOM size; then, with its Leases
+    written at --browser-rate/s for --browser-seconds, frames per second, the longest
+    main-thread task, and bytes per push. Targets: >= 50 fps, longest task < 100 ms, first
+    paint < 500 ms, weight < 300 KB. `--only-browser` seeds and runs (c) alone.
+
 Writer and sockets run on the same machine, so their time.time() clocks agree. Traffic goes
 only to 127.0.0.1, and every phase is bounded in time.
 """
@@ -328,7 +334,7 @@ for web in kinds.registered():
         t0 = time.perf_counter(); f = views.fetch(kind, [{ns!r}], None, \"\", 1000, \"\")
         t1 = time.perf_counter(); p.page_context(kind, f.objects, now())
         t2 = time.perf_counter()
-        request = RequestFactory().get(path, {{\"namespace\": {ns!r}}}); request.user = user
+        request = RequestFactory().get(path, {{\"namespace\": {ns!r}, \"limit\": \"1000\"}}); request.user = user
         response = view(request)
         t3 = time.perf_counter()
         assert response.status_code == 200
@@ -368,7 +374,7 @@ def render_phase(server: Server, cookie: str, objects: int, repeat: int) -> dict
     client = Http(server.port, cookie=cookie)
     out = {}
     for kind, path, prefix in PAGES:
-        url = f"{path}?namespace={RENDER_NS}"
+        url = f"{path}?namespace={RENDER_NS}&limit={objects}"   # one page of them all
         times, size, cells, count = [], 0, 0, 0
         for i in range(repeat + 1):
             t0 = time.perf_counter()
@@ -397,6 +403,122 @@ def render_phase(server: Server, cookie: str, objects: int, repeat: int) -> dict
     shell = server.manage("shell", "-c", BREAKDOWN.format(user=USER, ns=RENDER_NS, repeat=repeat))
     out["breakdown"] = json.loads(shell.split("BREAKDOWN", 1)[1])
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) the page in a browser: a 1,000-row page live under a write load (issue 14)
+
+# Installed before any page script: frames, long tasks and websocket bytes, counted by the page.
+PROBE = """
+(() => {
+  const m = window.__bench = {frames: 0, longest: 0, longTasks: 0, wsMessages: 0, wsBytes: 0, counting: false};
+  new PerformanceObserver(list => { for (const e of list.getEntries()) if (m.counting) {
+      m.longTasks++; m.longest = Math.max(m.longest, e.duration); } }).observe({entryTypes: ['longtask']});
+  const frame = () => { if (m.counting) m.frames++; requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) { super(...args);
+      this.addEventListener('message', e => { if (m.counting) { m.wsMessages++;
+        m.wsBytes += typeof e.data === 'string' ? new TextEncoder().encode(e.data).length : e.data.size; } }); }
+  };
+})();
+"""
+
+BROWSER_TARGETS = {"fps": 50, "longest_ms": 100, "first_paint_ms": 500, "weight_kb": 300}
+
+
+def browser_phase(server: Server, cookie: str, objects: int, rate: float, seconds: float) -> dict:
+    """Each list page of `objects` rows in headless Chromium: first paint, time to live, page
+    weight; then, with Leases on it written at `rate`/s, frames per second, the longest
+    main-thread task and the bytes per pushed update."""
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    out = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium") or None)
+        try:
+            for kind, path, _ in PAGES:
+                ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+                ctx.add_cookies([{"name": k.strip(), "value": v, "url": f"http://127.0.0.1:{server.port}"}
+                                 for k, _, v in (pair.partition("=") for pair in cookie.split(";"))])
+                ctx.add_init_script(PROBE)
+                page = ctx.new_page()
+                t0 = time.perf_counter()
+                page.goto(f"http://127.0.0.1:{server.port}{path}?namespace={RENDER_NS}&limit={objects}")
+                page.locator("#live-status[data-state=live]").wait_for(timeout=60000)
+                live_ms = (time.perf_counter() - t0) * 1000
+                timing = page.evaluate("""() => {
+                    const nav = performance.getEntriesByType('navigation')[0];
+                    const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+                    const res = performance.getEntriesByType('resource');
+                    return {fcp: fcp ? fcp.startTime : null, html: nav.transferSize, html_body: nav.encodedBodySize,
+                            assets: res.reduce((n, r) => n + (r.transferSize || r.encodedBodySize || 0), 0),
+                            nodes: document.getElementsByTagName('*').length};
+                }""")
+                # Writes: Leases shown on this page (the pushes its socket gets); other kinds'
+                # pages see their own objects unchanged plus the same write load on the server.
+                stop = threading.Event()
+                written = [0]
+
+                def writer():
+                    client = Http(server.port, server.token)
+                    i = 0
+                    next_at = time.monotonic()
+                    while not stop.is_set():
+                        lease_name = f"lease-{i % objects:04d}"
+                        client.call("PATCH", f"/apis/coordination.k8s.io/v1/namespaces/{RENDER_NS}/leases/{lease_name}",
+                                    {"spec": {"holderIdentity": f"bench-{i}"}}, ctype="application/merge-patch+json")
+                        written[0] += 1
+                        i += 1
+                        next_at += 1 / rate
+                        time.sleep(max(0.0, next_at - time.monotonic()))
+                    client.close()
+
+                thread = threading.Thread(target=writer, daemon=True)
+                page.evaluate("window.__bench.counting = true")
+                started = time.perf_counter()
+                thread.start()
+                page.wait_for_timeout(seconds * 1000)
+                m = page.evaluate("(() => { window.__bench.counting = false; return window.__bench; })()")
+                elapsed = time.perf_counter() - started
+                stop.set()
+                thread.join(10)
+                page.screenshot(path=f"/tmp/kubedash-bench{path.replace('/', '-')}{objects}.png")
+                out[path] = {"first_paint_ms": timing["fcp"], "live_ms": live_ms,
+                             "weight_kb": (timing["html"] + timing["assets"]) / 1024,
+                             "html_kb": timing["html_body"] / 1024, "nodes": timing["nodes"],
+                             "fps": m["frames"] / elapsed, "longest_ms": m["longest"], "long_tasks": m["longTasks"],
+                             "messages": m["wsMessages"], "bytes_per_message": m["wsBytes"] / max(1, m["wsMessages"]),
+                             "writes_per_s": written[0] / elapsed}
+                ctx.close()
+        finally:
+            browser.close()
+    return out
+
+
+def report_browser(r: dict, objects: int, rate: float, seconds: float) -> bool:
+    print(f"\n(c) the page in headless Chromium: {objects} rows per page, Leases in the page's namespace "
+          f"written at {rate:g}/s for {seconds:g}s per page")
+    print(f"    {'':<11} {'first paint':>11} {'live':>7} {'weight':>7} {'DOM':>6} {'fps':>5} {'longest':>8} "
+          f"{'long':>5} {'msgs':>5} {'B/msg':>7} {'writes/s':>8}")
+    ok = True
+    for path, x in r.items():
+        fp = x["first_paint_ms"]
+        print(f"    {path:<11} {fp if fp is not None else float('nan'):8.0f} ms {x['live_ms']:4.0f} ms "
+              f"{x['weight_kb']:4.0f} KB {x['nodes']:6d} {x['fps']:5.1f} {x['longest_ms']:5.0f} ms {x['long_tasks']:5d} "
+              f"{x['messages']:5d} {x['bytes_per_message']:7.0f} {x['writes_per_s']:8.1f}")
+        t = BROWSER_TARGETS
+        ok = ok and x["fps"] >= t["fps"] and x["longest_ms"] < t["longest_ms"] and fp is not None \
+            and fp < t["first_paint_ms"] and x["weight_kb"] < t["weight_kb"]
+    print(f"    targets: >= {BROWSER_TARGETS['fps']} fps, longest task < {BROWSER_TARGETS['longest_ms']} ms, "
+          f"first paint < {BROWSER_TARGETS['first_paint_ms']} ms, weight < {BROWSER_TARGETS['weight_kb']} KB: "
+          f"{'PASS' if ok else 'MISS'}")
+    print("    (weight: HTML + assets as transferred; only the Leases page gets pushes, the others"
+          " measure the same load on the server)")
+    return ok
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leases", type=int, default=50, help="Leases the writes rotate over (default 50)")
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--browser-rate", type=float, default=100.0, help="writes/s during (c)")
+    parser.add_argument("--browser-seconds", type=float, default=10.0)
+    parser.add_argument("--only-browser", action="store_true", help="seed and run (c) only")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
@@ -484,18 +609,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.start()
         cookie = log_in(server.port)
-        seed(server.port, server.token, "Lease", args.leases, PUSH_NS)
-        push = asyncio.run(push_phase(server, cookie, args.sockets, args.writes, args.rate, args.leases))
-        render = render_phase(server, cookie, args.objects, args.repeat)
+        push = render = None
+        if args.only_browser:
+            for kind, _, _ in PAGES:
+                seed(server.port, server.token, kind, args.objects, RENDER_NS)
+        else:
+            seed(server.port, server.token, "Lease", args.leases, PUSH_NS)
+            push = asyncio.run(push_phase(server, cookie, args.sockets, args.writes, args.rate, args.leases))
+            render = render_phase(server, cookie, args.objects, args.repeat)
+        in_browser = browser_phase(server, cookie, args.objects, args.browser_rate, args.browser_seconds)
     finally:
         server.stop()
         if args.keep:
             print(f"(data kept in {data_dir})")
         else:
             shutil.rmtree(data_dir, ignore_errors=True)
-    ok_push = report_push(push, args.sockets, args.writes, args.rate)
-    ok_render = report_render(render, args.objects, args.repeat)
-    return 1 if args.strict and not (ok_push and ok_render) else 0
+    ok_push = report_push(push, args.sockets, args.writes, args.rate) if push else True
+    ok_render = report_render(render, args.objects, args.repeat) if render else True
+    ok_browser = report_browser(in_browser, args.objects, args.browser_rate, args.browser_seconds)
+    return 1 if args.strict and not (ok_push and ok_render and ok_browser) else 0
 
 
 if __name__ == "__main__":

@@ -52,8 +52,8 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BenchServer, categorise, find_pyspy, host_busy_seconds, machine, pct,  # noqa: E402
-                    print_targets, proc_cpu_seconds, read_collapsed, request)
+from common import (BenchServer, add_backend_arguments, backend_name, categorise, find_pyspy,  # noqa: E402
+                    host_busy_seconds, machine, pct, print_targets, proc_cpu_seconds, read_collapsed, request)
 
 # Targets (issue 3).
 DELIVERY_MAX_P99_MS = 100.0
@@ -474,7 +474,7 @@ class Bench:
                "connections": self.args.connections, "namespaces": self.ns, "per_ns": self.args.per_ns,
                "tag": f"p{self.phase_no}", "out": str(out)}
         client_pid = client.proc.pid if client else None
-        cpu0, wall0, busy0 = proc_cpu_seconds(self.server.proc.pid), time.monotonic(), host_busy_seconds()
+        cpu0, wall0, busy0 = self.server.cpu_seconds(), time.monotonic(), host_busy_seconds()
         client0 = proc_cpu_seconds(client_pid) if client_pid else 0.0
         cfg_path = self.work / f"writer-{self.phase_no}.json"
         cfg_path.write_bytes(orjson.dumps(cfg))
@@ -484,7 +484,7 @@ class Bench:
         if done.returncode != 0:
             raise SystemExit(f"the writer failed (exit {done.returncode})")
         data = orjson.loads(out.read_bytes())
-        data["server_cpu"] = (proc_cpu_seconds(self.server.proc.pid) - cpu0) / wall
+        data["server_cpu"] = (self.server.cpu_seconds() - cpu0) / wall
         data["writer_cpu"] = data["cpu"] / wall
         data["client_cpu"] = (proc_cpu_seconds(client_pid) - client0) / wall if client_pid else 0.0
         data["other_cpu"] = max(0.0, (host_busy_seconds() - busy0) / wall - data["server_cpu"]
@@ -769,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
                              "and 10 s under the fan-out; raw stacks go to STEM-writes.txt / STEM-fanout.txt")
     parser.add_argument("--no-max", action="store_true", help="skip the max-rate phases")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--workers", type=int, default=1, help="server worker processes (default 1)")
+    add_backend_arguments(parser)
     args = parser.parse_args(argv)
     args.watchers = args.watchers or (100 if args.quick else 1000)
     args.duration = args.duration or (4 if args.quick else 20)
@@ -776,13 +778,13 @@ def main(argv: list[str] | None = None) -> int:
     fd_limit = raise_fd_limit()
 
     print(f"kubedash watch fan-out benchmark  {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; database: {backend_name(args.database, args.redis)}, {args.workers} worker(s)")
     print(f"{args.watchers} watchers ({args.cluster_share:.0%} cluster-wide, the rest over {args.namespaces} "
           f"namespaces), writes paced at {args.rate:g}/s for {args.duration:g} s over {args.connections} "
           f"connections, 3 kinds; fd limit {fd_limit}\n")
 
     work = Path(tempfile.mkdtemp(prefix="kubedash-watchbench-"))
-    server = BenchServer(work / "data")
+    server = BenchServer(work / "data", workers=args.workers, database=args.database, redis=args.redis)
     (work / "data").mkdir()
     child: Child | None = None
     results: dict = {}
@@ -814,9 +816,9 @@ def main(argv: list[str] | None = None) -> int:
         child, opened = bench.open_watchers(plan, bench.current_rv())
         time.sleep(3)   # let the server finish setting up every stream
         rss_after, threads_after, fds_after = rss_kb(pid), proc_status(pid, "Threads"), open_fds(pid)
-        idle_cpu0, idle_wall0 = proc_cpu_seconds(pid), time.monotonic()
+        idle_cpu0, idle_wall0 = server.cpu_seconds(), time.monotonic()
         time.sleep(2)
-        idle_cpu = (proc_cpu_seconds(pid) - idle_cpu0) / (time.monotonic() - idle_wall0)
+        idle_cpu = (server.cpu_seconds() - idle_cpu0) / (time.monotonic() - idle_wall0)
         per_watcher_kb = (rss_after - rss_before) / max(opened["ok"], 1)
         print(f"\nM  opened {opened['ok']} watchers ({opened['failed']} failed) in {opened['seconds']:.1f} s; "
               f"server RSS {rss_before / 1024:.1f} MiB -> {rss_after / 1024:.1f} MiB = "

@@ -6,6 +6,8 @@ DJANGO_SECRET_KEY  unset: generated once into DATA_DIR/secret_key
 DJANGO_DEBUG   "1"/"true" for debug pages (never for the API: errors are always metav1.Status)
 ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
 KUBEDASH_DATA_DIR  where the database, TLS material and secret key live (default ./data)
+KUBEDASH_STATIC_ROOT  where collectstatic writes (default DATA_DIR/staticfiles; the image
+               collects into the image, outside the data volume)
 """
 from __future__ import annotations
 
@@ -93,6 +95,19 @@ KUBEDASH_FAST_LANE_QUEUE = int(os.environ.get("KUBEDASH_FAST_LANE_QUEUE", "1000"
 KUBEDASH_EXPENSIVE_LANE_THREADS = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_THREADS", "2"))
 KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEUE", "32"))
 
+# Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
+# leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.
+KUBEDASH_REQUEST_LOG = _env_bool("KUBEDASH_REQUEST_LOG", True)
+KUBEDASH_METRICS_TOKEN = os.environ.get("KUBEDASH_METRICS_TOKEN", "")
+KUBEDASH_METRICS_USERS = [u.strip() for u in os.environ.get("KUBEDASH_METRICS_USERS", "").split(",") if u.strip()]
+KUBEDASH_METRICS_ANONYMOUS = _env_bool("KUBEDASH_METRICS_ANONYMOUS")
+KUBEDASH_MAINTENANCE = _env_bool("KUBEDASH_MAINTENANCE", True)
+KUBEDASH_MAINTENANCE_LEASE_SECONDS = float(os.environ.get("KUBEDASH_MAINTENANCE_LEASE_SECONDS", "15"))
+KUBEDASH_MAINTENANCE_RENEW_DEADLINE = float(os.environ.get("KUBEDASH_MAINTENANCE_RENEW_DEADLINE", "10"))
+KUBEDASH_MAINTENANCE_RETRY_PERIOD = float(os.environ.get("KUBEDASH_MAINTENANCE_RETRY_PERIOD", "2"))
+KUBEDASH_MAINTENANCE_INTERVAL = float(os.environ.get("KUBEDASH_MAINTENANCE_INTERVAL", "60"))
+KUBEDASH_SHUTDOWN_GRACE_SECONDS = float(os.environ.get("KUBEDASH_SHUTDOWN_GRACE_SECONDS", "10"))
+
 ROOT_URLCONF = "dashboard.urls"
 WEBSOCKET_URLCONF = "dashboard.web.routing"   # websocket routes (dashboard.server.asgi)
 ASGI_APPLICATION = "dashboard.server.asgi.application"
@@ -142,7 +157,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("KUBEDASH_STATIC_ROOT", DATA_DIR / "staticfiles"))
 # Compressed, hashed names once `collectstatic` ran; plain names from the finders before
 # (dashboard/web/staticfiles.py says how).
 STORAGES = {"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -159,6 +174,19 @@ LOGIN_REDIRECT_URL = "/"
 KUBE_MAX_BODY_BYTES = 3 * 1024 * 1024          # kube-apiserver's default request body limit
 DATA_UPLOAD_MAX_MEMORY_SIZE = KUBE_MAX_BODY_BYTES + 1024
 KUBE_DEFAULT_LIST_LIMIT = None                    # no limit unless the client asks
+
+# What a client may send and how slowly (dashboard.server.protocol; docs/SERVING.md, "Limits").
+# A body that may exceed this comes only from a request whose token or session is checked
+# first (401 before it is read).
+KUBEDASH_ANONYMOUS_BODY_BYTES = int(os.environ.get("KUBEDASH_ANONYMOUS_BODY_BYTES", str(64 * 1024)))
+KUBEDASH_MAX_URL_BYTES = int(os.environ.get("KUBEDASH_MAX_URL_BYTES", str(128 * 1024)))       # 414 above
+KUBEDASH_MAX_HEADER_BYTES = int(os.environ.get("KUBEDASH_MAX_HEADER_BYTES", str(64 * 1024)))  # 431 above
+# From a request's first byte to the end of its headers (kube-apiserver: ReadHeaderTimeout 32 s),
+# and between requests on a kept-alive connection (kube-apiserver: IdleTimeout 90 s).
+KUBEDASH_HEADER_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_HEADER_TIMEOUT_SECONDS", "32"))
+KUBEDASH_IDLE_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_IDLE_TIMEOUT_SECONDS", "90"))
+# Live pages only listen (web/consumers.py ignores what a browser sends).
+KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES", str(64 * 1024)))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
 KUBE_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))

@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from dashboard.kube import discovery_views as disc
 from dashboard.kube.views import NotFoundView, ObjectView
 from dashboard.kube.watch_views import collection_or_watch, watch_path
+from dashboard.server.metrics import metrics
 
 obj = ObjectView.as_view()
 
@@ -27,6 +28,7 @@ urlpatterns = [
     path("livez", disc.healthz),
     path("readyz", disc.readyz),
     path("readyz/<str:check>", disc.readyz),
+    path("metrics", metrics),
     path("version", disc.VersionView.as_view()),
     path("version/", disc.VersionView.as_view()),
     path("api", disc.CoreDiscoveryView.as_view()),

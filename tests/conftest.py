@@ -188,6 +188,9 @@ def server_env(data_dir: Path) -> dict:
     env["DJANGO_SETTINGS_MODULE"] = "dashboard.settings"
     env["PYTHONPATH"] = str(ROOT)
     env["KUBEDASH_WATCH_BOOKMARK_SECONDS"] = "1"   # so bookmark tests take seconds, not minutes
+    # No maintenance election: its Lease renewals would be writes the tests did not make (tests
+    # that count revisions or cluster-wide Leases). tests/test_maintenance.py turns it on.
+    env["KUBEDASH_MAINTENANCE"] = "0"
     return env
 
 

@@ -12,7 +12,7 @@ import pytest
 from manifests import endpoints, job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
-    now_micro, open_live, page, session_state,
+    now_micro, open_live, page, session_state, assert_not_reloaded, row_ids,
 )
 
 
@@ -376,3 +376,243 @@ def test_paged_list_screenshot_and_axe(wide_page, kube_server, ns):
     page.select_option("#f-limit", "50")
     page.get_by_role("button", name="Apply").click()
     expect(page.locator("#items > tr")).to_have_count(5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Column sorting: header buttons, aria-sort, paging, live rows that stay put
+
+
+def test_sorting_by_header_with_paging_and_live_updates(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    holders = {"a": "node-d", "b": "node-b", "c": "node-e", "d": "node-a", "e": "node-c"}
+    for name, holder in holders.items():
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, holder))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&q=&limit=2")
+    header = page.get_by_role("columnheader", name="Holder")
+    expect(header).not_to_have_attribute("aria-sort", re.compile("."))
+    header.get_by_role("button", name="Holder").click()
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    assert "sort=holder" in page.url
+    expect(page.locator(".pager-position")).to_have_text("Rows 1–2 of 5")
+    assert [i.split("--")[-1] for i in row_ids(page)] == ["d", "b"]      # node-a, node-b
+    page.get_by_role("button", name="Holder").click()
+    expect(page.get_by_role("columnheader", name="Holder")).to_have_attribute("aria-sort", "descending")
+    assert [i.split("--")[-1] for i in row_ids(page)] == ["c", "a"]      # node-e, node-d
+    # The second page of the descending order, live.
+    page.get_by_role("link", name="Next page →").click()
+    expect(page.locator(".pager-position")).to_have_text("Rows 3–4 of 5")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    page.evaluate("window.__kdSameDocument = true")
+    assert [i.split("--")[-1] for i in row_ids(page)] == ["e", "b"]      # node-c, node-b
+    # A row on this page changes in place and stays where it is, though its key moved it;
+    # a new object that sorts onto this page is announced, not pushed in; a change on
+    # another page is no news here.
+    api(kube_server, "PATCH", leases_path(ns, "b"), {"spec": {"holderIdentity": "node-z"}}, merge=True)
+    expect(page.locator(dom("lease", ns, "b") + " .holder")).to_have_text("node-z")
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "f", "node-bb"))
+    api(kube_server, "PATCH", leases_path(ns, "a"), {"spec": {"holderIdentity": "node-y"}}, merge=True)
+    expect(page.locator("#items-new")).to_contain_text("1 new object since this page was loaded")
+    assert [i.split("--")[-1] for i in row_ids(page)] == ["e", "b"]
+    assert_not_reloaded(page)
+    page.screenshot(path="/tmp/kubedash-sorted.png", full_page=True)
+    assert axe_violations(page) == []
+    # "show" loads the view as it is now: in order, on the same page of it.
+    page.locator("#items-new").get_by_role("link", name="show").click()
+    expect(page.locator(".pager-position")).to_have_text("Rows 3–4 of 6")
+    # node-z, node-y | node-e, node-c | node-bb, node-a
+    assert [i.split("--")[-1] for i in row_ids(page)] == ["c", "e"]
+    # The Sort by menu says the same, and the filters keep the order.
+    expect(page.locator("#f-sort")).to_have_value("-holder")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_role("columnheader", name="Holder")).to_have_attribute("aria-sort", "descending")
+
+
+# ---------------------------------------------------------------------------------------------
+# One push batch, several kinds of change: every message parses whole
+
+
+def test_a_push_batch_of_rows_and_other_changes_parses_whole(chromium):
+    """A batch with a row changing in place beside a new object on another page (its "N new")
+    and a deletion: each message, parsed as the websocket extension parses it (one fragment
+    in a <template>), keeps every element it carries."""
+    import orjson
+
+    from dashboard.kube.watch import Event
+    from dashboard.web import live
+    from dashboard.web.consumers import parse_spec
+    from manifests import lease
+
+    def event(rv, name, type_="MODIFIED", holder="node-a"):
+        obj = lease(name, holder=holder, ns="mix")
+        obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
+        return ("lease", Event(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode()))
+
+    spec = parse_spec(b"view=leases&namespace=mix&paged=1&first=mix/b&last=mix/d&rv=10")
+    shown, known = [("mix", "b"), ("mix", "c"), ("mix", "d")], {("mix", k) for k in "bcdxy"}
+    pending = {("Lease", "mix", "a"): ("ADDED", event(11, "a", "ADDED")[1]),           # new, not on this page
+               ("Lease", "mix", "b"): ("MODIFIED", event(12, "b", holder="node-z")[1]),
+               ("Lease", "mix", "c"): ("DELETED", event(13, "c", "DELETED")[1]),
+               ("Lease", "mix", "d"): ("MODIFIED", event(14, "d", holder="node-q")[1])}
+    messages = live.render_changes(spec, pending, shown, known)
+    ctx = chromium.new_context()
+    try:
+        page = ctx.new_page()
+        parsed = [page.evaluate("""html => {
+            const t = document.createElement('template');
+            t.innerHTML = html;
+            return Array.from(t.content.children).map(e => e.id);
+        }""", m) for m in messages]
+    finally:
+        ctx.close()
+    ids = [i for ids in parsed for i in ids]
+    for wanted in ("lease-mix--b", "lease-mix--d", "lease-mix--c", "items-new", "live-rv"):
+        assert wanted in ids, f"{wanted} lost in parsing: {parsed} from {messages}"
+    assert ids.count("items-new") == 1
+    assert spec.announced == 1 and shown == [("mix", "b"), ("mix", "d")]
+
+
+def test_new_objects_count_goes_on_after_a_reconnect(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    for name in ("a1", "a2", "a3"):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&limit=2")
+    notice = page.locator("#items-new")
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a0", "node-x"))
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a9", "node-y"))
+    expect(notice).to_contain_text("2 new objects")
+    page.evaluate("""() => {
+        window.__kdDown = true;
+        window.__kdSockets.filter(s => s.url.includes('/ws/live/') && s.readyState === 1).forEach(s => s.close());
+    }""")
+    expect(page.locator("#live-status")).to_have_text("Reconnecting…")
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a8", "node-z"))    # while down
+    page.evaluate("window.__kdDown = false")
+    page.get_by_role("button", name="Retry now").click()
+    expect(page.locator("#live-status")).to_have_text("Live")
+    expect(notice).to_contain_text("3 new objects")      # caught up, counting on from 2
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "a7", "node-w"))
+    expect(notice).to_contain_text("4 new objects")
+    assert_not_reloaded(page)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keyboard shortcuts
+
+
+def test_keyboard_shortcuts(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    base = kube_server.http_url
+    for name in ("k1", "k2", "k3"):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{base}/leases/?namespace={ns}")
+    # "?" opens the help: a modal dialog with the focus inside; Tab stays in it; Esc closes.
+    page.keyboard.press("?")
+    help_dialog = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(help_dialog).to_be_visible()
+    expect(help_dialog).to_contain_text("Go to Leases")
+    expect(help_dialog.get_by_role("button", name="Close")).to_be_focused()
+    assert axe_violations(page) == []
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.getElementById('shortcuts').contains(document.activeElement) || "
+                             "document.activeElement === document.body"), "focus left the dialog"
+    page.keyboard.press("Escape")
+    expect(help_dialog).to_be_hidden()
+    page.keyboard.press("?")
+    help_dialog.get_by_role("button", name="Close").click()
+    expect(help_dialog).to_be_hidden()
+    # j / k move a row focus; Enter opens the row.
+    page.keyboard.press("j")
+    expect(page.locator(dom("lease", ns, "k1"))).to_be_focused()
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    expect(page.locator(dom("lease", ns, "k3"))).to_be_focused()
+    page.keyboard.press("k")
+    expect(page.locator(dom("lease", ns, "k2"))).to_be_focused()
+    # A live push replaces the focused row: the focus stays on it.
+    api(kube_server, "PATCH", leases_path(ns, "k2"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
+    expect(page.locator(dom("lease", ns, "k2") + " .holder")).to_have_text("node-b")
+    expect(page.locator(dom("lease", ns, "k2"))).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{base}/leases/{ns}/k2/")
+    # "/" focuses the search; typing there is text, not shortcuts.
+    page.goto(f"{base}/jobs/?namespace={ns}")
+    page.keyboard.press("/")
+    search = page.get_by_label("Name contains")
+    expect(search).to_be_focused()
+    page.keyboard.type("gj?k")
+    expect(search).to_have_value("gj?k")
+    expect(help_dialog).to_be_hidden()
+    assert page.url.startswith(f"{base}/jobs/")
+    # g then a letter goes to a page.
+    page.locator("h1").click()
+    page.keyboard.press("g")
+    page.keyboard.press("e")
+    page.wait_for_url(f"{base}/endpoints/")
+    page.keyboard.press("g")
+    page.keyboard.press("o")
+    page.wait_for_url(f"{base}/")
+    page.keyboard.press("g")
+    page.keyboard.press("l")
+    page.wait_for_url(f"{base}/leases/")
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML download
+
+
+def test_yaml_download_is_what_kubectl_get_writes(page, kube_server, ns, tmp_path):
+    import os
+    import subprocess
+
+    import yaml
+    from conftest import require_kubectl
+
+    kubectl = require_kubectl()
+    api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns, completions=3))
+    page.goto(f"{kube_server.http_url}/jobs/{ns}/crunch/")
+    with page.expect_download() as info:
+        page.get_by_role("link", name="Download YAML").click()
+    download = info.value
+    assert download.suggested_filename == f"{ns}-crunch.yaml"
+    text = Path(download.path()).read_text()
+    config = kube_server.kubeconfig(tmp_path / "kubeconfig")
+    out = subprocess.run([kubectl, "--cache-dir", str(tmp_path / "cache"), "get", "job", "crunch", "-n", ns,
+                          "-o", "yaml"], capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(config)}).stdout
+    assert yaml.safe_load(text) == yaml.safe_load(out)
+    assert text.startswith("apiVersion: batch/v1\n") and "managedFields" not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Search across kinds
+
+
+def test_search_across_kinds_from_the_header(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    base = kube_server.http_url
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "lock", f"holder-{ns}"))
+    api(kube_server, "POST", endpoints_path(ns), endpoints(name="api", ns=ns))
+    api(kube_server, "POST", jobs_path(ns), job(name="migrate", ns=ns))
+    page.goto(base + "/")
+    page.keyboard.press("/")      # no list filter here: "/" is the header's search
+    box = page.get_by_role("searchbox", name="Search all kinds")
+    expect(box).to_be_focused()
+    box.fill(ns)
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"/search/\?q="))
+    for title, name in (("Leases", "lock"), ("Endpoints", "api"), ("Jobs", "migrate")):
+        group = page.get_by_role("region", name=re.compile(f"^{title}"))
+        expect(group.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(page.get_by_role("region", name=re.compile("^Leases"))).to_contain_text(f"holder holder-{ns}")
+    page.screenshot(path="/tmp/kubedash-search.png", full_page=True)
+    assert axe_violations(page) == []
+    page.get_by_role("link", name="migrate", exact=True).click()
+    page.wait_for_url(f"{base}/jobs/{ns}/migrate/")

@@ -228,6 +228,8 @@ def test_leases_are_held_renewed_and_change_hands(kube_server, run):
         spec = lease["spec"]
         assert spec["leaseDurationSeconds"] >= 1
         assert re.fullmatch(r".+\.\d{6}Z", spec["renewTime"])
+        # The simulator's User-Agent names its field manager, so History can say who wrote.
+        assert {m["manager"] for m in lease["metadata"]["managedFields"]} == {"kubedash-simulator"}
 
     history = watch_history(kube_server, f"{LEASES}/leases", "Lease", run["rv"], ns)
     by_lease: dict[str, list[dict]] = {}

@@ -287,6 +287,25 @@ def suspend(data, namespace: str, name: str, principal):
     return result, f"Job {namespace}/{name} {'suspended' if value else 'resumed'}."
 
 
+def _progress(values, now):
+    succeeded, completions = values
+    return (succeeded or 0) / (completions if completions else 1)
+
+
+def _run_seconds(values, now):
+    started, finished = values
+    return ((finished or now) - started).total_seconds() if started is not None else None
+
+
+JOB_SORTS = (
+    kinds.Sort("status", "Status", ("phase", "suspend"), lambda v, now: shown_phase(v[0], v[1])),
+    kinds.Sort("progress", "Progress", ("succeeded", "completions"), _progress),
+    kinds.Sort("active", "Active pods", ("active",), lambda v, now: v[0] or 0),
+    kinds.Sort("failed", "Failed", ("failed",), lambda v, now: v[0] or 0),
+    kinds.Sort("duration", "Duration", ("start_time", "completion_time"), _run_seconds),
+)
+
+
 JOB_PAGES = kinds.register(kinds.KindWeb(
     kind="Job", plural="jobs", detail_view="job", title="Jobs", heading="Job progress",
     noun="job", list_noun="jobs",
@@ -296,4 +315,5 @@ JOB_PAGES = kinds.register(kinds.KindWeb(
     yaml_skeleton={"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},
     actions=(kinds.Action("suspend", "job_suspend", suspend),),
+    sorts=JOB_SORTS,
 ))

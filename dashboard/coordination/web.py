@@ -266,6 +266,41 @@ def overview_card(leases: Iterable[tuple[str, datetime | None, int | None]] | No
 # One-click actions and the declaration
 
 
+# ---------------------------------------------------------------------------------------------
+# Sort keys (from the typed columns)
+
+
+def _stamp(moment):
+    return moment.timestamp() if moment is not None else None
+
+
+def _state_order(values, now):
+    """Expired first (what needs attention), then held, held with no expiry, no holder."""
+    holder, renewed, duration = values
+    if not holder:
+        return 3
+    if renewed is None or duration is None:
+        return 2
+    return 1 if strategy.expiry(renewed, duration) > now else 0
+
+
+def _expiry(values, now):
+    holder, renewed, duration = values
+    if not holder or renewed is None or duration is None:
+        return None
+    return strategy.expiry(renewed, duration).timestamp()
+
+
+LEASE_SORTS = (
+    kinds.Sort("state", "State", ("holder_identity", "renew_time", "lease_duration_seconds"), _state_order),
+    kinds.Sort("holder", "Holder", ("holder_identity",), lambda v, now: v[0] or None),
+    kinds.Sort("expiry", "Expiry", ("holder_identity", "renew_time", "lease_duration_seconds"), _expiry),
+    kinds.Sort("duration", "Duration", ("lease_duration_seconds",), lambda v, now: v[0]),
+    kinds.Sort("acquired", "Acquired", ("acquire_time",), lambda v, now: _stamp(v[0])),
+    kinds.Sort("transitions", "Transitions", ("lease_transitions",), lambda v, now: v[0]),
+)
+
+
 def release(data, namespace: str, name: str, principal):
     """The Release button: carries the holder the user saw (refused if it changed since)."""
     holder = data.get("holder", "")
@@ -282,4 +317,6 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
     actions=(kinds.Action("release", "lease_release", release),),
     detail_context=detail_context,
+    sorts=LEASE_SORTS,
+    search_columns=(("holder_identity", "holder"),),
 ))

@@ -329,6 +329,14 @@ def summarize(items: list[dict]) -> dict:
     return {"rollup": endpoints_rollup(items)}
 
 
+ENDPOINTS_SORTS = (
+    # "Not ready" first when descending: the objects that need attention.
+    kinds.Sort("not_ready", "Not ready addresses", ("not_ready_addresses",), lambda v, now: v[0]),
+    kinds.Sort("ready", "Ready addresses", ("ready_addresses",), lambda v, now: v[0]),
+    kinds.Sort("ports", "Ports", ("ports",), lambda v, now: v[0]),
+)
+
+
 ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     kind="Endpoints", plural="endpoints", detail_view="endpoints_detail", title="Endpoints",
     heading="Endpoints readiness", noun="Endpoints object", list_noun="Endpoints objects",
@@ -342,4 +350,5 @@ ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     actions=(kinds.Action("readiness", "endpoints_readiness", readiness, toolbar=False),),
     wrapper="div",   # cards
     summarize=summarize, summary_partial="rollup",
+    sorts=ENDPOINTS_SORTS,
 ))

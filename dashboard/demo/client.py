@@ -85,7 +85,10 @@ class Client:
             content_type: str = "application/json") -> Response:
         """One request, no bookkeeping. A kept-alive connection the server closed meanwhile
         is reopened once; other network errors come back as status 0."""
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        # The User-Agent names the field manager of the simulator's writes (kube derives it from
+        # the agent's first segment), so pages' History reads "kubedash-simulator".
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json",
+                   "User-Agent": "kubedash-simulator/0.1"}
         data = None
         if body is not None:
             data = json.dumps(body).encode()

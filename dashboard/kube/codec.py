@@ -5,6 +5,11 @@ every caller: the API, the forms and the domain actions.
 YAML is read the way kube-apiserver reads it (sigs.k8s.io/yaml converts YAML to JSON first):
 an unquoted time stays a string, since JSON has no time type; the schema's Time fields then
 parse it. The API's bodies and apply patches and the dashboard's YAML editor all use load_yaml.
+
+Every decoded value is bounded (check_value): at most MAX_DEPTH levels of objects and lists,
+and only what JSON can hold (no lone surrogates, no NaN or Infinity, integers within 64 bits),
+so nothing deeper or stranger reaches the patchers, the schema walker or storage (docs/SERVING.md,
+"Limits").
 """
 from __future__ import annotations
 
@@ -34,10 +39,146 @@ _KubeYamlLoader.yaml_implicit_resolvers = {
 
 YAMLError = yaml.YAMLError
 
+# Objects and lists nested deeper than this are refused (400). kube's decoders allow 10000, but
+# nothing in the kinds served here nests beyond ~15, and Python code that walks a value
+# recursively (copy.deepcopy, the patchers, the schema walker) must stay far from the
+# interpreter's recursion limit.
+MAX_DEPTH = 100
+INT_RANGE = (-(2**63), 2**64 - 1)   # int64 and uint64, what Go decodes an integer into
+_OPENS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSES = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+class Unrepresentable(YAMLError, ValueError):
+    """A body the API cannot hold: nested too deeply, a lone surrogate, a huge integer, NaN.
+    A YAMLError too, so the YAML editor reports it as it reports any YAML problem."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
+
+
+def _path(parts: tuple) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<root>"
+
+
+def _bad_scalar(value: Any) -> str | None:
+    """Why JSON cannot hold this scalar, or None."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a string holds a lone UTF-16 surrogate (such as \\ud800), which is not a Unicode character"
+    elif isinstance(value, bool) or value is None:
+        return None
+    elif isinstance(value, int):
+        if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+            return "an integer is too large: integers must fit in 64 bits"
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return f"{value} is not a JSON number (NaN and Infinity cannot be represented)"
+    return None
+
+
+def check_value(value: Any, scalars: bool = True) -> Any:
+    """Refuse what JSON cannot hold (Unrepresentable); returns the value, with mapping keys
+    that are not strings turned into strings as sigs.k8s.io/yaml does (`1: x` -> "1").
+
+    scalars=False checks only the depth (orjson's output holds nothing else JSON cannot hold).
+    Iterative, so depth never costs stack."""
+    if not scalars:
+        return _check_depth(value)
+    stack = [(value, 1, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            if scalars and not all(type(k) is str for k in node):
+                fixed = {_json_key(k, path): v for k, v in node.items()}
+                node.clear()
+                node.update(fixed)
+            items = node.items()
+        elif isinstance(node, list):
+            items = enumerate(node)
+        else:
+            continue
+        for key, item in items:
+            if isinstance(item, (dict, list)):
+                why = scalars and isinstance(key, str) and _bad_scalar(key)
+                stack.append((item, depth + 1, path + (key,)))
+            else:
+                why = scalars and (_bad_scalar(item) or (isinstance(key, str) and _bad_scalar(key)))
+            if why:
+                raise Unrepresentable(f"at {_path(path + (key,))}: {why}")
+    return value
+
+
+def _check_depth(value: Any) -> Any:
+    """check_value's depth check alone: the hot path (every JSON body and patch)."""
+    level, depth = ([value] if isinstance(value, (dict, list)) else []), 1
+    while level:
+        if depth > MAX_DEPTH:
+            raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
+        below = []
+        for node in level:
+            for item in (node.values() if isinstance(node, dict) else node):
+                if isinstance(item, (dict, list)):
+                    below.append(item)
+        level, depth = below, depth + 1
+    return value
+
+
+def _json_key(key: Any, path: tuple) -> str:
+    if isinstance(key, str):
+        if why := _bad_scalar(key):
+            raise Unrepresentable(f"at {_path(path)}: {why}")
+        return key
+    if key is None or isinstance(key, (bool, int, float)):
+        if why := _bad_scalar(key):
+            raise Unrepresentable(f"at {_path(path)}: {why}")
+        return orjson.dumps(key).decode()
+    raise Unrepresentable(f"at {_path(path)}: a mapping key must be a string, not {type(key).__name__}")
+
+
+def _check_yaml_depth(text: str | bytes) -> None:
+    """Refuse deep YAML before composing it: libyaml's composer recurses in C (a crash at
+    ~100,000 levels) and its scanner is quadratic in the depth of flow collections. The
+    event stream is read only as far as MAX_DEPTH levels."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_KubeYamlLoader):
+        if isinstance(event, _OPENS):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
+        elif isinstance(event, _CLOSES):
+            depth -= 1
+
 
 def load_yaml(text: str | bytes) -> Any:
-    """Parse YAML as Kubernetes does; raises YAMLError (with problem_mark) when it is not YAML."""
-    return yaml.load(text or "", Loader=_KubeYamlLoader)
+    """Parse YAML as Kubernetes does; raises YAMLError (with problem_mark) when it is not YAML,
+    Unrepresentable (a YAMLError) when it holds what JSON cannot (see check_value)."""
+    text = text or ""
+    if text[:1] in ("{", b"{"):
+        # JSON is YAML, and what kubectl sends (apply patches, YAML-typed bodies): parse it at
+        # JSON's speed, with JSON's bounds (orjson refuses NaN, lone surrogates, ~1024 levels).
+        try:
+            return check_value(orjson.loads(text), scalars=False)
+        except orjson.JSONDecodeError:
+            pass
+    _check_yaml_depth(text)
+    try:
+        value = yaml.load(text, Loader=_KubeYamlLoader)
+    except ValueError as exc:
+        if isinstance(exc, YAMLError):
+            raise
+        # int() refuses more than 4300 digits (sys.int_info.default_max_str_digits).
+        raise Unrepresentable("an integer is too large: integers must fit in 64 bits") from None
+    return check_value(value)
 
 
 def content_type(header: str) -> str:
@@ -54,9 +195,11 @@ def decode_body(raw: bytes, ctype: str) -> dict:
         raise bad_request("the request body is empty: send the object as JSON")
     if ctype in ("", JSON):
         try:
-            obj = orjson.loads(raw)
+            obj = check_value(orjson.loads(raw), scalars=False)
         except orjson.JSONDecodeError as exc:
             raise bad_request(f"couldn't decode the request body as JSON: {exc}")
+        except Unrepresentable as exc:
+            raise bad_request(f"couldn't decode the request body as JSON: {exc.problem}")
     elif ctype in YAML_TYPES:
         try:
             obj = load_yaml(raw)
@@ -115,7 +258,7 @@ def duplicate_json_fields(raw: bytes | str) -> list[str]:
         return []
     except _Repeated:
         pass
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return []
     found: list[str] = []
 

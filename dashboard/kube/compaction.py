@@ -46,6 +46,6 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0) -> int:
                 removed += Revision.objects.filter(rv__lte=point, kind=res.kind).exclude(rv__in=keep_rvs).delete()[0]
         else:
             removed = doomed.delete()[0]
-        state.compacted_rv = point
-        state.save(update_fields=["compacted_rv"])
+        state.compacted_rv, state.compacted_at = point, now()
+        state.save(update_fields=["compacted_rv", "compacted_at"])
         return removed

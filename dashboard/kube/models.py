@@ -24,6 +24,7 @@ class CompactionState(models.Model):
     """A single row (id=1): revisions at or below compacted_rv may be gone (410 Expired)."""
 
     compacted_rv = models.BigIntegerField(default=0)
+    compacted_at = models.DateTimeField(null=True)   # when the last compaction ran (the history pages say so)
 
     class Meta:
         db_table = "kube_compaction"

@@ -22,8 +22,9 @@ from typing import Any
 
 import jsonpatch
 import jsonpointer
+import orjson
 
-from . import schema
+from . import codec, schema
 from .errors import ApiError, bad_request, invalid, invalid_object, unsupported_media_type
 
 JSON_PATCH = "application/json-patch+json"
@@ -52,12 +53,16 @@ def _unprocessable(detail: str) -> ApiError:
 
 
 def _parse(body: bytes | str | Any) -> Any:
+    """A patch body -> its value, within codec's bounds (depth; orjson itself refuses NaN,
+    lone surrogates and integers beyond 64 bits become floats, as in Go): 400 otherwise."""
     if not isinstance(body, (bytes, bytearray, str)):
         return body
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return codec.check_value(orjson.loads(body), scalars=False)
+    except orjson.JSONDecodeError as exc:
         raise bad_request(f"error decoding patch: {exc}") from None
+    except codec.Unrepresentable as exc:
+        raise bad_request(f"error decoding patch: {exc.problem}") from None
 
 
 def patch_invalid(detail: str, patched: Any) -> ApiError:

@@ -79,3 +79,41 @@ def history(kind: str, namespace: str, name: str, newest: int) -> list[tuple[str
                 .order_by("-rv").values_list("type", "object", "created")[:newest])
     rows.reverse()
     return [(event, orjson.loads(obj), created) for event, obj, created in rows]
+
+
+LogEntry = tuple[int, str, dict, datetime]   # rv, event type, object, write time
+
+
+def object_revisions(kind: str, namespace: str, name: str, limit: int, before: int | None = None,
+                     after: int = 0) -> list[LogEntry]:
+    """One object's logged writes, newest first: at most `limit`, below `before`, above `after`
+    (the history pages: one page of it, or what was written since the page was shown)."""
+    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv__gt=after)
+    if before is not None:
+        rows = rows.filter(rv__lt=before)
+    rows = rows.order_by("-rv").values_list("rv", "type", "object", "created")[:limit]
+    return [(rv, event, orjson.loads(obj), created) for rv, event, obj, created in rows]
+
+
+def revision_numbers(kind: str, namespace: str, name: str, limit: int, offset: int = 0) -> list[int]:
+    """The rvs of one object's logged writes, newest first, from the offset-th (no objects read)."""
+    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name).order_by("-rv")
+    return list(rows.values_list("rv", flat=True)[offset:offset + limit])
+
+
+def count_revisions(kind: str, namespace: str, name: str) -> int:
+    return Revision.objects.filter(kind=kind, namespace=namespace, name=name).count()
+
+
+def horizon() -> tuple[int, datetime | None]:
+    """(revision, time) of the last compaction: the log holds nothing superseded at or below it."""
+    from .models import CompactionState
+
+    hit = CompactionState.objects.filter(pk=1).values_list("compacted_rv", "compacted_at").first()
+    return hit if hit else (0, None)
+
+
+def first_logged(kind: str, namespace: str, name: str) -> tuple[int, str] | None:
+    """(rv, event type) of the oldest logged write of one object: ADDED means its whole history is kept."""
+    return (Revision.objects.filter(kind=kind, namespace=namespace, name=name).order_by("rv")
+            .values_list("rv", "type").first())

@@ -23,8 +23,9 @@ import orjson
 from django.db import connection, transaction
 from django.db.models import Q
 
+from . import managed_fields as mf
 from . import meta as kmeta
-from . import revlog
+from . import revlog, schema
 from .errors import (STALE_OBJECT, ApiError, already_exists, bad_request, conflict, gone,
                      invalid, invalid_object, not_found)
 from .models import CompactionState, Revision, RevisionCounter
@@ -394,13 +395,18 @@ def _expired_continue(fresh: str) -> ApiError:
 # Writes
 
 
-def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False) -> Result:
-    """Create obj (already decoded) in namespace; 409 if the name is taken."""
+def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False,
+           manager: str = mf.WEB_MANAGER) -> Result:
+    """Create obj (already decoded) in namespace; 409 if the name is taken.
+
+    manager: who writes, for managedFields. The API passes its request's; the default is the
+    dashboard's own (forms, the YAML editor and the domain actions call the store directly).
+    """
     obj.setdefault("metadata", {})
 
     def work() -> Result:
         _lock()
-        return _create_inside(res, namespace, obj, kmeta.now())
+        return _create_inside(res, namespace, obj, kmeta.now(), manager=manager)
 
     result = _run(dry_run, work)
     if dry_run:
@@ -419,30 +425,45 @@ def _check_preconditions(res: Resource, name: str, current: dict, uid: str | Non
                        f"ResourceVersion in object meta: {m.get('resourceVersion')}")
 
 
-def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
-           dry_run: bool = False, is_patch: bool = False,
-           create_missing: Callable[[], dict] | None = None) -> Result:
-    """Replace an object. obj_or_fn is the new object, or fn(current) -> new object (PATCH).
+@dataclass
+class Apply:
+    """A server-side apply: the applied configuration (decoded, without managedFields)."""
+    config: dict
+    force: bool = False
 
-    The main resource keeps the stored status; /status keeps everything but status. When the
-    object does not exist, create_missing() (server-side apply) is created instead, in the
-    same transaction.
+
+def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
+           dry_run: bool = False, is_patch: bool = False, manager: str = mf.WEB_MANAGER) -> Result:
+    """Replace an object. obj_or_fn is the new object, fn(current) -> new object (PATCH), or
+    an Apply (server-side apply: merged by the schema; creates the object when missing).
+
+    The main resource keeps the stored status; /status keeps everything but status.
+    manager: who writes, for managedFields (see create).
     """
     moment = kmeta.now()
+    applying = obj_or_fn if isinstance(obj_or_fn, Apply) else None
 
     def work() -> Result:
         _lock()
         row_id, current = _load(res, namespace, name)
         if current is None:
-            if create_missing is not None:
-                return _create_inside(res, namespace, create_missing(), kmeta.now())
-            if not is_patch and res.allow_create_on_update and not subresource:
+            if applying is not None and not subresource:
+                new = copy.deepcopy(applying.config)
+                new.setdefault("metadata", {})["name"] = name
+                return _create_inside(res, namespace, new, moment, manager=manager, apply=applying)
+            if not is_patch and applying is None and res.allow_create_on_update and not subresource:
                 new = obj_or_fn
                 new.setdefault("metadata", {})["name"] = name
                 new["metadata"].pop("resourceVersion", None)
-                return _create_inside(res, namespace, new, moment)
+                return _create_inside(res, namespace, new, moment, manager=manager)
             raise not_found(res.group, res.plural, name)
-        new = obj_or_fn(copy.deepcopy(current)) if callable(obj_or_fn) else obj_or_fn
+        fields = None
+        if applying is not None:
+            new, fields = _apply(res, current, copy.deepcopy(applying.config), applying.force, manager,
+                                 subresource, moment)
+        else:
+            new = obj_or_fn(copy.deepcopy(current)) if callable(obj_or_fn) else obj_or_fn
+        sent_fields = (new.get("metadata") or {}).get("managedFields") if isinstance(new, dict) else None
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         nm = new.setdefault("metadata", {})
         if nm.get("name", name) != name:
@@ -467,6 +488,10 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
                 invalid("metadata.resourceVersion", "0x0", "must be specified for an update")])
         old = current
         res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
+        if applying is None:
+            # kube's field manager sees the decoded, defaulted object, before the strategy's
+            # PrepareForUpdate: what the strategy sets is nobody's.
+            fields = _updated_fields(res, old, new, sent_fields, manager, subresource, moment)
         kmeta.prepare_update(nm, old["metadata"])
         if subresource == "status":
             # kube's status strategies reset only the spec: metadata (labels, annotations,
@@ -486,6 +511,7 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         _validate(res, new, causes)
         if subresource != "status":
             res.canonicalize(new)
+        _set_fields(new, fields)
         if new == old:
             return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
@@ -506,22 +532,88 @@ def _keep(new: dict, old: dict, keys) -> None:
             new.pop(key, None)
 
 
-def _create_inside(res: Resource, namespace: str, obj: dict, moment) -> Result:
+def _create_inside(res: Resource, namespace: str, obj: dict, moment, *, manager: str,
+                   apply: Apply | None = None) -> Result:
     """Create inside an open, locked write transaction (POST, create-on-update, apply)."""
     obj["apiVersion"], obj["kind"] = res.api_version, res.kind
     m = obj["metadata"]
     m["namespace"] = namespace
+    sent_fields = m.get("managedFields")
+    fields = None
+    if apply is not None:
+        obj, fields = _apply(res, None, obj, apply.force, manager, "", moment)
+        m = obj["metadata"]
     res.default(obj)
+    if apply is None:  # before PrepareForCreate, as kube's field manager (see update)
+        fields = mf.created(mf.without_managed_fields(obj), _zero(res), schema.node(res.definition), manager=manager,
+                            subresource="", api_version=res.api_version, ignored=mf.ignored_fields(res, ""),
+                            now=kmeta.format_time(moment), sent=sent_fields)
     kmeta.prepare_create(m, has_generation=res.has_generation, moment=moment)
     res.prepare_for_create(obj)
     kmeta.drop_empty(m)
     _validate(res, obj, _meta_causes(obj) + res.validate(obj))
     res.canonicalize(obj)
+    _set_fields(obj, fields)
     if res.model.objects.filter(namespace=namespace, name=m["name"]).exists():
         raise already_exists(res.group, res.plural, m["name"])
     rv = _record(res, obj, Revision.ADDED, moment)
     res.model.objects.create(namespace=namespace, name=m["name"], **_row_fields(res, obj, rv))
     return Result(obj, created=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# managedFields on every write (managed_fields.py, apply.py)
+
+
+def _set_fields(obj: dict, fields: list | None) -> None:
+    if fields:
+        obj["metadata"]["managedFields"] = fields
+    else:
+        obj["metadata"].pop("managedFields", None)
+
+
+_zeros: dict[str, dict] = {}
+
+
+def _zero(res: Resource) -> dict:
+    """The kind's empty object as kube compares a create against (Go's zero value: metadata,
+    spec, status and a pod template's metadata and spec are structs, present though empty)."""
+    found = _zeros.get(res.kind)
+    if found is not None:
+        return found
+    root = schema.node(res.definition)
+    zero: dict = {"metadata": {}}
+    for key in ("spec", "status"):
+        if key in getattr(root, "props", {}):
+            zero[key] = {}
+    spec = getattr(root, "props", {}).get("spec")
+    if spec is not None and "template" in getattr(spec, "props", {}):
+        zero["spec"]["template"] = {"metadata": {}, "spec": {}}
+    _zeros[res.kind] = zero
+    return zero
+
+
+def _updated_fields(res: Resource, old: dict, new: dict, sent, manager: str, subresource: str, moment):
+    """managedFields after a non-apply write (create, update, patch, status)."""
+    managers = mf.decode_live_or_new(old["metadata"].get("managedFields"), sent, subresource)
+    encoded = mf.update(managers, mf.without_managed_fields(old), mf.without_managed_fields(new),
+                        schema.node(res.definition), manager=manager, subresource=subresource,
+                        api_version=res.api_version, ignored=mf.ignored_fields(res, subresource),
+                        now=kmeta.format_time(moment))
+    return encoded if encoded is not None else mf.encode_all(managers)
+
+
+def _apply(res: Resource, current: dict | None, config: dict, force: bool, manager: str, subresource: str,
+           moment):
+    """(merged object, managedFields) of a server-side apply of config over current (None: create)."""
+    from . import apply as kapply
+
+    live = mf.without_managed_fields(current) if current is not None else None
+    managers = (mf.decode(current["metadata"].get("managedFields")) or {}) if current is not None else {}
+    return kapply.apply(live, config, managers, schema.node(res.definition),
+                        manager=manager, subresource=subresource, api_version=res.api_version,
+                        ignored=mf.ignored_fields(res, subresource), force=force,
+                        now=kmeta.format_time(moment))
 
 
 def _delete_inside(res: Resource, row_id: int, obj: dict, moment) -> Result:

@@ -170,11 +170,38 @@ def dry_run(request, body_value=None) -> bool:
     return bool(values)
 
 
-def check_field_manager(request) -> str:
+def field_manager(request, options: str, *, apply: bool = False) -> str:
+    """The writer's name for managedFields: fieldManager, else the User-Agent up to its first
+    '/' (kube's managerOrUserAgent). Bad options answer kube's 422 for the options kind
+    (CreateOptions, UpdateOptions, PatchOptions)."""
+    from .managed_fields import MAX_MANAGER_LENGTH
+
     manager = request.GET.get("fieldManager", "")
-    if len(manager) > 128:
-        raise bad_request("fieldManager: Too long: may not be more than 128 bytes")
-    return manager
+    errors = []
+    if options == "PatchOptions" and not apply and "force" in request.GET:
+        errors.append("force: Forbidden: may not be specified for non-apply patch")
+    if apply and not manager:
+        errors.append("fieldManager: Required value: is required for apply patch")
+    if len(manager.encode()) > MAX_MANAGER_LENGTH:
+        errors.append(f"fieldManager: Too long: may not be more than {MAX_MANAGER_LENGTH} bytes")
+    elif any(not ch.isprintable() for ch in manager):
+        errors.append(f"fieldManager: Invalid value: {json.dumps(manager)}: must only contain printable characters")
+    if errors:
+        causes = [{"reason": "FieldValueInvalid", "message": e.split(": ", 1)[1], "field": e.split(":", 1)[0]}
+                  for e in errors]
+        text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        raise ApiError(422, "Invalid", f'{options}.meta.k8s.io "" is invalid: {text}',
+                       {"group": "meta.k8s.io", "kind": options, "name": "", "causes": causes})
+    if manager:
+        return manager
+    agent = request.META.get("HTTP_USER_AGENT", "").split("/", 1)[0]
+    out = ""
+    for ch in agent:
+        if ch.isprintable():
+            if len((out + ch).encode()) > MAX_MANAGER_LENGTH:
+                break
+            out += ch
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,7 +337,7 @@ class CollectionView(KubeAPIView):
             raise method_not_allowed("POST")
         authorize(request, res, "create", namespace)
         mode = field_validation(request)
-        check_field_manager(request)
+        manager = field_manager(request, "CreateOptions")
         is_dry = dry_run(request)
         obj = read_body(request)
         check_type_meta(res, obj)
@@ -318,7 +345,7 @@ class CollectionView(KubeAPIView):
         if body_ns and body_ns != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
-        result = store.create(res, namespace, obj, dry_run=is_dry)
+        result = store.create(res, namespace, obj, dry_run=is_dry, manager=manager)
         return object_response(request, res, result.object, 201, warnings)
 
     def delete(self, request, **kw):
@@ -392,12 +419,12 @@ class ObjectView(KubeAPIView):
     def put(self, request, **kw):
         res, ns, name, sub = self._target(request, kw, "update")
         mode = field_validation(request)
-        check_field_manager(request)
+        manager = field_manager(request, "UpdateOptions")
         is_dry = dry_run(request)
         obj = read_body(request)
         check_type_meta(res, obj)
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
-        result = store.update(res, ns, name, obj, subresource=sub, dry_run=is_dry)
+        result = store.update(res, ns, name, obj, subresource=sub, dry_run=is_dry, manager=manager)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def patch(self, request, **kw):
@@ -405,9 +432,9 @@ class ObjectView(KubeAPIView):
 
         res, ns, name, sub = self._target(request, kw, "patch")
         mode = field_validation(request)
-        manager = check_field_manager(request)
-        is_dry = dry_run(request)
         ctype = patch_type(request.META.get("CONTENT_TYPE", ""))
+        manager = field_manager(request, "PatchOptions", apply=ctype == APPLY_PATCH)
+        is_dry = dry_run(request)
         body = request.body
         if not body:
             raise bad_request("the patch body is empty")
@@ -426,16 +453,14 @@ class ObjectView(KubeAPIView):
             warnings.extend(found)
             return new
 
-        result = store.update(res, ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True)
+        result = store.update(res, ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True,
+                              manager=manager)
         return object_response(request, res, result.object, 200, warnings)
 
     def _apply(self, request, res, ns, name, sub, body, mode, manager, is_dry):
-        """Server-side apply, simplified: create when missing, else merge the applied
-        configuration into the live object (no field ownership tracking yet)."""
-        from .patch import strategic_merge_patch
-
-        if not manager:
-            raise ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch')
+        """Server-side apply (apply.py): the applied configuration merged by the schema, with
+        field ownership; creates the object when it does not exist."""
+        force = parse_bool(request.GET.get("force"), "force")
         applied = codec.decode_apply_patch(body)
         check_type_meta(res, applied)
         applied, warnings = decode_object(res, applied, mode)
@@ -449,16 +474,13 @@ class ObjectView(KubeAPIView):
         am = applied.setdefault("metadata", {})
         if am.get("name", name) != name:
             raise bad_request(f"the name of the object ({am.get('name')}) does not match the name on the URL ({name})")
+        if am.get("namespace", ns) != ns:
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        if am.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
         am.pop("resourceVersion", None)
-
-        def merged(current: dict) -> dict:
-            return strategic_merge_patch(current, applied, res.definition)
-
-        def missing() -> dict:
-            return {**applied, "metadata": {**am, "name": name}}
-
-        result = store.update(res, ns, name, merged, subresource=sub, dry_run=is_dry, is_patch=True,
-                              create_missing=None if sub else missing)
+        result = store.update(res, ns, name, store.Apply(applied, force), subresource=sub, dry_run=is_dry,
+                              is_patch=True, manager=manager)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def delete(self, request, **kw):

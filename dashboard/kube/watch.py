@@ -27,7 +27,7 @@ from django.db import connection
 
 from dashboard.access.signals import access_changed
 
-from . import registry, store
+from . import metrics, registry, store
 from . import revlog
 from .revlog import ADDED, DELETED, MODIFIED
 from .selectors import field_getter
@@ -134,6 +134,7 @@ class Subscriber:
         try:
             self.queue.put_nowait((kind, ev))
         except asyncio.QueueFull:
+            metrics.WATCH_TERMINATED.labels(self.resource.plural).inc()
             self.close()
 
     def decide(self, ev: Event) -> str | None:
@@ -304,6 +305,7 @@ class Hub:
                 for sub in tuple(self.subscribers.get(scope, ())):
                     sub.offer(ev)
             self.last_rv = ev.rv
+        metrics.hub_dispatched(self.last_rv)
 
     async def _listen_redis(self) -> None:
         import redis.asyncio as aioredis

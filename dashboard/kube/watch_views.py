@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from . import store
 from .errors import ApiError, forbidden_request, gone, unauthorized
 from .meta import parse_bool
+from .metrics import counted
 from .views import authorize, collection, list_query, resolve, status_response
 from .watch import CLOSE, Event, Guard, Subscriber, _read_after, hub
 
@@ -329,7 +330,8 @@ async def watch(request, single_name: str | None = None, **kw):
             # Too old: kube-apiserver answers 200 and a single ERROR event, then closes.
             return StreamingHttpResponse(iter([_error_line(err)]), content_type="application/json")
         return status_response(err, request)
-    response = StreamingHttpResponse(_stream(request, res, sub, options, initial, guard, generation), content_type="application/json")
+    response = StreamingHttpResponse(counted(_stream(request, res, sub, options, initial, guard, generation), res),
+                                     content_type="application/json")
     response["Cache-Control"] = "no-cache, private"
     return response
 

@@ -9,11 +9,19 @@ work (authentication, the starting list) on the fast lane's thread.
 
 Bearer-token API calls skip the middleware only a browser session needs (sessions, CSRF,
 messages, share-link confinement): see lanes.wants_full_middleware.
+
+Bodies are limited before they are read: at the end of a request's headers the HTTP protocol
+(dashboard.server.protocol) asks anonymous_refusal (401 for a body that may be large from a
+request with no credentials), credentials_valid for such a body (the token or session, checked
+on the fast lane's thread), then size_refusal (413 for a declared length over the limit),
+before it reads any of it. The body then arrives here in one piece, and stays one copy down to Django.
 """
 from __future__ import annotations
 
 import io
 import sys
+from importlib import import_module
+from types import SimpleNamespace
 
 import orjson
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
@@ -21,11 +29,14 @@ from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.wsgi import WSGIHandler
+from django.db import DatabaseError
+from django.http.cookie import parse_cookie
 from django.test.utils import override_settings
 
-from dashboard.kube.errors import ApiError, request_entity_too_large
+from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 
-from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
+from .lanes import API_ROOTS, LaneFull, is_stream, lanes, wants_full_middleware
+from .observe import note_user
 
 RETRY_AFTER_SECONDS = 1
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -37,6 +48,11 @@ class SharedThreadASGIHandler(ASGIHandler):
 
     async def __call__(self, scope, receive, send):
         await self.handle(scope, receive, send)
+
+    async def get_response_async(self, request):
+        response = await super().get_response_async(request)
+        note_user(request)   # the request log's user (dashboard.server.observe)
+        return response
 
 
 class LaneWSGIHandler(WSGIHandler):
@@ -54,6 +70,11 @@ class LaneWSGIHandler(WSGIHandler):
         if sync_view is not None:
             match.func = sync_view
         return match
+
+    def get_response(self, request):
+        response = super().get_response(request)
+        note_user(request)   # the request log's user (dashboard.server.observe)
+        return response
 
 
 class APIWSGIHandler(LaneWSGIHandler):
@@ -79,17 +100,24 @@ class LanedHTTP:
         if is_stream(scope):
             async with ThreadSensitiveContext(executor=lane_set.fast.executor):
                 return await self.streaming_app(scope, receive, send)
-        body = bytearray()
+        # The protocol has bounded the body already and hands it over in one message: keep
+        # that one bytes object (joining only if a server sends it in pieces).
+        chunks, size, limit = [], 0, body_limit(scope["path"])
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return
-            body += message.get("body", b"")
-            if len(body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-                return await self._status(send, request_entity_too_large(settings.KUBE_MAX_BODY_BYTES))
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return await self._status(send, request_entity_too_large(limit))
+            if chunk:
+                chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         lane = lane_set.for_request(scope["method"], scope["path"], scope.get("query_string", b""))
+        scope.get("kubedash.record", {})["lane"] = lane.name
         try:
             lane.admit()
         except LaneFull:
@@ -97,7 +125,7 @@ class LanedHTTP:
         try:
             handler = self.full if wants_full_middleware(scope["path"], scope.get("headers", ())) else self.api
             status, headers, content = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
-                handler, self._environ(scope, bytes(body)))
+                handler, self._environ(scope, body))
         finally:
             lane.release()
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -151,6 +179,7 @@ class LanedHTTP:
             "wsgi.multiprocess": True,
             "wsgi.run_once": False,
             "CONTENT_LENGTH": str(len(body)),
+            "kubedash.record": scope.get("kubedash.record"),
         }
         for raw_name, raw_value in scope.get("headers", []):
             name = raw_name.decode("latin-1").upper().replace("-", "_")
@@ -180,3 +209,71 @@ class PagesLane:
 def too_many_requests() -> ApiError:
     return ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
                     {"retryAfterSeconds": RETRY_AFTER_SECONDS})
+
+
+# --------------------------------------------------------------------------------------------
+# Bodies limited before they are read (asked by dashboard.server.protocol after the headers)
+
+
+def body_limit(path: str) -> int:
+    """The largest body a request to this path may send: the API's (kube's 3 MiB), or a page
+    form's (Django's DATA_UPLOAD_MAX_MEMORY_SIZE)."""
+    return settings.KUBE_MAX_BODY_BYTES if path.startswith(API_ROOTS) else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def needs_credentials(length: int | None) -> bool:
+    """Is the body (length None: chunked, unknown) large enough that its sender must prove who
+    it is before the server reads it?"""
+    return length is None or length > settings.KUBEDASH_ANONYMOUS_BODY_BYTES
+
+
+def _credentials(headers) -> tuple[str | None, str | None]:
+    """The bearer Authorization header and the session key a request carries, if any."""
+    bearer = session = None
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                bearer = value.decode("latin-1")
+        elif name == b"cookie":
+            session = parse_cookie(value.decode("latin-1")).get(settings.SESSION_COOKIE_NAME) or session
+    return bearer, session
+
+
+def anonymous_refusal(headers, length: int | None) -> ApiError | None:
+    """401 for a body that may be large from a request with no token or session at all."""
+    if needs_credentials(length) and _credentials(headers) == (None, None):
+        return unauthorized()
+    return None
+
+
+def size_refusal(path: str, length: int | None) -> ApiError | None:
+    """413 for a declared length over the path's limit (asked once the sender is known, as
+    kube-apiserver authenticates before it looks at the body)."""
+    limit = body_limit(path)
+    if length is not None and length > limit:
+        return request_entity_too_large(limit)
+    return None
+
+
+def credentials_valid(headers) -> bool:
+    """Does the request's token (access's one-query check) or session belong to someone?
+    Runs on a lane's thread. Django authenticates the request again once it is read; this
+    only decides whether it is read."""
+    from django.contrib.auth import SESSION_KEY
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from dashboard.access.authentication import BearerTokenAuthentication
+
+    bearer, session = _credentials(headers)
+    try:
+        if bearer:
+            try:
+                return BearerTokenAuthentication().authenticate(SimpleNamespace(META={"HTTP_AUTHORIZATION": bearer})) is not None
+            except AuthenticationFailed:
+                return False
+        if session:
+            return SESSION_KEY in import_module(settings.SESSION_ENGINE).SessionStore(session)
+    except DatabaseError:
+        return True   # unknown: read the (bounded) body and let Django's own check answer
+    return False

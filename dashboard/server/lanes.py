@@ -24,14 +24,21 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
 from django.conf import settings
+from prometheus_client import Counter, Gauge
 
 FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
 HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
-API_ROOTS = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version")
+API_ROOTS = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version", "/metrics")
 
 # The interpreter hands the GIL over every 5 ms by default: a renewal waking from a SQLite
 # call would wait that long behind a thread rendering a big Table. 0.5 ms bounds the wait.
 SWITCH_INTERVAL = 0.0005
+
+
+# Admitted (running + queued) requests per lane, summed over live workers; and the 429s.
+ADMITTED = Gauge("kubedash_lane_requests", "Requests admitted to a lane (running and queued)", ["lane"],
+                 multiprocess_mode="livesum")
+REJECTED = Counter("kubedash_lane_rejected_total", "Requests a full lane answered 429 TooManyRequests", ["lane"])
 
 
 class LaneFull(Exception):
@@ -47,16 +54,21 @@ class Lane:
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"lane-{name}")
         self.admitted = 0
         self._lock = threading.Lock()
+        self._gauge = ADMITTED.labels(name)
+        self._rejected = REJECTED.labels(name)
 
     def admit(self) -> None:
         with self._lock:
             if self.admitted >= self.capacity:
+                self._rejected.inc()
                 raise LaneFull(self.name)
             self.admitted += 1
+        self._gauge.inc()
 
     def release(self) -> None:
         with self._lock:
             self.admitted -= 1
+        self._gauge.dec()
 
 
 def is_stream(scope) -> bool:

@@ -13,12 +13,15 @@ any worker sees every write, whichever worker took it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 RESTART_BACKOFF_SECONDS = (0.1, 0.5, 1, 2, 5)   # a worker that keeps dying is restarted slower
 STABLE_SECONDS = 30                              # ...and counts as healthy again after this long
@@ -76,6 +79,31 @@ def adopt(reactor, server, listen_fds: str, tls_paths) -> None:
         server.listen_success(port)
 
 
+def prepare_metrics_dir() -> Path | None:
+    """Empty PROMETHEUS_MULTIPROC_DIR for this deployment, or make one (returned: ours to remove).
+
+    Each worker writes its counters there (prometheus_client's multiprocess mode) and /metrics
+    sums them; files left by an earlier run would be counted again, so it starts empty.
+    """
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink(missing_ok=True)
+        return None
+    path = Path(tempfile.mkdtemp(prefix="kubedash-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path
+
+
+def worker_gone(pid: int) -> None:
+    """A worker's live gauges (open watches, websockets, lane queues) stop counting."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid)
+
+
 class Supervisor:
     """Starts, watches and stops the worker processes."""
 
@@ -92,14 +120,19 @@ class Supervisor:
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
-        for slot in range(self.workers):
-            self._spawn(slot)
-        while not self.stopping:
-            for slot, proc in list(self.procs.items()):
-                if proc.poll() is not None and not self.stopping:
-                    self._restart(slot, proc.returncode)
-            time.sleep(0.1)
-        return self._wait_all()
+        owned_metrics_dir = prepare_metrics_dir()
+        try:
+            for slot in range(self.workers):
+                self._spawn(slot)
+            while not self.stopping:
+                for slot, proc in list(self.procs.items()):
+                    if proc.poll() is not None and not self.stopping:
+                        self._restart(slot, proc.returncode)
+                time.sleep(0.1)
+            return self._wait_all()
+        finally:
+            if owned_metrics_dir is not None:
+                shutil.rmtree(owned_metrics_dir, ignore_errors=True)
 
     def _spawn(self, slot: int) -> None:
         proc = subprocess.Popen(self.command, pass_fds=self.fds)
@@ -114,6 +147,7 @@ class Supervisor:
         self.failures[slot] = failures + 1
         delay = RESTART_BACKOFF_SECONDS[min(failures, len(RESTART_BACKOFF_SECONDS) - 1)]
         self.log(f"worker {slot} (pid {self.procs[slot].pid}) exited with {code}; restarting in {delay}s")
+        worker_gone(self.procs[slot].pid)
         time.sleep(delay)
         if not self.stopping:
             self._spawn(slot)

@@ -62,6 +62,13 @@ class PageSpec:
     first: tuple[str, str] | None = None
     last: tuple[str, str] | None = None
     announced: int = 0
+    tab: str = ""   # a detail page's History or Field owners view (kinds.DETAIL_TABS)
+    # A sorted view (views.KindListView.sorted): its rows are those the sorted page holds when
+    # the socket connects (`members`); they change in place and never move.
+    sort: str = ""
+    page: int = 1
+    limit: int = 0
+    members: set | None = None
 
 
 def _key(text: str) -> tuple[str, str] | None:
@@ -76,11 +83,15 @@ def parse_spec(query: bytes) -> PageSpec:
     if shown is None:
         raise ValueError(f"unknown view {view!r}")
     rv = params.get("rv", "0")
-    return PageSpec(view=view, kinds=shown, namespace=params.get("namespace") or None,
+    sort, page, limit = params.get("sort", ""), params.get("page", "1"), params.get("limit", "0")
+    return PageSpec(sort=sort, page=int(page) if page.isdigit() else 1, limit=int(limit) if limit.isdigit() else 0,
+                    announced=int(params["announced"]) if params.get("announced", "").isdigit() else 0,
+                    view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
                     q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
-                    paged=params.get("paged") == "1", first=_key(params.get("first", "")),
-                    last=_key(params.get("last", "")))
+                    paged=params.get("paged") == "1" or bool(sort), first=_key(params.get("first", "")),
+                    last=_key(params.get("last", "")),
+                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "")
 
 
 def page_access(scope, fresh: bool = False):
@@ -179,6 +190,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             sub.matching = set()
             hub.register(sub)            # buffered until the snapshot below is taken
             self.subscribers.append(sub)
+        if self.spec.sort:
+            self.spec.members = await sync_to_async(live.sorted_members)(self.spec, self.principal)
         state = await sync_to_async(live.snapshot)(self.spec, self.principal)
         for sub in self.subscribers:
             sub.start_rv = state.rv
@@ -269,6 +282,5 @@ class LiveConsumer(AsyncWebsocketConsumer):
             pending, self.pending = self.pending, {}
             if not pending:
                 return
-            html = await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known)
-            if html:
+            for html in await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known):
                 await self.send(text_data=html)

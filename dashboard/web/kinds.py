@@ -39,6 +39,30 @@ class Action:
 
 
 @dataclass(frozen=True)
+class Sort:
+    """A column a list can be sorted by (`?sort=<key>`, `?sort=-<key>` descending).
+
+    value(column values, now) -> the row's sort value from the typed model's `columns` (one
+    query reads them for the whole view); None sorts last in either direction. Ties are in
+    (namespace, name) order.
+    """
+
+    key: str
+    label: str                       # the column's name (sort menu, announcements)
+    columns: tuple[str, ...]
+    value: Callable[[tuple, datetime], Any]
+
+
+# Every kind's lists sort by these; a KindWeb adds its own (KindWeb.sorts). "Age" ascending is
+# the youngest first, as an age column reads.
+COMMON_SORTS = (
+    Sort("name", "Name", ("name", "namespace"), lambda v, now: v),
+    Sort("namespace", "Namespace", ("namespace", "name"), lambda v, now: v),
+    Sort("age", "Age", ("creation_timestamp",), lambda v, now: -v[0].timestamp()),
+)
+
+
+@dataclass(frozen=True)
 class Overview:
     """A kind's part of the overview's namespace cards, from the typed model columns only.
 
@@ -79,6 +103,10 @@ class KindWeb:
     summary_partial: str = ""
     # Detail page extras: (namespace, name, now) -> context (e.g. a history from the revision log).
     detail_context: Callable[[str, str, datetime], dict] | None = None
+    sorts: tuple[Sort, ...] = ()     # the kind's own sort keys, beyond COMMON_SORTS
+    # Typed text columns the search across kinds also looks in (beyond names, namespaces,
+    # labels), with what the results call them: (("holder_identity", "holder"),)
+    search_columns: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         if not self.list_template:
@@ -96,6 +124,12 @@ class KindWeb:
     @property
     def resource(self) -> Resource:
         return resource_by_kind(self.kind)
+
+    def all_sorts(self) -> tuple[Sort, ...]:
+        return COMMON_SORTS + self.sorts
+
+    def sort(self, key: str) -> Sort | None:
+        return next((s for s in self.all_sorts() if s.key == key), None)
 
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)
@@ -158,6 +192,12 @@ def view_kinds(view: str) -> tuple[str, ...] | None:
     return (web.kind,) if web is not None else None
 
 
+# A detail page's other views: /<plural>/<namespace>/<name>/<tab>/, URL name "<detail_view>-<tab>"
+# (web/history_views.py); their websockets say tab=<tab>.
+DETAIL_TABS = ("history", "fields")
+
+
 def page_route_names() -> set[str]:
-    """The URL names of every list and detail page."""
-    return {name for web in _by_kind.values() for name in (web.plural, web.detail_view)}
+    """The URL names of every list and detail page (and the detail pages' other views)."""
+    return {name for web in _by_kind.values()
+            for name in (web.plural, web.detail_view, *(f"{web.detail_view}-{tab}" for tab in DETAIL_TABS))}

@@ -108,9 +108,23 @@ def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
     return render_to_string(f"{web.list_template}#{web.summary_partial}", {**summary, "oob": "true"})
 
 
+def sorted_members(spec, principal) -> set:
+    """The (namespace, name) keys of a sorted view's page, as it is now (views.page_keys)."""
+    from .views import page_keys
+    from .scope import list_scope
+
+    web = kinds.by_view(spec.view)
+    namespaces = list_scope(principal, spec.namespace or "", web.kind) or []
+    keys, _ = page_keys(web, namespaces, spec.label_selector, spec.q, spec.sort, spec.page,
+                        spec.limit or 100, now())
+    return {(ns, name) for _, ns, name in keys}
+
+
 def on_page(spec, key: tuple[str, str]) -> bool:
     """Is this (namespace, name) within the rows the page was rendered with? (Always, for a
     page that shows the whole list.)"""
+    if getattr(spec, "members", None) is not None:
+        return key in spec.members
     if not getattr(spec, "paged", False):
         return True
     if spec.first is None or spec.last is None:
@@ -122,7 +136,9 @@ def _announcement(count: int) -> str:
     """"N new — show": rows written since a paged view was rendered (it does not move rows)."""
     if not count:
         return '<p id="items-new" class="notice" role="status" hidden hx-swap-oob="true"></p>'
-    return (f'<p id="items-new" class="notice" role="status" hx-swap-oob="true">{count} new '
+    # data-count: a reconnecting page tells the server how many it announced (live.js), so
+    # the count goes on from there instead of starting again at 1.
+    return (f'<p id="items-new" class="notice" role="status" data-count="{count}" hx-swap-oob="true">{count} new '
             f'{"object" if count == 1 else "objects"} since this page was loaded — '
             '<a href="" data-reload>show</a></p>')
 
@@ -153,7 +169,10 @@ def _item(kind: str, obj: dict, oob: str, moment) -> str:
                             {"item": present(kind, obj, moment), "oob": oob})
 
 
-def _detail(kind: str, obj: dict | None, moment) -> str:
+def _detail(kind: str, obj: dict | None, moment, spec=None) -> str:
+    if getattr(spec, "tab", ""):   # the History or Field owners view of a detail page
+        from .history_views import live_fragment
+        return live_fragment(spec, kind, obj)
     if obj is None:
         return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
                 "This object has been deleted.</p></section>")
@@ -205,8 +224,8 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
     shown = sorted(k for k in known if on_page(spec, k))
     # One message per change, each shaped exactly like a live push (a row and a deletion in
     # one fragment parse differently in table context).
-    messages = [render_changes(spec, {key: change}, shown, known)
-                for key, change in sorted(pending.items(), key=lambda kv: kv[0][1:])]
+    messages = [message for key, change in sorted(pending.items(), key=lambda kv: kv[0][1:])
+                for message in render_changes(spec, {key: change}, shown, known)]
     return messages + [revision_marker(state.rv)]
 
 
@@ -219,7 +238,7 @@ def render_refresh(spec, state: Snapshot) -> str:
     if kinds.is_detail_view(spec.view):
         kind = spec.kinds[0]
         objects = state.objects[kind]
-        return _detail(kind, objects[0] if objects else None, moment) + marker
+        return _detail(kind, objects[0] if objects else None, moment, spec) + marker
     kind = spec.kinds[0]
     objects = [o for o in state.objects[kind] if on_page(spec, (o["metadata"]["namespace"], o["metadata"]["name"]))]
     rows = "".join(_item(kind, o, "", moment) for o in objects)
@@ -227,16 +246,22 @@ def render_refresh(spec, state: Snapshot) -> str:
     return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary + marker
 
 
-def render_changes(spec, pending: dict, shown: list, known: set | None = None) -> str:
-    """Fragments for the objects that changed; `shown` (sorted keys on the page) is updated,
-    and `known` (every key the view matches, on any of its pages), when given."""
+def render_changes(spec, pending: dict, shown: list, known: set | None = None) -> list[str]:
+    """The messages for the objects that changed; `shown` (sorted keys on the page) is
+    updated, and `known` (every key the view matches, on any of its pages), when given.
+
+    Usually one message; two when table rows change in place beside anything else: a message
+    is parsed as one fragment, whose first element sets the parsing context, so a row after
+    a <p> or <div> (or the other way round) would be dropped. Rows go in a message of their
+    own, first."""
     moment = now()
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == OVERVIEW:
         # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
-        return _namespaces(visible_namespaces(spec), moment) + marker
+        return [_namespaces(visible_namespaces(spec), moment) + marker]
     detail = kinds.is_detail_view(spec.view)
-    parts = []
+    rows, parts = [], []    # rows: <tr hx-swap-oob> replacements (table context)
+    announced = spec.announced
     was_empty = not shown
 
     for (kind, namespace, name), (event, ev) in sorted(pending.items(), key=lambda kv: kv[0][1:]):
@@ -244,7 +269,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         at = bisect.bisect_left(shown, key)
         present_now = at < len(shown) and shown[at] == key
         if detail:
-            parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment))
+            parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment, spec))
             continue
         if known is not None:
             is_new = key not in known and event != revlog.DELETED
@@ -253,9 +278,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
             is_new = not present_now
         if getattr(spec, "paged", False) and not present_now:
             # One page of several: rows stay on their pages; new ones are announced.
-            if is_new:
-                spec.announced += 1
-                parts.append(_announcement(spec.announced))
+            spec.announced += is_new
             continue
         if event == revlog.DELETED:
             if present_now:
@@ -263,17 +286,21 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
                 parts.append(f'<div id="{dom_id(kind, namespace, name)}" hx-swap-oob="delete"></div>')
             continue
         if present_now:
-            parts.append(_event_item(kind, ev, "true", moment))
+            (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_event_item(kind, ev, "true", moment))
             continue
         # A new row goes right after its predecessor in (namespace, name) order.
         target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
         shown.insert(at, key)
         parts.append(_wrapped(kind, target, _event_item(kind, ev, "", moment)))
+    if spec.announced != announced:
+        parts.append(_announcement(spec.announced))
     if not detail and was_empty != (not shown):
         parts.append(_empty_marker(not shown))
     if not detail and kinds.by_kind(spec.kinds[0]).summary_partial:
         parts.append(_summary(spec, shown))   # the totals move with any item
-    return "".join(parts) + marker
+    if not rows:
+        return ["".join(parts) + marker]
+    return ["".join(rows)] + ["".join(parts) + marker] if parts else ["".join(rows) + marker]
 
 
 def overview_namespaces(state: Snapshot) -> list[str]:

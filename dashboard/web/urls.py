@@ -3,16 +3,21 @@ the write pages, and a list and a detail page for every registered kind (web.kin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import kinds, views
+from . import history_views, kinds, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("search/", views.SearchView.as_view(), name="search"),
     path("", include("dashboard.web.edit_urls")),
 ]
 for web in kinds.registered():
     urlpatterns += [
         path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural),
         path(f"{web.plural}/<str:namespace>/<str:name>/", views.DetailView.as_view(web=web), name=web.detail_view),
+        path(f"{web.plural}/<str:namespace>/<str:name>/history/", history_views.history_view, {"web": web},
+             name=f"{web.detail_view}-history"),
+        path(f"{web.plural}/<str:namespace>/<str:name>/fields/", history_views.fields_view, {"web": web},
+             name=f"{web.detail_view}-fields"),
     ]
 urlpatterns += [
     path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html",

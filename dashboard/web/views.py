@@ -6,7 +6,14 @@ store.list_objects (one consistent snapshot, continue tokens) and the rows are b
 present.present(), the same function the live consumer uses for its pushes.
 
 Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
-substring), limit (page size) and continue (the next page of the same snapshot).
+substring), limit (page size) and continue (the next page of the same snapshot); sort (a
+column key, "-key" descending; see kinds.Sort) and page (the page number of a sorted view).
+
+Sorted views: the default order, (namespace, name), pages through the API's own snapshot
+(continue tokens). Any other order is read from the typed table (the current state): one query
+reads the sort columns of the whole view, Python orders them, and the page's objects are
+then read by id. Live updates on a sorted view change rows in place and never move them (a
+row does not jump away under the pointer); new objects are announced ("N new — show").
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ from urllib.parse import urlencode
 
 import orjson
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -35,7 +42,7 @@ from . import present as p
 from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
 
-PAGE_SIZE = 1000           # rows per page (1,000 rows render in one page)
+PAGE_SIZE = 100            # rows per page by default: a page that renders fast
 MAX_PAGE_SIZE = 5000
 PAGE_SIZES = (50, 100, 500, 1000)   # the "Per page" choices
 
@@ -72,17 +79,28 @@ class Filters:
     q: str = ""
     limit: int = PAGE_SIZE
     continue_token: str = ""
+    sort: str = ""      # "" (namespace, name), "key" or "-key"
+    page: int = 1       # of a sorted view
 
     @classmethod
-    def from_request(cls, request) -> "Filters":
+    def from_request(cls, request, web: kinds.KindWeb | None = None) -> "Filters":
         g = request.GET
         try:
             limit = int(g.get("limit") or PAGE_SIZE)
         except ValueError:
             limit = PAGE_SIZE
+        try:
+            page = max(1, int(g.get("page") or 1))
+        except ValueError:
+            page = 1
+        # A header's sort button submits the filter form beside its own hidden sort: the
+        # button's value comes last. An unknown or default key is the default order.
+        sort = (g.getlist("sort") or [""])[-1].strip()
+        if web is None or web.sort(sort.lstrip("-")) is None or sort == "namespace":
+            sort = ""
         return cls(namespace=(g.get("namespace") or "").strip(), label_selector=(g.get("labelSelector") or "").strip(),
                    q=(g.get("q") or "").strip(), limit=max(1, min(limit, MAX_PAGE_SIZE)),
-                   continue_token=g.get("continue") or "")
+                   continue_token="" if sort else g.get("continue") or "", sort=sort, page=page if sort else 1)
 
     @property
     def custom_limit(self) -> int | None:
@@ -94,7 +112,8 @@ class Filters:
 
     def query(self, **extra) -> str:
         """This page's filters as a query string (for links: next page, clear)."""
-        params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q}
+        params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q,
+                  "sort": self.sort}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
@@ -150,6 +169,70 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     return Fetched(out, rv if rv is not None else store.current_revision(), "")
 
 
+def view_rows(kind: str, namespaces: list[str | None], selector, q: str):
+    """The typed rows of a view (namespace limits, label selector pushed down where it can
+    be, name search), and the selector's rest to check in Python (None: nothing left)."""
+    from dashboard.kube.selectors import label_selector_q
+
+    rows = by_kind(kind).model.objects.all()
+    if namespaces != [None]:
+        rows = rows.filter(namespace__in=namespaces)
+    if q:
+        rows = rows.filter(name__icontains=q)
+    if selector is None or selector.empty:
+        return rows, None
+    pushed = label_selector_q(selector)
+    return (rows.filter(pushed) if pushed is not None else rows), selector
+
+
+def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str,
+                now: datetime) -> list[tuple[int, str, str]]:
+    """(row id, namespace, name) of the whole view in `sort` order (see kinds.Sort)."""
+    spec = web.sort(sort.lstrip("-"))
+    rows, rest = view_rows(web.kind, namespaces, selector, q)
+    keyed, missing = [], []
+    for row in rows.values_list("id", "namespace", "name", "labels", *spec.columns):
+        if rest is not None and not rest.matches(row[3]):
+            continue
+        value = spec.value(row[4:], now)
+        (missing if value is None else keyed).append((value, row[1], row[2], row[0]))
+    keyed.sort(key=lambda k: (k[1], k[2]))
+    keyed.sort(key=lambda k: k[0], reverse=sort.startswith("-"))   # stable: ties stay in key order
+    missing.sort(key=lambda k: (k[1], k[2]))
+    return [(k[3], k[1], k[2]) for k in keyed + missing]
+
+
+def page_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
+              limit: int, now: datetime) -> tuple[list[tuple[int, str, str]], int]:
+    """One page of a sorted view: its (id, namespace, name) keys, and the view's total."""
+    keys = sorted_keys(web, namespaces, selector, q, sort, now)
+    return keys[(page - 1) * limit:page * limit], len(keys)
+
+
+def fetch_sorted(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
+                 limit: int, now: datetime) -> tuple[Fetched, int]:
+    """A page of a sorted view (the objects, the revision read before them, no token) and the
+    view's total. The objects are at least as new as the revision: live updates replayed
+    from it can only repeat a change, never miss one."""
+    rv = store.current_revision()
+    keys, total = page_keys(web, namespaces, selector, q, sort, page, limit, now)
+    texts = dict(web.resource.model.objects.filter(id__in=[k[0] for k in keys])
+                 .values_list("id", "current__object"))
+    return Fetched([orjson.loads(texts[k[0]]) for k in keys if k[0] in texts], rv, ""), total
+
+
+def sort_headers(web: kinds.KindWeb, sort: str) -> dict:
+    """Per sort key: aria-sort ("ascending", "descending" or "") and the order its header
+    button asks for (the reverse of the current one on the sorted column)."""
+    current, desc = sort.lstrip("-") or "namespace", sort.startswith("-")
+    out = {}
+    for s in web.all_sorts():
+        on = s.key == current
+        out[s.key] = {"aria": ("descending" if desc else "ascending") if on else "",
+                      "next": (s.key if desc else f"-{s.key}") if on else s.key, "label": s.label}
+    return out
+
+
 def position(kind: str, namespaces: list[str | None], selector, q: str, start: tuple[str, str] | None,
              limit: int) -> dict:
     """Where a page sits in its whole view, from the typed table (the current state): the
@@ -203,10 +286,11 @@ class KindListView(View):
     def get(self, request):
         page = self.web
         principal = page_principal(request)
-        filters = Filters.from_request(request)
+        filters = Filters.from_request(request, page)
         ctx = base_context(request, principal, page.plural)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="",
-                   page_sizes=PAGE_SIZES)
+                   page_sizes=PAGE_SIZES, sorting=sort_headers(page, filters.sort),
+                   sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
         namespaces = list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
@@ -218,6 +302,8 @@ class KindListView(View):
             ctx["error"] = f"Label selector: {exc.message}"
             ctx["error_field"] = "labelSelector"
             return render(request, page.list_template, ctx, status=400)
+        if filters.sort:
+            return self.sorted(request, ctx, filters, namespaces, selector, principal)
         try:
             fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token)
         except ApiError as exc:
@@ -255,9 +341,44 @@ class KindListView(View):
                                      filters.q)
         return render(request, page.list_template, ctx)
 
+    def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal):
+        """A list in another order than (namespace, name): numbered pages of the current state."""
+        page, now = self.web, utcnow()
+        fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
+                                      filters.limit, now)
+        ctx.update(p.page_context(page.kind, fetched.objects, now))
+        ctx["rv"] = fetched.resource_version
+        before, shown = (filters.page - 1) * filters.limit, len(fetched.objects)
+        paged = total > filters.limit or filters.page > 1
+        if paged:
+            ctx["rows_from"] = f"{before + 1:,}" if shown else "0"
+            ctx["rows_to"] = f"{before + shown:,}"
+            ctx["rows_total"] = f"{total:,}"
+        if before + shown < total:
+            ctx["next_url"] = "?" + filters.query(page=str(filters.page + 1))
+        if filters.page > 1:
+            ctx["first_page"] = "?" + filters.query()
+            ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
+        ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
+                               labelSelector=filters.label_selector, q=filters.q, sort=filters.sort,
+                               page=str(filters.page), limit=str(filters.limit))
+        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
+                                     filters.q)
+        return render(request, page.list_template, ctx)
+
 
 # ---------------------------------------------------------------------------------------------
 # Detail pages
+
+
+def yaml_download(obj: dict) -> HttpResponse:
+    """The object as a file, as `kubectl get -o yaml` writes it (managedFields left out, as
+    kubectl does by default)."""
+    meta = obj["metadata"]
+    resp = HttpResponse(p.object_yaml(obj), content_type="application/yaml; charset=utf-8")
+    resp["Content-Disposition"] = f'attachment; filename="{meta["namespace"]}-{meta["name"]}.yaml"'
+    resp["Cache-Control"] = "no-store"
+    return resp
 
 
 @method_decorator(viewer_required, name="dispatch")
@@ -278,6 +399,8 @@ class DetailView(View):
         if not scope.sees(principal, page.kind, obj):
             # Outside a share link's selector: as if it did not exist.
             raise Http404(f"{page.kind} {namespace}/{name} not found")
+        if request.GET.get("download") == "yaml":
+            return yaml_download(obj)
         now = utcnow()
         ctx = base_context(request, principal, page.plural)
         rv = obj["metadata"].get("resourceVersion", "")
@@ -287,6 +410,55 @@ class DetailView(View):
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Search across kinds
+
+SEARCH_SHOWN = 50   # results shown per kind
+
+
+def search_kind(web: kinds.KindWeb, principal: Principal, term: str) -> dict | None:
+    """One kind's part of the search: objects whose name, namespace, a label (key, value or
+    "key=value") or one of the kind's search columns contain `term` (case-insensitive),
+    within what the principal may list; None when it may list none of this kind."""
+    from django.db.models import Q
+
+    namespaces = list_scope(principal, "", web.kind)
+    if namespaces is None:
+        return None
+    rows, _ = view_rows(web.kind, namespaces, None, "")
+    needle = term.lower()
+    match = Q(name__icontains=term) | Q(namespace__icontains=term) | Q(labels__icontains=term.split("=")[0])
+    for column, _label in web.search_columns:
+        match |= Q(**{f"{column}__icontains": term})
+    own = scope.own_selector(principal)
+    found = []
+    extra = [c for c, _ in web.search_columns]
+    for ns, name, labels, *values in rows.filter(match).order_by("namespace", "name").values_list(
+            "namespace", "name", "labels", *extra):
+        if own is not None and not own.matches(labels):
+            continue
+        why = [what for what, text in (("name", name), ("namespace", ns)) if needle in text.lower()]
+        why += [f"label {k}={v}" for k, v in sorted(labels.items())
+                if needle in k.lower() or needle in v.lower() or needle == f"{k}={v}".lower()
+                or (("=" in needle) and f"{k}={v}".lower().startswith(needle))]
+        why += [f"{label} {value}" for (_, label), value in zip(web.search_columns, values)
+                if value and needle in str(value).lower()]
+        if why:   # (the labels' JSON text can match on its punctuation alone)
+            found.append({"namespace": ns, "name": name, "url": web.detail_url(ns, name), "why": why})
+    return {"web": web, "total": len(found), "items": found[:SEARCH_SHOWN]}
+
+
+@method_decorator(viewer_required, name="dispatch")
+class SearchView(View):
+    def get(self, request):
+        principal = page_principal(request)
+        term = (request.GET.get("q") or "").strip()[:253]
+        ctx = base_context(request, principal, "search")
+        groups = [g for g in (search_kind(web, principal, term) for web in kinds.registered()) if g] if term else []
+        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), shown=SEARCH_SHOWN)
+        return render(request, "web/search.html", ctx)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 //     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
 //  3. Reconnects resume from the newest revision the page has seen (#live-rv).
 //  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
+//  5. Keyboard shortcuts (the help dialog, #shortcuts, is in base.html).
 (function () {
   "use strict";
 
@@ -46,15 +47,38 @@
   // While the live connection is down, time stands still on the page (see setStale).
   var frozenAt = null;
 
+  // Rows out of view keep their time texts until they scroll into view: rewriting 2,000 texts
+  // a second re-lays out a 1,000-row table (long main-thread tasks, dropped frames). State
+  // flips (held -> expired) still happen everywhere, so the counts stay right.
+  var inView = new WeakSet(), watched = new WeakSet(), seen = null;
+  if (window.IntersectionObserver) {
+    seen = new IntersectionObserver(function (entries) {
+      var any = false;
+      entries.forEach(function (e) {
+        if (e.isIntersecting) { inView.add(e.target); any = true; } else inView.delete(e.target);
+      });
+      if (any) tick();
+    }, {rootMargin: "200px 0px"});
+  }
+  function shown(el) {
+    var row = seen && el.closest("#items > *");
+    if (!row) return true;
+    if (!watched.has(row)) { watched.add(row); seen.observe(row); return false; }   // (reported soon)
+    return inView.has(row);
+  }
+
   function tick() {
     var now = frozenAt !== null ? frozenAt : Date.now() + skew;
     each("[data-renewed-at]", function (el) {
+      if (!shown(el)) return;
       var t = now - Date.parse(el.dataset.renewedAt);
       setText(el, "renewed " + (t < 1000 ? "just now" : human(t) + " ago"));
     });
     each("[data-expires-at]", function (el) {
       var left = Date.parse(el.dataset.expiresAt) - now;
-      setText(el, left > 0 ? "expires in " + human(Math.ceil(left / 1000) * 1000) : "expired " + human(-left) + " ago");
+      if (shown(el)) {
+        setText(el, left > 0 ? "expires in " + human(Math.ceil(left / 1000) * 1000) : "expired " + human(-left) + " ago");
+      }
       // A lease row (or the detail summary) flips held <-> expired: class and text.
       var row = el.closest("[data-lease-live]");
       if (row && row.classList.contains("is-held") !== left > 0) {
@@ -144,6 +168,74 @@
     field.focus({preventScroll: true});
   });
 
+  // --- keyboard shortcuts -------------------------------------------------------------------
+  // "/" search, "?" this help (a modal <dialog>: it keeps focus inside and Esc closes it),
+  // j / k move a row focus, Enter opens the row, "g" then a letter goes to a page (the header
+  // links carry their letter in data-go). Never while typing in a field, never with Ctrl/Alt/⌘.
+  var goPending = 0, focusedRowId = "";
+  function typing(el) {
+    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName) ||
+                  (el.closest && el.closest("dialog[open]:not(#shortcuts)")));
+  }
+  function rows() {
+    return Array.prototype.slice.call(document.querySelectorAll("#items > tr, #items > .card"));
+  }
+  function focusRow(row) {
+    if (!row) return;
+    rows().forEach(function (r) { r.classList.remove("kb-row"); });
+    row.classList.add("kb-row");
+    if (!row.hasAttribute("tabindex")) row.setAttribute("tabindex", "-1");
+    focusedRowId = row.id;
+    row.focus();
+    row.scrollIntoView({block: "nearest"});
+  }
+  function moveRow(step) {
+    var all = rows();
+    if (!all.length) return;
+    var at = all.indexOf(document.activeElement && document.activeElement.closest &&
+                         document.activeElement.closest("#items > *"));
+    if (at < 0) at = all.findIndex(function (r) { return r.id === focusedRowId; });
+    focusRow(all[at < 0 ? (step > 0 ? 0 : all.length - 1) : Math.max(0, Math.min(all.length - 1, at + step))]);
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
+    var help = document.getElementById("shortcuts");
+    if (help && help.open) return;   // the dialog handles its own keys (Esc closes it)
+    var key = e.key;
+    if (goPending && Date.now() - goPending < 1500) {
+      goPending = 0;
+      var link = document.querySelector('a[data-go="' + (key.length === 1 ? key.toLowerCase() : "") + '"]');
+      if (link) { e.preventDefault(); location.href = link.href; }
+      return;
+    }
+    goPending = 0;
+    if (key === "/") {
+      // The page's own search (a list's name filter), else the header's search of all kinds.
+      var search = document.querySelector("[data-search]") || document.querySelector("[data-search-global]");
+      if (search) { e.preventDefault(); search.focus(); if (search.select) search.select(); }
+    } else if (key === "?") {
+      if (help) { e.preventDefault(); help.showModal(); }
+    } else if (key === "j" || key === "k") {
+      e.preventDefault();
+      moveRow(key === "j" ? 1 : -1);
+    } else if (key === "Enter" && e.target.matches && e.target.matches("#items > *")) {
+      var open = e.target.querySelector("a[href]");
+      if (open) { e.preventDefault(); open.click(); }
+    } else if (key === "g") {
+      goPending = Date.now();
+    }
+  });
+  document.addEventListener("click", function (e) {
+    var close = e.target.closest && e.target.closest("[data-close-dialog]");
+    if (close) close.closest("dialog").close();
+  });
+  // A live push replaces a row element: the row focus stays on it.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (!focusedRowId || document.activeElement !== document.body) return;
+    var row = document.getElementById(focusedRowId);
+    if (row) focusRow(row);
+  });
+
   // --- the websocket ----------------------------------------------------------------------
   // Honest reconnects: while the socket is down the page shows what it last knew, says so
   // (with the time of its last event), and stops counting down: a lease it cannot see being
@@ -230,11 +322,12 @@
       nextAttemptAt = now + backoff(attempts++);
       // Reconnect from the newest revision seen: pushes update #live-rv (hx-swap-oob).
       var mark = document.getElementById("live-rv");
-      if (mark && mark.dataset.rv) {
-        var u = new URL(url, location.href);
-        u.searchParams.set("rv", mark.dataset.rv);
-        url = u.href;
-      }
+      var u = new URL(url, location.href);
+      if (mark && mark.dataset.rv) u.searchParams.set("rv", mark.dataset.rv);
+      // ... and from the "N new" count the page shows (the server counts on from it).
+      var announced = document.getElementById("items-new");
+      if (announced && announced.dataset.count) u.searchParams.set("announced", announced.dataset.count);
+      url = u.href;
       var socket = new WebSocket(url, []);
       socket.binaryType = htmx.config.wsBinaryType;
       pending = socket;

@@ -56,3 +56,39 @@ def decode_error_field(detail: str) -> tuple[str, str] | None:
     else:
         text = f"This value has the wrong type (expected {wanted})."
     return m.group("path"), text
+
+
+# Server-side apply conflicts: a 409 whose causes are FieldManagerConflict, one per field, as
+# apimachinery's managedfields NewConflictError builds them (message "conflict with <manager>",
+# where printManager writes `"m"`, `"m" with subresource "status"`, and for an Update manager
+# `... using v1` or `... using v1 at 2024-05-01T10:00:00Z`; field: a fieldpath such as
+# `.spec.containers[name="c"].image`).
+_MANAGER = re.compile(r'^conflict with "(?P<m>(?:[^"\\]|\\.)*)"(?: with subresource "(?P<sub>[^"]*)")?'
+                      r'(?: using (?P<api>\S+?)(?: at (?P<at>\S+))?)?$')
+
+
+def field_manager_conflicts(err) -> list[str]:
+    """Each field an apply could not take, in words: who manages it and what to do. [] when
+    err is not an apply conflict."""
+    if getattr(err, "code", None) != 409:
+        return []
+    out = []
+    for cause in (getattr(err, "details", None) or {}).get("causes") or []:
+        if cause.get("reason") != "FieldManagerConflict" and cause.get("type") != "FieldManagerConflict":
+            continue
+        field = (cause.get("field") or "").lstrip(".") or "a field"
+        m = _MANAGER.match(cause.get("message") or "")
+        if m is None:
+            who = cause.get("message") or "another manager"
+        else:
+            who = f"“{m.group('m')}”"
+            if m.group("sub"):
+                who += f" (through /{m.group('sub')})"
+            if m.group("api"):
+                who += f", which last wrote it with an update ({m.group('api')}" + (
+                    f", at {m.group('at')})" if m.group("at") else ")")
+            else:
+                who += ", which applied it"
+        out.append(f"Field {field} is managed by {who}. Keep its value, leave it out of your change, "
+                   "or take it over by applying with force.")
+    return out

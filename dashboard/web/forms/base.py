@@ -17,7 +17,7 @@ from typing import Any
 
 from django import forms
 
-from .api_errors import decode_error_field, plain
+from .api_errors import decode_error_field, field_manager_conflicts, plain
 from .parsers import format_address, format_labels, format_port, parse_labels
 
 
@@ -204,6 +204,10 @@ class ObjectForm(forms.Form):
                 found.append((field, hint + text) if field else (None, f"{path}: {text}" if path else text))
             for field, message in _distinct(found):
                 self.add_error(field, message)
+            return
+        if field_manager_conflicts(err):   # server-side apply: who owns the fields, in words
+            for text in field_manager_conflicts(err):
+                self.add_error(None, text)
             return
         if err.code == 409 and err.reason == "AlreadyExists" and "name" in self.fields:
             self.add_error("name", f"A {self.KIND} with this name already exists in this namespace.")

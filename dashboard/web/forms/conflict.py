@@ -71,8 +71,15 @@ def _note(you_changed: bool, they_changed: bool) -> str:
     return "your change: reapplying saves it"
 
 
-IGNORED_PATHS = ("metadata.resourceVersion", "metadata.managedFields", "metadata.generation", "metadata.uid",
-                 "metadata.creationTimestamp", "status", "apiVersion", "kind")
+# Fields the server sets on every write (noise in a diff), and what an edit cannot change.
+NOISY_PATHS = ("metadata.resourceVersion", "metadata.managedFields", "metadata.generation", "metadata.uid",
+               "metadata.creationTimestamp", "apiVersion", "kind")
+IGNORED_PATHS = NOISY_PATHS + ("status",)
+
+
+def under(path: str, prefixes) -> bool:
+    """Is this flattened path one of the prefixes or inside one of them?"""
+    return any(path == p or path.startswith(p + ".") or path.startswith(p + "[") for p in prefixes)
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -97,7 +104,7 @@ def yaml_rows(yours: dict, base: dict | None, current: dict) -> list[dict]:
     was = flatten(base) if base is not None else None
     rows = []
     for path in sorted(set(mine) | set(theirs)):
-        if any(path == p or path.startswith(p + ".") or path.startswith(p + "[") for p in IGNORED_PATHS):
+        if under(path, IGNORED_PATHS):
             continue
         if mine.get(path) == theirs.get(path):
             continue

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from dashboard.kube import codec
 
-from .api_errors import decode_error_field, plain
+from .api_errors import decode_error_field, field_manager_conflicts, plain
 
 
 def load_yaml(text: str) -> dict:
@@ -50,7 +50,9 @@ class YamlForm(forms.Form):
         detail = getattr(err, "detail", "") or ""
         unknown = re.findall(r'unknown field "([^"]+)"', detail)
         located = decode_error_field(detail)
-        if err.code == 422 and causes:
+        if field_manager_conflicts(err):
+            self.add_error("yaml", field_manager_conflicts(err))
+        elif err.code == 422 and causes:
             self.add_error("yaml", [f"{c.get('field')}: {plain(c.get('message', ''))}" if c.get("field")
                                     else plain(c.get("message", "")) for c in causes])
         elif unknown:

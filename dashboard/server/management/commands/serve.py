@@ -16,12 +16,13 @@ import sys
 
 # Daphne installs Twisted's asyncio reactor when imported; it must come before anything
 # imports twisted.internet.reactor (the daphne app in INSTALLED_APPS already did this).
+import daphne.server
 from daphne.access import AccessLogGenerator
 from daphne.server import Server
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.server import workers
+from dashboard.server import protocol, workers
 from dashboard.server.tls import ensure_tls
 
 WILDCARDS = {"0.0.0.0", "::", ""}
@@ -154,12 +155,18 @@ class Command(BaseCommand):
     def serve(self, options, tls, urls) -> None:
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
         listen_fds = options["listen_fds"]
+        if not listen_fds and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            workers.prepare_metrics_dir()   # one process, but the operator chose multiprocess metrics
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
         from dashboard.server.asgi import application
 
         def ready():
+            from dashboard.server import maintenance, shutdown
+
+            shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
+            maintenance.start()        # the once-per-deployment work, if elected
             if listen_fds:
                 from twisted.internet import reactor
 
@@ -168,15 +175,21 @@ class Command(BaseCommand):
                 self.banner(urls, tls)
 
         proxy = options["proxy_headers"]
+        # Daphne builds its HTTP factory in Server.run() by this name: ours bounds what a
+        # client may send, and how slowly (dashboard.server.protocol).
+        daphne.server.HTTPFactory = protocol.LimitedHTTPFactory
         server = Server(
             application=application,
             # A worker's listeners are adopted in ready(); Daphne insists on some endpoint.
             endpoints=["(inherited)"] if listen_fds else endpoints(host, port, tls_port, tls),
-            signal_handlers=True,   # SIGINT/SIGTERM stop the reactor; open requests are cancelled
+            signal_handlers=False,  # ours, installed in ready(): drain, then stop
             action_logger=AccessLogGenerator(sys.stdout) if options["access_log"] else None,
             http_timeout=options["http_timeout"] or None,
             websocket_timeout=options["websocket_timeout"],
             application_close_timeout=10,
+            request_buffer_size=protocol.request_buffer_size(),   # a body reaches the app in one piece
+            websocket_max_message_size=settings.KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES,
+            websocket_max_frame_size=settings.KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES,
             proxy_forwarded_address_header="X-Forwarded-For" if proxy else None,
             proxy_forwarded_port_header="X-Forwarded-Port" if proxy else None,
             proxy_forwarded_proto_header="X-Forwarded-Proto" if proxy else None,

@@ -106,6 +106,11 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo: a simulator writes to namespaces {DEFAULT_NAMESPACES} "
                               f"through the API (--no-demo turns it off)")
         self.stdout.write("")
+        if "KUBEDASH_REQUEST_LOG" not in os.environ:
+            # This terminal is for a person (and the demo writes many times a second): no JSON
+            # line per request unless asked for; `serve` (production) logs them by default.
+            os.environ["KUBEDASH_REQUEST_LOG"] = "0"
+            settings.KUBEDASH_REQUEST_LOG = False
         # The demo simulator is a separate API client; it starts writing once serve listens.
         demo = None if options["no_demo"] else start_demo(site)
         try:

@@ -1,0 +1,75 @@
+"""Prometheus metrics of the API machinery: watch fan-out, and the revision log read at scrape.
+
+Counters and gauges live in prometheus_client's registry (per process, or summed across the
+workers in its multiprocess mode: dashboard/server/metrics.py serves them); the revision-log
+figures are read from the database when /metrics is scraped, never kept up to date.
+"""
+from __future__ import annotations
+
+from django.db import connection
+from prometheus_client import Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+
+from . import store
+from .models import Revision
+
+# kube-apiserver's names where it has one (apiserver_watch_events_total,
+# apiserver_terminated_watchers_total); kubedash_* where it has none.
+WATCH_EVENTS = Counter("apiserver_watch_events", "Number of events sent in watch clients",
+                       ["group", "version", "kind"])
+WATCH_TERMINATED = Counter("apiserver_terminated_watchers",
+                           "Counter of watchers closed due to unresponsiveness broken by resource type.",
+                           ["resource"])
+# The newest revision each process's hub has fanned out; the scrape takes the slowest live one.
+# Labelled, and the label set only on the first dispatch, so a process whose hub never ran
+# reports nothing rather than 0.
+_HUB_REVISION = Gauge("kubedash_watch_hub_revision", "The newest revision the watch hub has dispatched",
+                      ["hub"], multiprocess_mode="livemin")
+
+
+def hub_dispatched(rv: int) -> None:
+    _HUB_REVISION.labels("watch").set(rv)
+
+
+async def counted(stream, res):
+    """A watch stream's chunks, counting the events (one per line) they carry."""
+    events = WATCH_EVENTS.labels(res.group, res.version, res.kind)
+    try:
+        async for chunk in stream:
+            if chunk:
+                events.inc(chunk.count(b"\n"))
+            yield chunk
+    finally:
+        await stream.aclose()
+
+
+def revision_log_size() -> int:
+    """Rows in the revision log: PostgreSQL's planner estimate (no scan), an exact count elsewhere."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s", [Revision._meta.db_table])
+            row = cursor.fetchone()
+        if row is not None and row[0] >= 0:
+            return row[0]
+    return Revision.objects.count()
+
+
+class RevisionLogCollector:
+    """Collected at scrape time from the database: three small queries."""
+
+    def __init__(self, hub_revision=None):
+        self.hub_revision = hub_revision   # callable: the slowest hub's revision, or None
+
+    def collect(self):
+        newest = store.current_revision()
+        yield GaugeMetricFamily("kubedash_revision_newest", "The newest resourceVersion handed out", value=newest)
+        yield GaugeMetricFamily("kubedash_revision_compacted",
+                                "The compaction horizon: older resourceVersions answer 410 Expired",
+                                value=store.compacted_revision())
+        yield GaugeMetricFamily("kubedash_revision_log_rows", "Rows in the revision log (estimate on PostgreSQL)",
+                                value=revision_log_size())
+        hub = self.hub_revision() if self.hub_revision else None
+        if hub is not None:
+            yield GaugeMetricFamily("kubedash_watch_hub_lag_revisions",
+                                    "Revisions committed that the slowest watch hub has not yet fanned out",
+                                    value=max(newest - hub, 0))

@@ -1,0 +1,263 @@
+"""Work done once per deployment, by one elected process: compaction and clean-ups.
+
+Every serving process runs an Elector: client-go's leader election over a Lease in
+kubedash's own store (kube-system/kubedash-maintenance, written through kube/store.py, so it
+shows on the Leases page and in watches like any other Lease). Its semantics are client-go's
+(k8s.io/client-go/tools/leaderelection):
+
+- holderIdentity is `hostname_pid`; acquireTime/renewTime are MicroTime; leaseDurationSeconds
+  is the lease duration;
+- a candidate may take the Lease when it has no holder, or when the record it last observed
+  has not changed for leaseDurationSeconds by the candidate's own clock (so clocks of
+  different machines need not agree); a takeover sets acquireTime and adds one to
+  leaseTransitions; renewals keep both;
+- every write is conditional on the resourceVersion read (409: someone else won);
+- the leader renews every retry period and stops leading when it could not renew within the
+  renew deadline; on shutdown it releases the Lease (no holder, duration 1 s) so another
+  process takes over at once.
+
+While it leads, a second thread runs the periodic jobs every KUBEDASH_MAINTENANCE_INTERVAL.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
+from prometheus_client import Counter, Gauge
+
+from dashboard.kube import registry, store
+from dashboard.kube.errors import ApiError
+from dashboard.kube.formats import format_micro_time
+from dashboard.kube.meta import now as utcnow
+
+log = logging.getLogger(__name__)
+
+NAMESPACE, NAME = "kube-system", "kubedash-maintenance"
+# Share links that stopped working this long ago are deleted (the share page lists the recent ones).
+SHARE_LINK_RETENTION = timedelta(days=30)
+
+LEADER = Gauge("kubedash_maintenance_leader", "1 in the process that holds the maintenance Lease",
+               multiprocess_mode="livesum")
+RUNS = Counter("kubedash_maintenance_runs_total", "Maintenance jobs run by the elected process", ["job"])
+REMOVED = Counter("kubedash_maintenance_removed_total", "Rows the maintenance jobs removed", ["job"])
+
+
+def identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+def _leases():
+    return registry.lookup("coordination.k8s.io", "v1", "leases")
+
+
+class Elector:
+    """client-go's LeaderElector over a Lease in the store (see the module docstring)."""
+
+    def __init__(self, name: str = NAME, namespace: str = NAMESPACE, holder: str | None = None):
+        self.name, self.namespace = name, namespace
+        self.holder = holder or identity()
+        self.lease_duration = settings.KUBEDASH_MAINTENANCE_LEASE_SECONDS
+        self.renew_deadline = settings.KUBEDASH_MAINTENANCE_RENEW_DEADLINE
+        self.retry_period = settings.KUBEDASH_MAINTENANCE_RETRY_PERIOD
+        self.observed: tuple | None = None     # the record as last read
+        self.observed_at = 0.0                 # when it last changed, by our monotonic clock
+        self.renewed_at = 0.0                  # our last successful acquire/renew
+        self.leading = False
+        self.stopped = threading.Event()
+
+    def is_leader(self) -> bool:
+        return self.leading and time.monotonic() - self.renewed_at < self.renew_deadline
+
+    def try_acquire_or_renew(self) -> bool:
+        res = _leases()
+        stamp = format_micro_time(utcnow())
+        try:
+            current = store.get(res, self.namespace, self.name)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            spec = {"holderIdentity": self.holder, "leaseDurationSeconds": int(self.lease_duration),
+                    "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0}
+            try:
+                store.create(res, self.namespace, {"apiVersion": res.api_version, "kind": res.kind,
+                                                   "metadata": {"name": self.name, "namespace": self.namespace},
+                                                   "spec": spec})
+            except ApiError:
+                return False   # another process created it first
+            self._observe((self.holder, stamp), renewed=True)
+            return True
+        spec = dict(current.get("spec") or {})
+        holder = spec.get("holderIdentity") or ""
+        self._observe((holder, spec.get("renewTime"), spec.get("leaseDurationSeconds")))
+        duration = spec.get("leaseDurationSeconds") or self.lease_duration
+        if holder and holder != self.holder and time.monotonic() < self.observed_at + duration:
+            return False   # held by someone who renewed within their lease duration
+        if holder != self.holder:
+            spec["acquireTime"] = stamp
+            spec["leaseTransitions"] = (spec.get("leaseTransitions") or 0) + 1
+        spec.update(holderIdentity=self.holder, leaseDurationSeconds=int(self.lease_duration), renewTime=stamp)
+        meta = {"name": self.name, "namespace": self.namespace,
+                "resourceVersion": current["metadata"]["resourceVersion"]}
+        for key in ("labels", "annotations"):
+            if current["metadata"].get(key):
+                meta[key] = current["metadata"][key]
+        try:
+            store.update(res, self.namespace, self.name,
+                         {"apiVersion": res.api_version, "kind": res.kind, "metadata": meta, "spec": spec})
+        except ApiError as err:
+            if err.code in (404, 409):
+                return False   # changed (or deleted) since we read it: someone else acted
+            raise
+        self._observe((self.holder, stamp, int(self.lease_duration)), renewed=True)
+        return True
+
+    def _observe(self, record: tuple, renewed: bool = False) -> None:
+        now = time.monotonic()
+        if record != self.observed:
+            self.observed, self.observed_at = record, now
+        if renewed:
+            self.renewed_at = now
+
+    def release(self) -> None:
+        """client-go's release(): no holder, a 1 s duration, so the next candidate takes over now."""
+        if not self.leading:
+            return
+        self.leading = False
+        LEADER.set(0)
+
+        def change(current: dict) -> dict:
+            spec = dict(current.get("spec") or {})
+            if spec.get("holderIdentity") != self.holder:
+                raise ApiError(409, "Conflict", "not the holder any more")
+            stamp = format_micro_time(utcnow())
+            spec.update(holderIdentity="", leaseDurationSeconds=1, acquireTime=stamp, renewTime=stamp)
+            current["spec"] = spec
+            return current
+
+        try:
+            store.update(_leases(), self.namespace, self.name, change, is_patch=True)
+        except (ApiError, DatabaseError):
+            pass   # someone else holds it, or the database is gone: the lease runs out anyway
+
+    def step(self) -> None:
+        """One round: acquire or renew; lose leadership past the renew deadline."""
+        try:
+            ok = self.try_acquire_or_renew()
+        except (ApiError, DatabaseError):
+            log.warning("maintenance election: could not reach the store", exc_info=True)
+            connection.close()
+            ok = False
+        if ok and not self.leading:
+            self.leading = True
+            LEADER.set(1)
+            log.warning("maintenance: %s leads (%s/%s)", self.holder, self.namespace, self.name)
+        elif not ok and self.leading and time.monotonic() - self.renewed_at >= self.renew_deadline:
+            self.leading = False
+            LEADER.set(0)
+            log.warning("maintenance: %s lost the lease", self.holder)
+
+    def run(self) -> None:
+        close_old_connections()
+        try:
+            while not self.stopped.is_set():
+                self.step()
+                # client-go waits retryPeriod between rounds, jittered while it is not the leader.
+                wait = self.retry_period * (1 if self.leading else 1 + 0.2 * random.random())
+                self.stopped.wait(wait)
+        finally:
+            connection.close()
+
+
+def compact_log() -> int:
+    from dashboard.kube.compaction import compact
+
+    return compact(keep_seconds=None)   # the configured retention (count and age)
+
+
+def purge_share_links() -> int:
+    from django.db.models import Q
+
+    from dashboard.access.models import ShareLink
+
+    cutoff = timezone.now() - SHARE_LINK_RETENTION
+    return ShareLink.objects.filter(Q(expires__lt=cutoff) | Q(revoked_at__lt=cutoff)).delete()[0]
+
+
+def clear_sessions() -> int:
+    from django.contrib.sessions.models import Session
+
+    return Session.objects.filter(expire_date__lt=timezone.now()).delete()[0]
+
+
+JOBS = {"compaction": compact_log, "share_links": purge_share_links, "sessions": clear_sessions}
+
+
+def run_jobs() -> None:
+    for name, job in JOBS.items():
+        try:
+            removed = job()
+        except DatabaseError:
+            log.warning("maintenance job %s failed; retrying next round", name, exc_info=True)
+            connection.close()
+            continue
+        RUNS.labels(name).inc()
+        if removed:
+            REMOVED.labels(name).inc(removed)
+
+
+class Maintenance:
+    """The elector's thread and the jobs' thread of this process."""
+
+    def __init__(self):
+        self.elector = Elector()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self.threads = [threading.Thread(target=self.elector.run, name="maintenance-elector", daemon=True),
+                        threading.Thread(target=self._jobs, name="maintenance-jobs", daemon=True)]
+        for thread in self.threads:
+            thread.start()
+
+    def _jobs(self) -> None:
+        stopped = self.elector.stopped
+        try:
+            while not stopped.wait(settings.KUBEDASH_MAINTENANCE_INTERVAL):
+                if self.elector.is_leader():
+                    close_old_connections()
+                    run_jobs()
+        finally:
+            connection.close()
+
+    def stop(self, release: bool = True) -> None:
+        """Stop electing and working; release the Lease if held (from any thread)."""
+        self.elector.stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
+        if release:
+            self.elector.release()
+            connection.close()
+
+
+_maintenance: Maintenance | None = None
+
+
+def start() -> Maintenance | None:
+    """Called by each serving process once it listens (dashboard.server serve)."""
+    global _maintenance
+    if settings.KUBEDASH_MAINTENANCE and _maintenance is None:
+        _maintenance = Maintenance()
+        _maintenance.start()
+    return _maintenance
+
+
+def stop() -> None:
+    if _maintenance is not None:
+        _maintenance.stop()

@@ -1,0 +1,238 @@
+"""Daphne's HTTP protocol with bounds on what a client may send, and how slowly.
+
+Twisted reads a whole request (headers, then body) before Daphne hands it to the application,
+so the bounds must hold here, while it is read (docs/SERVING.md, "Limits"):
+
+- a request line longer than KUBEDASH_MAX_URL_BYTES is answered 414, headers beyond
+  KUBEDASH_MAX_HEADER_BYTES 431 (Twisted would drop the connection without a word);
+- a request must send all its headers within KUBEDASH_HEADER_TIMEOUT_SECONDS of its first byte
+  (slow-loris sockets are closed), and a connection idle between requests, or while sending a
+  body, is closed after KUBEDASH_IDLE_TIMEOUT_SECONDS. Twisted stops that idle clock while a
+  request is answered, so watches and slow lists are never cut;
+- at the end of the headers the bridge decides whether the body may be read at all: a body
+  that may be larger than KUBEDASH_ANONYMOUS_BODY_BYTES needs a token or session (401 without
+  one), which is checked on the fast lane's thread while the socket is paused
+  (bridge.credentials_valid: 401 if it is not valid); then a declared length over the limit
+  is answered 413 (bridge.size_refusal), all before any of the body is read;
+- a chunked body is answered 413 the moment it passes the limit;
+- the body is kept as received, joined once into the one copy the application reads.
+
+A refused request is answered at once with a metav1.Status and `Connection: close`; what the
+client still sends is read and dropped for a moment (so it reads the answer rather than a
+reset, as Go's net/http does), then the connection is closed.
+"""
+from __future__ import annotations
+
+import asyncio
+import io
+from http import HTTPStatus
+
+import orjson
+from daphne.http_protocol import HTTPFactory, WebRequest
+from django.conf import settings
+from twisted.internet.interfaces import ISSLTransport
+from twisted.web.http import HTTPChannel
+
+from dashboard.kube.errors import ApiError, unauthorized
+
+from . import bridge
+from .lanes import lanes
+
+REFUSED_LINGER_SECONDS = 2   # how long a refused connection's remaining upload is dropped
+
+
+def uri_too_long(limit: int) -> ApiError:
+    return ApiError(414, "RequestURITooLong", f"the request line is longer than {limit} bytes: "
+                    "shorten the URL (for example a labelSelector with fewer values, or several requests)")
+
+
+def headers_too_large(limit: int) -> ApiError:
+    return ApiError(431, "RequestHeaderFieldsTooLarge", f"the request headers are larger than {limit} bytes")
+
+
+class LimitedChannel(HTTPChannel):
+    """One HTTP/1.1 connection: line and header limits, the header clock, refusals."""
+
+    _awaiting_headers = True
+    _header_clock = None
+    _refused = False
+    _request_line_bytes = 0
+    _continue = None    # "held": `Expect: 100-continue` waits for the credentials check; "owed"
+
+    def __init__(self):
+        super().__init__()
+        # The request line ("GET <url> HTTP/1.1") and each header line; all of them together.
+        self.MAX_LENGTH = settings.KUBEDASH_MAX_URL_BYTES + len("DELETE  HTTP/1.1")
+        self.totalHeadersSize = settings.KUBEDASH_MAX_URL_BYTES + settings.KUBEDASH_MAX_HEADER_BYTES
+
+    def dataReceived(self, data):
+        if self._awaiting_headers and self._header_clock is None:
+            self._header_clock = self.callLater(settings.KUBEDASH_HEADER_TIMEOUT_SECONDS, self._headers_too_slow)
+        super().dataReceived(data)
+
+    def lineReceived(self, line):
+        # Twisted counts the request line among the headers; the two limits are separate.
+        if self._receivedHeaderSize == 0:
+            self._request_line_bytes = len(line)
+        elif (self._receivedHeaderSize - self._request_line_bytes + len(line)
+              > settings.KUBEDASH_MAX_HEADER_BYTES):
+            return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
+        super().lineReceived(line)
+
+    def lineLengthExceeded(self, line):
+        if self._receivedHeaderSize == 0:    # still the request line
+            return self.refuse(uri_too_long(settings.KUBEDASH_MAX_URL_BYTES))
+        return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
+
+    def allHeadersReceived(self):
+        self._awaiting_headers = False
+        self._stop_header_clock()
+        super().allHeadersReceived()
+
+    def _send100Continue(self):
+        # Only once the body may be read: never after a refusal, and after the credentials check.
+        if self._refused:
+            return
+        if self._continue == "held":
+            self._continue = "owed"
+            return
+        super()._send100Continue()
+
+    def release_body(self):
+        """The credentials check passed: read the body (and say so if the client waits to be told)."""
+        owed, self._continue = self._continue == "owed", None
+        self._networkProducer.resumeProducing()
+        if owed:
+            super()._send100Continue()
+
+    def allContentReceived(self):
+        if not self._refused:
+            super().allContentReceived()
+
+    def requestDone(self, request):
+        self._awaiting_headers = True      # the next request's clock starts with its first byte
+        super().requestDone(request)
+
+    def connectionLost(self, reason):
+        self._stop_header_clock()
+        super().connectionLost(reason)
+
+    def _stop_header_clock(self):
+        if self._header_clock is not None:
+            if self._header_clock.active():
+                self._header_clock.cancel()
+            self._header_clock = None
+
+    def _headers_too_slow(self):
+        self._header_clock = None
+        self.timeoutConnection()   # Twisted's close for a timed-out client (aborted if it lingers)
+
+    def refuse(self, err: ApiError) -> None:
+        """Answer err now, read no more of this request, close."""
+        if self._refused:
+            return
+        self._refused = True
+        self._stop_header_clock()
+        self.setTimeout(None)
+        body = orjson.dumps(err.status())
+        head = (f"HTTP/1.1 {err.code} {HTTPStatus(err.code).phrase}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        self.transport.write(head.encode("latin-1") + body)
+        self.dataReceived = self.lineReceived = self.rawDataReceived = _drop
+        self._networkProducer.resumeProducing()   # in case a credentials check paused it
+        if not ISSLTransport.providedBy(self.transport):
+            # TCP: FIN after the answer. (TLS has no half-close: a TLS transport would pass
+            # this on to the TCP connection beneath it and break the session.)
+            self.transport.loseWriteConnection()
+        self.callLater(REFUSED_LINGER_SECONDS, self.transport.loseConnection)
+
+
+def _drop(*args) -> None:
+    return None
+
+
+class LimitedRequest(WebRequest):
+    """Daphne's request, its body bounded and checked before it is read."""
+
+    _parsePOSTFormSubmission = False   # Django parses forms; Twisted's copy would be wasted
+    _chunks: list | None = None
+    _size = 0
+    _limit = 0
+    _checking = False
+
+    def gotLength(self, length):
+        self._chunks = []
+        self.content = io.BytesIO()   # replaced by the body in requestReceived; never a temp file
+        if not length and length is not None:
+            return                    # no body: nothing to decide
+        path = self.channel._path.split(b"?", 1)[0].decode("latin-1")
+        headers = [(name.lower(), value) for name, values in self.requestHeaders.getAllRawHeaders()
+                   for value in values]
+        self._limit = bridge.body_limit(path)
+        if not bridge.needs_credentials(length):
+            return
+        refusal = bridge.anonymous_refusal(headers, length)
+        if refusal is not None:
+            return self.channel.refuse(refusal)
+        self._check_credentials(headers, bridge.size_refusal(path, length))
+
+    def _check_credentials(self, headers, then: ApiError | None) -> None:
+        """Read no more until the token or session proves valid (at most what one read of the
+        socket already holds is buffered meanwhile)."""
+        channel = self.channel
+        channel._networkProducer.pauseProducing()
+        channel._continue = "held"
+        self._checking = True
+        future = asyncio.get_event_loop().run_in_executor(lanes().fast.executor, bridge.credentials_valid, headers)
+
+        def checked(done: asyncio.Future) -> None:
+            if not self._checking:    # the whole body had arrived already; Django answers it
+                return
+            self._checking = False
+            if self._disconnected or channel._refused:
+                return
+            if done.exception() is not None or not done.result():
+                channel.refuse(unauthorized())
+            elif then is not None:
+                channel.refuse(then)          # known sender, too large a body: 413
+            else:
+                channel.release_body()
+
+        future.add_done_callback(checked)
+
+    def handleContentChunk(self, data):
+        if self.channel is None or self.channel._refused:
+            return
+        self._size += len(data)
+        if self._size > self._limit:
+            return self.channel.refuse(bridge.request_entity_too_large(self._limit))
+        self._chunks.append(data)
+
+    def requestReceived(self, command, path, version):
+        self._checking = False
+        self.channel._continue = None
+        # The one copy of the body: Daphne reads it whole (request_buffer_size) and the bridge
+        # hands the same bytes to Django.
+        self.content = io.BytesIO(b"".join(self._chunks or ()))
+        self._chunks = None
+        super().requestReceived(command, path, version)
+
+
+class LimitedHTTPFactory(HTTPFactory):
+    """Daphne's HTTP factory building LimitedChannel / LimitedRequest, with the idle timeout."""
+
+    protocol = LimitedChannel
+
+    def __init__(self, server):
+        super().__init__(server)
+        self.timeOut = settings.KUBEDASH_IDLE_TIMEOUT_SECONDS
+
+    def buildProtocol(self, addr):
+        protocol = super().buildProtocol(addr)
+        protocol.requestFactory = LimitedRequest
+        return protocol
+
+
+def request_buffer_size() -> int:
+    """Daphne's read size for a request body: all of the largest allowed body in one message."""
+    return max(settings.KUBE_MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) + 1

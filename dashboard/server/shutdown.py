@@ -1,0 +1,121 @@
+"""Graceful shutdown of a serving process: on SIGTERM (or SIGINT) it drains, then exits.
+
+1. It stops accepting: its listening ports close (the other workers keep accepting on the
+   shared sockets, so new connections go there).
+2. It gives up the maintenance Lease (dashboard.server.maintenance), so another process
+   takes over at once instead of after the lease duration.
+3. Keep-alive connections are closed when idle, and marked to close after their current
+   response otherwise: a client's next request opens a new connection, to another process.
+4. Page websockets are closed with 1012 "service restart" (live.js reconnects on it) and
+   watch streams end cleanly (the chunked response is completed): clients resume from the
+   last resourceVersion they saw, elsewhere - kubectl's and client-go's watchers, and the
+   reflector's relist if that revision has been compacted meanwhile.
+5. It waits for the requests still running (writes finish and are answered) up to
+   KUBEDASH_SHUTDOWN_GRACE_SECONDS, then stops the reactor. A second signal stops at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+log = logging.getLogger(__name__)
+
+SERVICE_RESTART = 1012   # RFC 6455 / IANA: "the service is restarted": clients reconnect
+TICK_SECONDS = 0.05
+
+
+def install(server) -> None:
+    """In a serving process, before its reactor runs (Daphne's own handlers are off)."""
+    from twisted.internet import reactor
+
+    state = {"draining": False}
+
+    def on_signal(signum, frame):
+        if state["draining"]:
+            reactor.callFromThread(reactor.stop)   # a second signal: stop now
+            return
+        state["draining"] = True
+        reactor.callFromThread(lambda: asyncio.ensure_future(drain(server)))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+
+def _channels():
+    """The HTTP connections of this process (plain or inside TLS)."""
+    from twisted.internet import reactor
+    from twisted.web.http import HTTPChannel
+
+    for reader in reactor.getReaders():
+        proto = getattr(reader, "protocol", None)
+        proto = getattr(proto, "wrappedProtocol", proto)
+        if isinstance(proto, HTTPChannel):
+            yield proto
+
+
+def _stop_listening() -> None:
+    from twisted.internet import reactor, tcp
+
+    for reader in list(reactor.getReaders()):
+        if isinstance(reader, tcp.Port):
+            reader.stopListening()
+
+
+def _close_keepalive() -> None:
+    for channel in list(_channels()):
+        if channel._handlingRequest:
+            channel.persistent = False      # closes once this response is complete
+        else:
+            channel.transport.loseConnection()
+
+
+def _end_streams() -> None:
+    from dashboard.kube.watch import hub
+
+    for subs in list(hub.subscribers.values()):
+        for sub in list(subs):
+            sub.close()
+
+
+def _busy(server) -> int:
+    from daphne.http_protocol import WebRequest
+
+    return sum(1 for proto in list(server.connections) if isinstance(proto, WebRequest) and not proto.finished)
+
+
+def _close_websockets(server) -> None:
+    """1012 to every open page socket. Sent by the protocol itself: autobahn lets an
+    application close only with 1000 or 3000-4999, though a server may say 1012 (RFC 6455, IANA)."""
+    from daphne.ws_protocol import WebSocketProtocol
+
+    for proto in list(server.connections):
+        if isinstance(proto, WebSocketProtocol) and proto.state == WebSocketProtocol.STATE_OPEN:
+            proto.sendCloseFrame(code=SERVICE_RESTART, reasonUtf8=b"service restart")
+
+
+async def drain(server) -> None:
+    from asgiref.sync import sync_to_async
+    from django.conf import settings
+    from twisted.internet import reactor
+
+    from . import maintenance
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.KUBEDASH_SHUTDOWN_GRACE_SECONDS
+    try:
+        _stop_listening()
+        _close_keepalive()
+        _close_websockets(server)
+        _end_streams()
+        await sync_to_async(maintenance.stop, thread_sensitive=False)()
+        while loop.time() < deadline:
+            _close_keepalive()
+            _end_streams()        # a watch that started meanwhile on an open connection
+            if not _busy(server):
+                break
+            await asyncio.sleep(TICK_SECONDS)
+    except Exception:
+        log.exception("draining failed; stopping now")
+    finally:
+        reactor.stop()

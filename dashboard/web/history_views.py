@@ -1,0 +1,101 @@
+"""A detail page's History and Field owners views (/<plural>/<namespace>/<name>/history/ and
+/fields/), and their live fragments (web/live.py calls live_fragment for a page whose websocket
+says tab=history or tab=fields).
+
+Both read the object from the revision log, so they work for a deleted object too (its
+deletion is its newest revision) as long as the log still holds it. Access is the detail
+page's: the namespace for users, the link's kind, namespace and selector for share links.
+"""
+from __future__ import annotations
+
+from django.http import Http404
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_safe
+
+from dashboard.kube import revlog, store
+
+from . import history, kinds, scope
+from .present import detail_url
+from .share import page_principal, viewer_required
+from .views import base_context, forbidden_page, ws_url
+
+HISTORY, FIELDS = kinds.DETAIL_TABS
+
+
+def _head(web: kinds.KindWeb, namespace: str, name: str) -> dict:
+    return {"kind": web.kind, "namespace": namespace, "name": name, "url": detail_url(web.kind, namespace, name)}
+
+
+def _context(request, web, namespace: str, name: str, tab: str):
+    """(principal, context, newest logged revision) or an error response."""
+    principal = page_principal(request)
+    if not principal.can("get", namespace, web.kind):
+        return forbidden_page(request, principal, web.plural, namespace)
+    rv = store.current_revision()   # before the log read: live pushes start after it
+    newest = history.latest(web.kind, namespace, name)
+    if newest is None or not scope.sees(principal, web.kind, newest[2]):
+        raise Http404(f"{web.kind} {namespace}/{name} not found")
+    ctx = base_context(request, principal, web.plural)
+    ctx.update(item=_head(web, namespace, name), tab=tab, web=web,
+               deleted=newest[1] == revlog.DELETED)
+    return principal, ctx, max(rv, newest[0]), newest
+
+
+@viewer_required
+@require_safe
+def history_view(request, namespace: str, name: str, web: kinds.KindWeb):
+    got = _context(request, web, namespace, name, HISTORY)
+    if not isinstance(got, tuple):
+        return got
+    principal, ctx, rv, _ = got
+    before = request.GET.get("before", "")
+    page = history.history_page(web.kind, namespace, name, lambda o: scope.sees(principal, web.kind, o),
+                                before=int(before) if before.isdigit() else None)
+    if page is None:
+        raise Http404(f"no history of {web.kind} {namespace}/{name}")
+    ctx.update(history=page, rv=rv)
+    if not page["paged"]:   # the newest page follows new revisions; an older one stays as it is
+        ctx["ws_url"] = ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=HISTORY)
+    return render(request, "web/_history.html", ctx)
+
+
+@viewer_required
+@require_safe
+def fields_view(request, namespace: str, name: str, web: kinds.KindWeb):
+    got = _context(request, web, namespace, name, FIELDS)
+    if not isinstance(got, tuple):
+        return got
+    _, ctx, rv, newest = got
+    ctx.update(owners=history.field_owners(newest[2], web.kind), rv=rv,
+               ws_url=ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=FIELDS))
+    return render(request, "web/_field_owners.html", ctx)
+
+
+def live_fragment(spec, kind: str, obj: dict | None) -> str:
+    """What a History or Field owners page is pushed when its object changed: the revisions
+    written since the page's newest (prepended), or the re-annotated YAML."""
+    if spec.tab == HISTORY:
+        selector = spec.label_selector   # the viewer's scope: already narrowed by a share link's selector
+
+        def visible(o):
+            return selector is None or selector.matches((o.get("metadata") or {}).get("labels") or {})
+
+        entries = history.newer_entries(kind, spec.namespace, spec.name, visible, spec.rv)
+        if not entries:
+            return ""
+        spec.rv = max(spec.rv, entries[0]["rv"])
+        html = render_to_string("web/_history.html#entries", {"entries": entries})
+        # The page keeps the newest PAGE revisions (a Lease renewed every 2 s would otherwise
+        # grow it without end): those pushed off the bottom go, and "Older revisions" moves.
+        off = revlog.revision_numbers(kind, spec.namespace, spec.name, len(entries) + 1, offset=history.PAGE - 1)
+        gone = "".join(f'<li id="rev-{rv}" hx-swap-oob="delete"></li>' for rv in off[1:])
+        total = revlog.count_revisions(kind, spec.namespace, spec.name)
+        tail = render_to_string("web/_history.html#count", {"oob": "true", "history": {"total": total}})
+        if len(off) > 1:
+            tail += render_to_string("web/_history.html#pager", {"oob": "true", "history": {"older": off[0]}})
+        return f'<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{gone}{tail}'
+    newest = history.latest(kind, spec.namespace, spec.name)
+    owners = history.field_owners(newest[2], kind) if newest else {"lines": [], "managers": [], "recorded": False}
+    deleted = newest is None or newest[1] == revlog.DELETED
+    return render_to_string("web/_field_owners.html#owners", {"owners": owners, "deleted": deleted, "oob": "true"})

@@ -1,0 +1,310 @@
+"""Once-per-deployment work and graceful shutdown, with two app processes on PostgreSQL + Redis.
+
+- dashboard.server.maintenance: the processes elect one leader through the Lease
+  kube-system/kubedash-maintenance (client-go semantics); only the leader compacts and
+  cleans up; kill it (SIGKILL) and the other takes over once the lease runs out.
+- dashboard.server.shutdown: SIGTERM drains a process: writes in flight are finished and
+  answered, watches end cleanly and resume on the other process from their last
+  resourceVersion without a gap, page websockets close with 1012, the Lease is released.
+
+Short lease timings come from the environment (KUBEDASH_MAINTENANCE_*).
+"""
+from __future__ import annotations
+
+import http.client
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import orjson
+import pytest
+
+import pg_support
+from conftest import ROOT, require_kubectl
+from manifests import lease
+from test_observability import sample, scaled_env, scrape, start_server, stop_server
+
+LEASE_SECONDS = 4
+TIMINGS = dict(KUBEDASH_MAINTENANCE_LEASE_SECONDS=str(LEASE_SECONDS), KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3",
+               KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5", KUBEDASH_MAINTENANCE_INTERVAL="0.5",
+               KUBEDASH_WATCH_POLL_SECONDS="30")
+MAINTENANCE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubedash-maintenance"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def start_pair(tmp_path_factory, label: str, **extra):
+    pg_support.require_postgres()
+    pg_support.require_redis()
+    dbname = pg_support.create_database("kd_ops_maint")
+    servers = []
+    envs = []
+    for name in ("a", "b"):
+        data_dir = tmp_path_factory.mktemp(f"kubedash-{label}-{name}")
+        envs.append((scaled_env(data_dir, dbname, **TIMINGS, **extra), data_dir, name))
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=envs[0][0], cwd=ROOT, check=True)
+    try:
+        for env, data_dir, name in envs:
+            servers.append(start_server(env, data_dir, name, workers=1))
+        token = servers[0].token("ops-admin", "admin")
+        for server in servers:
+            server._admin_token = token
+    except BaseException:
+        for server in servers:
+            stop_server(server)
+        pg_support.drop_database(dbname)
+        raise
+    return servers, dbname
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    # A short retention, so that compaction has something to drop within the test.
+    servers, dbname = start_pair(tmp_path_factory, "maint", KUBEDASH_RETAIN_REVISIONS="20",
+                                 KUBEDASH_RETAIN_SECONDS="0")
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            stop_server(server)
+        pg_support.drop_database(dbname)
+
+
+def holder_of(server) -> dict | None:
+    status, _, body = server.request("GET", MAINTENANCE)
+    return body["spec"] if status == 200 else None
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def leader_and_follower(servers):
+    spec = wait_for(lambda: (s := holder_of(servers[0])) and s.get("holderIdentity") and s, 60, "a leader")
+    pid = int(spec["holderIdentity"].rsplit("_", 1)[1])
+    leader = next(s for s in servers if s.proc.pid == pid)
+    follower = next(s for s in servers if s is not leader)
+    return leader, follower, spec
+
+
+# --- the maintenance leader -----------------------------------------------------------------
+
+def test_the_lease_is_an_ordinary_lease_with_client_go_fields(pair):
+    leader, follower, spec = leader_and_follower(pair)
+    assert spec["holderIdentity"] == f"{socket.gethostname()}_{leader.proc.pid}"
+    assert spec["leaseDurationSeconds"] == LEASE_SECONDS
+    assert MICRO_TIME.match(spec["acquireTime"]) and MICRO_TIME.match(spec["renewTime"])
+    # Listed with the other Leases, through either process.
+    status, _, body = follower.request("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases")
+    assert status == 200 and "kubedash-maintenance" in [i["metadata"]["name"] for i in body["items"]]
+    # Renewals are writes like any other: a watch sees them.
+    rv = body["metadata"]["resourceVersion"]
+    with follower.watch(f"{MAINTENANCE.rsplit('/', 1)[0]}?watch=true&resourceVersion={rv}"
+                        "&fieldSelector=metadata.name%3Dkubedash-maintenance") as stream:
+        event = stream.next(timeout=30)
+    assert event["type"] == "MODIFIED" and event["object"]["spec"]["holderIdentity"] == spec["holderIdentity"]
+    assert event["object"]["spec"]["renewTime"] > spec["renewTime"]
+
+
+def test_exactly_one_process_does_the_maintenance(pair):
+    leader, follower, _ = leader_and_follower(pair)
+    wait_for(lambda: sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction") >= 2, 60,
+             "the leader to compact")
+    for _ in range(3):   # over several rounds, the follower never ran a job
+        follower_text, leader_text = scrape(follower), scrape(leader)
+        assert sample(leader_text, "kubedash_maintenance_leader") == 1
+        assert sample(follower_text, "kubedash_maintenance_leader") == 0
+        for job in ("compaction", "share_links", "sessions"):
+            assert sample(follower_text, "kubedash_maintenance_runs_total", job=job) == 0
+        time.sleep(0.5)
+
+
+def test_compaction_runs_on_the_leader(pair):
+    leader, _, _ = leader_and_follower(pair)
+    ns = "compact-" + uuid.uuid4().hex[:6]
+    # Superseded history beyond the pair's retention (KUBEDASH_RETAIN_REVISIONS below).
+    path = LEASES.format(ns=ns)
+    assert leader.request("POST", path, lease("c", ns=ns))[0] == 201
+    for i in range(5):
+        assert leader.request("PATCH", path + "/c", {"spec": {"holderIdentity": f"h{i}"}},
+                              content_type="application/merge-patch+json")[0] == 200
+    written = int(leader.request("GET", path + "/c")[2]["metadata"]["resourceVersion"])
+    # The leader compacts past these writes; the horizon is the same whichever process says it.
+    wait_for(lambda: sample(scrape(leader), "kubedash_revision_compacted") >= written, 60, "compaction")
+    assert sample(scrape(leader), "kubedash_maintenance_removed_total", job="compaction") > 0
+
+
+def test_killing_the_leader_hands_over_within_the_lease_duration(pair):
+    leader, follower, spec = leader_and_follower(pair)
+    transitions = spec.get("leaseTransitions", 0)
+    runs_before = sample(scrape(follower), "kubedash_maintenance_runs_total", job="compaction")
+    assert runs_before == 0
+    killed_at = time.monotonic()
+    leader.proc.send_signal(signal.SIGKILL)
+    leader.proc.wait(10)
+    new = wait_for(lambda: (s := holder_of(follower)) and s.get("holderIdentity") != spec["holderIdentity"] and s,
+                   LEASE_SECONDS + 30, "the follower to take over")
+    took = time.monotonic() - killed_at
+    assert new["holderIdentity"] == f"{socket.gethostname()}_{follower.proc.pid}"
+    assert new["leaseTransitions"] == transitions + 1
+    assert new["acquireTime"] > spec["acquireTime"]
+    # client-go's rule: not before the lease could have run out (the follower last saw it
+    # renewed at most a retry period before the kill), printed for the record.
+    print(f"takeover {took:.2f}s after SIGKILL (lease {LEASE_SECONDS}s)")
+    assert took >= LEASE_SECONDS - 1.5
+    wait_for(lambda: sample(scrape(follower), "kubedash_maintenance_runs_total", job="compaction") > 0, 30,
+             "the new leader to compact")
+
+
+# --- graceful shutdown ----------------------------------------------------------------------
+
+def session_cookie(server) -> str:
+    out = server.manage("shell", "-c", (
+        "from django.contrib.sessions.backends.db import SessionStore;"
+        "from dashboard.access.tokens import ensure_user;"
+        "u = ensure_user('pager', 'admin');"
+        "s = SessionStore();"
+        "s['_auth_user_id'] = str(u.pk);"
+        "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend';"
+        "s['_auth_user_hash'] = u.get_session_auth_hash();"
+        "s.create();"
+        "print('KEY=' + s.session_key)"))
+    return out.strip().splitlines()[-1].split("=", 1)[1]
+
+
+class Writer(threading.Thread):
+    """Creates Leases through `first` until stopped; on a refused connection (the server has
+    stopped listening), goes on through `second`, as a load balancer would send it."""
+
+    def __init__(self, first, second, ns: str, prefix: str):
+        super().__init__(daemon=True)
+        self.targets = [first, second]
+        self.ns, self.prefix = ns, prefix
+        self.acked: list[str] = []
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set():
+            name = f"{self.prefix}-{i}"
+            i += 1
+            try:
+                status, _, body = self.targets[0].request("POST", LEASES.format(ns=self.ns), lease(name, ns=self.ns))
+            except (OSError, http.client.HTTPException):
+                self.failed.append(name)   # unanswered: it may or may not have been stored
+                self.targets = self.targets[1:] or self.targets
+                continue
+            if status == 201:
+                self.acked.append(name)
+            else:
+                raise AssertionError((status, body))
+
+
+def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_path_factory, tmp_path):
+    import websocket
+
+    kubectl = require_kubectl()
+    (a, b), dbname = start_pair(tmp_path_factory, "drain")
+    try:
+        ns = "drain-" + uuid.uuid4().hex[:6]
+        status, _, body = a.request("GET", LEASES.format(ns=ns))
+        start_rv = body["metadata"]["resourceVersion"]
+        stream = a.watch(LEASES.format(ns=ns) + f"?watch=true&resourceVersion={start_rv}")
+        assert stream.status == 200
+        cookie = f"sessionid={session_cookie(a)}"
+        close_frames = []
+
+        def read_page():
+            # recv_frame: the raw frames (recv_data would answer the close, racing the exit).
+            try:
+                while True:
+                    frame = page.recv_frame()
+                    if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
+                        close_frames.append(frame.data)
+                        return
+            except Exception:
+                return
+
+        # `kubectl get -w` on the draining process: its watch ends cleanly, kubectl exits 0.
+        kube_watch = subprocess.Popen([kubectl, "--kubeconfig", str(a.kubeconfig(tmp_path / "kc")), "get", "leases",
+                                       "-n", ns, "-w"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        writers = [Writer(a, b, ns, f"w{k}") for k in range(3)]
+        for w in writers:
+            w.start()
+        wait_for(lambda: sum(len(w.acked) for w in writers) >= 30, 60, "writes to be acknowledged")
+        # The page socket opens just before the signal: on a saturated machine a socket idle for
+        # seconds can be closed 1011 by a Redis read timeout in channels_redis (not ours to test).
+        page = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases", cookie=cookie,
+                                           origin=f"http://127.0.0.1:{a.http_port}", timeout=30)
+        page_reader = threading.Thread(target=read_page, daemon=True)
+        page_reader.start()
+        seen: list[dict] = []
+
+        def read_until_end():
+            while True:
+                ev = stream.next(timeout=60)
+                if ev is None:
+                    return   # a clean end of the stream (not a reset)
+                seen.append(ev)
+
+        a.proc.send_signal(signal.SIGTERM)
+        read_until_end()
+        # The page socket was told "service restart": live.js reconnects on 1012.
+        page_reader.join(30)
+        assert close_frames, "the page socket was dropped without a close frame"
+        assert int.from_bytes(close_frames[0][:2], "big") == 1012
+        assert a.proc.wait(60) == 0
+        out, err = kube_watch.communicate(timeout=60)
+        assert kube_watch.returncode == 0 and err == "", err
+        assert "w0-0" in out
+        wait_for(lambda: sum(len(w.acked) for w in writers) >= 60, 60, "writes through the other process")
+        for w in writers:
+            w.stop.set()
+        for w in writers:
+            w.join(30)
+        # Resume on the other process from the last resourceVersion the stream delivered.
+        last_rv = seen[-1]["object"]["metadata"]["resourceVersion"] if seen else start_rv
+        acked = {n for w in writers for n in w.acked}
+        status, _, listed = b.request("GET", LEASES.format(ns=ns))
+        stored = {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in listed["items"]}
+        assert acked <= set(stored), f"acknowledged writes lost: {sorted(acked - set(stored))[:5]}"
+        later = sum(1 for rv in stored.values() if int(rv) > int(last_rv))
+        with b.watch(LEASES.format(ns=ns) + f"?watch=true&resourceVersion={last_rv}") as resumed:
+            assert resumed.status == 200
+            seen += resumed.events(later, timeout=30)
+        names = [e["object"]["metadata"]["name"] for e in seen]
+        rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in seen]
+        assert all(e["type"] == "ADDED" for e in seen)
+        assert rvs == sorted(rvs) and len(set(names)) == len(names), "a duplicate or out-of-order event"
+        assert set(names) == set(stored), f"gap: missing {sorted(set(stored) - set(names))[:5]}"
+        # The drained process gave up the maintenance Lease: the other holds it by now.
+        spec = wait_for(lambda: (s := holder_of(b)) and s.get("holderIdentity", "").endswith(f"_{b.proc.pid}") and s,
+                        LEASE_SECONDS + 30, "the other process to hold the lease")
+        assert spec["holderIdentity"] == f"{socket.gethostname()}_{b.proc.pid}"
+        page.close()
+        stream.close()
+    finally:
+        for server in (a, b):
+            stop_server(server)
+        pg_support.drop_database(dbname)
+
+
+def test_live_js_reconnects_on_service_restart():
+    """The code a drained process closes page sockets with is one live.js retries on."""
+    text = (ROOT / "static" / "kubedash" / "live.js").read_text()
+    from dashboard.server.shutdown import SERVICE_RESTART
+
+    assert SERVICE_RESTART == 1012 and SERVICE_RESTART < 4000   # >= 4000: "refused, don't retry"
+    assert re.search(r"\[1006, 1011, 1012, 1013\]", text)

@@ -1,0 +1,332 @@
+"""/metrics, the JSON request log and Audit-ID (dashboard.server.observe, dashboard.server.metrics).
+
+The live tests run one `serve --workers 2` on PostgreSQL + Redis (the supervisor and two
+worker processes sharing the listening socket): every count below is summed over both
+workers by prometheus_client's multiprocess mode, since the kernel spreads the requests.
+"""
+from __future__ import annotations
+
+import http.client
+import random
+import re
+import subprocess
+import sys
+import time
+import uuid
+
+import orjson
+import pytest
+
+import pg_support
+from conftest import ROOT, LiveServer, free_port, server_env
+from manifests import lease
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+METRICS_TOKEN = "metrics-" + uuid.uuid4().hex
+
+
+def start_server(env: dict, data_dir, label: str, workers: int) -> LiveServer:
+    http_port, tls_port = free_port(), free_port()
+    log = open(data_dir / f"{label}.log", "wb")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", str(workers),
+                             "--port", str(http_port), "--tls-port", str(tls_port)],
+                            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    server = LiveServer(data_dir, http_port, tls_port, proc)
+    server.env = env
+    server.log_path = data_dir / f"{label}.log"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            status, _, _ = server.request("GET", "/readyz", token="none")
+            if status in (200, 401):
+                return server
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"serve did not start: {server.log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+def stop_server(server: LiveServer) -> None:
+    if server.proc.poll() is None:
+        server.proc.terminate()
+        try:
+            server.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait(10)
+
+
+def scaled_env(data_dir, dbname: str, **extra) -> dict:
+    env = server_env(data_dir)
+    env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(random.randint(1, 15)),
+               **extra)
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env["KUBEDASH_MAINTENANCE"] = "1"   # off by default in tests (conftest.server_env)
+    return env
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    pg_support.require_postgres()
+    pg_support.require_redis()
+    dbname = pg_support.create_database("kd_ops_obs")
+    data_dir = tmp_path_factory.mktemp("kubedash-observe")
+    env = scaled_env(data_dir, dbname, KUBEDASH_METRICS_TOKEN=METRICS_TOKEN, KUBEDASH_METRICS_USERS="prometheus")
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+    srv = start_server(env, data_dir, "server", workers=2)
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+        pg_support.drop_database(dbname)
+
+
+def plain(server: LiveServer, path: str, headers: dict | None = None):
+    """A request with exactly these headers (no token unless given)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+    conn.request("GET", path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, dict(resp.getheaders()), body
+
+
+def scrape(server: LiveServer, token: str | None = None) -> str:
+    status, _, body = plain(server, "/metrics", {"Authorization": f"Bearer {token or server.admin_token}"})
+    assert status == 200, body
+    return body.decode()
+
+
+def sample(text: str, name: str, **labels) -> float:
+    """The value of one sample (0 when absent), labels matched exactly."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        found = dict(re.findall(r'(\w+)="([^"]*)"', head))
+        if head.split("{")[0] == name and found == labels:
+            return float(value)
+    return 0.0
+
+
+def log_lines(server: LiveServer) -> list[dict]:
+    out = []
+    for raw in server.log_path.read_text().splitlines():
+        if raw.startswith("{"):
+            out.append(orjson.loads(raw))
+    return out
+
+
+def wait_log(server: LiveServer, predicate, timeout: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in log_lines(server):
+            if predicate(line):
+                return line
+        time.sleep(0.1)
+    raise AssertionError("no such log line; last lines: " + "\n".join(map(str, log_lines(server)[-5:])))
+
+
+# --- RequestInfo: the verb and labels kube-apiserver would give a request --------------------
+
+@pytest.mark.parametrize("method,path,query,expect", [
+    ("GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", b"",
+     {"verb": "LIST", "group": "coordination.k8s.io", "version": "v1", "resource": "leases", "scope": "namespace"}),
+    ("GET", "/apis/coordination.k8s.io/v1/leases", b"watch=true",
+     {"verb": "WATCH", "resource": "leases", "scope": "cluster"}),
+    ("GET", "/apis/coordination.k8s.io/v1/watch/namespaces/ns/leases/a", b"",
+     {"verb": "WATCH", "name": "a", "scope": "resource"}),
+    ("GET", "/api/v1/namespaces/ns/endpoints/a", b"watch=false", {"verb": "GET", "group": "", "name": "a"}),
+    ("PUT", "/apis/batch/v1/namespaces/ns/jobs/j/status", b"",
+     {"verb": "PUT", "resource": "jobs", "subresource": "status", "namespace": "ns", "name": "j"}),
+    ("POST", "/apis/batch/v1/namespaces/ns/jobs", b"dryRun=All", {"verb": "POST", "dry_run": "All"}),
+    ("DELETE", "/apis/batch/v1/namespaces/ns/jobs", b"", {"verb": "DELETECOLLECTION", "scope": "namespace"}),
+    ("DELETE", "/apis/batch/v1/namespaces/ns/jobs/j", b"", {"verb": "DELETE", "scope": "resource"}),
+    ("GET", "/apis/batch/v1", b"", {"verb": "GET", "resource": "", "scope": ""}),
+    ("GET", "/healthz", b"", {"verb": "GET", "resource": "", "version": ""}),
+])
+def test_request_info(method, path, query, expect):
+    from dashboard.server.observe import request_info
+
+    info = request_info(method, path, query)
+    assert {k: info[k] for k in expect} == expect
+
+
+def test_share_paths_are_redacted():
+    from dashboard.server.observe import safe_path
+
+    assert safe_path("/s/AbC123secret/") == "/s/REDACTED/"
+    assert safe_path("/s/leave/") == "/s/leave/"
+    assert safe_path("/leases/") == "/leases/"
+
+
+# --- /metrics -----------------------------------------------------------------------------------
+
+def test_metrics_refused_anonymously_and_to_other_users(server):
+    status, _, body = plain(server, "/metrics")
+    assert status == 401 and orjson.loads(body)["reason"] == "Unauthorized"
+    viewer = server.token("someone", "viewer")
+    status, _, body = plain(server, "/metrics", {"Authorization": f"Bearer {viewer}"})
+    assert status == 403
+    assert orjson.loads(body)["message"] == 'forbidden: User "someone" cannot get path "/metrics"'
+    status, _, _ = plain(server, "/metrics", {"Authorization": "Bearer not-a-token"})
+    assert status == 401
+
+
+def test_metrics_readable_by_admin_metrics_token_and_metrics_users(server):
+    assert "apiserver_request_total" in scrape(server)
+    assert "apiserver_request_total" in scrape(server, METRICS_TOKEN)
+    # A dedicated, revocable token: a viewer named in KUBEDASH_METRICS_USERS.
+    assert "apiserver_request_total" in scrape(server, server.token("prometheus", "viewer"))
+
+
+def test_request_counter_grows_by_exactly_the_requests_done(server):
+    ns = "obs-" + uuid.uuid4().hex[:6]
+    status, _, _ = server.request("POST", LEASES.format(ns=ns), lease("counted", ns=ns))
+    assert status == 201
+    labels = dict(component="apiserver", dry_run="", group="coordination.k8s.io", version="v1",
+                  resource="leases", subresource="", scope="resource", verb="GET")
+    before = scrape(server)
+    n = 12
+    for _ in range(n):
+        status, _, _ = server.request("GET", LEASES.format(ns=ns) + "/counted")
+        assert status == 200
+    for _ in range(3):
+        assert server.request("GET", LEASES.format(ns=ns) + "/missing")[0] == 404
+    after = scrape(server)
+    assert sample(after, "apiserver_request_total", code="200", **labels) - \
+        sample(before, "apiserver_request_total", code="200", **labels) == n
+    assert sample(after, "apiserver_request_total", code="404", **labels) - \
+        sample(before, "apiserver_request_total", code="404", **labels) == 3
+    # The histogram has kube's buckets and counted the same requests.
+    assert sample(after, "apiserver_request_duration_seconds_count", **labels) - \
+        sample(before, "apiserver_request_duration_seconds_count", **labels) == n + 3
+    assert sample(after, "apiserver_request_duration_seconds_bucket", le="60.0", **labels) == \
+        sample(after, "apiserver_request_duration_seconds_count", **labels)
+    for le in ("0.005", "0.025", "0.4", "1.25", "45.0", "+Inf"):
+        assert f'le="{le}"' in after
+    assert sample(after, "kubedash_revision_newest") >= 1
+    assert 'kubedash_revision_compacted ' in after and "kubedash_revision_log_rows " in after
+
+
+def test_watch_gauges_and_events(server):
+    ns = "obsw-" + uuid.uuid4().hex[:6]
+    watch_labels = dict(component="apiserver", group="coordination.k8s.io", version="v1", resource="leases",
+                        subresource="", scope="namespace", verb="WATCH")
+    before = scrape(server)
+    events_before = sample(before, "apiserver_watch_events_total", group="coordination.k8s.io", version="v1",
+                           kind="Lease")
+    with server.watch(LEASES.format(ns=ns) + "?watch=true&resourceVersion=0") as stream:
+        assert stream.status == 200
+        for i in range(3):
+            assert server.request("POST", LEASES.format(ns=ns), lease(f"w{i}", ns=ns))[0] == 201
+        assert [e["type"] for e in stream.events(3)] == ["ADDED"] * 3
+        during = scrape(server)
+        assert sample(during, "apiserver_longrunning_requests", **watch_labels) >= 1
+    assert sample(during, "apiserver_watch_events_total", group="coordination.k8s.io", version="v1",
+                  kind="Lease") - events_before >= 3
+    assert sample(during, "kubedash_watch_hub_lag_revisions") >= 0
+    assert "kubedash_watch_hub_revision" in during
+    deadline = time.monotonic() + 20
+    while sample(scrape(server), "apiserver_longrunning_requests", **watch_labels) != 0:
+        assert time.monotonic() < deadline, "the closed watch is still counted"
+        time.sleep(0.2)
+
+
+def test_lane_queue_gauge_is_live(server):
+    text = scrape(server)
+    # The scrape itself is admitted to the expensive lane while it collects.
+    assert sample(text, "kubedash_lane_requests", lane="expensive") >= 1
+
+
+def test_lane_rejections_counted():
+    from prometheus_client import REGISTRY
+
+    from dashboard.server.lanes import Lane, LaneFull
+
+    lane = Lane("probe", threads=1, queue=0)
+    before = REGISTRY.get_sample_value("kubedash_lane_rejected_total", {"lane": "probe"}) or 0
+    lane.admit()
+    with pytest.raises(LaneFull):
+        lane.admit()
+    assert REGISTRY.get_sample_value("kubedash_lane_rejected_total", {"lane": "probe"}) == before + 1
+    assert REGISTRY.get_sample_value("kubedash_lane_requests", {"lane": "probe"}) == 1
+    lane.release()
+    assert REGISTRY.get_sample_value("kubedash_lane_requests", {"lane": "probe"}) == 0
+
+
+# --- Logs and Audit-ID -------------------------------------------------------------------------
+
+def audit_id(headers: dict) -> str:
+    """The Audit-Id header (Go and Twisted both send it as "Audit-Id")."""
+    found = [v for k, v in headers.items() if k.lower() == "audit-id"]
+    assert len(found) == 1, headers
+    return found[0]
+
+
+def test_audit_id_is_a_fresh_uuid_and_in_the_log_line(server):
+    ns = "obsl-" + uuid.uuid4().hex[:6]
+    status, headers, _ = server.request("POST", LEASES.format(ns=ns), lease("logged", ns=ns),
+                                        headers={"Audit-ID": "client-chosen"})
+    assert status == 201
+    audit = audit_id(headers)
+    assert UUID.match(audit) and audit != "client-chosen"
+    line = wait_log(server, lambda l: l.get("auditID") == audit)
+    assert line["verb"] == "POST" and line["code"] == 201 and line["resource"] == "leases"
+    assert line["namespace"] == ns and line["user"] == "live-admin" and line["lane"] == "fast"
+    assert line["group"] == "coordination.k8s.io" and line["latency"] > 0
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$", line["ts"])
+    status, headers, _ = server.request("GET", LEASES.format(ns=ns) + "/logged")
+    get_line = wait_log(server, lambda l: l.get("auditID") == audit_id(headers))
+    assert get_line["verb"] == "GET" and get_line["name"] == "logged" and get_line["code"] == 200
+
+
+def test_logs_hold_no_token_or_share_secret(server):
+    out = server.manage("shell", "-c", (
+        "from django.contrib.auth import get_user_model;"
+        "from dashboard.access.tokens import ensure_user;"
+        "from dashboard.web.share import create_link;"
+        "u = ensure_user('sharer', 'admin');"
+        "link, token = create_link(u, kind='Lease', namespace='', label_selector='', label='x', expiry='1h');"
+        "print('SECRET=' + token)"))
+    secret = out.strip().splitlines()[-1].split("=", 1)[1]
+    status, _, _ = plain(server, f"/s/{secret}/")
+    assert status in (200, 302)
+    plain(server, f"/s/{secret}-wrong/")
+    status, _, _ = plain(server, "/metrics", {"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert status == 200
+    server.request("GET", LEASES.format(ns="default"))
+    wait_log(server, lambda l: l.get("path") == "/s/REDACTED/")
+    wait_log(server, lambda l: l.get("path") == "/metrics" and l.get("code") == 200)
+    text = server.log_path.read_text()
+    for secret_text in (secret, METRICS_TOKEN, server.admin_token):
+        assert secret_text not in text
+    assert "Bearer" not in text and "sessionid" not in text
+    lines = log_lines(server)
+    assert lines, "no JSON log lines"
+    keys = {"ts", "auditID", "user", "verb", "resource", "namespace", "name", "code", "latency", "lane"}
+    assert all(keys <= set(line) for line in lines)
+
+
+# --- who may read /metrics, through Django (one process, its own registry) --------------------
+
+def test_anonymous_metrics_only_when_allowed(client, settings, db):
+    settings.KUBEDASH_METRICS_ANONYMOUS = False
+    response = client.get("/metrics")
+    assert response.status_code == 401 and response.json()["reason"] == "Unauthorized"
+    settings.KUBEDASH_METRICS_ANONYMOUS = True
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    assert b"kubedash_revision_newest" in response.content
+
+
+def test_metrics_token_is_compared_whole(client, settings, db):
+    settings.KUBEDASH_METRICS_TOKEN = "s3cret-metrics-token"
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-metrics-token").status_code == 200
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-metrics").status_code == 401
+    settings.KUBEDASH_METRICS_TOKEN = ""
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 401
