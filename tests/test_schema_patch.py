@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dashboard.kube import openapi, patch, registry, schema
+from dashboard.kube import codec, openapi, patch, registry, schema
 from dashboard.kube.errors import ApiError
 from dashboard.kube.registry import Resource
 
@@ -525,7 +525,7 @@ def test_patch_invalid_is_kube_shaped_422():
     try:
         schema.decode({"spec": {"leaseDurationSeconds": "x"}}, LEASE)
     except schema.DecodeError as exc:
-        err = patch.patch_invalid(exc.detail, {"spec": {"leaseDurationSeconds": "x"}})
+        err = codec.patch_invalid(exc.detail, {"spec": {"leaseDurationSeconds": "x"}})
     assert err.code == 422 and err.reason == "Invalid"
     assert err.message.startswith(' "" is invalid: patch: Invalid value: "{')
     assert err.message.endswith("of type int32")

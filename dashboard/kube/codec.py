@@ -19,13 +19,16 @@ from typing import Any
 import orjson
 import yaml
 
-from .errors import bad_request, unsupported_media_type
+from .errors import bad_request, invalid, invalid_object, unsupported_media_type
 
 JSON = "application/json"
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 BODY_TYPES = [JSON, "application/yaml"]
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 APPLY_PATCH = "application/apply-patch+yaml"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 class _KubeYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
@@ -318,6 +321,17 @@ def check_type_meta(res, obj: dict) -> None:
 FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
 
 
+def patch_invalid(detail: str, patched: Any) -> ApiError:
+    """422 for a patched object that does not decode (wrong type, strict unknown field).
+
+    kube-apiserver wraps decoder errors after a PATCH this way:
+    ` "" is invalid: patch: Invalid value: "<patched object>": <detail>`.
+    """
+    text = patched if isinstance(patched, str) else json.dumps(patched, separators=(",", ":"))
+    return invalid_object("", "", "", [invalid("patch", text, detail)])
+
+
+
 def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
                   duplicates: list[str] = ()) -> tuple[dict, list[str]]:
     """Drop unknown fields (an error in Strict mode), check types; returns (object, warnings).
@@ -327,7 +341,6 @@ def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
     else 400.
     """
     from . import schema
-    from .patch import patch_invalid
 
     try:
         pruned, unknown = schema.decode(obj, res.definition)
@@ -346,7 +359,6 @@ def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
 
 def duplicate_fields(raw: bytes, media_type: str, mode: str) -> list[str]:
     """A JSON body's repeated keys as the strict decoder words them (none under Ignore)."""
-    from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
     from .schema import duplicate_field_texts
 
     if mode == "Ignore":

@@ -27,10 +27,7 @@ import orjson
 from . import codec, schema
 from .errors import ApiError, bad_request, invalid, invalid_object, unsupported_media_type
 
-JSON_PATCH = "application/json-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
+from .codec import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 
 # In kube-apiserver's order (it lists them in its 415 message).
 SUPPORTED_PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH, STRATEGIC_MERGE_PATCH)
@@ -63,16 +60,6 @@ def _parse(body: bytes | str | Any) -> Any:
         raise bad_request(f"error decoding patch: {exc}") from None
     except codec.Unrepresentable as exc:
         raise bad_request(f"error decoding patch: {exc.problem}") from None
-
-
-def patch_invalid(detail: str, patched: Any) -> ApiError:
-    """422 for a patched object that does not decode (wrong type, strict unknown field).
-
-    kube-apiserver wraps decoder errors after a PATCH this way:
-    ` "" is invalid: patch: Invalid value: "<patched object>": <detail>`.
-    """
-    text = patched if isinstance(patched, str) else json.dumps(patched, separators=(",", ":"))
-    return invalid_object("", "", "", [invalid("patch", text, detail)])
 
 
 def patch_type(content_type: str | None) -> str:

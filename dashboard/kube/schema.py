@@ -524,7 +524,7 @@ class DecodeError(ApiError):
     """400 BadRequest from decoding; .detail is the bare decoder message.
 
     Create/update answer it as is. A PATCH answers 422 with the detail instead
-    (see patch.patch_invalid), as kube-apiserver does for a patched object that
+    (see codec.patch_invalid), as kube-apiserver does for a patched object that
     does not decode.
     """
 
