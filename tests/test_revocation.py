@@ -285,6 +285,26 @@ def test_deactivation_closes_the_page(pair):
     assert page.code == 4401
 
 
+def test_session_expiry_closes_the_page(pair):
+    user = _name("sam")
+    _users(pair, (user, "viewer", ()))
+    browser = Browser().log_in(pair.a, user)
+    # The session ends at a fixed moment a few seconds from now (as SESSION_COOKIE_AGE or
+    # set_expiry would make it end); the open page must close then, with nothing else changing.
+    expires_at = float(pair.shell(
+        "from datetime import datetime, timedelta, timezone\n"
+        "from django.contrib.sessions.backends.db import SessionStore\n"
+        f"s = SessionStore({browser.http.cookies['sessionid']!r})\n"
+        "s.set_expiry(datetime.now(timezone.utc) + timedelta(seconds=4))\n"
+        "s.save()\n"
+        "print(s.get_expiry_date().timestamp())").split()[-1])
+    page = browser.socket(pair.b, "view=leases")
+    assert page.still_open(1.0)
+    _within_budget(page, expires_at)
+    assert page.code == 4401
+    assert browser.get(pair.a, "/leases/").status_code == 302     # the pages agree: signed out
+
+
 def test_namespace_removed_closes_its_pages_and_narrows_the_others(pair):
     user, keep, lose = _name("nina"), _name("keep"), _name("lose")
     _users(pair, (user, "editor", (keep, lose)))
