@@ -125,7 +125,7 @@ def test_exactly_one_process_does_the_maintenance(pair):
         follower_text, leader_text = scrape(follower), scrape(leader)
         assert sample(leader_text, "kubedash_maintenance_leader") == 1
         assert sample(follower_text, "kubedash_maintenance_leader") == 0
-        for job in ("compaction", "share_links", "sessions"):
+        for job in ("compaction", "share_links", "tokens", "sessions"):
             assert sample(follower_text, "kubedash_maintenance_runs_total", job=job) == 0
         time.sleep(0.5)
 
@@ -308,3 +308,38 @@ def test_live_js_reconnects_on_service_restart():
 
     assert SERVICE_RESTART == 1012 and SERVICE_RESTART < 4000   # >= 4000: "refused, don't retry"
     assert re.search(r"\[1006, 1011, 1012, 1013\]", text)
+
+
+# --- what the jobs remove ---------------------------------------------------------------------
+
+def test_jobs_remove_only_what_stopped_working_long_ago(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.access.models import ApiToken, ShareLink
+    from dashboard.access.tokens import ensure_user
+    from dashboard.server import maintenance
+
+    user = ensure_user("maint-owner", "admin")
+    now, old = timezone.now(), timezone.now() - maintenance.SHARE_LINK_RETENTION - timedelta(days=1)
+
+    def link(name, **fields):
+        return ShareLink.objects.create(token_hash=name, label=name, kind="Lease", creator=user,
+                                        **{"expires": now + timedelta(days=1), **fields})
+
+    def token(name, **fields):
+        return ApiToken.objects.create(user=user, name=name, token_hash=name, **fields)
+
+    link("live")
+    link("expired-lately", expires=now - timedelta(days=1))
+    link("expired-long-ago", expires=old)
+    link("revoked-long-ago", revoked_at=old)
+    token("forever")
+    token("expired-lately", expires=now - timedelta(days=1))
+    token("expired-long-ago", expires=old)
+    token("revoked", revoked=True)
+    assert maintenance.purge_share_links() == 2
+    assert maintenance.purge_tokens() == 1
+    assert sorted(ShareLink.objects.values_list("label", flat=True)) == ["expired-lately", "live"]
+    assert sorted(ApiToken.objects.values_list("name", flat=True)) == ["expired-lately", "forever", "revoked"]

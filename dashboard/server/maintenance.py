@@ -41,7 +41,8 @@ from dashboard.kube.meta import now as utcnow
 log = logging.getLogger(__name__)
 
 NAMESPACE, NAME = "kube-system", "kubedash-maintenance"
-# Share links that stopped working this long ago are deleted (the share page lists the recent ones).
+# Share links and tokens that stopped working this long ago are deleted (the share and token
+# pages list the recent ones, so their owners can see why a link or kubeconfig stopped).
 SHARE_LINK_RETENTION = timedelta(days=30)
 
 LEADER = Gauge("kubedash_maintenance_leader", "1 in the process that holds the maintenance Lease",
@@ -191,13 +192,22 @@ def purge_share_links() -> int:
     return ShareLink.objects.filter(Q(expires__lt=cutoff) | Q(revoked_at__lt=cutoff)).delete()[0]
 
 
+def purge_tokens() -> int:
+    """API tokens expired over SHARE_LINK_RETENTION ago (revoked ones have no revocation time
+    to age from: they stay until their owner deletes them)."""
+    from dashboard.access.models import ApiToken
+
+    return ApiToken.objects.filter(expires__lt=timezone.now() - SHARE_LINK_RETENTION).delete()[0]
+
+
 def clear_sessions() -> int:
     from django.contrib.sessions.models import Session
 
     return Session.objects.filter(expire_date__lt=timezone.now()).delete()[0]
 
 
-JOBS = {"compaction": compact_log, "share_links": purge_share_links, "sessions": clear_sessions}
+JOBS = {"compaction": compact_log, "share_links": purge_share_links, "tokens": purge_tokens,
+        "sessions": clear_sessions}
 
 
 def run_jobs() -> None:
