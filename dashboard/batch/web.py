@@ -306,6 +306,22 @@ JOB_SORTS = (
 )
 
 
+GENERATED_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+
+
+def recreatable(obj: dict) -> dict:
+    """A deleted Job to create again: a generated selector (and the template labels it
+    matches) names the old uid, so drop them and let the new Job generate its own, as
+    `kubectl replace --force` users must. A manualSelector Job keeps its own."""
+    spec = obj.get("spec") or {}
+    if not spec.get("manualSelector"):
+        spec.pop("selector", None)
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        for key in GENERATED_LABELS:
+            labels.pop(key, None)
+    return obj
+
+
 JOB_PAGES = kinds.register(kinds.KindWeb(
     kind="Job", plural="jobs", detail_view="job", title="Jobs", heading="Job progress",
     noun="job", list_noun="jobs",
@@ -315,5 +331,12 @@ JOB_PAGES = kinds.register(kinds.KindWeb(
     yaml_skeleton={"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},
     actions=(kinds.Action("suspend", "job_suspend", suspend),),
+    bulk_actions=(
+        kinds.BulkAction("suspend", "Suspend", "suspended", undo="resume",
+                         perform=lambda ns, name, p: do_suspend_job(ns, name, suspend=True, acting=p)),
+        kinds.BulkAction("resume", "Resume", "resumed", undo="suspend",
+                         perform=lambda ns, name, p: do_suspend_job(ns, name, suspend=False, acting=p)),
+    ),
     sorts=JOB_SORTS,
+    recreate=recreatable,
 ))

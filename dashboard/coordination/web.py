@@ -10,7 +10,7 @@ from typing import Iterable
 
 from django import forms
 
-from dashboard.kube import revlog
+from dashboard.kube import revlog, store
 from dashboard.kube.formats import human_duration, parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import ObjectForm, parse_time_text, put, field_text, time_field
@@ -18,6 +18,7 @@ from dashboard.web.present import ago, base_item, clock, countdown, iso
 
 from . import strategy
 from .actions import do_release_lease
+from .resource import LEASES
 from .strategy import lease_expiry
 
 HISTORY_REVISIONS = 2000   # the newest revisions a lease timeline reads
@@ -308,6 +309,12 @@ def release(data, namespace: str, name: str, principal):
     return result, f"Lease {namespace}/{name} released: “{holder}” no longer holds it."
 
 
+def bulk_release(namespace: str, name: str, principal):
+    """Release from the list: whoever holds it now (the confirmation page showed the holders)."""
+    holder = (store.get(LEASES, namespace, name).get("spec") or {}).get("holderIdentity") or ""
+    return do_release_lease(namespace, name, holder=holder, acting=principal)
+
+
 LEASE_PAGES = kinds.register(kinds.KindWeb(
     kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
     noun="lease", list_noun="leases",
@@ -316,6 +323,8 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     create_initial={"duration": "15"},
     yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
     actions=(kinds.Action("release", "lease_release", release),),
+    bulk_actions=(kinds.BulkAction("release", "Release", "released", perform=bulk_release,
+                                   note="Releasing cannot be undone: the holders must acquire the leases again."),),
     detail_context=detail_context,
     sorts=LEASE_SORTS,
     search_columns=(("holder_identity", "holder"),),

@@ -39,6 +39,23 @@ class Action:
 
 
 @dataclass(frozen=True)
+class BulkAction:
+    """A change the list page applies to the selected rows (web/bulk_views.py; Delete is common).
+
+    perform(namespace, name, principal) -> store.Result; it calls the kind's do_* action
+    (raising ApiError when refused). `undo` names the bulk action that reverses it ("": none,
+    and the confirmation says `note`).
+    """
+
+    name: str
+    label: str       # the button ("Suspend"); the past tense for messages is `done`
+    done: str
+    perform: Callable[[str, str, Any], Any]
+    undo: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Sort:
     """A column a list can be sorted by (`?sort=<key>`, `?sort=-<key>` descending).
 
@@ -97,6 +114,10 @@ class KindWeb:
     create_initial: Mapping[str, str] = field(default_factory=dict)   # a new object's form values
     yaml_skeleton: Mapping[str, Any] = field(default_factory=dict)    # a new object's YAML (beyond metadata)
     actions: tuple[Action, ...] = ()
+    bulk_actions: tuple[BulkAction, ...] = ()   # the list's bulk actions besides Delete
+    # A deleted object made ready to create again (undo of a bulk delete), beyond dropping the
+    # server-owned metadata: e.g. a Job's generated selector, which names the old uid.
+    recreate: Callable[[dict], dict] | None = None
     # List page extras computed from the shown items (e.g. a roll-up), and the list template's
     # partial that shows them (re-rendered by the live push whenever an item changes).
     summarize: Callable[[list[dict]], dict] | None = None

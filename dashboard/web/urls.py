@@ -3,12 +3,14 @@ the write pages, and a list and a detail page for every registered kind (web.kin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import history_views, kinds, views
+from . import bulk_views, history_views, kinds, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("search/", views.SearchView.as_view(), name="search"),
     path("", include("dashboard.web.edit_urls")),
+    path("<kind:plural>/bulk/", bulk_views.bulk, name="bulk"),
+    path("<kind:plural>/bulk-undo/", bulk_views.undo, name="bulk_undo"),
 ]
 for web in kinds.registered():
     urlpatterns += [

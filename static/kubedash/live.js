@@ -375,3 +375,28 @@
   }
 
 })();
+
+// Bulk actions on the list pages (templates/web/_bulk.html, web/bulk_views.py): "select all on
+// this page" and the action bar shown only while rows are selected. Without JS the bar is
+// always there and the server asks to select rows first.
+(function () {
+  function sync(form) {
+    const rows = form.querySelectorAll("input[data-bulk-row]");
+    const n = Array.from(rows).filter((b) => b.checked).length;
+    const bar = form.querySelector("[data-bulk-bar]");
+    if (bar) bar.hidden = n === 0;
+    const count = form.querySelector("[data-bulk-count]");
+    if (count) count.textContent = n + " selected:";
+    const all = form.querySelector("input[data-bulk-all]");
+    if (all) { all.checked = n > 0 && n === rows.length; all.indeterminate = n > 0 && n < rows.length; }
+  }
+  document.addEventListener("change", (e) => {
+    const form = e.target.closest && e.target.closest("form.bulk-form");
+    if (!form) return;
+    if (e.target.matches("input[data-bulk-all]")) {
+      form.querySelectorAll("input[data-bulk-row]").forEach((b) => { b.checked = e.target.checked; });
+    }
+    sync(form);
+  });
+  document.addEventListener("DOMContentLoaded", () => document.querySelectorAll("form.bulk-form").forEach(sync));
+})();

@@ -1,0 +1,160 @@
+"""Row and bulk actions on the list pages: POST the selected rows to /<plural>/bulk/ (a
+confirmation page listing exactly what will change), POST again with confirm=1 to do it, then
+an Undo where the API allows it (KindWeb.bulk_actions' `undo`; a delete is undone by creating
+the saved objects again, with a new uid and resourceVersion). Works without JS; CSRF as every
+form. Each object goes through its own do_* action or store.delete, so one failure (gone,
+refused, conflict) is reported for that object and the others still happen.
+
+The undo state is the session's, one at a time, and bounded (MAX_SELECTED objects,
+MAX_UNDO_BYTES of saved objects: beyond that no undo is offered, and the page says so).
+"""
+from __future__ import annotations
+
+import json
+import secrets
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from dashboard.kube import store
+from dashboard.kube.codec import decode_object
+from dashboard.kube.errors import ApiError
+
+from .edit_views import editor_view, forbidden
+from .kinds import BulkAction, KindWeb
+
+MAX_SELECTED = 200
+MAX_UNDO_BYTES = 256 * 1024
+SESSION_KEY = "bulk_undo"
+DELETE = BulkAction("delete", "Delete", "deleted", perform=None, undo="recreate",
+                    note="Undo creates them again from the saved objects, with a new uid and resourceVersion.")
+# Server-owned metadata a re-created object must not carry (the store assigns it anew).
+_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
+                  "deletionTimestamp", "deletionGracePeriodSeconds")
+
+
+def _action(info: KindWeb, name: str) -> BulkAction | None:
+    return DELETE if name == "delete" else next((a for a in info.bulk_actions if a.name == name), None)
+
+
+def _verb(action: BulkAction) -> str:
+    return "delete" if action is DELETE else "patch"
+
+
+def _selected(request) -> list[tuple[str, str]]:
+    out = []
+    for value in request.POST.getlist("selected"):
+        namespace, _, name = value.partition("/")
+        if namespace and name and (namespace, name) not in out:
+            out.append((namespace, name))
+    return out
+
+
+def _back(info: KindWeb, request):
+    nxt = request.POST.get("next", "")
+    return redirect(nxt if nxt.startswith(info.list_url) else info.list_url)
+
+
+def _apply(info: KindWeb, action: BulkAction, namespace: str, name: str, principal) -> dict:
+    """Deletes need the object saved first (for the undo)."""
+    if action is DELETE:
+        saved = store.get(info.resource, namespace, name)
+        store.delete(info.resource, namespace, name, uid=saved["metadata"].get("uid"))
+        return saved
+    action.perform(namespace, name, principal)
+    return {}
+
+
+def _recreate(info: KindWeb, namespace: str, name: str, saved: dict, principal) -> dict:
+    obj = json.loads(json.dumps(saved))
+    for key in _SERVER_FIELDS:
+        obj["metadata"].pop(key, None)
+    obj.pop("status", None)
+    if info.recreate is not None:
+        obj = info.recreate(obj)
+    obj, _ = decode_object(info.resource, obj, "Strict")
+    return store.create(info.resource, namespace, obj).object
+
+
+@require_POST
+@editor_view
+def bulk(request, principal, info: KindWeb):
+    action = _action(info, request.POST.get("action", ""))
+    if action is None:
+        messages.error(request, "Choose an action for the selected rows.")
+        return _back(info, request)
+    selected = _selected(request)
+    if not selected:
+        messages.error(request, f"Select the {info.list_noun} to {action.label.lower()} first.")
+        return _back(info, request)
+    if len(selected) > MAX_SELECTED:
+        messages.error(request, f"At most {MAX_SELECTED} {info.list_noun} at once; {len(selected)} were selected.")
+        return _back(info, request)
+    denied = sorted({ns for ns, _ in selected if not principal.can(_verb(action), ns, info.kind)})
+    if denied:
+        return forbidden(request, principal, info, f"Your role ({principal.role}) may not {action.label.lower()} "
+                         f"{info.list_noun} in namespace {', '.join('“%s”' % ns for ns in denied)}.")
+    if request.POST.get("confirm") != "1":
+        return render(request, "web/bulk_confirm.html", {
+            "principal": principal, "active": info.plural, "info": info, "action": action,
+            "selected": [f"{ns}/{name}" for ns, name in selected], "next": request.POST.get("next", "")})
+    done, failed, saved = [], [], []
+    for ns, name in selected:
+        try:
+            obj = _apply(info, action, ns, name, principal)
+        except ApiError as err:
+            failed.append(f"{ns}/{name}: {'it no longer exists' if err.code == 404 else err.message}")
+            continue
+        done.append(f"{ns}/{name}")
+        saved.append([ns, name, obj])
+    _report(request, info, action, done, failed)
+    request.session.pop(SESSION_KEY, None)
+    undo = _action(info, action.undo) if action.undo != "recreate" else DELETE
+    if done and action.undo:
+        state = {"id": secrets.token_urlsafe(8), "kind": info.kind, "action": action.name, "objects": saved}
+        if len(json.dumps(state)) <= MAX_UNDO_BYTES and undo is not None:
+            request.session[SESSION_KEY] = state
+        else:
+            messages.info(request, "Too much to keep for an undo: this cannot be undone here.")
+    return _back(info, request)
+
+
+def _report(request, info, action, done, failed, prefix=""):
+    if done:
+        messages.success(request, f"{prefix}{info.kind} {action.done}: {', '.join(done)}.")
+    for line in failed:
+        messages.error(request, f"{prefix}Not {action.done}: {line}")
+
+
+@require_POST
+@editor_view
+def undo(request, principal, info: KindWeb):
+    state = request.session.get(SESSION_KEY)
+    if not state or state.get("id") != request.POST.get("undo") or state.get("kind") != info.kind:
+        messages.error(request, "Nothing to undo (only the last bulk action can be undone, once).")
+        return _back(info, request)
+    request.session.pop(SESSION_KEY)
+    first = _action(info, state["action"])
+    done, failed = [], []
+    for ns, name, obj in state["objects"]:
+        try:
+            if first is DELETE:
+                if not principal.can("create", ns, info.kind):
+                    raise ApiError(403, "Forbidden", f"your role may not create {info.list_noun} in “{ns}”.")
+                _recreate(info, ns, name, obj, principal)
+            else:
+                _action(info, first.undo).perform(ns, name, principal)
+        except ApiError as err:
+            failed.append(f"{ns}/{name}: {err.message}")
+            continue
+        done.append(f"{ns}/{name}")
+    if first is DELETE:
+        if done:
+            messages.success(request, f"Undone: {info.kind} created again (new uid and resourceVersion): "
+                             f"{', '.join(done)}.")
+        for line in failed:
+            messages.error(request, f"Not created again: {line}")
+    else:
+        _report(request, info, _action(info, first.undo), done, failed, prefix="Undone: ")
+    return _back(info, request)

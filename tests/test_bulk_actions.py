@@ -1,0 +1,116 @@
+"""Row and bulk actions on the list pages (web/bulk_views.py): confirm, act, undo, permissions."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from manifests import job
+from test_pages import login  # noqa: F401  (fixture)
+
+
+def _jobs():
+    from dashboard.kube.registry import by_kind
+    return by_kind("Job")
+
+
+@pytest.fixture
+def two_jobs(db):
+    from dashboard.kube import store
+    for name in ("a", "b"):
+        store.create(_jobs(), "default", job(name))
+
+
+def _suspended(name):
+    from dashboard.kube import store
+    return bool(store.get(_jobs(), "default", name)["spec"].get("suspend"))
+
+
+def _messages(client):
+    return client.get("/jobs/").content.decode()
+
+
+def test_list_has_checkboxes_and_bar_for_editors_only(two_jobs, login):
+    html = login("admin").get("/jobs/").content.decode()
+    assert 'action="/jobs/bulk/"' in html and 'value="default/a"' in html
+    assert 'aria-label="Select all jobs on this page"' in html and 'value="suspend">Suspend' in html
+    viewer = login("viewer").get("/jobs/").content.decode()
+    assert "/jobs/bulk/" not in viewer and "data-bulk-all" not in viewer and "list stack-phone jobs-table bulk" not in viewer
+
+
+def test_confirm_then_suspend_then_undo(two_jobs, login):
+    c = login("admin")
+    post = {"action": "suspend", "selected": ["default/a", "default/b"], "next": "/jobs/?sort=name"}
+    confirm = c.post("/jobs/bulk/", post)
+    assert confirm.status_code == 200
+    page = confirm.content.decode()
+    assert "Suspend 2 jobs?" in page and "default/a" in page and "default/b" in page
+    assert not _suspended("a") and not _suspended("b")          # nothing changes before the confirmation
+    done = c.post("/jobs/bulk/", {**post, "confirm": "1"})
+    assert done.status_code == 302 and done["Location"] == "/jobs/?sort=name"
+    assert _suspended("a") and _suspended("b")
+    html = _messages(c)
+    assert "Job suspended: default/a, default/b." in html
+    undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
+    c.post("/jobs/bulk-undo/", {"undo": undo_id})
+    assert not _suspended("a") and not _suspended("b")
+    html = _messages(c)
+    assert "Undone: Job resumed: default/a, default/b." in html and 'name="undo"' not in html
+    # An undo happens once.
+    c.post("/jobs/bulk-undo/", {"undo": undo_id})
+    assert "Nothing to undo" in _messages(c)
+
+
+def test_delete_reports_a_vanished_object_and_undo_recreates(two_jobs, login):
+    from dashboard.kube import store
+    c = login("admin")
+    uid = store.get(_jobs(), "default", "a")["metadata"]["uid"]
+    confirm = c.post("/jobs/bulk/", {"action": "delete", "selected": ["default/a", "default/gone"]})
+    assert "new uid and resourceVersion" in confirm.content.decode()
+    done = c.post("/jobs/bulk/", {"action": "delete", "selected": ["default/a", "default/gone"], "confirm": "1"})
+    assert done.status_code == 302
+    html = _messages(c)
+    assert "Job deleted: default/a." in html and "Not deleted: default/gone: it no longer exists" in html
+    with pytest.raises(Exception):
+        store.get(_jobs(), "default", "a")
+    undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
+    c.post("/jobs/bulk-undo/", {"undo": undo_id})
+    again = store.get(_jobs(), "default", "a")
+    assert again["metadata"]["uid"] != uid
+    assert again["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"] == again["metadata"]["uid"]
+    assert "created again (new uid and resourceVersion): default/a" in _messages(c)
+
+
+def test_release_has_no_undo_and_says_so(db, login):
+    from dashboard.kube import store
+    from dashboard.kube.registry import by_kind
+    from manifests import lease
+    store.create(by_kind("Lease"), "default", lease("l1", holder="pod-1", duration=3600))
+    c = login("admin")
+    confirm = c.post("/leases/bulk/", {"action": "release", "selected": ["default/l1"]}).content.decode()
+    assert "cannot be undone" in confirm and "You can undo" not in confirm
+    c.post("/leases/bulk/", {"action": "release", "selected": ["default/l1"], "confirm": "1"})
+    assert not store.get(by_kind("Lease"), "default", "l1")["spec"].get("holderIdentity")
+    html = c.get("/leases/").content.decode()
+    assert "Lease released: default/l1." in html and 'name="undo"' not in html
+
+
+def test_viewers_and_other_namespaces_get_403(two_jobs, login):
+    post = {"action": "delete", "selected": ["default/a"], "confirm": "1"}
+    assert login("viewer").post("/jobs/bulk/", post).status_code == 403
+    limited = login("editor", namespaces=["other"], username="limited")
+    denied = limited.post("/jobs/bulk/", post)
+    assert denied.status_code == 403 and "“default”" in denied.content.decode()
+    from dashboard.kube import store
+    assert store.get(_jobs(), "default", "a")
+
+
+def test_bad_posts_are_explained_not_500(two_jobs, login):
+    c = login("admin")
+    assert c.post("/jobs/bulk/", {"action": "explode", "selected": ["default/a"]}).status_code == 302
+    assert "Choose an action" in _messages(c)
+    assert c.post("/jobs/bulk/", {"action": "suspend"}).status_code == 302
+    assert "Select the jobs to suspend first" in _messages(c)
+    # Release is a Lease action, not a Job one.
+    c.post("/jobs/bulk/", {"action": "release", "selected": ["default/a"], "confirm": "1"})
+    assert "Choose an action" in _messages(c)
