@@ -114,3 +114,42 @@ def test_bad_posts_are_explained_not_500(two_jobs, login):
     # Release is a Lease action, not a Job one.
     c.post("/jobs/bulk/", {"action": "release", "selected": ["default/a"], "confirm": "1"})
     assert "Choose an action" in _messages(c)
+
+
+# ---------------------------------------------------------------------------------------------
+# In a browser: select two Jobs, suspend, undo; axe finds nothing on the list or the confirmation.
+
+from test_browser import (  # noqa: E402,F401  (fixtures are used by name)
+    TRACK_SOCKETS, WAIT_MS, api, chromium, jobs_path, login_user, ns, session_state,
+)
+from test_browser_dash import axe_violations, wide_page  # noqa: E402,F401
+
+
+def test_browser_select_two_jobs_suspend_and_undo(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    page = wide_page
+    for name in ("one", "two", "three"):
+        api(kube_server, "POST", jobs_path(ns), job(name=name, ns=ns))
+
+    def suspended(name):
+        return bool(kube_server.request("GET", jobs_path(ns, name))[2]["spec"].get("suspend"))
+
+    page.goto(f"{kube_server.http_url}/jobs/?namespace={ns}&sort=name")
+    bar = page.locator("[data-bulk-bar]")
+    expect(bar).to_be_hidden()
+    page.get_by_role("checkbox", name=f"Select {ns}/one").check()
+    page.get_by_role("checkbox", name=f"Select {ns}/two").check()
+    expect(bar).to_be_visible()
+    expect(page.locator("[data-bulk-count]")).to_have_text("2 selected:")
+    assert axe_violations(page) == []
+    bar.get_by_role("button", name="Suspend…").click()
+    expect(page.get_by_role("heading", name="Suspend 2 jobs?")).to_be_visible()
+    assert axe_violations(page) == []
+    page.get_by_role("button", name="Suspend 2 jobs").click()
+    expect(page.locator(".flash-success")).to_contain_text(f"Job suspended: {ns}/one, {ns}/two.")
+    assert suspended("one") and suspended("two") and not suspended("three")
+    page.get_by_role("button", name=re.compile("Undo the last suspend")).click()
+    expect(page.locator(".flash-success")).to_contain_text(f"Undone: Job resumed: {ns}/one, {ns}/two.")
+    assert not suspended("one") and not suspended("two")
+    assert axe_violations(page) == []
