@@ -105,6 +105,22 @@ def test_viewers_and_other_namespaces_get_403(two_jobs, login):
     assert store.get(_jobs(), "default", "a")
 
 
+def test_share_link_visitors_see_no_checkboxes_and_get_403(db, login):
+    from dashboard.kube import store
+    from dashboard.kube.registry import by_kind
+    from manifests import lease
+    from test_share_links import create_link, visitor
+    store.create(by_kind("Lease"), "team-a", lease("web-1", ns="team-a", labels={"app": "web"}))
+    _, token = create_link(login("editor", username="sharer"))
+    guest = visitor(token)
+    page = guest.get("/leases/?namespace=team-a")
+    assert page.status_code == 200 and "web-1" in page.content.decode()
+    assert "/leases/bulk/" not in page.content.decode()
+    refused = guest.post("/leases/bulk/", {"action": "delete", "selected": ["team-a/web-1"], "confirm": "1"})
+    assert refused.status_code == 403
+    assert store.get(by_kind("Lease"), "team-a", "web-1")
+
+
 def test_bad_posts_are_explained_not_500(two_jobs, login):
     c = login("admin")
     assert c.post("/jobs/bulk/", {"action": "explode", "selected": ["default/a"]}).status_code == 302
