@@ -97,7 +97,10 @@ def test_release_has_no_undo_and_says_so(db, login):
 
 def test_viewers_and_other_namespaces_get_403(two_jobs, login):
     post = {"action": "delete", "selected": ["default/a"], "confirm": "1"}
-    assert login("viewer").post("/jobs/bulk/", post).status_code == 403
+    viewer = login("viewer")
+    assert viewer.post("/jobs/bulk/", post).status_code == 403
+    assert viewer.post("/jobs/bulk/", {}).status_code == 403            # refused before anything is read
+    assert viewer.post("/jobs/bulk-undo/", {"undo": "x"}).status_code == 403
     limited = login("editor", namespaces=["other"], username="limited")
     denied = limited.post("/jobs/bulk/", post)
     assert denied.status_code == 403 and "“default”" in denied.content.decode()

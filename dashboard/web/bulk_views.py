@@ -23,6 +23,7 @@ from dashboard.kube.errors import ApiError
 
 from .edit_views import editor_view, forbidden
 from .kinds import BulkAction, KindWeb
+from .scope import may_create_somewhere
 
 MAX_SELECTED = 200
 MAX_UNDO_BYTES = 256 * 1024
@@ -49,6 +50,13 @@ def _selected(request) -> list[tuple[str, str]]:
         if namespace and name and (namespace, name) not in out:
             out.append((namespace, name))
     return out
+
+
+def _read_only(request, principal, info: KindWeb):
+    """403 first for whoever may change nothing here (the list shows them no checkboxes)."""
+    if may_create_somewhere(principal, "", info.kind):
+        return None
+    return forbidden(request, principal, info, f"Your role ({principal.role}) may not change {info.list_noun}.")
 
 
 def _back(info: KindWeb, request):
@@ -80,6 +88,8 @@ def _recreate(info: KindWeb, namespace: str, name: str, saved: dict, principal) 
 @require_POST
 @editor_view
 def bulk(request, principal, info: KindWeb):
+    if refused := _read_only(request, principal, info):
+        return refused
     action = _action(info, request.POST.get("action", ""))
     if action is None:
         messages.error(request, "Choose an action for the selected rows.")
@@ -130,6 +140,8 @@ def _report(request, info, action, done, failed, prefix=""):
 @require_POST
 @editor_view
 def undo(request, principal, info: KindWeb):
+    if refused := _read_only(request, principal, info):
+        return refused
     state = request.session.get(SESSION_KEY)
     if not state or state.get("id") != request.POST.get("undo") or state.get("kind") != info.kind:
         messages.error(request, "Nothing to undo (only the last bulk action can be undone, once).")
