@@ -330,3 +330,104 @@ def test_metrics_token_is_compared_whole(client, settings, db):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-metrics").status_code == 401
     settings.KUBEDASH_METRICS_TOKEN = ""
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 401
+
+
+# --- requests the protocol answers itself, and page websockets --------------------------------
+
+def raw_exchange(server: LiveServer, head: bytes) -> tuple[int, dict, bytes]:
+    """Send these bytes as they are, read the answer to the end (the server closes)."""
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", server.http_port), timeout=30)
+    sock.sendall(head)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    sock.close()
+    top, _, body = data.partition(b"\r\n\r\n")
+    lines = top.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
+def test_refused_before_django_is_logged_and_counted(server):
+    """414, 431 and 401/413 (decided from the headers, the body never read) are answered by the
+    protocol, not Django: they still get an Audit-Id, a log line and a count, like any request."""
+    ns = "obsr-" + uuid.uuid4().hex[:6]
+    path = LEASES.format(ns=ns)
+    labels = dict(component="apiserver", dry_run="", group="coordination.k8s.io", version="v1",
+                  resource="leases", subresource="", scope="namespace", verb="POST")
+    before = scrape(server)
+    big = 10 * 1024 * 1024
+    cases = {
+        401: f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {big}\r\n\r\n",
+        413: (f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_token}\r\n"
+              f"Content-Type: application/json\r\nContent-Length: {big * 10}\r\n\r\n"),
+        431: f"POST {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"X-Pad-{i}: {'p' * 4000}\r\n" for i in range(40)) + "\r\n",
+    }
+    seen = {}
+    for code, head in cases.items():
+        status, headers, body = raw_exchange(server, head.encode())
+        assert status == code, body
+        assert orjson.loads(body)["code"] == code
+        seen[code] = audit_id(headers)
+    status, headers, _ = raw_exchange(server, f"GET {path}?q={'x' * 200_000} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert status == 414
+    seen[414] = audit_id(headers)
+    for code, audit in seen.items():
+        line = wait_log(server, lambda l, a=audit: l.get("auditID") == a)
+        assert line["code"] == code and line["lane"] == "protocol" and line["user"] == ""
+        assert line["path"] == path and line["resource"] == "leases" and line["namespace"] == ns
+        assert line["verb"] == ("LIST" if code == 414 else "POST")
+    after = scrape(server)
+    for code in (401, 413, 431):
+        assert sample(after, "apiserver_request_total", code=str(code), **labels) - \
+            sample(before, "apiserver_request_total", code=str(code), **labels) == 1, code
+    list_labels = {**labels, "verb": "LIST"}
+    assert sample(after, "apiserver_request_total", code="414", **list_labels) - \
+        sample(before, "apiserver_request_total", code="414", **list_labels) == 1
+
+
+def test_page_websocket_log_line_names_its_user(server):
+    import websocket  # websocket-client, which the kubernetes client depends on
+    from http.cookies import SimpleCookie
+    from urllib.parse import urlencode
+
+    server.manage("shell", "-c", (
+        "from dashboard.access.tokens import ensure_user\n"
+        "u = ensure_user('ws-logged', 'viewer')\n"
+        "u.set_password('ws-password-not-secret')\n"
+        "u.save()\n"))
+    base = f"http://127.0.0.1:{server.http_port}"
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+    conn.request("GET", "/accounts/login/")
+    resp = conn.getresponse()
+    resp.read()
+    jar = SimpleCookie()
+    for name, value in resp.getheaders():
+        if name.lower() == "set-cookie":
+            jar.load(value)
+    csrf = jar["csrftoken"].value
+    form = urlencode({"csrfmiddlewaretoken": csrf, "username": "ws-logged",
+                      "password": "ws-password-not-secret", "next": "/"})
+    conn.request("POST", "/accounts/login/", body=form, headers={
+        "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf}",
+        "Origin": base, "Referer": base + "/accounts/login/"})
+    resp = conn.getresponse()
+    resp.read()
+    for name, value in resp.getheaders():
+        if name.lower() == "set-cookie":
+            jar.load(value)
+    assert resp.status == 302 and "sessionid" in jar
+    cookie = f"csrftoken={csrf}; sessionid={jar['sessionid'].value}"
+    conn.request("GET", "/leases/", headers={"Cookie": cookie})
+    resp = conn.getresponse()
+    html = resp.read().decode()
+    conn.close()
+    assert resp.status == 200
+    ws_path = re.search(r'ws-connect="([^"]+)"', html).group(1).replace("&amp;", "&")
+    ws = websocket.create_connection(f"ws://127.0.0.1:{server.http_port}{ws_path}", timeout=30,
+                                     origin=base, header=[f"Cookie: {cookie}"])
+    ws.close()
+    line = wait_log(server, lambda l: l.get("verb") == "WEBSOCKET" and l.get("path") == ws_path.split("?")[0])
+    assert line["user"] == "ws-logged" and line["lane"] == "pages"

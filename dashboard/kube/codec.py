@@ -152,14 +152,22 @@ def _check_yaml_depth(text: str | bytes) -> None:
     """Refuse deep YAML before composing it: libyaml's composer recurses in C (a crash at
     ~100,000 levels) and its scanner is quadratic in the depth of flow collections. The
     event stream is read only as far as MAX_DEPTH levels."""
+    too_deep = f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels"
     depth = 0
-    for event in yaml.parse(text, Loader=_KubeYamlLoader):
-        if isinstance(event, _OPENS):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
-        elif isinstance(event, _CLOSES):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=_KubeYamlLoader):
+            if isinstance(event, _OPENS):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise Unrepresentable(too_deep)
+            elif isinstance(event, _CLOSES):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        # libyaml 0.2.6 (in PyYAML 6.0.4's wheels) has a nesting limit of its own, met in its
+        # scanner before the events reach the count above: the same answer, in our words.
+        if "maximum nesting depth" in str(exc.problem):
+            raise Unrepresentable(too_deep) from None
+        raise
 
 
 def load_yaml(text: str | bytes) -> Any:

@@ -181,6 +181,23 @@ class Observed:
                     "latency": round(elapsed, 6), "lane": record["lane"]})
 
 
+def refused(method: str, path: str, query: bytes, code: int, started: float | None) -> bytes:
+    """A request the protocol answered itself, before Django (414, 431, 401 or 413 decided from
+    the headers): counted and logged like any other. Returns its Audit-ID header line."""
+    audit_id = str(uuid.uuid4())
+    info = request_info(method, path, query)
+    labels = (info["verb"], info["dry_run"], info["group"], info["version"], info["resource"],
+              info["subresource"], info["scope"], COMPONENT)
+    elapsed = time.perf_counter() - started if started is not None else 0.0
+    _child(REQUESTS, (*labels, str(code))).inc()
+    _child(DURATION, labels).observe(elapsed)
+    _write({"ts": _now(), "auditID": audit_id, "user": "", "verb": info["verb"], "method": method,
+            "path": safe_path(path), "group": info["group"], "resource": info["resource"],
+            "subresource": info["subresource"], "namespace": info["namespace"], "name": info["name"],
+            "code": code, "latency": round(elapsed, 6), "lane": "protocol"})
+    return f"Audit-Id: {audit_id}\r\n".encode("latin-1")
+
+
 class ObservedWebsocket:
     """ASGI wrapper for page websockets: the open-socket gauge and a log line at close."""
 
@@ -191,6 +208,10 @@ class ObservedWebsocket:
         started = time.perf_counter()
         audit_id = str(uuid.uuid4())
         close_code = [None]
+        # Channels' auth middleware copies the scope, so the user it finds is not visible here:
+        # the consumer writes its principal's name into this record, shared by reference.
+        record = {"user": ""}
+        scope["kubedash.record"] = record
 
         async def observed_send(message):
             if message["type"] == "websocket.close" and close_code[0] is None:
@@ -202,9 +223,7 @@ class ObservedWebsocket:
             await self.app(scope, receive, observed_send)
         finally:
             WEBSOCKETS.dec()
-            user = scope.get("user")
-            _write({"ts": _now(), "auditID": audit_id,
-                    "user": user.get_username() if user is not None and user.is_authenticated else "",
+            _write({"ts": _now(), "auditID": audit_id, "user": record["user"],
                     "verb": "WEBSOCKET", "method": "GET", "path": safe_path(scope["path"]),
                     "code": close_code[0] or 1000, "latency": round(time.perf_counter() - started, 6),
                     "lane": "pages"})

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 from http import HTTPStatus
 
 import orjson
@@ -35,7 +36,7 @@ from twisted.web.http import HTTPChannel
 
 from dashboard.kube.errors import ApiError, unauthorized
 
-from . import bridge
+from . import bridge, observe
 from .lanes import lanes
 
 REFUSED_LINGER_SECONDS = 2   # how long a refused connection's remaining upload is dropped
@@ -58,6 +59,8 @@ class LimitedChannel(HTTPChannel):
     _refused = False
     _request_line_bytes = 0
     _continue = None    # "held": `Expect: 100-continue` waits for the credentials check; "owed"
+    _started = None     # perf_counter at the request's first byte (a refusal's logged latency)
+    _long_line = b""    # the start of a request line too long to parse (a 414's log line)
 
     def __init__(self):
         super().__init__()
@@ -67,6 +70,7 @@ class LimitedChannel(HTTPChannel):
 
     def dataReceived(self, data):
         if self._awaiting_headers and self._header_clock is None:
+            self._started = time.perf_counter()
             self._header_clock = self.callLater(settings.KUBEDASH_HEADER_TIMEOUT_SECONDS, self._headers_too_slow)
         super().dataReceived(data)
 
@@ -81,6 +85,7 @@ class LimitedChannel(HTTPChannel):
 
     def lineLengthExceeded(self, line):
         if self._receivedHeaderSize == 0:    # still the request line
+            self._long_line = line[:256]
             return self.refuse(uri_too_long(settings.KUBEDASH_MAX_URL_BYTES))
         return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
 
@@ -135,9 +140,10 @@ class LimitedChannel(HTTPChannel):
         self._stop_header_clock()
         self.setTimeout(None)
         body = orjson.dumps(err.status())
+        audit = observe.refused(*self._request_line(), err.code, self._started)
         head = (f"HTTP/1.1 {err.code} {HTTPStatus(err.code).phrase}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
-        self.transport.write(head.encode("latin-1") + body)
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n").encode("latin-1")
+        self.transport.write(head + audit + b"\r\n" + body)
         self.dataReceived = self.lineReceived = self.rawDataReceived = _drop
         self._networkProducer.resumeProducing()   # in case a credentials check paused it
         if not ISSLTransport.providedBy(self.transport):
@@ -145,6 +151,15 @@ class LimitedChannel(HTTPChannel):
             # this on to the TCP connection beneath it and break the session.)
             self.transport.loseWriteConnection()
         self.callLater(REFUSED_LINGER_SECONDS, self.transport.loseConnection)
+
+
+    def _request_line(self) -> tuple[str, str, bytes]:
+        """(method, path, query) of the request being refused, as far as it was read."""
+        command, target = getattr(self, "_command", None), getattr(self, "_path", None)
+        if command is None:     # the request line itself was too long: what fits of it
+            command, _, target = self._long_line.partition(b" ")
+        path, _, query = (target or b"").partition(b"?")
+        return command.decode("latin-1")[:16], path.decode("latin-1"), query
 
 
 def _drop(*args) -> None:

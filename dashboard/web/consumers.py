@@ -155,6 +155,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.accept()
             await self.close(code=CLOSE_SIGNED_OUT)
             return
+        record = self.scope.get("kubedash.record")   # the websocket's log line (server/observe.py)
+        if record is not None:
+            record["user"] = self.principal.username
         if not live.may_view(self.principal, self.spec.namespace, self.spec.kinds):
             await self.close(code=4403)
             return
