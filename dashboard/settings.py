@@ -69,6 +69,8 @@ MIDDLEWARE = [
     # Outermost: CSP on pages, and `Secure` on every cookie of an HTTPS response.
     "dashboard.web.security.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Page HTML gzipped (not streams); before anything that reads or rewrites the body.
+    "dashboard.web.compression.PageGZipMiddleware",
     "dashboard.web.staticfiles.StaticFilesMiddleware",   # WhiteNoise: /static/, compressed
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
