@@ -501,7 +501,7 @@ def browser_phase(server: Server, cookie: str, objects: int, rate: float, second
                 thread = threading.Thread(target=writer, daemon=True)
                 if TRACE_DIR:   # --trace: a Chromium performance trace of the measured seconds
                     browser.start_tracing(page=page, path=str(Path(TRACE_DIR) / f"trace{path.replace('/', '-')}json"),
-                                          categories=["devtools.timeline", "disabled-by-default-devtools.timeline", "disabled-by-default-devtools.timeline.invalidationTracking"])
+                                          categories=["devtools.timeline", "disabled-by-default-devtools.timeline", "disabled-by-default-devtools.timeline.invalidationTracking", "disabled-by-default-v8.cpu_profiler"])
                 page.evaluate("window.__bench.counting = true")
                 started = time.perf_counter()
                 thread.start()

@@ -50,3 +50,40 @@ def test_collected_files_are_hashed_compressed_and_cached_for_good(viewer, tmp_p
         # An unhashed name still works (short caching), e.g. for a page rendered before a collect.
         plain = Client().get("/static/kubedash/live.js")
         assert plain.status_code == 200 and "immutable" not in plain.get("Cache-Control", "")
+
+
+# --- page HTML on the wire (dashboard/web/compression.py) -------------------------------------
+
+def test_pages_are_gzipped_for_browsers_that_accept_it(viewer):
+    from dashboard.coordination.models import Lease  # noqa: F401  (the kind's table exists)
+
+    plain = viewer.get("/leases/")
+    assert plain.status_code == 200 and "Content-Encoding" not in plain
+    zipped = viewer.get("/leases/", HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+    assert zipped.status_code == 200 and zipped["Content-Encoding"] == "gzip"
+    assert "Accept-Encoding" in zipped["Vary"]
+    html = gzip.decompress(zipped.content).decode()
+    # The same page (the CSRF token and server time differ per response).
+    assert "<h1>" in html and html.count("<tr") == plain.content.decode().count("<tr")
+
+
+def test_streams_are_not_gzipped(viewer):
+    """A watch (here through a browser session) must flow event by event: gzip would buffer it."""
+    r = viewer.get("/apis/coordination.k8s.io/v1/leases?watch=true&timeoutSeconds=1",
+                   HTTP_ACCEPT_ENCODING="gzip")
+    assert r.status_code == 200 and r.streaming and "Content-Encoding" not in r
+
+
+def test_row_rules_use_no_sibling_combinators():
+    """A rule like `tr + tr > *` or `* + *` makes Blink restyle every row of a table when one
+    row is pushed into it (1,000 rows: 35 ms a push, 24 fps; bench/pages.py). The sheet spaces
+    and borders rows without them."""
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parent.parent / "static/kubedash/app.css").read_text()
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    selectors = [s.strip() for block in re.findall(r"([^{}]+)\{", css) for s in block.split(",")]
+    sibling = [s for s in selectors if re.search(r"[+~]", s) and not s.startswith("@")]
+    offending = [s for s in sibling if re.search(r"(^|[\s>+~])(\*|tr|tbody|\.card|article)(\s*[+~])", s)
+                 or re.search(r"[+~]\s*\*", s)]
+    assert offending == [], offending
