@@ -124,6 +124,34 @@ def test_share_link_visitors_see_no_checkboxes_and_get_403(db, login):
     assert store.get(by_kind("Lease"), "team-a", "web-1")
 
 
+def test_endpoints_cards_have_checkboxes_for_editors_delete_and_undo(db, login):
+    from dashboard.kube import store
+    from dashboard.kube.registry import by_kind
+    from manifests import endpoints
+    eps = by_kind("Endpoints")
+    for name in ("web", "api"):
+        store.create(eps, "default", endpoints(name, ips=("10.0.0.1", "10.0.0.2"), not_ready=("10.0.0.3",)))
+    c = login("admin")
+    html = c.get("/endpoints/").content.decode()
+    assert 'action="/endpoints/bulk/"' in html and 'aria-label="Select default/web"' in html
+    assert "data-bulk-all" in html and 'class="cards bulk"' in html
+    viewer = login("viewer").get("/endpoints/").content.decode()
+    assert "/endpoints/bulk/" not in viewer and "data-bulk-all" not in viewer and 'class="cards bulk"' not in viewer
+    post = {"action": "delete", "selected": ["default/web", "default/api"]}
+    assert "Delete 2 Endpoints" in c.post("/endpoints/bulk/", post).content.decode()
+    assert c.post("/endpoints/bulk/", {**post, "confirm": "1"}).status_code == 302
+    for name in ("web", "api"):
+        with pytest.raises(Exception):
+            store.get(eps, "default", name)
+    html = c.get("/endpoints/").content.decode()
+    assert "Endpoints deleted: default/web, default/api." in html or "Endpoints deleted: default/api, default/web." in html
+    undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
+    c.post("/endpoints/bulk-undo/", {"undo": undo_id})
+    again = store.get(eps, "default", "web")
+    assert [a["ip"] for a in again["subsets"][0]["addresses"]] == ["10.0.0.1", "10.0.0.2"]
+    assert [a["ip"] for a in again["subsets"][0]["notReadyAddresses"]] == ["10.0.0.3"]
+
+
 def test_bad_posts_are_explained_not_500(two_jobs, login):
     c = login("admin")
     assert c.post("/jobs/bulk/", {"action": "explode", "selected": ["default/a"]}).status_code == 302
@@ -172,3 +200,33 @@ def test_browser_select_two_jobs_suspend_and_undo(wide_page, kube_server, ns):
     expect(page.locator(".flash-success")).to_contain_text(f"Undone: Job resumed: {ns}/one, {ns}/two.")
     assert not suspended("one") and not suspended("two")
     assert axe_violations(page) == []
+
+
+def test_browser_select_endpoints_cards_and_delete(wide_page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    from manifests import endpoints
+    page = wide_page
+    for name in ("alpha", "beta", "gamma"):
+        api(kube_server, "POST", f"/api/v1/namespaces/{ns}/endpoints", endpoints(name, ns=ns))
+    page.goto(f"{kube_server.http_url}/endpoints/?namespace={ns}")
+    bar = page.locator("[data-bulk-bar]")
+    expect(bar).to_be_hidden()
+    page.get_by_role("checkbox", name=f"Select {ns}/alpha").check()
+    page.get_by_role("checkbox", name=f"Select {ns}/gamma").check()
+    expect(page.locator("[data-bulk-count]")).to_have_text("2 selected:")
+    assert axe_violations(page) == []
+    page.get_by_role("checkbox", name="Select all Endpoints objects on this page").check()
+    expect(page.locator("[data-bulk-count]")).to_have_text("3 selected:")
+    page.get_by_role("checkbox", name=f"Select {ns}/beta").uncheck()
+    bar.get_by_role("button", name="Delete…").click()
+    expect(page.get_by_role("heading", name=re.compile("Delete 2 Endpoints"))).to_be_visible()
+    page.get_by_role("button", name=re.compile("^Delete 2")).click()
+    expect(page.locator(".flash-success")).to_contain_text("Endpoints deleted")
+    names = lambda: {o["metadata"]["name"] for o in kube_server.request(  # noqa: E731
+        "GET", f"/api/v1/namespaces/{ns}/endpoints")[2]["items"]}
+    assert names() == {"beta"}
+    assert axe_violations(page) == []
+    page.get_by_role("button", name=re.compile("Undo the last delete")).click()
+    expect(page.locator(".flash-success")).to_contain_text("created again")
+    assert names() == {"alpha", "beta", "gamma"}
