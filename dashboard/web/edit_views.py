@@ -277,10 +277,15 @@ def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name
     page = {"heading": f"Edit {info.noun} {name} as YAML", "submit_label": "Save", "cancel_url": url,
             "obj_url": url, "namespace": namespace, "name": name, "form_url": url + "edit/"}
     if request.method == "GET":
-        form = f.YamlForm(initial={"yaml": object_yaml(current)})
-        return _yaml_page(request, principal, info, form, rv=current["metadata"]["resourceVersion"], **page)
+        text = object_yaml(current)
+        form = f.YamlForm(initial={"yaml": text})
+        return _yaml_page(request, principal, info, form, rv=current["metadata"]["resourceVersion"],
+                          original=text, **page)
 
     rv = request.POST.get("resourceVersion", "")
+    # The text as loaded, posted back with the edit, so that a page shown again (errors) still
+    # reviews the changes against what was loaded (the editor's diff before save).
+    page["original"] = request.POST.get("original", "")
     form = f.YamlForm(request.POST)
     if not form.is_valid():
         return _yaml_page(request, principal, info, form, rv=rv, status=400, **page)

@@ -31,6 +31,7 @@ class YamlForm(forms.Form):
     yaml = forms.CharField(required=False, label="Object (YAML)", strip=False,
                            help_text="The whole object, as kubectl edit shows it. Unknown fields are an error.",
                            widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "mono yaml-input",
+                                                        "data-editor": "yaml",   # static_src/editor
                                                         "autocapitalize": "off", "autocomplete": "off",
                                                         "wrap": "off"}))
 
