@@ -616,3 +616,29 @@ def test_search_across_kinds_from_the_header(wide_page, kube_server, ns):
     assert axe_violations(page) == []
     page.get_by_role("link", name="migrate", exact=True).click()
     page.wait_for_url(f"{base}/jobs/{ns}/migrate/")
+
+
+def test_a_page_closed_for_falling_behind_reconnects_and_catches_up(page, kube_server, ns):
+    """4408 (the server's queue for this page overflowed) is the one 4xxx close that retries:
+    the page reconnects at once and catches up from its revision, rather than "reload"."""
+    from playwright.sync_api import expect
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "lag", "node-a"))
+    attempts = []
+
+    def route(ws):
+        attempts.append(ws.url)
+        if len(attempts) == 1:
+            ws.close(code=4408, reason="fell behind")   # the first socket: as an overflow closes it
+        else:
+            ws.connect_to_server()
+
+    page.route_web_socket(re.compile(r"/ws/live/"), route)
+    page.goto(f"{kube_server.http_url}/leases/?namespace={ns}")
+    # A write made while the page had no live socket is caught up on reconnect.
+    api(kube_server, "PATCH", leases_path(ns, "lag"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
+    expect(page.locator("#live-status")).to_have_text("Live")
+    expect(page.locator(dom("lease", ns, "lag")).locator(".holder")).to_have_text("node-b")
+    assert len(attempts) >= 2
+    api(kube_server, "PATCH", leases_path(ns, "lag"), {"spec": {"holderIdentity": "node-c"}}, merge=True)
+    expect(page.locator(dom("lease", ns, "lag")).locator(".holder")).to_have_text("node-c")

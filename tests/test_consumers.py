@@ -231,3 +231,57 @@ async def test_endpoints_rollup_follows_a_card(user, transactional_db):
     rollup = rollup[:rollup.index("</section>")]
     assert '<span class="badge bad">2 not ready</span>' in rollup
     await comm.disconnect()
+
+
+async def test_a_push_into_a_socket_that_closed_meanwhile_is_dropped_quietly(user, store_ops, monkeypatch, caplog):
+    """The client leaves while its push is being rendered (the consumer hears of it only after
+    the render: Channels handles the disconnect on the same sync thread). Daphne refuses the
+    late send; the push is dropped quietly: no "Task exception was never retrieved"."""
+    import asyncio
+    import gc
+    import logging
+    import threading
+
+    from dashboard.web import live
+    from dashboard.web.consumers import LiveConsumer
+
+    rendering, release = threading.Event(), threading.Event()
+    real = live.render_changes
+
+    def slow_render(*args, **kw):
+        rendering.set()
+        release.wait(10)
+        return real(*args, **kw)
+
+    gone = asyncio.Event()
+    tried = []
+    real_send = LiveConsumer.send
+
+    async def send(self, *args, **kw):
+        if gone.is_set():   # as Daphne does once the client has closed
+            tried.append(kw.get("text_data"))
+            raise RuntimeError("Unexpected ASGI message 'websocket.send', after sending 'websocket.close'")
+        return await real_send(self, *args, **kw)
+
+    monkeypatch.setattr(live, "render_changes", slow_render)
+    monkeypatch.setattr(LiveConsumer, "send", send)
+    await _write(store_ops.create, "a")
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
+    assert ok
+    await _write(store_ops.patch, "a", holder="mid-push")
+    assert await asyncio.get_running_loop().run_in_executor(None, rendering.wait, 10)
+    with caplog.at_level(logging.DEBUG):
+        gone.set()
+        release.set()
+        deadline = asyncio.get_running_loop().time() + 5
+        while not tried and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert tried, "the push was not attempted"
+        await comm.disconnect()
+        await asyncio.sleep(0.2)
+        gc.collect()
+        await asyncio.sleep(0.1)
+    problems = [r.getMessage() for r in caplog.records
+                if "never retrieved" in r.getMessage() or "push failed" in r.getMessage()]
+    assert problems == []

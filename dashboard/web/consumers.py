@@ -35,6 +35,7 @@ FLUSH_SECONDS = 0.05   # coalesce bursts of writes into one push
 # link), 4403 this page is no longer allowed (revoked share link, access taken away), 4400 a
 # malformed page address, 4408 fell behind (reconnect and refresh).
 CLOSE_SIGNED_OUT = 4401
+CLOSE_BEHIND = 4408
 
 SIGNED_OUT_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Signed out</h1></div>'
                        '<p class="alert" role="alert">You have been signed out. '
@@ -136,6 +137,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.pending: dict[tuple, tuple] = {}
         self.flush_lock = asyncio.Lock()
         self.flush_handle = None
+        self.flush_task = None
         self.pump = None
         self.closing = False
         try:
@@ -204,6 +206,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         return state
 
     async def disconnect(self, code):
+        self.closing = True
         if getattr(self, "guard", None) is not None:
             hub.unguard(self.guard)
         for sub in getattr(self, "subscribers", ()):
@@ -212,6 +215,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             self.pump.cancel()
         if getattr(self, "flush_handle", None) is not None:
             self.flush_handle.cancel()
+        if getattr(self, "flush_task", None) is not None:
+            self.flush_task.cancel()   # a render for a socket that is gone: its send would fail
 
     async def receive(self, text_data=None, bytes_data=None):
         # Pages only listen; anything a client sends is ignored (no writes over this socket).
@@ -272,18 +277,42 @@ class LiveConsumer(AsyncWebsocketConsumer):
         while True:
             kind, ev = await self.queue.get()
             if kind is CLOSE:
-                # We fell too far behind: close; the page reconnects and refreshes.
-                await self.close(code=4408)
+                # We fell too far behind: close; the page reconnects at once and catches up
+                # from its revision (live.js: 4408 is the one 4xxx code that retries).
+                self.closing = True
+                await self.close(code=CLOSE_BEHIND)
                 return
             self.pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
             if self.flush_handle is None:
-                self.flush_handle = loop.call_later(FLUSH_SECONDS, lambda: loop.create_task(self._flush()))
+                self.flush_handle = loop.call_later(FLUSH_SECONDS, self._start_flush)
+
+    def _start_flush(self):
+        self.flush_handle = None
+        if self.closing:
+            return
+        self.flush_task = asyncio.get_running_loop().create_task(self._flush())
+        self.flush_task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task) -> None:
+        # Retrieve the outcome (no "Task exception was never retrieved"): a render that failed
+        # is logged (a push into a socket that closed meanwhile is not an error: _flush).
+        self.flush_task = None
+        if task.cancelled() or task.exception() is None:
+            return
+        if not self.closing:
+            log.warning("a live page push failed", exc_info=task.exception())
 
     async def _flush(self):
-        self.flush_handle = None
         async with self.flush_lock:  # one render at a time: it updates self.shown
             pending, self.pending = self.pending, {}
             if not pending:
                 return
-            for html in await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known):
-                await self.send(text_data=html)
+            messages = await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known)
+            for html in messages:
+                if self.closing:   # closed while rendering (asgiref finishes the render anyway)
+                    return
+                try:
+                    await self.send(text_data=html)
+                except Exception:   # the client went away meanwhile: its disconnect is on its way
+                    self.closing = True
+                    return

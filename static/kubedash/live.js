@@ -245,7 +245,7 @@
   var status = document.getElementById("live-status");
   var staleNote = document.getElementById("live-stale");
   var retryButton = document.getElementById("live-retry");
-  var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 2000, GATE_TICK_MS = 100;
+  var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 2000, GATE_TICK_MS = 100, CLOSE_BEHIND = 4408;
   var attempts = 0, nextAttemptAt = 0, everOpen = false;
   var lastEventAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
 
@@ -298,7 +298,8 @@
   document.addEventListener("htmx:wsError", function () { show("down", "Reconnecting…"); });
   document.addEventListener("htmx:wsClose", function (e) {
     var code = e.detail && e.detail.event ? e.detail.event.code : 0;
-    if (code >= 4000) {   // the server ended this page's access: see "access ended" below
+    // 4408: this page fell too far behind the server's pushes: reconnect and catch up.
+    if (code >= 4000 && code !== CLOSE_BEHIND) {   // the server ended this page's access: see "access ended" below
       accessEnded(code);
       return;
     }
@@ -307,6 +308,7 @@
     // The extension retries by itself only after abnormal closes (1006, 1011-1013); a clean
     // close (a restarting server says 1001) must reconnect too, or the page goes stale.
     if ([1006, 1011, 1012, 1013].indexOf(code) < 0 && e.detail && e.detail.socketWrapper) {
+      if (code === CLOSE_BEHIND) nextAttemptAt = 0;   // at once: the server is there
       setTimeout(e.detail.socketWrapper.reconnect, 0);
     }
   });
