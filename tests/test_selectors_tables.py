@@ -685,3 +685,71 @@ def test_version_info():
     assert set(info) == {"major", "minor", "gitVersion", "gitCommit", "gitTreeState", "buildDate",
                          "goVersion", "compiler", "platform"}
     assert all(isinstance(v, str) and v for v in info.values())
+
+
+# ------------------------------------------------- Tables of stored texts (cached rows)
+
+def _real_objects():
+    """The three real kinds, as stored: jobs running, finished and not started."""
+    from manifests import endpoints, job
+    from dashboard.batch.resource import JOBS
+    from dashboard.coordination.resource import LEASES
+    from dashboard.core.resource import ENDPOINTS as EPS
+
+    def stored(obj, rv, created):
+        obj = json.loads(json.dumps(obj))
+        obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{rv}", creationTimestamp=created,
+                               managedFields=[{"manager": "m", "operation": "Update", "time": created,
+                                               "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}])
+        return obj
+
+    t = "2026-01-02T03:04:05Z"
+    running = stored(job("run"), 1, t)
+    running["spec"]["selector"] = {"matchLabels": {"b": "2", "a": "1"},
+                                   "matchExpressions": [{"key": "k", "operator": "In", "values": ["y", "x"]}]}
+    running["status"] = {"startTime": "2026-01-02T03:05:00Z", "active": 1}
+    done = stored(job("done"), 2, t)
+    done["status"] = {"startTime": "2026-01-02T03:05:00Z", "completionTime": "2026-01-02T03:07:30Z",
+                      "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    waiting = stored(job("waiting"), 3, t)
+    no_time = stored(job("no-time"), 4, t)
+    del no_time["metadata"]["creationTimestamp"]
+    return [(JOBS, [running, done, waiting, no_time]),
+            (LEASES, [stored(lease("l1"), 5, t), stored(lease("l2", holder=""), 6, t)]),
+            (EPS, [stored(endpoints("svc", ips=("10.0.0.1", "10.0.0.2"), not_ready=("10.0.0.3",)), 7, t)])]
+
+
+@pytest.mark.parametrize("include", ["Metadata", "None", "Object", ""])
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_tables_from_stored_texts_equal_tables_from_objects(include, version):
+    import orjson
+
+    from dashboard.kube.tables import table_of_texts
+    for when in (datetime(2026, 1, 2, 3, 10, tzinfo=timezone.utc), datetime(2026, 3, 1, tzinfo=timezone.utc)):
+        for res, objects in _real_objects():
+            texts = [orjson.dumps(o) for o in objects]
+            meta = {"resourceVersion": "99"}
+            expected = build_table(res, objects, list_meta=meta, include_object=include, now=when, version=version)
+            for _ in range(2):       # the second time from cached rows
+                got = orjson.loads(orjson.dumps(table_of_texts(res, texts, list_meta=meta, include_object=include,
+                                                               now=when, version=version)))
+                assert got == orjson.loads(orjson.dumps(expected))
+
+
+def test_cached_rows_keep_time_cells_live_and_follow_new_revisions():
+    import orjson
+
+    from dashboard.batch.resource import JOBS
+    from dashboard.kube.tables import table_of_texts
+    running = _real_objects()[0][1][0]
+    text = orjson.dumps(running)
+    at = lambda when: table_of_texts(JOBS, [text], list_meta={}, now=when)["rows"][0]["cells"]  # noqa: E731
+    early, later = at(datetime(2026, 1, 2, 3, 6, tzinfo=timezone.utc)), at(datetime(2026, 1, 2, 5, 6, tzinfo=timezone.utc))
+    # Name, Status, Completions, Duration, Age, ...: the duration and the age move with the clock.
+    assert early[3] == "60s" and later[3] == "121m" and early[4] == "115s" and later[4] == "121m"
+    assert early[:3] == later[:3] and early[5:] == later[5:]
+    assert later[-1] == "a=1,b=2,k in (x,y)"
+    running["status"]["succeeded"] = 1
+    running["metadata"]["resourceVersion"] = "11"
+    assert table_of_texts(JOBS, [orjson.dumps(running)], list_meta={}, now=datetime(2026, 1, 2, 5, 6, tzinfo=timezone.utc)
+                          )["rows"][0]["cells"][2] == "1/1"

@@ -721,14 +721,22 @@ def completions_text(obj: dict) -> str:
     return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
 
 
-def duration_text(obj: dict, now: datetime) -> str:
-    """startTime to completionTime, or to now while running; "" before the job starts."""
+def duration_bounds(obj: dict) -> tuple:
+    """(startTime, completionTime) as datetimes (None when unset): what the duration needs."""
     status = obj.get("status") or {}
-    start = formats.parse_time(status.get("startTime"))
+    return formats.parse_time(status.get("startTime")), formats.parse_time(status.get("completionTime"))
+
+
+def duration_at(bounds: tuple, now: datetime) -> str:
+    start, end = bounds
     if start is None:
         return ""
-    end = formats.parse_time(status.get("completionTime")) or now
-    return formats.human_duration((end - start).total_seconds())
+    return formats.human_duration(((end or now) - start).total_seconds())
+
+
+def duration_text(obj: dict, now: datetime) -> str:
+    """startTime to completionTime, or to now while running; "" before the job starts."""
+    return duration_at(duration_bounds(obj), now)
 
 
 def _containers(obj: dict) -> list[dict]:
@@ -741,7 +749,8 @@ columns = (
            description="The number of pods which reached phase Succeeded. The value increases "
                        "monotonically for a given spec. However, it may decrease in reaction to scale "
                        "down of elastic indexed jobs."),
-    Column("Duration", "string", duration_text, description="Time required to complete the job."),
+    Column("Duration", "string", duration_text, description="Time required to complete the job.",
+           freeze=duration_bounds, at=duration_at),
     Column("Containers", "string", lambda obj, now: ",".join(c.get("name") or "" for c in _containers(obj)),
            description="Names of each container in the template.", priority=1),
     Column("Images", "string", lambda obj, now: ",".join(c.get("image") or "" for c in _containers(obj)),

@@ -21,7 +21,11 @@ def _no_op(*_args: Any) -> None:
 
 @dataclass(frozen=True)
 class Column:
-    """One meta.k8s.io/v1 Table column. cell(obj, now) -> the cell value."""
+    """One meta.k8s.io/v1 Table column. cell(obj, now) -> the cell value.
+
+    A cell that depends on the time (a running Job's duration) also gives `freeze(obj)`, the
+    few values it needs, and `at(frozen, now)`, the cell from them: Tables cache each stored
+    revision's cells (kube/tables.py) and recompute only these at each request."""
 
     name: str
     type: str
@@ -29,6 +33,8 @@ class Column:
     format: str = ""
     description: str = ""
     priority: int = 0
+    freeze: Callable[[dict], Any] | None = None
+    at: Callable[[Any, Any], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -268,16 +268,14 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
                    single: bool = False) -> HttpResponse:
     """A list (or a single object) as JSON, or as the meta.k8s.io Table or
     PartialObjectMetadata(List) the client asked for."""
-    from .tables import build_table, table_content_type
+    from .tables import table_content_type, table_of_texts
 
     shape, version = output(request)
     if shape == "PartialObjectMetadata":
         return _partial_metadata(request, items, list_meta, version, single)
     if shape == "Table":
         include = request.GET.get("includeObject", "") or "Metadata"
-        objects = [orjson.loads(t) for t in items]
-        table = build_table(res, objects, list_meta=list_meta, include_object=include, now=now(),
-                            version=version)
+        table = table_of_texts(res, items, list_meta=list_meta, include_object=include, now=now(), version=version)
         return json_response(table, request=request, content_type=table_content_type(version))
     if single:
         return json_response(items[0], request=request)
