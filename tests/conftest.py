@@ -76,6 +76,36 @@ def api(make_api):
     return make_api("admin")
 
 
+def log_in_form(conn: http.client.HTTPConnection, origin: str, username: str, password: str, *,
+                secure: bool = False) -> str:
+    """The login form as a browser submits it (CSRF cookie and token, Origin); returns the
+    Cookie header of the session. `secure`: every cookie must say Secure (HTTPS)."""
+    from http.cookies import SimpleCookie
+    from urllib.parse import urlencode
+
+    def keep(resp) -> None:
+        for name, value in resp.getheaders():
+            if name.lower() == "set-cookie":
+                assert not secure or "secure" in value.lower(), f"a cookie over HTTPS without Secure: {value}"
+                jar.load(value)
+
+    jar = SimpleCookie()
+    conn.request("GET", "/accounts/login/")
+    resp = conn.getresponse()
+    resp.read()
+    keep(resp)
+    csrf = jar["csrftoken"].value
+    form = urlencode({"csrfmiddlewaretoken": csrf, "username": username, "password": password, "next": "/"})
+    conn.request("POST", "/accounts/login/", body=form, headers={
+        "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf}",
+        "Origin": origin, "Referer": origin + "/accounts/login/"})
+    resp = conn.getresponse()
+    resp.read()
+    keep(resp)
+    assert resp.status == 302 and "sessionid" in jar, f"login failed: {resp.status}"
+    return f"csrftoken={csrf}; sessionid={jar['sessionid'].value}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

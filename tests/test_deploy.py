@@ -31,16 +31,14 @@ import tempfile
 import threading
 import time
 import uuid
-from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import urlencode
 
 import orjson
 import pytest
 import yaml
 
 import pg_support
-from conftest import ROOT, LiveServer, free_port, require_kubectl, server_env
+from conftest import ROOT, LiveServer, free_port, log_in_form, require_kubectl, server_env
 from manifests import lease
 
 TEMPLATE = ROOT / "deploy" / "nginx" / "kubedash.conf.template"
@@ -302,29 +300,11 @@ def test_watch_event_is_streamed_through_the_proxy_as_it_happens(stack):
 
 def _log_in(stack, username: str, password: str) -> str:
     """The login form over the proxy's HTTPS, as a browser submits it; returns the Cookie header."""
-    origin = stack.base
     conn = stack.https()
-    conn.request("GET", "/accounts/login/")
-    resp = conn.getresponse()
-    resp.read()
-    jar = SimpleCookie()
-    for name, value in resp.getheaders():
-        if name.lower() == "set-cookie":
-            assert "secure" in value.lower(), f"a cookie over HTTPS without Secure: {value}"
-            jar.load(value)
-    csrf = jar["csrftoken"].value
-    form = urlencode({"csrfmiddlewaretoken": csrf, "username": username, "password": password, "next": "/"})
-    conn.request("POST", "/accounts/login/", body=form, headers={
-        "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf}",
-        "Origin": origin, "Referer": origin + "/accounts/login/"})
-    resp = conn.getresponse()
-    resp.read()
-    for name, value in resp.getheaders():
-        if name.lower() == "set-cookie":
-            jar.load(value)
-    conn.close()
-    assert resp.status == 302 and "sessionid" in jar, f"login through the proxy failed: {resp.status}"
-    return f"csrftoken={csrf}; sessionid={jar['sessionid'].value}"
+    try:
+        return log_in_form(conn, stack.base, username, password, secure=True)
+    finally:
+        conn.close()
 
 
 def test_page_websocket_through_the_proxy_gets_pushed_fragments(stack):

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import ROOT, LiveServer, free_port, server_env
+from conftest import ROOT, LiveServer, free_port, log_in_form, server_env
 from manifests import lease
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
@@ -390,8 +390,6 @@ def test_refused_before_django_is_logged_and_counted(server):
 
 def test_page_websocket_log_line_names_its_user(server):
     import websocket  # websocket-client, which the kubernetes client depends on
-    from http.cookies import SimpleCookie
-    from urllib.parse import urlencode
 
     server.manage("shell", "-c", (
         "from dashboard.access.tokens import ensure_user\n"
@@ -400,26 +398,7 @@ def test_page_websocket_log_line_names_its_user(server):
         "u.save()\n"))
     base = f"http://127.0.0.1:{server.http_port}"
     conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
-    conn.request("GET", "/accounts/login/")
-    resp = conn.getresponse()
-    resp.read()
-    jar = SimpleCookie()
-    for name, value in resp.getheaders():
-        if name.lower() == "set-cookie":
-            jar.load(value)
-    csrf = jar["csrftoken"].value
-    form = urlencode({"csrfmiddlewaretoken": csrf, "username": "ws-logged",
-                      "password": "ws-password-not-secret", "next": "/"})
-    conn.request("POST", "/accounts/login/", body=form, headers={
-        "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={csrf}",
-        "Origin": base, "Referer": base + "/accounts/login/"})
-    resp = conn.getresponse()
-    resp.read()
-    for name, value in resp.getheaders():
-        if name.lower() == "set-cookie":
-            jar.load(value)
-    assert resp.status == 302 and "sessionid" in jar
-    cookie = f"csrftoken={csrf}; sessionid={jar['sessionid'].value}"
+    cookie = log_in_form(conn, base, "ws-logged", "ws-password-not-secret")
     conn.request("GET", "/leases/", headers={"Cookie": cookie})
     resp = conn.getresponse()
     html = resp.read().decode()
