@@ -34,6 +34,7 @@ from django.http.cookie import parse_cookie
 from django.test.utils import override_settings
 
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
+from dashboard.kube.views import DIRECT_METHODS, direct_route, serve_direct
 
 from .lanes import API_ROOTS, LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
@@ -78,13 +79,21 @@ class LaneWSGIHandler(WSGIHandler):
 
 
 class APIWSGIHandler(LaneWSGIHandler):
-    """The lane handler with only settings.KUBEDASH_API_MIDDLEWARE (security headers)."""
+    """The lane handler with only settings.KUBEDASH_API_MIDDLEWARE (security headers); the
+    resource paths of bearer-token calls are dispatched directly (kube.views.serve_direct)."""
 
     def load_middleware(self, is_async=False):
         # Built once, at import, before the server takes requests: the override is not seen
         # by any request.
         with override_settings(MIDDLEWARE=settings.KUBEDASH_API_MIDDLEWARE):
             super().load_middleware(is_async)
+
+    def _get_response(self, request):
+        if request.method in DIRECT_METHODS and request.META.get("HTTP_AUTHORIZATION", "")[:7].lower() == "bearer ":
+            route = direct_route(request.path_info)
+            if route is not None:
+                return serve_direct(request, *route)
+        return super()._get_response(request)
 
 
 class LanedHTTP:
