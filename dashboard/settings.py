@@ -136,6 +136,8 @@ _default_db = f"sqlite:///{DATA_DIR / 'kubedash.sqlite3'}"
 DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_db), conn_max_age=600,
                                               conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's backend, with writers taking turns through a lock file (kube/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "dashboard.kube.sqlite"
     DATABASES["default"]["OPTIONS"] = {
         # Writers take the lock at BEGIN, so revision numbers commit in order (see store.py).
         "transaction_mode": "IMMEDIATE",

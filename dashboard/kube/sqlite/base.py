@@ -1,0 +1,86 @@
+"""Django's SQLite backend, with writers taking turns through a lock file instead of sleeping.
+
+Every write transaction starts with BEGIN IMMEDIATE (settings), which takes SQLite's write lock;
+a second writer that finds it held waits in SQLite's busy handler, which *sleeps* 1, 2, 5, 10,
+15, 20, 25 ... 100 ms between tries. With several worker processes writing (serve --workers N),
+those sleeps, not the work, set a renewal's latency. So each connection first takes an
+exclusive flock(2) on `<database>-writers`: a waiting writer polls it every few hundred
+microseconds and gets it right after the holder commits. The lock only orders writers that use
+it; SQLite's own lock still decides correctness, so after WAIT_SECONDS a writer goes on to
+BEGIN IMMEDIATE without it (and a write outside a transaction never takes it).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+from django.db.backends.sqlite3 import base
+
+WAIT_SECONDS = 20.0        # as long as SQLite's own busy timeout (settings)
+POLL_SECONDS = (0.00005, 0.0001, 0.0002, 0.0005)   # then every 0.5 ms
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    _writers_fd: int | None = None
+    _holds_writers = False
+
+    def _writers_lock(self) -> int | None:
+        if self._writers_fd is None and not self.is_in_memory_db():
+            # One open file per connection: flock excludes other connections of this process too.
+            self._writers_fd = os.open(f"{self.settings_dict['NAME']}-writers", os.O_RDWR | os.O_CREAT, 0o600)
+        return self._writers_fd
+
+    def _take_writers(self) -> None:
+        fd = self._writers_lock()
+        if fd is None:
+            return
+        deadline = None
+        tries = 0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._holds_writers = True
+                return
+            except BlockingIOError:
+                pass
+            now = time.monotonic()
+            deadline = deadline or now + WAIT_SECONDS
+            if now > deadline:
+                return          # SQLite's busy handler decides from here
+            time.sleep(POLL_SECONDS[min(tries, len(POLL_SECONDS) - 1)])
+            tries += 1
+
+    def _give_writers(self) -> None:
+        if self._holds_writers:
+            self._holds_writers = False
+            fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
+
+    def _start_transaction_under_autocommit(self):
+        self._take_writers()
+        try:
+            super()._start_transaction_under_autocommit()
+        except BaseException:
+            self._give_writers()
+            raise
+
+    def _commit(self):
+        try:
+            return super()._commit()
+        finally:
+            self._give_writers()
+
+    def _rollback(self):
+        try:
+            return super()._rollback()
+        finally:
+            self._give_writers()
+
+    def _close(self):
+        try:
+            return super()._close()
+        finally:
+            self._give_writers()
+            if self._writers_fd is not None:
+                os.close(self._writers_fd)
+                self._writers_fd = None
