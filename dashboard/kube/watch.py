@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 
 CLOSE = object()  # queue sentinel: the stream must end (overflow or shutdown)
 
+# Set by the HTTP server while it starts a request's application (dashboard.server.protocol):
+# a callable returning a writer for that response's body on its connection, or None. A watch
+# stream whose server provides one is written straight to its socket (StreamSubscriber).
+response_writer: contextvars.ContextVar = contextvars.ContextVar("kubedash_response_writer", default=None)
+
 # Access re-checks: a change is noticed within this (the follower reads AccessChange rows at
 # least this often; also how often deadlines - session, token, share-link expiry - are checked).
 ACCESS_POLL_SECONDS = 0.5
@@ -179,6 +184,119 @@ class Subscriber:
         self.queue.put_nowait((CLOSE, final))
 
 
+class StreamSubscriber(Subscriber):
+    """A watch stream's subscriber that writes to its connection directly (when attached).
+
+    The hub's dispatch encodes each event this watcher must see (the line is shared by every
+    JSON watcher of the revision) and appends it to `out`, synchronously; once per loop turn
+    the hub flushes every watcher that got something: one chunk, one write (a plain `send`
+    on TCP when nothing is queued before it) per watcher, however many events piled up. The
+    stream's task sleeps until its timer (bookmarks, the deadline) or close() wakes it - no
+    task wake-up, no ASGI message, no Twisted writer registration per event.
+
+    Bounded: a watcher more than KUBE_WATCH_QUEUE_SIZE events behind - in `out`, or
+    estimated from the bytes its socket has not taken - is closed (its response ends
+    cleanly, its client resumes from the last resourceVersion it got), never buffered on.
+    """
+
+    writer = None          # set by attach(); None: the queue of Subscriber is used
+    encode = None          # (type, Event) -> bytes
+    counter = None         # apiserver_watch_events_total child of this resource
+    out: list | None = None
+    final: bytes | None = None
+    waiter: asyncio.Future | None = None
+    woken = False
+    events_written = 0
+    bytes_written = 0
+
+    def attach(self, writer, encode, counter) -> None:
+        self.writer, self.encode, self.counter = writer, encode, counter
+        self.limit = settings.KUBE_WATCH_QUEUE_SIZE   # (a settings lookup costs a µs: not per event)
+        self.out = []
+
+    def offer(self, ev: Event) -> None:
+        # The hub offers ev only to the watchers of its kind and namespace (or all namespaces).
+        if self.writer is None or self.buffer is not None or self.matching is not None or self.names \
+                or self.field_selector is not None:
+            return super().offer(ev)
+        if self.closed or ev.rv <= self.start_rv:
+            return
+        out = self.out
+        out.append(self.encode(ev.type, ev))
+        if len(out) == 1:
+            hub.schedule_flush(self)
+        elif len(out) > self.limit:
+            self.overflow()
+
+    def _deliver(self, ev: Event) -> None:
+        if self.writer is None:
+            return super()._deliver(ev)
+        kind = self.decide(ev)
+        if kind is None:
+            return
+        out = self.out
+        out.append(self.encode(kind, ev))
+        if len(out) == 1:
+            hub.schedule_flush(self)
+        elif len(out) > self.limit:
+            self.overflow()
+
+    def flush(self) -> int:
+        """Write what is pending; returns the number of events written."""
+        out = self.out
+        if not out or self.closed:
+            return 0
+        n = len(out)
+        data = out[0] if n == 1 else b"".join(out)
+        out.clear()
+        behind = self.writer.write(data)
+        if behind < 0:
+            return 0     # the client went away: the stream's task is being cancelled
+        self.events_written += n
+        self.bytes_written += len(data)
+        # Events not yet taken by the client, estimated from the bytes still queued for its
+        # socket and the average size of what this watcher was sent.
+        if behind and behind * self.events_written > self.limit * self.bytes_written:
+            self.overflow()
+        return n
+
+    def sent(self, events: int, size: int) -> None:
+        """Events written another way (the starting list, the catch-up): they count in the
+        estimate of how far behind the client is."""
+        self.events_written += events
+        self.bytes_written += size
+
+    def overflow(self) -> None:
+        metrics.WATCH_TERMINATED.labels(self.resource.plural).inc()
+        self.close()
+
+    def wake(self) -> None:
+        self.woken = True
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until close() or the stream's timer wakes it."""
+        if not self.woken:
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        self.woken = False
+
+    def close(self, final=None) -> None:
+        if self.writer is None:
+            return super().close(final)
+        if self.closed:
+            return
+        self.closed = True
+        self.out.clear()
+        self.final = final
+        self.wake()
+
+
 def _read_after(rv: int, limit: int, upto: int | None = None) -> list[Event]:
     return [Event(*row) for row in revlog.read_after(rv, limit, upto)]
 
@@ -218,6 +336,7 @@ class Hub:
         self._expiry_task: asyncio.Task | None = None
         self._rechecks: set[asyncio.Task] = set()
         self.redis_lost = False   # the Redis doorbell is down: the follower polls the log instead
+        self._dirty: list[StreamSubscriber] = []   # watchers with events to write this loop turn
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -232,6 +351,7 @@ class Hub:
             if self._follower is not None:
                 self._follower.stop()
             self.subscribers = {}
+            self._dirty = []
             self.guards, self.expiring = {}, set()
             self.last_rv = await sync_to_async(store.current_revision)()
             self._follower = _Follower(self, loop, self.last_rv, await sync_to_async(_last_access_change)())
@@ -306,6 +426,22 @@ class Hub:
                     sub.offer(ev)
             self.last_rv = ev.rv
         metrics.hub_dispatched(self.last_rv)
+
+    def schedule_flush(self, sub: StreamSubscriber) -> None:
+        """sub has events to write: flush it (with every other such watcher) this loop turn."""
+        if not self._dirty:
+            self.loop.call_soon(self._flush)
+        self._dirty.append(sub)
+
+    def _flush(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        counts: dict = {}
+        for sub in dirty:
+            n = sub.flush()
+            if n:
+                counts[sub.counter] = counts.get(sub.counter, 0) + n
+        for counter, n in counts.items():
+            counter.inc(n)
 
     async def _listen_redis(self) -> None:
         import redis.asyncio as aioredis

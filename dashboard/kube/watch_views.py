@@ -19,9 +19,9 @@ from django.views.decorators.csrf import csrf_exempt
 from . import store
 from .errors import ApiError, forbidden_request, gone, unauthorized
 from .meta import parse_bool
-from .metrics import counted
+from .metrics import WATCH_EVENTS, counted
 from .views import authorize, collection, list_query, resolve, status_response
-from .watch import CLOSE, Event, Guard, Subscriber, _read_after, hub
+from .watch import CLOSE, Event, Guard, StreamSubscriber, _read_after, hub, response_writer
 
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
 
@@ -125,7 +125,7 @@ def _prepare(request, kw: dict, single_name: str | None):
     q.limit, q.continue_token = None, ""
     if single_name is not None:
         q.names = (single_name,)
-    sub = Subscriber(resource=res, namespace=q.namespace, names=q.names, label_selector=q.label_selector,
+    sub = StreamSubscriber(resource=res, namespace=q.namespace, names=q.names, label_selector=q.label_selector,
                      field_selector=q.field_selector)
     if sub.stateful:
         sub.matching = set()
@@ -239,8 +239,8 @@ def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
     return g
 
 
-async def _stream(request, res, sub: Subscriber, options: dict, initial: list[bytes], guard: Guard | None = None,
-                  generation: int = 0):
+async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: list[bytes], guard: Guard | None = None,
+                  generation: int = 0, open_writer=None):
     enc = _Encoder(request, res)
     loop = asyncio.get_running_loop()
     if guard is not None:
@@ -251,8 +251,15 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
     interval = settings.KUBE_WATCH_BOOKMARK_SECONDS
     try:
         yield b""  # send the headers now: clients learn the watch is established
+        # From here on, events go straight to the connection when the server allows it
+        # (Daphne, HTTP/1.1 chunked): written by the hub's dispatch, flushed once per loop turn.
+        writer = open_writer() if open_writer is not None else None
+        if writer is not None and not sub.closed:
+            sub.attach(writer, enc.event, WATCH_EVENTS.labels(res.group, res.version, res.kind))
         if initial:
-            yield b"".join(enc.added(text) for text in initial)
+            data = b"".join(enc.added(text) for text in initial)
+            sub.sent(len(initial), len(data))
+            yield data
         # Revisions committed between the starting point and registration come from the log.
         registered_at = hub.register(sub)
         after = sub.start_rv
@@ -262,9 +269,11 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
                 break
             lines = [enc.event(kind, ev) for ev in batch if sub.wants(ev) and (kind := sub.decide(ev))]
             if lines:
-                yield b"".join(lines)
+                data = b"".join(lines)
+                sub.sent(len(lines), len(data))
+                yield data
             after = batch[-1].rv
-        sub.release_buffer()
+        sub.release_buffer()   # (direct: queued for this loop turn's flush, after what is yielded now)
         if options["send_initial"]:
             yield enc.bookmark(max(sub.start_rv, after), initial_end=True)
         next_bookmark = loop.time() + interval
@@ -274,6 +283,35 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
             end = deadline - (1 if final_bookmark else 0)
             return min(end, next_bookmark) if options["bookmarks"] else end
 
+        if sub.writer is not None:
+            # One timer per stream, re-armed when it fires; the task runs only when it or
+            # close() wakes it. Anything yielded goes after what the hub has pending for it.
+            def tick() -> None:
+                sub.wake()
+                timer[0] = loop.call_at(wake_time() if wake_time() > loop.time() else loop.time() + 0.5, tick)
+
+            timer = [loop.call_at(wake_time(), tick)]
+            while True:
+                await sub.wait()
+                if sub.closed:
+                    if sub.final is not None:
+                        yield sub.final   # the final ERROR event (access ended)
+                    return
+                now = loop.time()
+                if now >= deadline - (1 if final_bookmark else 0):
+                    sub.flush()
+                    if final_bookmark:
+                        yield enc.bookmark(hub.last_rv)
+                        final_bookmark = False
+                        if now < deadline:
+                            continue
+                    return
+                if options["bookmarks"] and now >= next_bookmark:
+                    sub.flush()
+                    yield enc.bookmark(hub.last_rv)
+                    next_bookmark = now + interval
+
+        # Without a direct writer: events come through the subscriber's queue.
         # One timer per stream, re-armed only when it fires (not one timeout per event): it
         # drops a TICK into the queue, which the loop below treats as "check the clock".
         def tick() -> None:
@@ -315,6 +353,7 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
     finally:
         if "timer" in locals():
             timer[0].cancel()
+        sub.closed = True   # nothing more is written for it (a flush may be pending this turn)
         hub.unregister(sub)
         if guard is not None:
             hub.unguard(guard)
@@ -330,8 +369,8 @@ async def watch(request, single_name: str | None = None, **kw):
             # Too old: kube-apiserver answers 200 and a single ERROR event, then closes.
             return StreamingHttpResponse(iter([_error_line(err)]), content_type="application/json")
         return status_response(err, request)
-    response = StreamingHttpResponse(counted(_stream(request, res, sub, options, initial, guard, generation), res),
-                                     content_type="application/json")
+    stream = _stream(request, res, sub, options, initial, guard, generation, response_writer.get())
+    response = StreamingHttpResponse(counted(stream, res), content_type="application/json")
     response["Cache-Control"] = "no-cache, private"
     return response
 
