@@ -126,3 +126,33 @@ def test_normalize_formats_walks_the_schema():
     assert pod["overhead"] == {"cpu": "250m"}
     assert obj["metadata"]["creationTimestamp"] == "2026-11-22T12:00:00Z"
     assert v.normalize_formats({"holderIdentity": "x"}, "io.k8s.api.coordination.v1.LeaseSpec") == {"holderIdentity": "x"}
+
+
+def _by_go_parser(layout, fmt):
+    def slow(text):
+        return fmt(formats.parse_go_time(text, layout))
+    return slow
+
+
+def _outcome(fn, text):
+    try:
+        return fn(text)
+    except formats.FormatError as exc:
+        return ("error", str(exc))
+
+
+_fields = st.tuples(st.integers(0, 10000), st.integers(0, 13), st.integers(0, 32), st.integers(0, 25),
+                    st.integers(0, 61), st.integers(0, 61), st.integers(0, 999999))
+
+
+@given(_fields, st.sampled_from(["Z", "z", "+00:00", ""]), st.sampled_from(["", "٣"]))
+def test_times_already_in_stored_form_normalize_as_gos_parser_does(fields, zone, digit):
+    """The fast path for times sent in their stored form (formats._canonical) answers exactly
+    what Go's parser and the formatter answer, for valid and invalid dates alike."""
+    y, mo, d, h, mi, s, us = fields
+    micro = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}.{us:06d}{zone}".replace("1", digit or "1", 1)
+    plain = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}{zone}"
+    assert _outcome(formats.normalize_micro_time, micro) == _outcome(
+        _by_go_parser(formats.MICRO_TIME_LAYOUT, formats.format_micro_time), micro)
+    assert _outcome(formats.normalize_time, plain) == _outcome(
+        _by_go_parser(formats.TIME_LAYOUT, formats.format_time), plain)

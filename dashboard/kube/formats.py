@@ -182,15 +182,37 @@ def format_time(moment: datetime) -> str:
     return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
+# What clients almost always send: a time already in the form it is stored in (UTC, 'Z', six
+# fractional digits for MicroTime, none for Time). Such a value is its own normal form once its
+# fields are checked; anything else takes Go's parser (errors, offsets, other precisions).
+_CANONICAL_MICRO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.\d{6}Z", re.ASCII)
+_CANONICAL_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
+
+
+def _canonical(value: str, pattern: re.Pattern) -> bool:
+    match = pattern.fullmatch(value)
+    if match is None:
+        return False
+    try:
+        datetime(*map(int, match.groups()))   # a real date and time (Go's range checks)
+    except ValueError:
+        return False                          # let the parser word the error
+    return True
+
+
 def normalize_micro_time(value: Any) -> str:
     if not isinstance(value, str):
         raise FormatError(f"json: cannot unmarshal {json_kind(value)} into Go value of type string")
+    if _canonical(value, _CANONICAL_MICRO):
+        return value
     return format_micro_time(parse_go_time(value, MICRO_TIME_LAYOUT))
 
 
 def normalize_time(value: Any) -> str:
     if not isinstance(value, str):
         raise FormatError(f"json: cannot unmarshal {json_kind(value)} into Go value of type string")
+    if _canonical(value, _CANONICAL_TIME):
+        return value
     return format_time(parse_go_time(value, TIME_LAYOUT))
 
 
