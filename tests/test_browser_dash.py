@@ -203,6 +203,21 @@ def test_suspend_asks_first(page, kube_server, ns):
 # Honest reconnects: a real server restart
 
 
+# Records when the page opens a live socket (performance.now(), ms): the reconnect schedule.
+RECORD_ATTEMPTS = """
+(() => {
+  const Native = window.WebSocket;
+  window.__kdAttempts = [];
+  window.WebSocket = class extends Native {
+    constructor(url, ...rest) {
+      super(url, ...rest);
+      if (String(url).includes('/ws/live/')) window.__kdAttempts.push(performance.now());
+    }
+  };
+})();
+"""
+
+
 class RestartableServer:
     """`manage.py serve` of this test's own (its own SQLite file), stopped and started again
     on the same ports, as an upgrade or a crash-and-restart does."""
@@ -266,6 +281,7 @@ def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable)
         "from dashboard.access.tokens import ensure_user\n"
         "u = ensure_user('restart-admin', 'admin')\nu.set_password('restart-pass-123')\nu.save()\n"))
     ctx = chromium.new_context()
+    ctx.add_init_script(RECORD_ATTEMPTS)
     try:
         page = ctx.new_page()
         errors: list[str] = []
@@ -291,10 +307,18 @@ def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable)
         assert countdown.inner_text() == frozen, "a countdown moved while disconnected"
         expect(row.locator("[data-state-label]")).to_have_text("held")
 
+        attempts_while_down = page.evaluate("window.__kdAttempts.length")
         back = restartable.start()
         expect(status).to_have_text("Live", timeout=3000)
         took = time.monotonic() - back
+        print(f"live again {took:.2f}s after the server was back")
         assert took < 2.5, f"live again {took:.1f}s after the server was back"
+        # Within about a second of the server's return: while it was down, the page tried
+        # again every 0.5-1 s (the backoff's cap, jittered), never waiting longer.
+        times = page.evaluate("window.__kdAttempts")[1:attempts_while_down]   # [0]: the first connect
+        gaps = [b - a for a, b in zip(times, times[1:])][3:]                  # past the doubling
+        assert len(gaps) >= 4, times
+        assert sum(gaps) / len(gaps) < 1100, f"attempts every {gaps} ms while down"
         expect(page.locator("#live-stale")).to_be_hidden()
         expect(page.get_by_role("button", name="Retry now")).to_be_hidden()
         # Live again: time moves, and the lease (not renewed) is shown expired.
@@ -548,7 +572,10 @@ def test_keyboard_shortcuts(wide_page, kube_server, ns):
     page.keyboard.type("gj?k")
     expect(search).to_have_value("gj?k")
     expect(help_dialog).to_be_hidden()
-    assert page.url.startswith(f"{base}/jobs/")
+    # (The search applies itself after a pause in typing, and keeps the focus.)
+    page.wait_for_url(re.compile(r"/jobs/\?.*q=gj%3Fk"))
+    expect(search).to_be_focused()
+    expect(search).to_have_value("gj?k")
     # g then a letter goes to a page.
     page.locator("h1").click()
     page.keyboard.press("g")

@@ -142,7 +142,7 @@ def test_share_link_is_live_read_only_and_revocable(chromium, editor_state, kube
         buttons = visitor.get_by_role("button").all_inner_texts()
         # (and the column headers' sort buttons, which submit that same GET form)
         sorts = visitor.locator("thead button.sort[form=list-filters]").all_inner_texts()
-        assert len(sorts) == 7 and all(b in buttons for b in sorts), buttons
+        assert len(sorts) == 8 and all(b in buttons for b in sorts), buttons   # 7 columns + Age
         assert sorted(b.strip() for b in buttons if b not in sorts) == ["Apply", "Leave shared view"], buttons
         links = " | ".join(visitor.get_by_role("link").all_inner_texts())
         assert not WRITE_WORDS.search(links), links

@@ -95,7 +95,7 @@ def present_job(obj: dict, now: datetime) -> dict:
         "time": clock(parse_time(c.get("lastTransitionTime"))),
     } for c in status.get("conditions") or []]
     indexed = spec.get("completionMode") == "Indexed"
-    item = base_item("Job", obj)
+    item = base_item("Job", obj, now)
     item.update({
         "phase": status_text,
         "phase_class": PHASE_CLASS.get(status_text, "run"),

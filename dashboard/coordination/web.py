@@ -43,7 +43,7 @@ def present_lease(obj: dict, now: datetime) -> dict:
         state, state_text = "held", "held"
     else:
         state, state_text = "expired", "expired"
-    item = base_item("Lease", obj)
+    item = base_item("Lease", obj, now)
     item.update({
         "holder": holder,
         # Long identities (pod_node_uuid) wrap after '_' (the template puts <wbr> there);

@@ -92,7 +92,7 @@ def present_endpoints(obj: dict, now: datetime) -> dict:
         health, health_text = "bad", "none ready"
     else:
         health, health_text = "warn", f"{ready} of {len(rows)} ready"
-    item = base_item("Endpoints", obj)
+    item = base_item("Endpoints", obj, now)
     item.update({
         "ports": [ports[k] for k in port_keys],
         "addresses": rows,

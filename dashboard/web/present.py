@@ -70,10 +70,19 @@ def label_texts(obj: dict) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(labels.items())]
 
 
-def base_item(kind: str, obj: dict) -> dict:
-    """What every item has (a presenter adds its kind's own keys)."""
+def age(created: datetime | None, now: datetime | None) -> str:
+    """kubectl's AGE column: the object's age as apimachinery's HumanDuration."""
+    if created is None or now is None:
+        return ""
+    return human_duration(max((now - created).total_seconds(), 0))
+
+
+def base_item(kind: str, obj: dict, now: datetime | None = None) -> dict:
+    """What every item has (a presenter adds its kind's own keys). With `now`, its age too
+    (live.js keeps the age text moving from `created_at`)."""
     m = obj.get("metadata") or {}
     ns, name = m.get("namespace", ""), m.get("name", "")
+    created = parse_time(m.get("creationTimestamp"))
     return {
         "kind": kind,
         "dom_id": dom_id(kind, ns, name),
@@ -83,7 +92,9 @@ def base_item(kind: str, obj: dict) -> dict:
         "uid": m.get("uid", ""),
         "resource_version": m.get("resourceVersion", ""),
         "labels": label_texts(obj),
-        "created": clock(parse_time(m.get("creationTimestamp"))),
+        "created": clock(created),
+        "created_at": iso(created),
+        "age": age(created, now),
         "deleting": bool(m.get("deletionTimestamp")),
     }
 

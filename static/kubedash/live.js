@@ -1,11 +1,15 @@
 // kubedash live.js: the little the pages need beyond htmx.
 //  1. Time-based state, every second, with no server round trip: "renewed 12s ago",
-//     "expires in 4s" / "expired 3s ago", and a lease row flipping from held to expired.
+//     "expires in 4s" / "expired 3s ago", ages, and a lease row flipping from held to expired.
+//     Exact times (time[data-abs], and the hover titles of relative ones) in UTC, or in the
+//     browser's time zone once the viewer ticks "Local time" (#tz-local; kept in localStorage).
 //  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
 //     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
 //  3. Reconnects resume from the newest revision the page has seen (#live-rv).
 //  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
 //  5. Keyboard shortcuts (the help dialog, #shortcuts, is in base.html).
+//  6. List filters that apply as they are chosen (#list-filters: menus at once, the name
+//     search after a pause in typing), keeping the focus in the field across the reload.
 (function () {
   "use strict";
 
@@ -69,6 +73,9 @@
 
   function tick() {
     var now = frozenAt !== null ? frozenAt : Date.now() + skew;
+    each("[data-age-since]", function (el) {
+      if (shown(el)) setText(el, human(Math.max(now - Date.parse(el.dataset.ageSince), 0)));
+    });
     each("[data-renewed-at]", function (el) {
       if (!shown(el)) return;
       var t = now - Date.parse(el.dataset.renewedAt);
@@ -102,10 +109,66 @@
     });
   }
 
+  // --- exact times: UTC (as the server renders them) or the browser's time zone ------------
+  var TZ_KEY = "kubedash.times", localTimes = false;
+  try { localTimes = localStorage.getItem(TZ_KEY) === "local"; } catch (e) { /* storage off */ }
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function zoneName(d) {
+    try {
+      var part = new Intl.DateTimeFormat([], {timeZoneName: "short"}).formatToParts(d)
+        .filter(function (p) { return p.type === "timeZoneName"; })[0];
+      if (part) return part.value;
+    } catch (e) { /* old browser */ }
+    var off = -d.getTimezoneOffset();
+    return "UTC" + (off < 0 ? "-" : "+") + pad(Math.floor(Math.abs(off) / 60)) + ":" + pad(Math.abs(off) % 60);
+  }
+  // "2026-01-02 03:04:05 UTC" (present.clock) or the same instant on the browser's clock.
+  function exact(ms) {
+    var d = new Date(ms);
+    if (!localTimes) return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + " " + zoneName(d);
+  }
+  var TITLED = [["[data-renewed-at]", "renewedAt", ""], ["[data-expires-at]", "expiresAt", ""],
+                ["[data-age-since]", "ageSince", "created "]];
+  // Rewrites what is not yet in the chosen zone: all of it after a switch, the pushed rows
+  // after a push. A page that never left UTC has nothing to do (the server wrote UTC).
+  var zoneShown = "utc";
+  function showTimes(all) {
+    var want = localTimes ? "local" : "utc";
+    if (!all && want === "utc" && zoneShown === "utc") return;
+    zoneShown = want;
+    var pick = all ? "" : ':not([data-zone="' + want + '"])';
+    each("time[data-abs]" + pick, function (el) {
+      var t = Date.parse(el.getAttribute("datetime"));
+      if (!isNaN(t)) setText(el, exact(t));
+      el.dataset.zone = want;
+    });
+    TITLED.forEach(function (spec) {
+      each(spec[0] + pick, function (el) {
+        var t = Date.parse(el.dataset[spec[1]]);
+        if (!isNaN(t)) el.title = spec[2] + exact(t);
+        el.dataset.zone = want;
+      });
+    });
+  }
+  var tzSwitch = document.getElementById("tz-local");
+  if (tzSwitch) {
+    tzSwitch.checked = localTimes;
+    tzSwitch.closest("[hidden]") && tzSwitch.closest("[hidden]").removeAttribute("hidden");
+    tzSwitch.addEventListener("change", function () {
+      localTimes = tzSwitch.checked;
+      try { localStorage.setItem(TZ_KEY, localTimes ? "local" : "utc"); } catch (e) { /* storage off */ }
+      showTimes(true);
+    });
+  }
+  if (localTimes) showTimes(true);
+  document.addEventListener("htmx:wsAfterMessage", function () { showTimes(false); });
+
   tick();
   setInterval(tick, 1000);
 
-  // --- copy buttons: [data-copy] names the field whose value it copies ------------------
+  // --- copy buttons: [data-copy] names the field (its value) or element (its text) copied --
   function copied(button, ok) {
     var note = document.getElementById(button.dataset.copy + "-copied");
     setText(note, ok ? "Copied" : "Press Ctrl+C (or ⌘C) to copy");
@@ -115,11 +178,22 @@
     var button = e.target.closest && e.target.closest("button[data-copy]");
     var field = button && document.getElementById(button.dataset.copy);
     if (!field) return;
-    field.select();
+    var isField = /^(INPUT|TEXTAREA)$/.test(field.tagName);
+    var text = isField ? field.value : field.textContent;
+    function select() {     // what execCommand("copy") copies: the field's text, selected
+      if (isField) { field.select(); return; }
+      var range = document.createRange();
+      range.selectNodeContents(field);
+      var sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+    }
+    if (isField) field.select();
     if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(field.value).then(function () { copied(button, true); },
-        function () { copied(button, document.execCommand("copy")); });
+      navigator.clipboard.writeText(text).then(function () { copied(button, true); },
+        function () { select(); copied(button, document.execCommand("copy")); });
     } else {
+      select();
       copied(button, document.execCommand("copy"));
     }
   });
@@ -236,16 +310,64 @@
     if (row) focusRow(row);
   });
 
+  // --- list filters that apply as they are chosen --------------------------------------------
+  // A menu (namespace, page size, sort) applies when it changes; the name search after a
+  // pause in typing; the label selector (half-typed, it is an error) on Enter, or Apply.
+  // Applying loads the first page of the new view; the field keeps the focus (and what was
+  // typed meanwhile) across that load: sessionStorage "kubedash.refocus".
+  var REFOCUS_KEY = "kubedash.refocus", TYPING_PAUSE_MS = 600;
+  var filters = document.getElementById("list-filters"), typingTimer = 0, applying = null;
+  function applyFilters(field) {
+    clearTimeout(typingTimer);
+    applying = field;
+    if (filters.requestSubmit) filters.requestSubmit(); else filters.submit();
+  }
+  if (filters) {
+    filters.addEventListener("change", function (e) {
+      if (e.target.tagName === "SELECT") applyFilters(e.target);
+    });
+    filters.addEventListener("input", function (e) {
+      if (!e.target.matches("[data-search]")) return;
+      clearTimeout(typingTimer);
+      typingTimer = setTimeout(function () { applyFilters(e.target); }, TYPING_PAUSE_MS);
+    });
+    filters.addEventListener("submit", function () { clearTimeout(typingTimer); });
+    window.addEventListener("pagehide", function () {
+      if (!applying || document.activeElement !== applying) return;
+      try {
+        sessionStorage.setItem(REFOCUS_KEY, JSON.stringify({
+          path: location.pathname, id: applying.id, value: applying.value,
+          caret: applying.selectionStart === undefined ? null : applying.selectionStart}));
+      } catch (e) { /* storage off */ }
+    });
+    var back = null;
+    try { back = JSON.parse(sessionStorage.getItem(REFOCUS_KEY) || "null"); sessionStorage.removeItem(REFOCUS_KEY); }
+    catch (e) { back = null; }
+    var field = back && back.path === location.pathname && document.getElementById(back.id);
+    if (field && filters.contains(field)) {
+      field.focus();
+      if (field.matches("[data-search]") && field.value !== back.value) {
+        // Typed while the page was loading: keep it, and apply it in turn.
+        field.value = back.value;
+        typingTimer = setTimeout(function () { applyFilters(field); }, TYPING_PAUSE_MS);
+      }
+      if (back.caret !== null && field.setSelectionRange) {
+        try { field.setSelectionRange(field.value.length, field.value.length); } catch (e) { /* not text */ }
+      }
+    }
+  }
+
   // --- the websocket ----------------------------------------------------------------------
   // Honest reconnects: while the socket is down the page shows what it last knew, says so
   // (with the time of its last event), and stops counting down: a lease it cannot see being
   // renewed must not be shown as expired. Reconnects are retried with a jittered backoff
-  // capped at RETRY_CAP_MS (so the page is back about a second after the server is), and
+  // capped at RETRY_CAP_MS (1 s, jittered to 0.5-1 s: the page is back within about a second
+  // of the server, and many pages do not all come back in the same instant), and
   // "Retry now" tries at once.
   var status = document.getElementById("live-status");
   var staleNote = document.getElementById("live-stale");
   var retryButton = document.getElementById("live-retry");
-  var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 2000, GATE_TICK_MS = 100, CLOSE_BEHIND = 4408;
+  var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 1000, GATE_TICK_MS = 100, CLOSE_BEHIND = 4408;
   var attempts = 0, nextAttemptAt = 0, everOpen = false;
   var lastEventAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
 
@@ -255,10 +377,6 @@
     setText(status, text);
   }
 
-  function clock(ms) {
-    return new Date(ms).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
-  }
-
   function setStale(down) {
     if (down === (frozenAt !== null)) return;
     frozenAt = down ? Date.now() + skew : null;
@@ -266,7 +384,7 @@
     if (staleNote) {
       setText(document.getElementById("live-stale-text"),
               down ? "Live updates paused — reconnecting. Not live: showing the state as of " +
-                     clock(lastEventAt) + "; countdowns paused." : "");
+                     exact(lastEventAt) + "; countdowns paused." : "");
       staleNote.hidden = !down;
     }
     tick();

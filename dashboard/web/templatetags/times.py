@@ -1,0 +1,48 @@
+"""Times on the pages: {% load times %}.
+
+    {{ item.acquired_clock|abstime }}   an exact time (present.clock's "2026-01-02 03:04:05 UTC",
+                                        or a datetime) as <time datetime=… data-abs>; live.js
+                                        shows it in the browser's time zone when the viewer
+                                        chose "Local time" (header), UTC otherwise
+    {% age item %}                      an object's age (kubectl's AGE), moving every second in
+                                        live.js, with the exact creation time on hover
+"""
+from datetime import datetime, timezone
+
+from django import template
+from django.utils.html import format_html
+
+from dashboard.web.present import clock, iso
+
+register = template.Library()
+
+_CLOCK = "%Y-%m-%d %H:%M:%S UTC"
+
+
+def _moment(value) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    try:
+        return datetime.strptime(str(value), _CLOCK).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+@register.filter
+def abstime(value, empty: str = "—"):
+    """<time datetime="…Z" data-abs>2026-01-02 03:04:05 UTC</time>; `empty` when there is none."""
+    if not value:
+        return empty
+    moment = _moment(value)
+    if moment is None:
+        return value       # not a time this filter knows: as it is
+    return format_html('<time datetime="{}" data-abs>{}</time>', iso(moment), clock(moment))
+
+
+@register.simple_tag
+def age(item):
+    """<time … data-age-since=…>3d4h</time> with the exact creation time as its title."""
+    if not item.get("created_at"):
+        return format_html('<span class="muted">—</span>')
+    return format_html('<time datetime="{0}" data-age-since="{0}" title="created {1}">{2}</time>',
+                       item["created_at"], item["created"], item.get("age") or "")
