@@ -45,6 +45,11 @@ response_writer: contextvars.ContextVar = contextvars.ContextVar("kubedash_respo
 # least this often; also how often deadlines - session, token, share-link expiry - are checked).
 ACCESS_POLL_SECONDS = 0.5
 
+# Watch streams are written at most this often (per process): under a steady stream of writes
+# each watcher gets a few events per send instead of one send per event; when writes are
+# sparse an event goes out in the loop turn it is read. docs/BENCHMARKS.md has the figures.
+FLUSH_INTERVAL_SECONDS = 0.01
+
 
 @dataclass(eq=False)
 class Guard:
@@ -188,9 +193,10 @@ class StreamSubscriber(Subscriber):
     """A watch stream's subscriber that writes to its connection directly (when attached).
 
     The hub's dispatch encodes each event this watcher must see (the line is shared by every
-    JSON watcher of the revision) and appends it to `out`, synchronously; once per loop turn
-    the hub flushes every watcher that got something: one chunk, one write (a plain `send`
-    on TCP when nothing is queued before it) per watcher, however many events piled up. The
+    JSON watcher of the revision) and appends it to `out`, synchronously; then the hub flushes
+    every watcher that got something (in the same loop turn, or FLUSH_INTERVAL_SECONDS after
+    its previous flush): one chunk, one write (a plain `send` on TCP when nothing is queued
+    before it) per watcher, however many events piled up. The
     stream's task sleeps until its timer (bookmarks, the deadline) or close() wakes it - no
     task wake-up, no ASGI message, no Twisted writer registration per event.
 
@@ -336,7 +342,8 @@ class Hub:
         self._expiry_task: asyncio.Task | None = None
         self._rechecks: set[asyncio.Task] = set()
         self.redis_lost = False   # the Redis doorbell is down: the follower polls the log instead
-        self._dirty: list[StreamSubscriber] = []   # watchers with events to write this loop turn
+        self._dirty: list[StreamSubscriber] = []   # watchers with events to write at the next flush
+        self._flushed_at = 0.0
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -428,12 +435,18 @@ class Hub:
         metrics.hub_dispatched(self.last_rv)
 
     def schedule_flush(self, sub: StreamSubscriber) -> None:
-        """sub has events to write: flush it (with every other such watcher) this loop turn."""
+        """sub has events to write: flush it with every other such watcher, this loop turn or,
+        if the last flush was less than FLUSH_INTERVAL_SECONDS ago, that long after it."""
         if not self._dirty:
-            self.loop.call_soon(self._flush)
+            delay = self._flushed_at + FLUSH_INTERVAL_SECONDS - self.loop.time()
+            if delay > 0:
+                self.loop.call_later(delay, self._flush)
+            else:
+                self.loop.call_soon(self._flush)
         self._dirty.append(sub)
 
     def _flush(self) -> None:
+        self._flushed_at = self.loop.time()
         dirty, self._dirty = self._dirty, []
         counts: dict = {}
         for sub in dirty:
