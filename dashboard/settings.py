@@ -96,6 +96,9 @@ KUBEDASH_API_MIDDLEWARE = [
 KUBEDASH_FAST_LANE_QUEUE = int(os.environ.get("KUBEDASH_FAST_LANE_QUEUE", "1000"))
 KUBEDASH_EXPENSIVE_LANE_THREADS = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_THREADS", "2"))
 KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEUE", "32"))
+# On SQLite the fast lane's bearer-token resource requests run on the event loop when they
+# cannot wait (dashboard/server/bridge.py, LoopInline); 0: always on the lane's thread.
+KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != "0"
 
 # Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
 # leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.

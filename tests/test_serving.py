@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import orjson
 import pytest
 
 from conftest import ROOT, LiveServer, free_port, server_env
@@ -180,6 +181,118 @@ def test_small_pages_and_single_objects_are_not_the_expensive_lane(narrow_lanes)
         stopping.set()
         for t in threads:
             t.join(60)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast lane on the event loop (SQLite): answered there when it cannot wait, else on the thread
+
+
+@pytest.fixture(scope="module")
+def one_worker(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("kubedash-inline")
+    migrate(data_dir)
+    server = start(data_dir, "--workers", "1", label="inline")
+    try:
+        yield server
+    finally:
+        stop(server)
+
+
+def logged_lanes(server: LiveServer, method: str, path: str) -> list[str]:
+    """The lane of each request the server's JSON request log recorded for method + path."""
+    lanes = []
+    for line in (server.data_dir / "inline.log").read_text().splitlines():
+        if line.startswith("{"):
+            entry = orjson.loads(line)
+            if entry.get("method") == method and entry.get("path") == path:
+                lanes.append(entry["lane"])
+    return lanes
+
+
+def renew(server: LiveServer, path: str, held: dict, holder: str):
+    held["spec"]["holderIdentity"] = holder
+    return server.request("PUT", path, held)
+
+
+def test_renewals_and_reads_of_one_object_are_answered_on_the_event_loop(one_worker):
+    server = one_worker
+    ns = "inline-" + uuid.uuid4().hex[:6]
+    path = f"{LEASES.format(ns=ns)}/leader"
+    status, _, held = server.request("POST", LEASES.format(ns=ns), lease("leader", ns=ns))
+    assert status == 201, held
+    for i in range(3):
+        status, _, held = renew(server, path, held, f"h{i}")
+        assert status == 200, held
+    status, _, got = server.request("GET", path)
+    assert status == 200 and got["spec"]["holderIdentity"] == "h2"
+    assert logged_lanes(server, "PUT", path) == ["fast-loop"] * 3
+    assert logged_lanes(server, "GET", path) == ["fast-loop"]
+
+
+def _in_background(fn):
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(answer=fn()), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_the_loop_never_waits_for_sqlites_lock(one_worker):
+    """Another connection holds SQLite's write lock: a renewal waits for it on the lane's
+    thread while the loop goes on answering reads; once the lock is free the renewal is done."""
+    import sqlite3
+
+    server = one_worker
+    ns = "inline-busy-" + uuid.uuid4().hex[:6]
+    path = f"{LEASES.format(ns=ns)}/leader"
+    status, _, held = server.request("POST", LEASES.format(ns=ns), lease("leader", ns=ns))
+    assert status == 201, held
+    other = sqlite3.connect(server.data_dir / "kubedash.sqlite3", isolation_level=None, timeout=30)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        put, result = _in_background(lambda: renew(server, path, held, "while-locked"))
+        for _ in range(3):   # the renewal has reached the server and is waiting there
+            put.join(0.5)
+        assert put.is_alive(), f"the renewal did not wait for the lock: {result}"
+        status, _, got = server.request("GET", path)
+        assert status == 200 and got["spec"]["holderIdentity"] == "node-a", got   # not yet renewed
+        assert put.is_alive(), "the read was answered only after the renewal: the loop waited"
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    put.join(30)
+    status, _, out = result["answer"]
+    assert status == 200 and out["spec"]["holderIdentity"] == "while-locked", out
+    assert logged_lanes(server, "PUT", path) == ["fast"]
+    assert logged_lanes(server, "GET", path) == ["fast-loop"]
+
+
+def test_a_write_waits_for_its_turn_on_the_thread_not_on_the_loop(one_worker):
+    """Another writer has the writers' turn (the lock file): the renewal takes the thread and
+    waits there; reads are still answered on the loop."""
+    import fcntl
+
+    server = one_worker
+    ns = "inline-turn-" + uuid.uuid4().hex[:6]
+    path = f"{LEASES.format(ns=ns)}/leader"
+    status, _, held = server.request("POST", LEASES.format(ns=ns), lease("leader", ns=ns))
+    assert status == 201, held
+    fd = os.open(server.data_dir / "kubedash.sqlite3-writers", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        put, result = _in_background(lambda: renew(server, path, held, "after-turn"))
+        for _ in range(3):
+            put.join(0.5)
+        assert put.is_alive(), f"the renewal did not wait for its turn: {result}"
+        status, _, _ = server.request("GET", path)
+        assert status == 200
+        assert put.is_alive(), "the read was answered only after the renewal: the loop waited"
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    put.join(30)
+    status, _, out = result["answer"]
+    assert status == 200 and out["spec"]["holderIdentity"] == "after-turn", out
+    assert logged_lanes(server, "PUT", path) == ["fast"]
 
 
 # ---------------------------------------------------------------------------------------------

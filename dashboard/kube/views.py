@@ -559,5 +559,19 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
         output(request)
         return handler(view_class(), request, **kw)
     except Exception as exc:   # noqa: BLE001 - every failure is answered as a Status
+        if request.META.get(INLINE) is not None and _would_wait(exc):
+            # Run on the event loop, which must not wait for SQLite's lock: nothing was
+            # written (the lock is taken first); the bridge runs the request again on a thread.
+            request.META[INLINE] = "would wait"
+            return HttpResponse(status=503)
         return exception_handler(exc, {"request": request})
+
+
+INLINE = "kubedash.inline"   # environ key the bridge sets for requests run on the event loop
+
+
+def _would_wait(exc: Exception) -> bool:
+    from django.db import OperationalError
+
+    return isinstance(exc, OperationalError) and "locked" in str(exc)
 

@@ -33,7 +33,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _take_writers(self) -> None:
         fd = self._writers_lock()
-        if fd is None:
+        if fd is None or self._holds_writers:
             return
         deadline = None
         tries = 0
@@ -52,9 +52,39 @@ class DatabaseWrapper(base.DatabaseWrapper):
             tries += 1
 
     def _give_writers(self) -> None:
-        if self._holds_writers:
+        if self._holds_writers and not self._pinned:
             self._holds_writers = False
             fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
+
+    # The fast lane's work on the event loop (dashboard/server/bridge.py, LoopInline) must never
+    # wait: it takes the writers' turn only if it is free, keeps it for its whole request
+    # ("pinned": a commit does not give it back), and its connection does not wait in SQLite's
+    # busy handler either, so a lock held by anyone else is an immediate "database is locked".
+    _pinned = False
+    _never_waits = None     # the underlying connection told not to wait
+
+    def try_writers_turn(self) -> bool:
+        """Take the writers' lock now, or say it is held (never waits); pinned until end_writers_turn."""
+        fd = self._writers_lock()
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            self._holds_writers = True
+        self._pinned = True
+        return True
+
+    def end_writers_turn(self) -> None:
+        self._pinned = False
+        self._give_writers()
+
+    def never_wait(self) -> None:
+        """No busy waiting on this connection (once per underlying connection)."""
+        self.ensure_connection()
+        if self._never_waits is not self.connection:
+            self.connection.execute("PRAGMA busy_timeout = 0")
+            self._never_waits = self.connection
 
     def _start_transaction_under_autocommit(self):
         self._take_writers()
@@ -80,6 +110,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         try:
             return super()._close()
         finally:
+            self._pinned = False
             self._give_writers()
             if self._writers_fd is not None:
                 os.close(self._writers_fd)
