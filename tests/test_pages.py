@@ -466,3 +466,61 @@ def test_namespace_summary_for_the_live_overview(api):
     assert card["dom_id"] == "ns-default" and card["leases"]["held"] == 1
     empty = namespace_summary("nothing-here", datetime.now(timezone.utc))
     assert empty["dom_id"] == "ns-nothing-here" and empty["leases"]["total"] == 0 and empty["jobs"]["total"] == 0
+
+
+def test_readiness_matrix_is_the_format_html_markup():
+    """core/templatetags/readiness.py builds the matrix with f-strings over html.escape: the
+    same markup, escaping included, as format_html gave (the version before, kept here)."""
+    import random
+
+    from django.utils.html import format_html, format_html_join
+    from django.utils.safestring import mark_safe
+
+    from dashboard.core.templatetags.readiness import readiness_matrix
+
+    def head_of(a, namespace):
+        parts = [format_html('<span class="ip">{}</span>', a.get("ip", ""))]
+        if a.get("hostname"):
+            parts.append(format_html('<span class="meta">host {}</span>', a["hostname"]))
+        if a.get("node"):
+            parts.append(format_html('<span class="meta">node {}</span>', a["node"]))
+        if a.get("target"):
+            other = a.get("target_namespace")
+            suffix = format_html(" ({})", other) if other and other != namespace else ""
+            parts.append(format_html('<span class="meta">{}{}</span>', a["target"], suffix))
+        return "".join(parts)
+
+    def reference(item):
+        ports, addresses = item["ports"], item["addresses"]
+        head = format_html_join("", '<th scope="col">{}</th>', ((p["text"],) for p in ports))
+        if addresses:
+            body = mark_safe("".join(
+                format_html('<tr>\n          <th scope="row">{}</th>\n          {}\n        </tr>',
+                            mark_safe(head_of(a, item["namespace"])),
+                            format_html_join("", '<td><span class="cell {}">{}</span></td>',
+                                             ((c["state"], c["text"]) for c in a["cells"])))
+                for a in addresses))
+        else:
+            body = format_html('<tr><td colspan="{}" class="muted">No addresses.</td></tr>', len(ports) + 1)
+        foot = ""
+        if addresses and ports:
+            foot = format_html('\n      <tfoot>\n        <tr><th scope="row">Ready</th>{}</tr>\n      </tfoot>',
+                               format_html_join("", "<td>{} of {}</td>", ((p["ready"], p["total"]) for p in ports)))
+        return format_html(
+            '<table class="matrix">\n      <caption>Readiness of {}: addresses × ports</caption>\n      <thead>\n'
+            '        <tr>\n          <th scope="col">Address</th>\n          {}\n        </tr>\n      </thead>\n'
+            '      <tbody>\n        {}\n      </tbody>{}\n    </table>',
+            item["name"], head, body, foot)
+
+    rnd = random.Random(14)
+    texts = ["web", "a<b>&\"c'", "10.0.0.1", "", "Pod/web-0", "ünï"]
+    for _ in range(300):
+        ports = [{"text": rnd.choice(texts), "ready": rnd.randint(0, 3), "total": rnd.randint(0, 3)}
+                 for _ in range(rnd.randint(0, 3))]
+        addresses = [{"ip": rnd.choice(texts), "hostname": rnd.choice(texts), "node": rnd.choice(texts),
+                      "target": rnd.choice(texts), "target_namespace": rnd.choice(["ns", "other<x>", ""]),
+                      "cells": [{"state": rnd.choice(["ready", "not-ready", "absent", 'x"y']),
+                                 "text": rnd.choice(texts)} for _ in ports]}
+                     for _ in range(rnd.randint(0, 3))]
+        item = {"name": rnd.choice(texts), "namespace": "ns", "ports": ports, "addresses": addresses}
+        assert str(readiness_matrix(item)) == str(reference(item))
