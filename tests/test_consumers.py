@@ -285,3 +285,38 @@ async def test_a_push_into_a_socket_that_closed_meanwhile_is_dropped_quietly(use
     problems = [r.getMessage() for r in caplog.records
                 if "never retrieved" in r.getMessage() or "push failed" in r.getMessage()]
     assert problems == []
+
+
+async def test_a_busy_page_gets_a_few_pushes_a_second_with_every_change(user, store_ops):
+    """Writes at ~50/s to objects on a page: the page gets at most one push per
+    PUSH_INTERVAL_SECONDS (each push is a layout of the whole list in the browser), each
+    carrying the newest state of every object changed meanwhile; nothing is lost."""
+    import asyncio
+    import re
+    import time
+
+    from dashboard.web.consumers import PUSH_INTERVAL_SECONDS
+
+    names = [f"w{i}" for i in range(5)]
+    for name in names:
+        await _write(store_ops.create, name)
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
+    assert ok
+    seconds, writes = 1.5, 0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        await _write(store_ops.patch, names[writes % len(names)], holder=f"h-{writes}")
+        writes += 1
+        await asyncio.sleep(0.02)
+    last = {names[i % len(names)]: f"h-{i}" for i in range(writes)}
+    pushes, seen = 0, {}
+    while not await comm.receive_nothing(timeout=1):
+        html = await comm.receive_from()
+        pushes += 'id="live-rv"' in html     # one revision marker per push
+        for name, holder in re.findall(r'id="lease-default--(w\d)".*?<span class="mono">(h-\d+)', html, re.S):
+            seen[name] = holder
+    assert writes >= 30
+    assert seen == last, "a change was lost"
+    assert pushes <= (time.monotonic() - started) / PUSH_INTERVAL_SECONDS + 2, (pushes, writes)
+    await comm.disconnect()

@@ -30,6 +30,12 @@ from . import kinds, live, scope, share
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.05   # coalesce bursts of writes into one push
+# At most one push per PUSH_INTERVAL_SECONDS to a page, however fast its objects change: a
+# push costs the browser a layout of the whole list (O(rows): ~15 ms CPU at 1,000 rows), so a
+# page written 100 times a second would spend its main thread on layouts. Changes meanwhile
+# coalesce (one row per object, its newest state); an idle page still gets a change after
+# FLUSH_SECONDS. docs/BENCHMARKS.md, "Pages in the browser".
+PUSH_INTERVAL_SECONDS = 0.25
 
 # Close codes (static/kubedash/live.js): 4401 the viewer is signed out (banner with a sign-in
 # link), 4403 this page is no longer allowed (revoked share link, access taken away), 4400 a
@@ -138,6 +144,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.flush_lock = asyncio.Lock()
         self.flush_handle = None
         self.flush_task = None
+        self.last_flush_at = float("-inf")   # loop time of the last push
         self.pump = None
         self.closing = False
         try:
@@ -284,12 +291,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
                 return
             self.pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
             if self.flush_handle is None:
-                self.flush_handle = loop.call_later(FLUSH_SECONDS, self._start_flush)
+                delay = max(FLUSH_SECONDS, self.last_flush_at + PUSH_INTERVAL_SECONDS - loop.time())
+                self.flush_handle = loop.call_later(delay, self._start_flush)
 
     def _start_flush(self):
         self.flush_handle = None
         if self.closing:
             return
+        self.last_flush_at = asyncio.get_running_loop().time()
         self.flush_task = asyncio.get_running_loop().create_task(self._flush())
         self.flush_task.add_done_callback(self._flushed)
 
