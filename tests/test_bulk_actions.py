@@ -230,3 +230,25 @@ def test_browser_select_endpoints_cards_and_delete(wide_page, kube_server, ns):
     page.get_by_role("button", name=re.compile("Undo the last delete")).click()
     expect(page.locator(".flash-success")).to_contain_text("created again")
     assert names() == {"alpha", "beta", "gamma"}
+
+
+def test_a_detail_pages_delete_can_be_undone_from_the_list(two_jobs, login):
+    """Delete on an object's own page keeps the object for the list page's Undo, as a bulk
+    Delete does: one click creates it again (new uid)."""
+    from dashboard.kube import store
+    c = login("admin")
+    uid = store.get(_jobs(), "default", "a")["metadata"]["uid"]
+    page = c.get("/jobs/default/a/delete/").content.decode()
+    assert "offers an undo" in page and "cannot be undone" not in page
+    done = c.post("/jobs/default/a/delete/", {"uid": uid})
+    assert done.status_code == 302 and done["Location"] == "/jobs/?namespace=default"
+    with pytest.raises(Exception):
+        store.get(_jobs(), "default", "a")
+    html = c.get(done["Location"]).content.decode()
+    assert "Job default/a deleted. Undo below creates it again." in html
+    assert "Undo the last delete (1 jobs)" in html
+    undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
+    c.post("/jobs/bulk-undo/", {"undo": undo_id})
+    again = store.get(_jobs(), "default", "a")
+    assert again["metadata"]["uid"] != uid
+    assert "created again (new uid and resourceVersion): default/a" in _messages(c)

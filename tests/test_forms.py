@@ -193,7 +193,7 @@ def test_lease_create_edit_delete(editor):
     assert get(LEASE, "lock", "team-a")["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
 
     confirm = editor.get("/leases/team-a/lock/delete/")
-    assert confirm.status_code == 200 and "cannot be undone" in text(confirm)
+    assert confirm.status_code == 200 and "offers an undo" in text(confirm)   # (test_bulk_actions: the undo)
     resp = editor.post("/leases/team-a/lock/delete/", form_data(confirm))
     assert resp.status_code == 302 and resp["Location"] == "/leases/?namespace=team-a"
     with pytest.raises(Exception):

@@ -122,12 +122,20 @@ def bulk(request, principal, info: KindWeb):
     request.session.pop(SESSION_KEY, None)
     undo = _action(info, action.undo) if action.undo != "recreate" else DELETE
     if done and action.undo:
-        state = {"id": secrets.token_urlsafe(8), "kind": info.kind, "action": action.name, "objects": saved}
-        if len(json.dumps(state)) <= MAX_UNDO_BYTES and undo is not None:
-            request.session[SESSION_KEY] = state
-        else:
+        if undo is None or not keep_undo(request, info, action.name, saved):
             messages.info(request, "Too much to keep for an undo: this cannot be undone here.")
     return _back(info, request)
+
+
+def keep_undo(request, info: KindWeb, action: str, saved: list) -> bool:
+    """Keep what the list page's Undo needs (the last action only): [namespace, name, the
+    object as it was] per object. A detail page's Delete uses it too. False when too big."""
+    request.session.pop(SESSION_KEY, None)
+    state = {"id": secrets.token_urlsafe(8), "kind": info.kind, "action": action, "objects": saved}
+    if len(json.dumps(state)) > MAX_UNDO_BYTES:
+        return False
+    request.session[SESSION_KEY] = state
+    return True
 
 
 def _report(request, info, action, done, failed, prefix=""):

@@ -367,9 +367,11 @@ def delete(request, principal: Principal, info: KindWeb, namespace: str, name: s
     if request.method == "GET":
         current = _load(info, namespace, name)
         ctx = _context(request, principal, info, namespace=namespace, name=name, obj_url=url,
-                       uid=current["metadata"].get("uid", ""), item=present(info.kind, current, utcnow()))
+                       uid=current["metadata"].get("uid", ""), item=present(info.kind, current, utcnow()),
+                       can_undo=principal.can("create", namespace, info.kind))
         return _page(request, "web/edit/delete.html", ctx)
     try:
+        saved = store.get(info.resource, namespace, name)     # for the list page's Undo
         # The uid precondition: delete the object the user saw, not one recreated since.
         result = store.delete(info.resource, namespace, name, uid=request.POST.get("uid") or None)
     except ApiError as err:
@@ -381,7 +383,11 @@ def delete(request, principal: Principal, info: KindWeb, namespace: str, name: s
     if not result.deleted:
         messages.info(request, f"{info.kind} {namespace}/{name} is being deleted (waiting for its finalizers).")
         return redirect(url)
-    messages.success(request, f"{info.kind} {namespace}/{name} deleted.")
+    from .bulk_views import keep_undo    # (bulk_views imports this module)
+    if principal.can("create", namespace, info.kind) and keep_undo(request, info, "delete", [[namespace, name, saved]]):
+        messages.success(request, f"{info.kind} {namespace}/{name} deleted. Undo below creates it again.")
+    else:
+        messages.success(request, f"{info.kind} {namespace}/{name} deleted.")
     return redirect(list_url)
 
 
