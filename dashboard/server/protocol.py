@@ -312,6 +312,10 @@ class LimitedHTTPFactory(HTTPFactory):
         protocol.requestFactory = LimitedRequest
         return protocol
 
+    def log(self, request):
+        """Twisted formats a combined-log line per request for its own log, which nobody reads
+        here (2% of a renewal): the request log is dashboard.server.observe's JSON line."""
+
 
 def request_buffer_size() -> int:
     """Daphne's read size for a request body: all of the largest allowed body in one message."""
