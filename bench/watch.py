@@ -1,8 +1,11 @@
-"""Watch fan-out benchmark (issue 3): many watchers on one `manage.py serve` process under writes.
+"""Watch fan-out benchmark (issues 3 and 10): many watchers on `manage.py serve` under writes.
 
     .venv/bin/python bench/watch.py [--watchers 1000] [--rate 200] [--duration 20] [--quick]
                                     [--namespaces 10] [--cluster-share 0.5] [--no-max]
-                                    [--profile /tmp/spy.txt] [--strict]
+                                    [--workers 1] [--profile /tmp/spy.txt] [--strict]
+
+    # issue 10's second mix: 1,000 watchers of one namespace (each write reaches a third of them)
+    .venv/bin/python bench/watch.py --no-max --namespaces 1 --cluster-share 0
 
 Three processes besides the server, so the server's own CPU is what is measured:
   * this one (orchestrator): starts a throw-away server, seeds objects, runs the phases,

@@ -217,7 +217,7 @@ class _Encoder:
                                                              "metadata": meta}}) + b"\n"
 
 
-def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
+def _guard(res, sub: StreamSubscriber, refresh, subjects, deadline) -> Guard:
     """The stream's access Guard: when its token / user / session changes or expires, the
     stream re-checks it and, if it no longer works, ends with an ERROR event (401, or 403 when
     the principal may no longer watch this), as kube-apiserver ends a watch it cannot continue."""
@@ -252,7 +252,7 @@ async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: l
     try:
         yield b""  # send the headers now: clients learn the watch is established
         # From here on, events go straight to the connection when the server allows it
-        # (Daphne, HTTP/1.1 chunked): written by the hub's dispatch, flushed once per loop turn.
+        # (Daphne, HTTP/1.1 chunked): appended by the hub's dispatch, flushed by the hub (watch.py).
         writer = open_writer() if open_writer is not None else None
         if writer is not None and not sub.closed:
             sub.attach(writer, enc.event, WATCH_EVENTS.labels(res.group, res.version, res.kind))
@@ -273,7 +273,7 @@ async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: l
                 sub.sent(len(lines), len(data))
                 yield data
             after = batch[-1].rv
-        sub.release_buffer()   # (direct: queued for this loop turn's flush, after what is yielded now)
+        sub.release_buffer()   # (direct: queued for the hub's next flush, after what is yielded now)
         if options["send_initial"]:
             yield enc.bookmark(max(sub.start_rv, after), initial_end=True)
         next_bookmark = loop.time() + interval
