@@ -206,3 +206,23 @@ def test_axe_on_the_remaining_pages_and_states(wide_page, chromium, kube_server,
         assert axe_violations(anon) == [], "sign-in"
     finally:
         ctx.close()
+
+
+def test_ticking_time_texts_are_boxes_of_their_own(page, kube_server, ns):
+    """The texts live.js rewrites every second (renewed, expires, age) are each a relayout root
+    (contain: strict, a size of their own): a tick lays out those boxes, not the whole
+    1,000-row table (bench/pages.py traces: 8-11 ms -> ~1 ms a second). Their longest texts fit."""
+    from playwright.sync_api import expect
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "lock", "node-a"))
+    page.goto(f"{kube_server.http_url}/leases/?namespace={ns}")
+    row = page.locator(dom("lease", ns, "lock"))
+    expect(row.locator("[data-age-since]")).to_be_visible()
+    for selector, longest in (("[data-renewed-at]", "renewed 9m59s ago"), ("[data-expires-at]", "expired 9m59s ago"),
+                              ("[data-age-since]", "2y364d")):
+        box = row.locator(selector)
+        style = box.evaluate("el => { const s = getComputedStyle(el); return [s.display, s.contain]; }")
+        assert style == ["inline-block", "strict"], (selector, style)
+        # The longest text it shows fits its box (paint containment would clip the rest).
+        assert box.evaluate("""(el, text) => {
+            el.textContent = text; return el.scrollWidth <= el.clientWidth; }""", longest), selector
