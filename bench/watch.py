@@ -97,6 +97,11 @@ def rss_kb(pid: int) -> int:
     return proc_status(pid, "VmRSS")
 
 
+def serving_total(server, field_of) -> int:
+    """A /proc figure summed over the processes that serve (the workers, not the supervisor)."""
+    return sum(field_of(p) for p in server.serving_pids())
+
+
 def open_fds(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -574,7 +579,7 @@ class Bench:
         load.start()
         time.sleep(1.5)
         try:
-            spy = subprocess.run([pyspy, "record", "--pid", str(self.server.proc.pid), "--duration", str(seconds),
+            spy = subprocess.run([pyspy, "record", "--subprocesses", "--pid", str(self.server.proc.pid), "--duration", str(seconds),
                                   "--rate", str(PROFILE_HZ), "--gil", "--nonblocking", "--format", "raw",
                                   "--output", str(out)], capture_output=True, text=True, timeout=seconds + 120)
         except subprocess.TimeoutExpired:
@@ -814,11 +819,14 @@ def main(argv: list[str] | None = None) -> int:
 
         # M: memory of idle watchers
         time.sleep(1)
-        rss_before, threads_before, fds_before = rss_kb(pid), proc_status(pid, "Threads"), open_fds(pid)
+        def threads(p):
+            return proc_status(p, "Threads")
+
+        rss_before, threads_before, fds_before = (serving_total(server, f) for f in (rss_kb, threads, open_fds))
         plan = bench.watcher_plan()
         child, opened = bench.open_watchers(plan, bench.current_rv())
         time.sleep(3)   # let the server finish setting up every stream
-        rss_after, threads_after, fds_after = rss_kb(pid), proc_status(pid, "Threads"), open_fds(pid)
+        rss_after, threads_after, fds_after = (serving_total(server, f) for f in (rss_kb, threads, open_fds))
         idle_cpu0, idle_wall0 = server.cpu_seconds(), time.monotonic()
         time.sleep(2)
         idle_cpu = (server.cpu_seconds() - idle_cpu0) / (time.monotonic() - idle_wall0)
@@ -838,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
         drained = bench.drain(child, expected_events(fan, plan))
         wall = time.monotonic() - wall0
         client_cpu = (proc_cpu_seconds(child.proc.pid) - client_cpu0) / wall
-        rss_active = rss_kb(pid)
+        rss_active = serving_total(server, rss_kb)
         events = bench.dump(child)
         deliver = delivery_stats(fan, events, plan, wall - drained)
         print_writes(f"C  paced {args.rate:g}/s, {opened['ok']} watchers", fan_writes, ceiling)
