@@ -226,3 +226,11 @@ def test_ticking_time_texts_are_boxes_of_their_own(page, kube_server, ns):
         # The longest text it shows fits its box (paint containment would clip the rest).
         assert box.evaluate("""(el, text) => {
             el.textContent = text; return el.scrollWidth <= el.clientWidth; }""", longest), selector
+    # And on a phone, where the rows stack (the Age column, secondary, is on the detail page).
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(row.locator("[data-expires-at]")).to_be_visible()
+    for selector in ("[data-renewed-at]", "[data-expires-at]"):
+        assert row.locator(selector).evaluate("el => el.scrollWidth <= el.clientWidth && "
+                                               "el.getBoundingClientRect().right <= innerWidth"), selector
+    page.screenshot(path="/tmp/kubedash-leases-phone.png", full_page=False)
