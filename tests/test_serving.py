@@ -7,6 +7,7 @@ All against real `manage.py serve` processes; no timing assertions.
 """
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import subprocess
@@ -379,6 +380,44 @@ def test_workers_share_the_https_port(tmp_path_factory):
             assert resp.status == 200, resp.read()
             resp.read()
             conn.close()
+    finally:
+        stop(server)
+
+
+def test_a_burst_of_connections_is_spread_over_the_workers(tmp_path_factory):
+    """A client pool opens its connections at once (wrk, client-go): they do not all land on
+    the worker that woke first. The request log names the worker (pid) that answered."""
+    import socket
+
+    data_dir = tmp_path_factory.mktemp("kubedash-workers-spread")
+    migrate(data_dir)
+    server = start(data_dir, "--workers", "2", label="spread")
+    try:
+        server.request("GET", "/healthz")
+        token = server.admin_token
+        socks = [socket.socket() for _ in range(16)]
+        for sock in socks:
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", server.http_port))   # all 16 in flight at once
+        paths = []
+        for i, sock in enumerate(socks):
+            sock.setblocking(True)
+            sock.settimeout(30)
+            path = f"/apis/coordination.k8s.io/v1/namespaces/spread/leases/conn-{i}"
+            paths.append(path)
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+        for sock in socks:
+            assert b" 404 " in sock.recv(65536).split(b"\r\n", 1)[0]
+            sock.close()
+        pids = {}
+        for line in (data_dir / "spread.log").read_text().splitlines():
+            if line.startswith("{"):
+                entry = orjson.loads(line)
+                if entry.get("path") in paths:
+                    pids[entry["path"]] = entry["pid"]
+        assert len(pids) == 16, pids
+        per_worker = sorted(collections.Counter(pids.values()).values())
+        assert len(per_worker) == 2 and per_worker[0] >= 3, f"connections per worker: {per_worker}"
     finally:
         stop(server)
 

@@ -103,3 +103,31 @@ def test_a_lock_nobody_releases_does_not_stop_writes(tmp_path):
         assert out.stdout.strip().splitlines()[-1] == "41"
     finally:
         os.close(fd)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_that_never_waits_is_refused_at_begin_while_the_turn_is_taken():
+    """The event loop's connection (bridge.LoopInline): a write that finds the writers' turn
+    taken gets "database is locked" before anything is written, instead of waiting."""
+    from django.db import OperationalError
+
+    from dashboard.kube.models import RevisionCounter
+
+    RevisionCounter.objects.update_or_create(pk=1, defaults={"value": 5})
+    lock = connection.settings_dict["NAME"] + "-writers"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    connection.never_wait()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert not connection.writers_turn_free()
+        with pytest.raises(OperationalError, match="locked"):
+            with transaction.atomic():
+                RevisionCounter.objects.filter(pk=1).update(value=6)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        assert connection.writers_turn_free()
+        with transaction.atomic():
+            RevisionCounter.objects.filter(pk=1).update(value=7)
+        assert RevisionCounter.objects.get(pk=1).value == 7
+    finally:
+        os.close(fd)
+        connection.close()   # the next test's connection waits again

@@ -218,9 +218,10 @@ class LoopInline:
     """The fast lane's bearer-token resource requests (a renewal, a GET of one object), run on
     the event loop itself instead of a hop to the lane's thread: no thread hand-over, no GIL
     ping-pong between the two (a fifth of a renewal's CPU). SQLite only, and only while it
-    cannot wait: a write first takes the writers' turn without waiting (kube/sqlite/base.py),
-    the connection never sleeps in SQLite's busy handler, and a request that would have waited
-    ("database is locked", nothing written) is run again on the lane's thread, which may wait.
+    cannot wait: its connection waits neither for the writers' turn (kube/sqlite/base.py) nor
+    in SQLite's busy handler, so a write that finds either taken at BEGIN gets "database is
+    locked" before writing anything, and is run again on the lane's thread, which may wait. A
+    write that sees the turn taken before it starts looks again a little later instead.
     PostgreSQL round trips would block the loop: there the thread serves everything.
 
     The work runs as sync code (Django's ORM refuses to run under a running loop, so the loop
@@ -240,19 +241,20 @@ class LoopInline:
                 return value[:7].lower() == b"bearer " and direct_route(scope["path"]) is not None
         return False
 
-    # Another worker's write holds the turn for a few hundred µs: look again after these pauses
-    # (the loop serves others meanwhile) before handing the request to the thread.
-    TURN_RETRY_SECONDS = (0.0002, 0.0004, 0.0008)
+    # Another worker's write holds the turn (or SQLite's lock) for a few hundred µs: look again
+    # after these pauses (the loop serves others meanwhile) before handing the request to the
+    # thread, which waits.
+    RETRY_SECONDS = (0.0002, 0.0004, 0.0008, 0.0016, 0.0032)
 
     async def serve(self, respond, handler, make_environ, *, writes: bool) -> tuple | None:
         """respond(handler, make_environ()) on the loop, or None: it would have waited."""
         answer = self.run(respond, handler, make_environ, writes)
-        for pause in self.TURN_RETRY_SECONDS:
-            if answer is not TURN_TAKEN:
-                break
+        for pause in self.RETRY_SECONDS:
+            if answer is not WOULD_WAIT:
+                return answer
             await asyncio.sleep(pause)
             answer = self.run(respond, handler, make_environ, writes)
-        return None if answer is TURN_TAKEN else answer
+        return None if answer is WOULD_WAIT else answer
 
     def run(self, respond, handler, make_environ, writes: bool):
         loop = asyncio.events._get_running_loop()
@@ -268,21 +270,17 @@ class LoopInline:
 
         try:
             connection.never_wait()
-            if writes and not connection.try_writers_turn():
-                return TURN_TAKEN    # another writer has the turn
+            if writes and not connection.writers_turn_free():
+                return WOULD_WAIT    # another writer has the turn: look again soon
         except DatabaseError:
             return None
-        try:
-            environ = make_environ()
-            environ[INLINE] = "yes"
-            answer = respond(handler, environ)
-            return None if environ[INLINE] == "would wait" else answer
-        finally:
-            if writes:
-                connection.end_writers_turn()
+        environ = make_environ()
+        environ[INLINE] = "yes"
+        answer = respond(handler, environ)
+        return WOULD_WAIT if environ[INLINE] == "would wait" else answer
 
 
-TURN_TAKEN = object()   # LoopInline: another writer has the writers' turn right now
+WOULD_WAIT = object()   # LoopInline: the turn or SQLite's lock is taken right now
 
 
 class PagesLane:

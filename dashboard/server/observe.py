@@ -178,7 +178,7 @@ class Observed:
                     "method": scope["method"], "path": safe_path(scope["path"]), "group": info["group"],
                     "resource": info["resource"], "subresource": info["subresource"],
                     "namespace": info["namespace"], "name": info["name"], "code": code,
-                    "latency": round(elapsed, 6), "lane": record["lane"]})
+                    "latency": round(elapsed, 6), "lane": record["lane"], "pid": os.getpid()})
 
 
 def refused(method: str, path: str, query: bytes, code: int, started: float | None) -> bytes:
@@ -194,7 +194,7 @@ def refused(method: str, path: str, query: bytes, code: int, started: float | No
     _write({"ts": _now(), "auditID": audit_id, "user": "", "verb": info["verb"], "method": method,
             "path": safe_path(path), "group": info["group"], "resource": info["resource"],
             "subresource": info["subresource"], "namespace": info["namespace"], "name": info["name"],
-            "code": code, "latency": round(elapsed, 6), "lane": "protocol"})
+            "code": code, "latency": round(elapsed, 6), "lane": "protocol", "pid": os.getpid()})
     return f"Audit-Id: {audit_id}\r\n".encode("latin-1")
 
 
@@ -226,4 +226,4 @@ class ObservedWebsocket:
             _write({"ts": _now(), "auditID": audit_id, "user": record["user"],
                     "verb": "WEBSOCKET", "method": "GET", "path": safe_path(scope["path"]),
                     "code": close_code[0] or 1000, "latency": round(time.perf_counter() - started, 6),
-                    "lane": "pages"})
+                    "lane": "pages", "pid": os.getpid()})

@@ -76,7 +76,22 @@ def adopt(reactor, server, listen_fds: str, tls_paths) -> None:
             pem = tls_paths.server_cert.read_bytes() + b"\n" + tls_paths.server_key.read_bytes()
             factory = TLSMemoryBIOFactory(ssl.PrivateCertificate.loadPEM(pem).options(), False, factory)
         port = reactor.adoptStreamPort(fd, family, factory)
+        accept_one_at_a_time(port)
         server.listen_success(port)
+
+
+def accept_one_at_a_time(port) -> None:
+    """Every worker wakes for a new connection on the shared socket; Twisted's port accepts up
+    to 100 at a wake-up (growing by 20), so the first worker awake took a whole burst of
+    connections (wrk's 4, a client pool's 10) and the others got none. One per wake-up: the
+    next connection goes to whichever worker is free to accept it first."""
+    read = port.doRead
+
+    def doRead():
+        port.numberAccepts = 1
+        return read()
+
+    port.doRead = doRead
 
 
 def prepare_metrics_dir() -> Path | None:

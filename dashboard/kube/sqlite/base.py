@@ -16,6 +16,7 @@ import functools
 import os
 import time
 
+from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 WAIT_SECONDS = 20.0        # as long as SQLite's own busy timeout (settings)
@@ -40,9 +41,32 @@ class CursorWrapper(base.SQLiteCursorWrapper):
 class DatabaseWrapper(base.DatabaseWrapper):
     _writers_fd: int | None = None
     _holds_writers = False
+    # The event loop's connection (dashboard/server/bridge.py, LoopInline) never waits: not in
+    # SQLite's busy handler (busy_timeout 0) and not for the writers' turn. Either is then an
+    # immediate "database is locked" at BEGIN, before anything is written.
+    _never_waits = None     # the underlying connection told so
 
     def create_cursor(self, name=None):
         return self.connection.cursor(factory=CursorWrapper)
+
+    def never_wait(self) -> None:
+        """No waiting on this connection, from now on (once per underlying connection)."""
+        self.ensure_connection()
+        if self._never_waits is not self.connection:
+            self.connection.execute("PRAGMA busy_timeout = 0")
+            self._never_waits = self.connection
+
+    def writers_turn_free(self) -> bool:
+        """Is the writers' turn free right now? (Taken and given back at once: a hint.)"""
+        fd = self._writers_lock()
+        if fd is None or self._holds_writers:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
 
     def _writers_lock(self) -> int | None:
         if self._writers_fd is None and not self.is_in_memory_db():
@@ -62,7 +86,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 self._holds_writers = True
                 return
             except BlockingIOError:
-                pass
+                if self._never_waits is not None and self._never_waits is self.connection:
+                    raise OperationalError("database is locked: another writer has the writers' turn") from None
             now = time.monotonic()
             deadline = deadline or now + WAIT_SECONDS
             if now > deadline:
@@ -71,39 +96,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
             tries += 1
 
     def _give_writers(self) -> None:
-        if self._holds_writers and not self._pinned:
+        if self._holds_writers:
             self._holds_writers = False
             fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
-
-    # The fast lane's work on the event loop (dashboard/server/bridge.py, LoopInline) must never
-    # wait: it takes the writers' turn only if it is free, keeps it for its whole request
-    # ("pinned": a commit does not give it back), and its connection does not wait in SQLite's
-    # busy handler either, so a lock held by anyone else is an immediate "database is locked".
-    _pinned = False
-    _never_waits = None     # the underlying connection told not to wait
-
-    def try_writers_turn(self) -> bool:
-        """Take the writers' lock now, or say it is held (never waits); pinned until end_writers_turn."""
-        fd = self._writers_lock()
-        if fd is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            self._holds_writers = True
-        self._pinned = True
-        return True
-
-    def end_writers_turn(self) -> None:
-        self._pinned = False
-        self._give_writers()
-
-    def never_wait(self) -> None:
-        """No busy waiting on this connection (once per underlying connection)."""
-        self.ensure_connection()
-        if self._never_waits is not self.connection:
-            self.connection.execute("PRAGMA busy_timeout = 0")
-            self._never_waits = self.connection
 
     def _start_transaction_under_autocommit(self):
         self._take_writers()
@@ -129,7 +124,6 @@ class DatabaseWrapper(base.DatabaseWrapper):
         try:
             return super()._close()
         finally:
-            self._pinned = False
             self._give_writers()
             if self._writers_fd is not None:
                 os.close(self._writers_fd)
