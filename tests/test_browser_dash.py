@@ -497,6 +497,44 @@ def test_a_push_batch_of_rows_and_other_changes_parses_whole(chromium):
     assert spec.announced == 1 and shown == [("mix", "b"), ("mix", "d")]
 
 
+def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(chromium):
+    """A coalesced push (or a catch-up) where a row is deleted and, later in name order, a
+    new row comes onto the page: the new row's <tbody> wrapper must not follow the deletion's
+    <div> in the message (the parser would drop it), so both arrive."""
+    import orjson
+
+    from dashboard.kube.watch import Event
+    from dashboard.web import live
+    from dashboard.web.consumers import parse_spec
+    from manifests import lease
+
+    def event(rv, name, type_):
+        obj = lease(name, holder="node-a", ns="mix")
+        obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
+        return Event(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode())
+
+    spec = parse_spec(b"view=leases&namespace=mix&rv=10")
+    shown, known = [("mix", "a"), ("mix", "b")], {("mix", "a"), ("mix", "b")}
+    pending = {("Lease", "mix", "a"): ("MODIFIED", event(11, "a", "MODIFIED")),
+               ("Lease", "mix", "b"): ("DELETED", event(12, "b", "DELETED")),
+               ("Lease", "mix", "c"): ("ADDED", event(13, "c", "ADDED"))}
+    messages = live.render_changes(spec, pending, shown, known)
+    ctx = chromium.new_context()
+    try:
+        page = ctx.new_page()
+        parsed = [page.evaluate("""html => {
+            const t = document.createElement('template');
+            t.innerHTML = html;
+            return Array.from(t.content.querySelectorAll('[id]')).map(e => e.id);
+        }""", m) for m in messages]
+    finally:
+        ctx.close()
+    ids = [i for ids in parsed for i in ids]
+    for wanted in ("lease-mix--a", "lease-mix--b", "lease-mix--c", "live-rv"):
+        assert wanted in ids, f"{wanted} lost in parsing: {parsed} from {messages}"
+    assert shown == [("mix", "a"), ("mix", "c")]
+
+
 def test_new_objects_count_goes_on_after_a_reconnect(page, kube_server, ns):
     from playwright.sync_api import expect
 

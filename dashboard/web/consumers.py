@@ -3,10 +3,10 @@
 The consumer subscribes to the per-process watch hub for exactly what its page shows (kind,
 namespace, label selector, name search, one object), renders the changed object with the
 same template partial as the full page, and sends it. On (re)connect it compares the page's
-revision with the current one and, if anything changed meanwhile, sends those changes (read
-from the revision log, as the pushes would have), or re-renders the page's items wholesale
-when that is cheaper or the log no longer reaches back: a reconnecting page always
-converges, and nothing is silently missed.
+revision with the current one and, if anything changed meanwhile, sends just those changes
+(the view at the page's revision against the view now, as one coalesced push), or, when the
+log no longer reaches back to the page's revision, re-renders the page's items wholesale: a
+reconnecting page always converges, and nothing is silently missed.
 """
 from __future__ import annotations
 

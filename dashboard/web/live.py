@@ -186,46 +186,44 @@ def _empty_marker(empty: bool) -> str:
     return '<p id="items-empty" class="empty" hidden hx-swap-oob="true"></p>'
 
 
-CATCH_UP_MAX = 500   # more changes than this since the page's revision: re-render instead
-
-
 def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
-    """A reconnecting list page, brought up to date by the changes since its revision (the
-    revision log between the page's rv and the snapshot's), as the live pushes would have
-    sent them; None when a full refresh is due instead (the page's revision was compacted,
-    or too much changed, or a page that is not a list)."""
+    """A (re)connecting list page, brought up to date with just what changed since its
+    revision, as one coalesced live push would have sent it (one or two messages), however
+    many writes there were meanwhile; None when a full refresh is due instead (the page's
+    revision was compacted, or a page that is not a list).
+
+    What changed is the difference between the view at the page's revision (`then`) and now
+    (`state`, the consumer's snapshot): objects that entered the view, left it, or have
+    another resourceVersion. Both are the page's own filtered view (selector, name search,
+    namespaces, share scope), so an object that moved out of a label selector leaves the
+    page as the live push would have removed it."""
     from dashboard.kube.errors import ApiError
-    from dashboard.kube.watch import Event, Subscriber
+    from dashboard.kube.watch import Event
 
     if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
-        return None
-    events = [Event(*row) for row in revlog.read_after(spec.rv, CATCH_UP_MAX + 1, state.rv)]
-    if len(events) > CATCH_UP_MAX:
         return None
     try:
         then = snapshot(spec, principal, at=spec.rv)   # what the page showed
     except ApiError:
         return None   # compacted
-    subs = {}
-    for kind in spec.kinds:
-        subs[kind] = Subscriber(resource=registry.by_kind(kind), namespace=spec.namespace,
-                                label_selector=spec.label_selector, names=(spec.name,) if spec.name else (),
-                                predicate=page_predicate(principal, spec.q), start_rv=spec.rv,
-                                matching=set(then.keys.get(kind, ())))
     pending = {}
-    for ev in events:
-        sub = subs.get(ev.kind)
-        if sub is None or not sub.wants(ev):
-            continue
-        kind = sub.decide(ev)
-        if kind is not None:
-            pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
+    for kind in spec.kinds:
+        before = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in then.objects.get(kind, ())}
+        after = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in state.objects.get(kind, ())}
+        for key, obj in after.items():
+            old = before.get(key)
+            if old is not None and old["metadata"].get("resourceVersion") == obj["metadata"].get("resourceVersion"):
+                continue
+            change = revlog.MODIFIED if old is not None else revlog.ADDED
+            pending[(kind, *key)] = (change, Event(int(obj["metadata"].get("resourceVersion") or state.rv), kind,
+                                                   key[0], key[1], change, orjson.dumps(obj).decode()))
+        for key, obj in before.items():
+            if key not in after:
+                pending[(kind, *key)] = (revlog.DELETED, Event(state.rv, kind, key[0], key[1], revlog.DELETED,
+                                                               orjson.dumps(obj).decode()))
     known = {k for keys in then.keys.values() for k in keys}
     shown = sorted(k for k in known if on_page(spec, k))
-    # One message per change, each shaped exactly like a live push (a row and a deletion in
-    # one fragment parse differently in table context).
-    messages = [message for key, change in sorted(pending.items(), key=lambda kv: kv[0][1:])
-                for message in render_changes(spec, {key: change}, shown, known)]
+    messages = render_changes(spec, pending, shown, known) if pending else []
     return messages + [revision_marker(state.rv)]
 
 
@@ -253,7 +251,9 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
     Usually one message; two when table rows change in place beside anything else: a message
     is parsed as one fragment, whose first element sets the parsing context, so a row after
     a <p> or <div> (or the other way round) would be dropped. Rows go in a message of their
-    own, first."""
+    own, first; in the other message new table rows (their <tbody> wrappers) come before
+    any <div> or <p>, for the same reason (a <tbody> after a <div> is dropped; a <div>
+    after a <tbody> is kept)."""
     moment = now()
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == OVERVIEW:
@@ -261,6 +261,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         return [_namespaces(visible_namespaces(spec), moment) + marker]
     detail = kinds.is_detail_view(spec.view)
     rows, parts = [], []    # rows: <tr hx-swap-oob> replacements (table context)
+    inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
     announced = spec.announced
     was_empty = not shown
 
@@ -291,7 +292,9 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         # A new row goes right after its predecessor in (namespace, name) order.
         target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
         shown.insert(at, key)
-        parts.append(_wrapped(kind, target, _event_item(kind, ev, "", moment)))
+        (inserts if kinds.by_kind(kind).wrapper == "tbody" else parts).append(
+            _wrapped(kind, target, _event_item(kind, ev, "", moment)))
+    parts = inserts + parts
     if spec.announced != announced:
         parts.append(_announcement(spec.announced))
     if not detail and was_empty != (not shown):
