@@ -57,9 +57,13 @@ def _channels():
 def _stop_listening() -> None:
     from twisted.internet import reactor, tcp
 
-    for reader in list(reactor.getReaders()):
-        if isinstance(reader, tcp.Port):
-            reader.stopListening()
+    from .workers import ADOPTED_PORTS
+
+    # A worker's port may be between two accepts (workers.accept_in_turns): not a reader then.
+    ports = {*ADOPTED_PORTS, *(r for r in reactor.getReaders() if isinstance(r, tcp.Port))}
+    for port in ports:
+        if not port.disconnecting:
+            port.stopListening()
 
 
 def _close_keepalive() -> None:

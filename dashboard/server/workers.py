@@ -76,22 +76,36 @@ def adopt(reactor, server, listen_fds: str, tls_paths) -> None:
             pem = tls_paths.server_cert.read_bytes() + b"\n" + tls_paths.server_key.read_bytes()
             factory = TLSMemoryBIOFactory(ssl.PrivateCertificate.loadPEM(pem).options(), False, factory)
         port = reactor.adoptStreamPort(fd, family, factory)
-        accept_one_at_a_time(port)
+        accept_in_turns(port)
         server.listen_success(port)
 
 
-def accept_one_at_a_time(port) -> None:
-    """Every worker wakes for a new connection on the shared socket; Twisted's port accepts up
-    to 100 at a wake-up (growing by 20), so the first worker awake took a whole burst of
-    connections (wrk's 4, a client pool's 10) and the others got none. One per wake-up: the
-    next connection goes to whichever worker is free to accept it first."""
+# After accepting, a worker leaves the shared socket to the others this long.
+ACCEPT_PAUSE_SECONDS = 0.002
+ADOPTED_PORTS: list = []     # the ports this worker accepts on (shutdown stops them, paused or not)
+
+
+def accept_in_turns(port) -> None:
+    """Every worker wakes for a new connection on the shared socket, and the one already
+    running wins the race: Twisted's port then accepts up to 100 at a wake-up, so a burst of
+    connections (wrk's 4, a client pool's 10) all went to one worker and the others idled. Here
+    a worker accepts one connection, then leaves the socket to the others for 2 ms: a burst
+    is spread over the workers free to take it, and no connection waits longer than that."""
     read = port.doRead
 
     def doRead():
         port.numberAccepts = 1
-        return read()
+        read()
+        if not port.disconnecting:
+            port.stopReading()
+            port.reactor.callLater(ACCEPT_PAUSE_SECONDS, resume)
+
+    def resume():
+        if port.connected and not port.disconnecting:
+            port.startReading()
 
     port.doRead = doRead
+    ADOPTED_PORTS.append(port)
 
 
 def prepare_metrics_dir() -> Path | None:
