@@ -59,6 +59,7 @@ def test_ages_everywhere_and_a_local_time_option(tokyo_page, kube_server, ns):
             r"^created \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
         if kind != "endpoints":
             expect(page.get_by_role("columnheader", name="Age").get_by_role("button", name="Age")).to_be_visible()
+        page.screenshot(path=f"/tmp/kubedash-age-{kind}.png")
     # The age moves on by itself.
     first = int(age.inner_text()[:-1])
     expect(age).not_to_have_text(f"{first}s", timeout=5000)
