@@ -230,6 +230,24 @@ def test_renewals_and_reads_of_one_object_are_answered_on_the_event_loop(one_wor
     assert logged_lanes(server, "GET", path) == ["fast-loop"]
 
 
+def test_buffered_answers_say_their_length(one_worker):
+    """A buffered response is sent with Content-Length (not chunked), as kube-apiserver sends it."""
+    import http.client
+
+    server = one_worker
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+    try:
+        for method, path in (("GET", "/apis/coordination.k8s.io/v1/leases"), ("GET", "/version"),
+                             ("GET", "/apis/coordination.k8s.io/v1/namespaces/x/leases/missing")):
+            conn.request(method, path, headers={"Authorization": f"Bearer {server.admin_token}"})
+            resp = conn.getresponse()
+            body = resp.read()
+            assert resp.getheader("Transfer-Encoding") is None, (path, resp.getheaders())
+            assert int(resp.getheader("Content-Length")) == len(body) > 0, path
+    finally:
+        conn.close()
+
+
 def _in_background(fn):
     result = {}
     thread = threading.Thread(target=lambda: result.update(answer=fn()), daemon=True)
