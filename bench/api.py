@@ -231,6 +231,7 @@ class TableLoop(threading.Thread):
         self.server, self.stopping = server, threading.Event()
         self.times: list[float] = []
         self.rejected = 0
+        self.failed = ""   # the first answer that was neither 200 nor 429 (the loop stops there)
 
     def run(self) -> None:
         headers = {"Authorization": f"Bearer {self.server.token}", "Accept": TABLE_ACCEPT}
@@ -244,7 +245,8 @@ class TableLoop(threading.Thread):
                 elif status == 429:
                     self.rejected += 1
                 else:
-                    raise SystemExit(f"Table list answered {status}")
+                    self.failed = f"Table list answered {status}"
+                    return
         finally:
             conn.close()
 
@@ -259,6 +261,8 @@ def scenario_renew_under_tables(wrk: str, server: BenchServer, connections: int,
         loop.stopping.set()
         loop.join(120)
     result.scenario = "renew + Table lists"
+    if loop.failed:
+        raise SystemExit(loop.failed)
     return result, loop
 
 

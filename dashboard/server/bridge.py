@@ -148,7 +148,7 @@ class LanedHTTP:
             status, headers, content = answer
         finally:
             lane.release()
-        if not any(name == b"content-length" for name, _ in headers):
+        if not any(name.lower() == b"content-length" for name, _ in headers):
             # The whole body is here: say its length (else Twisted frames it as chunks).
             headers.append((b"content-length", b"%d" % len(content)))
         await send({"type": "http.response.start", "status": status, "headers": headers})
