@@ -173,6 +173,7 @@ class Command(BaseCommand):
                 workers.adopt(reactor, server, listen_fds, tls)
             else:
                 self.banner(urls, tls)
+            freeze_startup_objects()
 
         proxy = options["proxy_headers"]
         # Daphne builds its HTTP factory in Server.run() by this name: ours bounds what a
@@ -203,3 +204,22 @@ class Command(BaseCommand):
         if server.abort_start:
             # Daphne logged why (address in use, permission denied, bad certificate).
             raise CommandError(f"could not listen on {', '.join(urls)}")
+
+
+def freeze_startup_objects() -> None:
+    """What start-up built (Django, the URL patterns, every kind's compiled schema) lives as
+    long as the process: move it out of the garbage collector's sight (gc.freeze), so a full
+    collection walks only what requests create — one took ~50 ms in a 1,000-row page render,
+    and as long in the middle of whichever renewal it fell on."""
+    import gc
+
+    from django.urls import get_resolver
+
+    from dashboard.kube import registry, schema
+
+    get_resolver().url_patterns          # the resolver populates itself on first use
+    for res in registry.all_resources():
+        schema.node(res.definition)
+    gc.collect()
+    gc.freeze()
+
