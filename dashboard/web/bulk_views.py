@@ -6,12 +6,11 @@ form. Each object goes through its own do_* action or store.delete, so one failu
 refused, conflict) is reported for that object and the others still happen.
 
 The undo state is the session's, one at a time, and bounded (MAX_SELECTED objects,
-MAX_UNDO_BYTES of saved objects: beyond that no undo is offered, and the page says so).
+undo.MAX_UNDO_BYTES of saved objects: beyond that no undo is offered, and the page says so).
 """
 from __future__ import annotations
 
 import json
-import secrets
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -24,10 +23,9 @@ from dashboard.kube.errors import ApiError
 from .edit_views import editor_view, forbidden
 from .kinds import BulkAction, KindWeb
 from .scope import may_create_somewhere
+from .undo import SESSION_KEY, keep_undo
 
 MAX_SELECTED = 200
-MAX_UNDO_BYTES = 256 * 1024
-SESSION_KEY = "bulk_undo"
 DELETE = BulkAction("delete", "Delete", "deleted", perform=None, undo="recreate",
                     note="Undo creates them again from the saved objects, with a new uid and resourceVersion.")
 # Server-owned metadata a re-created object must not carry (the store assigns it anew).
@@ -125,17 +123,6 @@ def bulk(request, principal, info: KindWeb):
         if undo is None or not keep_undo(request, info, action.name, saved):
             messages.info(request, "Too much to keep for an undo: this cannot be undone here.")
     return _back(info, request)
-
-
-def keep_undo(request, info: KindWeb, action: str, saved: list) -> bool:
-    """Keep what the list page's Undo needs (the last action only): [namespace, name, the
-    object as it was] per object. A detail page's Delete uses it too. False when too big."""
-    request.session.pop(SESSION_KEY, None)
-    state = {"id": secrets.token_urlsafe(8), "kind": info.kind, "action": action, "objects": saved}
-    if len(json.dumps(state)) > MAX_UNDO_BYTES:
-        return False
-    request.session[SESSION_KEY] = state
-    return True
 
 
 def _report(request, info, action, done, failed, prefix=""):

@@ -38,6 +38,7 @@ from .kinds import KindWeb
 from .present import detail_url, object_yaml, present
 from .scope import known_namespaces, may_create_somewhere
 from .share import page_principal
+from .undo import keep_undo
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +384,6 @@ def delete(request, principal: Principal, info: KindWeb, namespace: str, name: s
     if not result.deleted:
         messages.info(request, f"{info.kind} {namespace}/{name} is being deleted (waiting for its finalizers).")
         return redirect(url)
-    from .bulk_views import keep_undo    # (bulk_views imports this module)
     if principal.can("create", namespace, info.kind) and keep_undo(request, info, "delete", [[namespace, name, saved]]):
         messages.success(request, f"{info.kind} {namespace}/{name} deleted. Undo below creates it again.")
     else:
