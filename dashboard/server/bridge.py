@@ -99,7 +99,8 @@ class APIWSGIHandler(LaneWSGIHandler):
 
 
 class LanedHTTP:
-    """ASGI app: buffered HTTP requests through Django's WSGI handler, on their lane's thread."""
+    """ASGI app: buffered HTTP requests through Django's WSGI handler, on their lane's thread
+    (or, for the fast lane's bearer-token resource requests on SQLite, on the loop: LoopInline)."""
 
     def __init__(self, streaming_app):
         self.streaming_app = streaming_app
@@ -156,8 +157,10 @@ class LanedHTTP:
 
     @staticmethod
     async def _status(send, err: ApiError, headers: list = ()) -> None:
-        await send({"type": "http.response.start", "status": err.code, "headers": JSON_HEADERS + list(headers)})
-        await send({"type": "http.response.body", "body": orjson.dumps(err.status())})
+        body = orjson.dumps(err.status())
+        await send({"type": "http.response.start", "status": err.code,
+                    "headers": [*JSON_HEADERS, *headers, (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
 
     @staticmethod
     def _respond(handler, environ) -> tuple[int, list, bytes]:

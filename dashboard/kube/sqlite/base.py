@@ -20,10 +20,16 @@ from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 WAIT_SECONDS = 20.0        # as long as SQLite's own busy timeout (settings)
+# The event loop's connection waits for the turn this long at most: about one other worker's
+# transaction, less than doing the request's work again after a refusal.
+NEVER_WAIT_SECONDS = 0.0003
 POLL_SECONDS = (0.00005, 0.0001, 0.0002, 0.0005)   # then every 0.5 ms
 
 
-@functools.lru_cache(maxsize=4096)
+REMEMBERED_QUERY_CHARS = 4096   # longer statements (an IN list of 5,000 names) are not kept
+
+
+@functools.lru_cache(maxsize=1024)
 def _qmark(query: str) -> str:
     return base.SQLiteCursorWrapper.convert_query(None, query)
 
@@ -33,7 +39,7 @@ class CursorWrapper(base.SQLiteCursorWrapper):
     on every request, and the regex was 3% of a renewal."""
 
     def convert_query(self, query, *, param_names=None):
-        if param_names is None:
+        if param_names is None and len(query) <= REMEMBERED_QUERY_CHARS:
             return _qmark(query)
         return super().convert_query(query, param_names=param_names)
 
@@ -42,8 +48,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     _writers_fd: int | None = None
     _holds_writers = False
     # The event loop's connection (dashboard/server/bridge.py, LoopInline) never waits: not in
-    # SQLite's busy handler (busy_timeout 0) and not for the writers' turn. Either is then an
-    # immediate "database is locked" at BEGIN, before anything is written.
+    # SQLite's busy handler (busy_timeout 0), and for the writers' turn at most
+    # NEVER_WAIT_SECONDS. Either is then "database is locked" at BEGIN, before anything is written.
     _never_waits = None     # the underlying connection told so
 
     def create_cursor(self, name=None):
@@ -86,11 +92,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 self._holds_writers = True
                 return
             except BlockingIOError:
-                if self._never_waits is not None and self._never_waits is self.connection:
-                    raise OperationalError("database is locked: another writer has the writers' turn") from None
+                pass
+            never_waits = self._never_waits is not None and self._never_waits is self.connection
             now = time.monotonic()
-            deadline = deadline or now + WAIT_SECONDS
+            deadline = deadline or now + (NEVER_WAIT_SECONDS if never_waits else WAIT_SECONDS)
             if now > deadline:
+                if never_waits:
+                    raise OperationalError("database is locked: another writer has the writers' turn")
                 return          # SQLite's busy handler decides from here
             time.sleep(POLL_SECONDS[min(tries, len(POLL_SECONDS) - 1)])
             tries += 1
