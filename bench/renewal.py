@@ -1,0 +1,116 @@
+"""Renewal benchmark, in-process (issue 10): CPU of a Lease renewal through the bridge's handler.
+
+    .venv/bin/python bench/renewal.py [--renewals 3000] [--profile]
+
+Makes a throw-away SQLite database (temp data dir, migrated) with an admin token and one Lease,
+then drives `dashboard.server.bridge`'s API handler exactly as a worker does for a bearer-token
+request (Django's WSGI handler with the API middleware, direct dispatch, the store), with no
+server and no sockets:
+  ceiling: GET /healthz through the same handler (Django's resolver, a view that does nothing);
+  renewal: PUT of the Lease with the resourceVersion of the previous answer and a new renewTime.
+Prints the CPU per request of each (process CPU clock) and the renewal's ratio to the ceiling.
+What the server adds on top (Daphne, Twisted, the loop) is bench/api.py's to measure.
+`--profile` prints cProfile's top functions for the renewals instead.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from io import StringIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/renew-0"
+
+
+def setup(data_dir: str):
+    os.environ.update(KUBEDASH_DATA_DIR=data_dir, DJANGO_SETTINGS_MODULE="dashboard.settings",
+                      KUBEDASH_REQUEST_LOG="0")
+    os.environ.pop("DATABASE_URL", None)
+    os.environ.pop("REDIS_URL", None)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    out = StringIO()
+    call_command("issue_token", "bench", "--role", "admin", stdout=out)
+    return out.getvalue().strip().splitlines()[-1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--renewals", type=int, default=3000)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    token = setup(tempfile.mkdtemp(prefix="kubedash-renewal-"))
+
+    import orjson
+
+    from dashboard.server.bridge import LanedHTTP
+
+    app = LanedHTTP(None)
+
+    def call(method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        scope = {"type": "http", "method": method, "path": path, "query_string": b"",
+                 "headers": [(b"authorization", f"Bearer {token}".encode()), (b"content-type", b"application/json"),
+                             (b"host", b"127.0.0.1")],
+                 "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 40000)}
+        status, _, content = app._respond(app.api, app._environ(scope, body))
+        return status, content
+
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "renew-0", "namespace": "kube-node-lease"},
+             "spec": {"holderIdentity": "node-0", "leaseDurationSeconds": 40,
+                      "renewTime": "2026-11-25T10:00:00.000000Z"}}
+    status, last = call("POST", LEASE.rsplit("/", 1)[0], orjson.dumps(lease))
+    assert status == 201, last
+    state = {"last": last}
+
+    def renew(i: int) -> None:
+        body = re.sub(rb'"renewTime":"[^"]*"', b'"renewTime":"2026-11-25T10:%02d:%02d.%06dZ"'
+                      % (i // 60 % 60, i % 60, i % 1000000), state["last"])
+        status, content = call("PUT", LEASE, body)
+        assert status == 200, content
+        state["last"] = content
+
+    def healthz(_: int) -> None:
+        status, content = call("GET", "/healthz")
+        assert status == 200, content
+
+    n = args.renewals
+    for i in range(300):   # warm up: imports, caches, the connection
+        renew(i)
+        healthz(i)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(lambda: [renew(300 + i) for i in range(n)])
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+        return 0
+
+    def cpu_per_call(fn, offset: int) -> float:
+        started = time.process_time()
+        for i in range(n):
+            fn(offset + i)
+        return (time.process_time() - started) / n
+
+    ceiling = cpu_per_call(healthz, 0)
+    renewal = cpu_per_call(renew, 300)
+    print("kubedash in-process renewal benchmark (no server: the bridge's API handler, SQLite)")
+    print(f"requests of each: {n}")
+    print(f"ceiling: GET /healthz        {ceiling * 1e6:7.0f} us CPU")
+    print(f"renewal: PUT of one Lease    {renewal * 1e6:7.0f} us CPU   ({renewal / ceiling:.2f}x the ceiling)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
