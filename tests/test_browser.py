@@ -102,12 +102,13 @@ def session_state(chromium, kube_server, login_user):
     return state
 
 
-@pytest.fixture
-def page(chromium, session_state):
+def signed_in_page(chromium, session_state, width: int = 1280, **context_options):
+    """A signed-in page (sockets tracked); fails the test on any JavaScript error. For fixtures."""
     from playwright.sync_api import expect
 
     expect.set_options(timeout=WAIT_MS)
-    ctx = chromium.new_context(storage_state=session_state, viewport={"width": 1280, "height": 900})
+    ctx = chromium.new_context(storage_state=session_state, viewport={"width": width, "height": 900},
+                               **context_options)
     ctx.add_init_script(TRACK_SOCKETS)
     pg = ctx.new_page()
     errors: list[str] = []
@@ -115,6 +116,11 @@ def page(chromium, session_state):
     yield pg
     ctx.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def page(chromium, session_state):
+    yield from signed_in_page(chromium, session_state)
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 
 from manifests import endpoints, job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
-    now_micro, open_live, page, session_state, assert_not_reloaded, row_ids,
+    WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
+    now_micro, open_live, page, session_state, signed_in_page, assert_not_reloaded, row_ids,
 )
 
 
@@ -76,18 +76,8 @@ def axe_violations(page, rules: list[str] | None = None) -> list[str]:
 @pytest.fixture
 def wide_page(chromium, session_state):
     """A signed-in page at 1440 px with the clipboard allowed; CSP bypassed to inject axe."""
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT_MS)
-    ctx = chromium.new_context(storage_state=session_state, viewport={"width": 1440, "height": 900},
-                               bypass_csp=True, permissions=["clipboard-read", "clipboard-write"])
-    ctx.add_init_script(TRACK_SOCKETS)
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield pg
-    ctx.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+    yield from signed_in_page(chromium, session_state, width=1440, bypass_csp=True,
+                              permissions=["clipboard-read", "clipboard-write"])
 
 
 LONG = ("Job has reached the specified backoff limit after the pods failed repeatedly: "

@@ -11,8 +11,8 @@ import yaml
 
 from manifests import endpoints, job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
-    open_live, page, session_state, assert_not_reloaded,
+    api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
+    open_live, page, session_state, signed_in_page, assert_not_reloaded,
 )
 from test_browser_dash import axe_violations, wide_page  # noqa: F401
 
@@ -22,18 +22,7 @@ ACQUIRED = "2026-01-01T00:00:00.000000Z"      # 09:00 in Tokyo (UTC+9, no daylig
 @pytest.fixture
 def tokyo_page(chromium, session_state):
     """A signed-in page whose browser lives in Tokyo; CSP bypassed to inject axe."""
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT_MS)
-    ctx = chromium.new_context(storage_state=session_state, viewport={"width": 1440, "height": 900},
-                               timezone_id="Asia/Tokyo", bypass_csp=True)
-    ctx.add_init_script(TRACK_SOCKETS)
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield pg
-    ctx.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+    yield from signed_in_page(chromium, session_state, width=1440, timezone_id="Asia/Tokyo", bypass_csp=True)
 
 
 def test_ages_everywhere_and_a_local_time_option(tokyo_page, kube_server, ns):
