@@ -224,16 +224,15 @@ def server_env(data_dir: Path) -> dict:
     return env
 
 
-@pytest.fixture(scope="session")
-def kube_server(tmp_path_factory):
-    """`manage.py serve` on free ports with its own SQLite database, for real clients."""
-    data_dir = tmp_path_factory.mktemp("kubedash-live")
-    env = server_env(data_dir)
+def served(data_dir: Path, env: dict, *serve_args: str):
+    """Migrate, run `manage.py serve` on free ports (+ serve_args) until both listen, yield its
+    LiveServer, stop it. For fixtures: `yield from served(...)`."""
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
     http_port, tls_port = free_port(), free_port()
     log = open(data_dir / "server.log", "wb")
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
-                             "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                             "--tls-port", str(tls_port), *serve_args], env=env, cwd=ROOT, stdout=log,
+                            stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -244,14 +243,20 @@ def kube_server(tmp_path_factory):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("serve did not start: " + (data_dir / "server.log").read_text()[-3000:])
             time.sleep(0.2)
-    server = LiveServer(data_dir, http_port, tls_port, proc)
-    yield server
+    yield LiveServer(data_dir, http_port, tls_port, proc)
     proc.terminate()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def kube_server(tmp_path_factory):
+    """`manage.py serve` on free ports with its own SQLite database, for real clients."""
+    data_dir = tmp_path_factory.mktemp("kubedash-live")
+    yield from served(data_dir, server_env(data_dir))
 
 
 def require_kubectl() -> str:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -19,7 +17,7 @@ import uuid
 import orjson
 import pytest
 
-from conftest import ROOT, LiveServer, free_port, server_env
+from conftest import served, server_env
 from manifests import lease
 
 GROUP = "/apis/coordination.k8s.io/v1"
@@ -145,28 +143,7 @@ def small_queue_server(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("kubedash-fanout")
     env = server_env(data_dir)
     env["KUBEDASH_WATCH_QUEUE_SIZE"] = "5"
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-    http_port, tls_port = free_port(), free_port()
-    log = open(data_dir / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
-                             "--tls-port", str(tls_port), "--workers", "1"], env=env, cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", http_port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("serve did not start: " + (data_dir / "server.log").read_text()[-3000:])
-            time.sleep(0.2)
-    yield LiveServer(data_dir, http_port, tls_port, proc)
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    yield from served(data_dir, env, "--workers", "1")
 
 
 def test_watcher_that_falls_behind_is_closed_and_resumes_with_nothing_missing(small_queue_server, ns):
