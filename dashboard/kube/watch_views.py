@@ -283,6 +283,22 @@ async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: l
             end = deadline - (1 if final_bookmark else 0)
             return min(end, next_bookmark) if options["bookmarks"] else end
 
+        def clock(quiet: bool = True) -> tuple[bytes | None, bool]:
+            """The stream's clock, now: a bookmark to send (or None), and whether it has ended
+            (the deadline; one second before it, the final bookmark). Periodic bookmarks only
+            when the stream is `quiet` (nothing else waiting to be sent)."""
+            nonlocal final_bookmark, next_bookmark
+            now = loop.time()
+            if now >= deadline - (1 if final_bookmark else 0):
+                if final_bookmark:
+                    final_bookmark = False
+                    return enc.bookmark(hub.last_rv), now >= deadline
+                return None, True
+            if options["bookmarks"] and now >= next_bookmark and quiet:
+                next_bookmark = now + interval
+                return enc.bookmark(hub.last_rv), False
+            return None, False
+
         if sub.writer is not None:
             # One timer per stream, re-armed when it fires; the task runs only when it or
             # close() wakes it. Anything yielded goes after what the hub has pending for it.
@@ -297,19 +313,13 @@ async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: l
                     if sub.final is not None:
                         yield sub.final   # the final ERROR event (access ended)
                     return
-                now = loop.time()
-                if now >= deadline - (1 if final_bookmark else 0):
-                    sub.flush()
-                    if final_bookmark:
-                        yield enc.bookmark(hub.last_rv)
-                        final_bookmark = False
-                        if now < deadline:
-                            continue
+                bookmark, ended = clock()
+                if bookmark is not None or ended:
+                    sub.flush()      # what the hub has pending goes first
+                if bookmark is not None:
+                    yield bookmark
+                if ended:
                     return
-                if options["bookmarks"] and now >= next_bookmark:
-                    sub.flush()
-                    yield enc.bookmark(hub.last_rv)
-                    next_bookmark = now + interval
 
         # Without a direct writer: events come through the subscriber's queue.
         # One timer per stream, re-armed only when it fires (not one timeout per event): it
@@ -339,17 +349,11 @@ async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: l
                 kind, ev = sub.queue.get_nowait()  # send what has piled up in one write
             if lines:
                 yield b"".join(lines)
-            now = loop.time()
-            if now >= deadline - (1 if final_bookmark else 0):
-                if final_bookmark:
-                    yield enc.bookmark(hub.last_rv)
-                    final_bookmark = False
-                    if now < deadline:
-                        continue
+            bookmark, ended = clock(quiet=sub.queue.empty())
+            if bookmark is not None:
+                yield bookmark
+            if ended:
                 return
-            if options["bookmarks"] and now >= next_bookmark and sub.queue.empty():
-                yield enc.bookmark(hub.last_rv)
-                next_bookmark = now + interval
     finally:
         if "timer" in locals():
             timer[0].cancel()
