@@ -11,12 +11,14 @@ from datetime import datetime, timezone
 
 from django import template
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from dashboard.web.present import clock, iso
 
 register = template.Library()
 
 _CLOCK = "%Y-%m-%d %H:%M:%S UTC"
+NO_AGE = mark_safe('<span class="muted">—</span>')
 
 
 def _moment(value) -> datetime | None:
@@ -43,6 +45,6 @@ def abstime(value, empty: str = "—"):
 def age(item):
     """<time … data-age-since=…>3d4h</time> with the exact creation time as its title."""
     if not item.get("created_at"):
-        return format_html('<span class="muted">—</span>')
+        return NO_AGE
     return format_html('<time datetime="{0}" data-age-since="{0}" title="created {1}">{2}</time>',
                        item["created_at"], item["created"], item.get("age") or "")
