@@ -108,6 +108,26 @@ def test_job_detail_shows_everything_at_1440(wide_page, kube_server, ns):
     assert axe_violations(page) == []
 
 
+def test_the_header_and_the_jobs_list_fit_1440(wide_page, kube_server, ns):
+    """At 1440 px the header is one line (the user and Log out wrapped to a second) and the Jobs
+    list, its widest, does not scroll sideways with a Succeeded/Complete job and a failed one."""
+    page = wide_page
+    now = "2026-01-01T00:00:00Z"
+    for name, condition in (("done", {"type": "SuccessCriteriaMet", "reason": "CompletionsReached"}),
+                            ("broke", {"type": "FailureTarget", "reason": "BackoffLimitExceeded"})):
+        api(kube_server, "POST", jobs_path(ns), job(name=name, ns=ns, completions=3))
+        api(kube_server, "PATCH", jobs_path(ns, name) + "/status", {"status": {
+            "startTime": now, "conditions": [{**condition, "status": "True", "message": LONG,
+                                              "lastTransitionTime": now, "lastProbeTime": now}]}}, merge=True)
+    open_live(page, f"{kube_server.http_url}/jobs/?namespace={ns}")
+    header = page.locator("header.top")
+    page.screenshot(path="/tmp/kubedash-jobs-1440.png")
+    line = page.locator("header.top .brand").bounding_box()["height"]
+    assert header.evaluate("el => el.clientHeight") < 2 * line + 24, "the header wrapped to a second line"
+    wrap = page.locator(".table-wrap")
+    assert wrap.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the Jobs list scrolls sideways at 1440 px"
+
+
 def test_axe_on_pages_and_states(wide_page, kube_server, ns):
     from playwright.sync_api import expect
 
