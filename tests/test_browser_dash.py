@@ -490,21 +490,28 @@ def test_a_push_batch_of_rows_and_other_changes_parses_whole(chromium):
                ("Lease", "mix", "c"): ("DELETED", event(13, "c", "DELETED")[1]),
                ("Lease", "mix", "d"): ("MODIFIED", event(14, "d", holder="node-q")[1])}
     messages = live.render_changes(spec, pending, shown, known)
-    ctx = chromium.new_context()
-    try:
-        page = ctx.new_page()
-        parsed = [page.evaluate("""html => {
-            const t = document.createElement('template');
-            t.innerHTML = html;
-            return Array.from(t.content.children).map(e => e.id);
-        }""", m) for m in messages]
-    finally:
-        ctx.close()
+    parsed = parsed_ids(chromium, messages, None)
     ids = [i for ids in parsed for i in ids]
     for wanted in ("lease-mix--b", "lease-mix--d", "lease-mix--c", "items-new", "live-rv"):
         assert wanted in ids, f"{wanted} lost in parsing: {parsed} from {messages}"
     assert ids.count("items-new") == 1
     assert spec.announced == 1 and shown == [("mix", "b"), ("mix", "d")]
+
+
+def parsed_ids(chromium, messages: list[str], selector: str | None) -> list[list[str]]:
+    """For each pushed message, the ids of its top-level elements (selector None), or of all
+    its elements matching selector, as Chromium's HTML parser builds them (what htmx swaps in)."""
+    ctx = chromium.new_context()
+    try:
+        page = ctx.new_page()
+        return [page.evaluate("""([html, selector]) => {
+            const t = document.createElement('template');
+            t.innerHTML = html;
+            const found = selector ? t.content.querySelectorAll(selector) : t.content.children;
+            return Array.from(found).map(e => e.id);
+        }""", [m, selector]) for m in messages]
+    finally:
+        ctx.close()
 
 
 def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(chromium):
@@ -529,16 +536,7 @@ def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(chromium):
                ("Lease", "mix", "b"): ("DELETED", event(12, "b", "DELETED")),
                ("Lease", "mix", "c"): ("ADDED", event(13, "c", "ADDED"))}
     messages = live.render_changes(spec, pending, shown, known)
-    ctx = chromium.new_context()
-    try:
-        page = ctx.new_page()
-        parsed = [page.evaluate("""html => {
-            const t = document.createElement('template');
-            t.innerHTML = html;
-            return Array.from(t.content.querySelectorAll('[id]')).map(e => e.id);
-        }""", m) for m in messages]
-    finally:
-        ctx.close()
+    parsed = parsed_ids(chromium, messages, "[id]")
     ids = [i for ids in parsed for i in ids]
     for wanted in ("lease-mix--a", "lease-mix--b", "lease-mix--c", "live-rv"):
         assert wanted in ids, f"{wanted} lost in parsing: {parsed} from {messages}"
