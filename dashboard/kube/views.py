@@ -542,6 +542,14 @@ def direct_route(path: str) -> tuple[type, dict] | None:
     return ObjectView, {**kw, "name": rest[3]}
 
 
+def bearer_route(method: str, authorization: str, path: str) -> tuple[type, dict] | None:
+    """direct_route for a request that may be dispatched directly: a bearer token, a method the
+    views answer (the bridge asks before Django builds the request, and again inside it)."""
+    if method not in DIRECT_METHODS or authorization[:7].lower() != "bearer ":
+        return None
+    return direct_route(path)
+
+
 def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
     """What DRF's dispatch does for these views, in a few lines: authenticate the bearer
     token, negotiate the output (406 first, as kube), call the method, Status on failure."""

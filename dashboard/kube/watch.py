@@ -227,21 +227,19 @@ class StreamSubscriber(Subscriber):
             return super().offer(ev)
         if self.closed or ev.rv <= self.start_rv:
             return
-        out = self.out
-        out.append(self.encode(ev.type, ev))
-        if len(out) == 1:
-            hub.schedule_flush(self)
-        elif len(out) > self.limit:
-            self.overflow()
+        self._pend(self.encode(ev.type, ev))
 
     def _deliver(self, ev: Event) -> None:
         if self.writer is None:
             return super()._deliver(ev)
         kind = self.decide(ev)
-        if kind is None:
-            return
+        if kind is not None:
+            self._pend(self.encode(kind, ev))
+
+    def _pend(self, line: bytes) -> None:
+        """Queue a line for the next flush (the first one schedules it); too many: overflow."""
         out = self.out
-        out.append(self.encode(kind, ev))
+        out.append(line)
         if len(out) == 1:
             hub.schedule_flush(self)
         elif len(out) > self.limit:

@@ -36,7 +36,7 @@ from django.http.cookie import parse_cookie
 from django.test.utils import override_settings
 
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
-from dashboard.kube.views import DIRECT_METHODS, INLINE, direct_route, serve_direct
+from dashboard.kube.views import INLINE, bearer_route, serve_direct
 
 from .lanes import API_ROOTS, LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
@@ -91,10 +91,9 @@ class APIWSGIHandler(LaneWSGIHandler):
             super().load_middleware(is_async)
 
     def _get_response(self, request):
-        if request.method in DIRECT_METHODS and request.META.get("HTTP_AUTHORIZATION", "")[:7].lower() == "bearer ":
-            route = direct_route(request.path_info)
-            if route is not None:
-                return serve_direct(request, *route)
+        route = bearer_route(request.method, request.META.get("HTTP_AUTHORIZATION", ""), request.path_info)
+        if route is not None:
+            return serve_direct(request, *route)
         return super()._get_response(request)
 
 
@@ -240,12 +239,10 @@ class LoopInline:
         self.context = contextvars.Context()
 
     def takes(self, scope) -> bool:
-        if not self.enabled or scope["method"] not in DIRECT_METHODS:
+        if not self.enabled:
             return False
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                return value[:7].lower() == b"bearer " and direct_route(scope["path"]) is not None
-        return False
+        authorization = next((v for n, v in scope.get("headers", ()) if n == b"authorization"), b"")
+        return bearer_route(scope["method"], authorization.decode("latin-1"), scope["path"]) is not None
 
     # Another worker's write holds the turn (or SQLite's lock) for a few hundred µs: look again
     # after these pauses (the loop serves others meanwhile) before handing the request to the
