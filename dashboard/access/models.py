@@ -16,6 +16,8 @@ class Profile(models.Model):
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.VIEWER)
     # Empty: every namespace. Otherwise the only namespaces this user may see or change.
     namespaces = models.JSONField(default=list, blank=True)
+    # Empty: every cluster. Otherwise the only clusters (access/clusters.py) this user may see.
+    clusters = models.JSONField(default=list, blank=True)
     # Bumped by logout: every session signed in before it stops (access/sessions.py).
     session_epoch = models.PositiveIntegerField(default=0)
 
@@ -45,6 +47,7 @@ class ShareLink(models.Model):
     label = models.CharField(max_length=100)
     kind = models.CharField(max_length=32)                             # Lease, Endpoints or Job
     namespace = models.CharField(max_length=253, blank=True, default="")  # "": all namespaces
+    cluster = models.CharField(max_length=63, default="local")   # the one cluster it shows (access/clusters.py)
     label_selector = models.CharField(max_length=1000, blank=True, default="")
     creator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="share_links")
     created = models.DateTimeField(auto_now_add=True)

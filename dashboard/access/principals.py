@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import clusters
 from .models import Role
 
 READ_VERBS = frozenset({"get", "list", "watch"})
@@ -23,6 +24,7 @@ class Principal:
     username: str
     role: str
     namespaces: tuple[str, ...] = ()   # empty: all namespaces
+    clusters: tuple[str, ...] = ()     # empty: every cluster (the local store and followed ones)
     kinds: tuple[str, ...] = ()        # empty: all kinds (share links: the one kind shared)
     label_selector: str = ""           # share links: only objects matching it
     share_id: int | None = None        # share links: the ShareLink row
@@ -37,6 +39,9 @@ class Principal:
     def is_admin(self) -> bool:
         return self.role == Role.ADMIN
 
+    def sees_cluster(self, name: str) -> bool:
+        return not self.clusters or name in self.clusters
+
     def can(self, verb: str, namespace: str | None, kind: str | None = None) -> bool:
         """The one place roles are enforced (API, pages, forms, websockets).
 
@@ -45,6 +50,8 @@ class Principal:
         """
         if self.kinds and kind not in self.kinds:
             return False
+        if not self.sees_cluster(clusters.current()):
+            return False   # the cluster this request is about (access/clusters.py)
         if self.namespaces and (namespace is None or namespace not in self.namespaces):
             # Like a namespaced RoleBinding: no cluster-wide reads, nothing outside the list.
             return False
@@ -58,5 +65,6 @@ def principal_for(user) -> Principal:
     if profile is None:
         role = Role.ADMIN if user.is_superuser else Role.VIEWER
         return Principal(user.get_username(), role, user_id=user.pk)
-    return Principal(user.get_username(), profile.role, tuple(profile.namespaces or ()), user_id=user.pk)
+    return Principal(user.get_username(), profile.role, tuple(profile.namespaces or ()),
+                     clusters=tuple(profile.clusters or ()), user_id=user.pk)
 

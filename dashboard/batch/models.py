@@ -16,6 +16,6 @@ class Job(ObjectRow):
     completion_time = models.DateTimeField(null=True)
     phase = models.CharField(max_length=32, default="")
 
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="job_key")]
+    class Meta(ObjectRow.Meta):
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="job_key")]
         ordering = ["namespace", "name"]

@@ -10,6 +10,6 @@ class Lease(ObjectRow):
     renew_time = models.DateTimeField(null=True)
     lease_transitions = models.IntegerField(null=True)
 
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="lease_key")]
+    class Meta(ObjectRow.Meta):
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="lease_key")]
         ordering = ["namespace", "name"]

@@ -8,7 +8,7 @@ class Endpoints(ObjectRow):
     not_ready_addresses = models.IntegerField(default=0)
     ports = models.IntegerField(default=0)
 
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="endpoints_key")]
+    class Meta(ObjectRow.Meta):
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="endpoints_key")]
         ordering = ["namespace", "name"]
         verbose_name_plural = "endpoints"

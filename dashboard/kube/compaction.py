@@ -37,13 +37,14 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0) -> int:
             return 0
         live = set()
         for res in registry.all_resources():
-            live.update(res.model.objects.filter(current_id__lte=point).values_list("current_id", flat=True))
-        doomed = Revision.objects.filter(rv__lte=point).exclude(rv__in=live) if len(live) < 50000 else None
+            live.update(res.model.everywhere.filter(current_id__lte=point).values_list("current_id", flat=True))
+        # Every cluster's log at once (access/clusters.py): revisions are global, like etcd's.
+        doomed = Revision.everywhere.filter(rv__lte=point).exclude(rv__in=live) if len(live) < 50000 else None
         if doomed is None:  # too many live keys for one IN list: go kind by kind
             removed = 0
             for res in registry.all_resources():
-                keep_rvs = res.model.objects.values("current_id")
-                removed += Revision.objects.filter(rv__lte=point, kind=res.kind).exclude(rv__in=keep_rvs).delete()[0]
+                keep_rvs = res.model.everywhere.values("current_id")
+                removed += Revision.everywhere.filter(rv__lte=point, kind=res.kind).exclude(rv__in=keep_rvs).delete()[0]
         else:
             removed = doomed.delete()[0]
         state.compacted_rv, state.compacted_at = point, now()

@@ -51,7 +51,7 @@ def revision_log_size() -> int:
             row = cursor.fetchone()
         if row is not None and row[0] >= 0:
             return row[0]
-    return Revision.objects.count()
+    return Revision.everywhere.count()
 
 
 class RevisionLogCollector:

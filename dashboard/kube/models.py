@@ -7,8 +7,26 @@ served, so a GET or a list streams stored text without re-encoding it.
 Each kind's table (an ObjectRow subclass) holds one row per live object: the ObjectMeta
 columns and the typed columns the pages query, and `current`, the revision that holds the
 object's JSON. Compaction never removes a live object's current revision.
+
+Every row belongs to a cluster (access/clusters.py): "local" for kubedash's own objects, or
+the name of a followed cluster (dashboard/follow). `objects` sees only the cluster the work
+is about (the context variable); `everywhere` sees all of them (the watch hub, compaction).
 """
 from django.db import models
+
+from dashboard.access import clusters
+
+
+class InCluster(models.Manager):
+    """The rows of the cluster the current work is about (access/clusters.py)."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(cluster=clusters.current())
+
+
+def cluster_column():
+    # The default is read when a row is created: the cluster the work is about.
+    return models.CharField(max_length=63, default=clusters.current, db_default=clusters.LOCAL)
 
 
 class RevisionCounter(models.Model):
@@ -34,21 +52,29 @@ class Revision(models.Model):
     ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
     rv = models.BigIntegerField(primary_key=True)
+    cluster = cluster_column()
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     type = models.CharField(max_length=8)
     object = models.TextField()
     created = models.DateTimeField()
+    # A followed cluster's own resourceVersion of the object (kept beside rv, kubedash's).
+    upstream_rv = models.CharField(max_length=64, blank=True, default="", db_default="")
+
+    objects = InCluster()
+    everywhere = models.Manager()
 
     class Meta:
         db_table = "kube_revision"
-        indexes = [models.Index(fields=["kind", "namespace", "name", "rv"], name="kube_rev_key")]
+        base_manager_name = "everywhere"
+        indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "rv"], name="kube_rev_key")]
 
 
 class ObjectRow(models.Model):
     """ObjectMeta columns shared by every kind; subclasses add typed columns."""
 
+    cluster = cluster_column()
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=36)
@@ -59,8 +85,12 @@ class ObjectRow(models.Model):
     deletion_timestamp = models.DateTimeField(null=True)
     labels = models.JSONField(default=dict)
 
+    objects = InCluster()
+    everywhere = models.Manager()
+
     class Meta:
         abstract = True
+        base_manager_name = "everywhere"
 
     @property
     def resource_version(self) -> int:

@@ -17,26 +17,29 @@ from .models import Revision
 ADDED, MODIFIED, DELETED = Revision.ADDED, Revision.MODIFIED, Revision.DELETED
 
 
-Row = tuple[int, str, str, str, str, str]   # rv, kind, namespace, name, event type, object JSON text
+Row = tuple[int, str, str, str, str, str, str]   # rv, kind, namespace, name, event type, object JSON text, cluster
+
+# Reads are of the cluster the work is about (Revision.objects, access/clusters.py), except
+# read_after: the watch hub reads every cluster's writes and offers each to its watchers.
 
 
 def read_after(rv: int, limit: int, upto: int | None = None) -> list[Row]:
-    """The writes after rv (up to `upto`), oldest first, at most `limit` of them."""
-    rows = Revision.objects.filter(rv__gt=rv)
+    """The writes after rv (up to `upto`) in every cluster, oldest first, at most `limit` of them."""
+    rows = Revision.everywhere.filter(rv__gt=rv)
     if upto is not None:
         rows = rows.filter(rv__lte=upto)
-    rows = rows.order_by("rv").values_list("rv", "kind", "namespace", "name", "type", "object")[:limit]
+    rows = rows.order_by("rv").values_list("rv", "kind", "namespace", "name", "type", "object", "cluster")[:limit]
     return list(rows)
 
 
 def last_logged() -> int:
     """The newest revision in the log (0 when empty)."""
-    return Revision.objects.order_by("-rv").values_list("rv", flat=True).first() or 0
+    return Revision.everywhere.order_by("-rv").values_list("rv", flat=True).first() or 0
 
 
 def newest_before(moment: datetime) -> int:
     """The newest revision written before `moment` (0 when none): compaction's age cut-off."""
-    return Revision.objects.filter(created__lt=moment).order_by("-rv").values_list("rv", flat=True).first() or 0
+    return Revision.everywhere.filter(created__lt=moment).order_by("-rv").values_list("rv", flat=True).first() or 0
 
 
 def object_at(kind: str, namespace: str, name: str, rv: int) -> dict | None:

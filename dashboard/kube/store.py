@@ -23,6 +23,8 @@ import orjson
 from django.db import connection, transaction
 from django.db.models import Q
 
+from dashboard.access import clusters
+
 from . import managed_fields as mf
 from . import meta as kmeta
 from . import revlog, schema
@@ -93,31 +95,33 @@ def _row_fields(res: Resource, obj: dict, rv: int) -> dict:
 # "load" (like _page_at's current__object) joins the typed row to its current revision: that is
 # how a current object is read, inside the write transaction too, so it stays here; history and
 # snapshots of the log are read through revlog.py.
-_INSERT_REVISION = ("INSERT INTO kube_revision (rv, kind, namespace, name, type, object, created) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s)")
+_INSERT_REVISION = ("INSERT INTO kube_revision (rv, cluster, kind, namespace, name, type, object, created, upstream_rv) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 @functools.cache
 def _sql(model) -> dict:
     table = model._meta.db_table
-    fields = [f for f in model._meta.concrete_fields if f.name not in ("id", "namespace", "name")]
+    fields = [f for f in model._meta.concrete_fields if f.name not in ("id", "cluster", "namespace", "name")]
     return {
+        # (cluster last: callers pass namespace and name, then clusters.current())
         "load": (f"SELECT t.id, r.object FROM {table} t JOIN kube_revision r ON r.rv = t.resource_version "
-                 "WHERE t.namespace = %s AND t.name = %s"),
+                 "WHERE t.namespace = %s AND t.name = %s AND t.cluster = %s"),
         "update": f"UPDATE {table} SET " + ", ".join(f"{f.column} = %s" for f in fields) + " WHERE id = %s",
         "fields": fields,
     }
 
 
-def _record(res: Resource, obj: dict, event: str, moment) -> int:
-    """Give obj the next revision and append it to the log; returns the revision."""
+def _record(res: Resource, obj: dict, event: str, moment, upstream_rv: str = "") -> int:
+    """Give obj the next revision and append it to the log (in the current cluster); returns
+    the revision. upstream_rv: a followed object's resourceVersion in its own cluster."""
     rv = _next_revision()
     obj["metadata"]["resourceVersion"] = str(rv)
     m = obj["metadata"]
     text = _dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
     with connection.cursor() as cursor:
-        cursor.execute(_INSERT_REVISION, [rv, res.kind, m.get("namespace", ""), m["name"], event, text,
-                                          connection.ops.adapt_datetimefield_value(moment)])
+        cursor.execute(_INSERT_REVISION, [rv, clusters.current(), res.kind, m.get("namespace", ""), m["name"], event,
+                                          text, connection.ops.adapt_datetimefield_value(moment), upstream_rv])
     _announce(rv)
     return rv
 
@@ -161,6 +165,10 @@ class DryRun(Exception):
 
 
 def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
+    if not clusters.is_local():
+        # A followed cluster is written only by its follower (mirror below), never by a client.
+        raise ApiError(405, "MethodNotAllowed",
+                       f"cluster {clusters.current()!r} is followed read-only: change it in the cluster itself")
     if not dry_run:
         with transaction.atomic():
             return work()
@@ -174,7 +182,7 @@ def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
 def _load(res: Resource, namespace: str, name: str):
     """(row id, object dict) of the current object, or (None, None)."""
     with connection.cursor() as cursor:
-        cursor.execute(_sql(res.model)["load"], [namespace, name])
+        cursor.execute(_sql(res.model)["load"], [namespace, name, clusters.current()])
         hit = cursor.fetchone()
     if hit is None:
         return None, None
@@ -188,7 +196,7 @@ def _load(res: Resource, namespace: str, name: str):
 def get_raw(res: Resource, namespace: str, name: str) -> bytes:
     """The stored JSON of one object, as served (no decode, no re-encode)."""
     with connection.cursor() as cursor:
-        cursor.execute(_sql(res.model)["load"], [namespace, name])
+        cursor.execute(_sql(res.model)["load"], [namespace, name, clusters.current()])
         hit = cursor.fetchone()
     if hit is None:
         raise not_found(res.group, res.plural, name)
@@ -656,3 +664,94 @@ def keys_matching(res: Resource, q: ListQuery) -> list[tuple[str, str]]:
         m = orjson.loads(text)["metadata"]
         out.append((m["namespace"], m["name"]))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A followed cluster's copy (dashboard/follow): objects as read upstream, stored verbatim
+
+
+@dataclass
+class Mirrored:
+    """One upstream change: the object as the cluster served it (None: deleted)."""
+
+    res: Resource
+    namespace: str
+    name: str
+    obj: dict | None
+
+
+def mirror(cluster: str, changes: list[Mirrored]) -> int:
+    """Apply upstream changes to cluster's copy in one transaction; returns the revisions written.
+
+    The object is kept as served (uid, generation, managedFields...), with kubedash's revision
+    as its resourceVersion and the upstream one kept beside it (Revision.upstream_rv), so
+    watches and continue tokens through /clusters/<name>/ work on kubedash's log. A change
+    that repeats what is stored (same upstream resourceVersion) writes nothing.
+    """
+    written = 0
+    moment = kmeta.now()
+    with clusters.within(cluster), transaction.atomic():
+        _lock()
+        held = _held(changes)
+        for ch in changes:
+            row_id, upstream_rv, text = held.get((ch.res.kind, ch.namespace, ch.name), (None, None, None))
+            if ch.obj is None:
+                if row_id is not None:
+                    _delete_inside(ch.res, row_id, orjson.loads(text), moment)
+                    held.pop((ch.res.kind, ch.namespace, ch.name))
+                    written += 1
+                continue
+            new_upstream_rv = str(ch.obj["metadata"].get("resourceVersion", ""))
+            if row_id is not None and upstream_rv == new_upstream_rv:
+                continue
+            obj = copy.deepcopy(ch.obj)
+            obj["apiVersion"], obj["kind"] = ch.res.api_version, ch.res.kind
+            event = Revision.ADDED if row_id is None else Revision.MODIFIED
+            rv = _record(ch.res, obj, event, moment, new_upstream_rv)
+            if row_id is None:
+                row = ch.res.model.objects.create(namespace=ch.namespace, name=ch.name, **_row_fields(ch.res, obj, rv))
+                row_id = row.pk
+            else:
+                _update_row(ch.res, row_id, obj, rv)
+            held[(ch.res.kind, ch.namespace, ch.name)] = (row_id, new_upstream_rv, None)
+            written += 1
+    return written
+
+
+def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str, str]]:
+    """(kind, namespace, name) -> (row id, upstream resourceVersion, object text) of the stored
+    objects the changes name: one query per kind for the whole batch."""
+    by_res: dict[Resource, set[str]] = {}
+    for ch in changes:
+        by_res.setdefault(ch.res, set()).add(ch.name)
+    out = {}
+    for res, names in by_res.items():
+        rows = res.model.objects.filter(name__in=names).values_list(
+            "namespace", "name", "id", "current__upstream_rv", "current__object")
+        for ns, name, row_id, upstream_rv, text in rows:
+            out[(res.kind, ns, name)] = (row_id, upstream_rv, text)
+    return out
+
+
+def mirrored_keys(cluster: str, res: Resource, namespace: str | None = None) -> dict[tuple[str, str], str]:
+    """(namespace, name) -> upstream resourceVersion of every object held for cluster (a relist
+    compares it with what upstream listed)."""
+    with clusters.within(cluster):
+        rows = res.model.objects.all()
+        if namespace:
+            rows = rows.filter(namespace=namespace)
+        return {(ns, name): urv for ns, name, urv in rows.values_list("namespace", "name", "current__upstream_rv")}
+
+
+def forget(cluster: str) -> int:
+    """Delete every object held for a followed cluster (it is no longer followed): each a
+    DELETED revision, so its watchers and pages see them go."""
+    from .registry import all_resources
+
+    removed = 0
+    for res in all_resources():
+        with clusters.within(cluster):
+            keys = list(res.model.objects.values_list("namespace", "name"))
+        for i in range(0, len(keys), 500):
+            removed += mirror(cluster, [Mirrored(res, ns, name, None) for ns, name in keys[i:i + 500]])
+    return removed

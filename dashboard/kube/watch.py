@@ -25,6 +25,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
+from dashboard.access import clusters
 from dashboard.access.signals import access_changed
 
 from . import metrics, registry, store
@@ -69,10 +70,11 @@ class Guard:
 class Event:
     """One revision as the hub read it; parsed and encoded at most once per format."""
 
-    __slots__ = ("rv", "kind", "namespace", "name", "type", "text", "_obj", "_lines")
+    __slots__ = ("rv", "kind", "namespace", "name", "type", "text", "cluster", "_obj", "_lines")
 
-    def __init__(self, rv, kind, namespace, name, type_, text):
+    def __init__(self, rv, kind, namespace, name, type_, text, cluster=clusters.LOCAL):
         self.rv, self.kind, self.namespace, self.name, self.type, self.text = rv, kind, namespace, name, type_, text
+        self.cluster = cluster
         self._obj = None
         self._lines = None
 
@@ -98,6 +100,8 @@ class Subscriber:
     resource: registry.Resource
     namespace: str | None = None
     names: tuple[str, ...] = ()
+    # The cluster watched (access/clusters.py): the one the work creating the watcher is about.
+    cluster: str = field(default_factory=clusters.current)
     label_selector: object = None
     field_selector: object = None
     start_rv: int = 0
@@ -167,7 +171,7 @@ class Subscriber:
         return kind
 
     def wants(self, ev: Event) -> bool:
-        if ev.rv <= self.start_rv or ev.kind != self.resource.kind:
+        if ev.rv <= self.start_rv or ev.kind != self.resource.kind or ev.cluster != self.cluster:
             return False
         if self.namespace is not None and ev.namespace != self.namespace:
             return False
@@ -221,7 +225,7 @@ class StreamSubscriber(Subscriber):
         self.out = []
 
     def offer(self, ev: Event) -> None:
-        # The hub offers ev only to the watchers of its kind and namespace (or all namespaces).
+        # The hub offers ev only to the watchers of its cluster, kind and namespace (or all namespaces).
         if self.writer is None or self.buffer is not None or self.matching is not None or self.names \
                 or self.field_selector is not None:
             return super().offer(ev)
@@ -320,9 +324,9 @@ class Hub:
 
     def __init__(self):
         self.loop: asyncio.AbstractEventLoop | None = None
-        # (kind, namespace or None for cluster-wide) -> subscribers: an event is offered only
-        # to the watchers of its kind that watch its namespace or all namespaces.
-        self.subscribers: dict[tuple[str, str | None], set[Subscriber]] = {}
+        # (cluster, kind, namespace or None for all namespaces) -> subscribers: an event is
+        # offered only to the watchers of its cluster and kind that watch its namespace or all.
+        self.subscribers: dict[tuple[str, str, str | None], set[Subscriber]] = {}
         self.last_rv = 0    # the newest revision dispatched (on the loop)
         self._follower: _Follower | None = None
         # The loop keeps only weak references to tasks: without this one, the Redis listener
@@ -372,11 +376,11 @@ class Hub:
             follower.doorbell.set()
 
     def register(self, sub: Subscriber) -> int:
-        self.subscribers.setdefault((sub.resource.kind, sub.namespace), set()).add(sub)
+        self.subscribers.setdefault((sub.cluster, sub.resource.kind, sub.namespace), set()).add(sub)
         return self.last_rv
 
     def unregister(self, sub: Subscriber) -> None:
-        subs = self.subscribers.get((sub.resource.kind, sub.namespace))
+        subs = self.subscribers.get((sub.cluster, sub.resource.kind, sub.namespace))
         if subs is not None:
             subs.discard(sub)
 
@@ -426,7 +430,7 @@ class Hub:
         for ev in events:
             if ev.rv <= self.last_rv:
                 continue  # a follower replaced by a newer one may hand over a batch already seen
-            for scope in ((ev.kind, None), (ev.kind, ev.namespace)):
+            for scope in ((ev.cluster, ev.kind, None), (ev.cluster, ev.kind, ev.namespace)):
                 for sub in tuple(self.subscribers.get(scope, ())):
                     sub.offer(ev)
             self.last_rv = ev.rv

@@ -97,7 +97,7 @@ def link_by_token(token: str) -> ShareLink | None:
 def share_principal(link: ShareLink) -> Principal:
     return Principal(username=f"share link “{link.label}”", role=SHARE,
                      namespaces=(link.namespace,) if link.namespace else (), kinds=(link.kind,),
-                     label_selector=link.label_selector, share_id=link.pk)
+                     clusters=(link.cluster,), label_selector=link.label_selector, share_id=link.pk)
 
 
 def page_url(link: ShareLink, q: str = "") -> str:
