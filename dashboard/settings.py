@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "dashboard.core",
     "dashboard.batch",
     "dashboard.web",
+    "dashboard.follow",
     "dashboard.demo",
     "dashboard.server",
 ]

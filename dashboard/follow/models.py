@@ -1,0 +1,33 @@
+"""Followed clusters: where they are, how to reach them (encrypted), how their copy is doing."""
+from django.db import models
+from django.utils import timezone
+
+
+class Cluster(models.Model):
+    """A real cluster whose Leases, Endpoints and Jobs kubedash follows, read-only.
+
+    Its objects live in kubedash's store under `name` (access/clusters.py). `credentials` is
+    the kubeconfig reduced to the one context used, files inlined, encrypted (follow/secrets.py):
+    never shown again, never logged.
+    """
+
+    SYNCING, LIVE, STALE = "syncing", "live", "stale"
+
+    name = models.CharField(max_length=63, unique=True)
+    server = models.CharField(max_length=1000)                 # the API server URL (shown)
+    context = models.CharField(max_length=253, blank=True, default="")   # the kubeconfig context used (shown)
+    namespace = models.CharField(max_length=253, blank=True, default="")  # "": every namespace
+    credentials = models.BinaryField()
+    created = models.DateTimeField(default=timezone.now)
+    # What the follower last said (written by the elected process, read by every page).
+    state = models.CharField(max_length=8, default=SYNCING)    # syncing (first list / relist), live, stale
+    state_since = models.DateTimeField(default=timezone.now)
+    last_event_at = models.DateTimeField(null=True, blank=True)   # the last change read upstream
+    heartbeat_at = models.DateTimeField(null=True, blank=True)    # the follower last confirmed the watch is up
+    message = models.CharField(max_length=1000, blank=True, default="")   # why it is stale (the last error)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
