@@ -14,6 +14,7 @@ from django.conf import settings  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
 from dashboard.server.bridge import LanedHTTP, PagesLane, SharedThreadASGIHandler  # noqa: E402
+from dashboard.server.cluster_paths import ClusterPaths  # noqa: E402
 from dashboard.server.observe import Observed, ObservedWebsocket  # noqa: E402
 
 # The websocket routes are named by a setting, as ROOT_URLCONF names the HTTP ones: the server
@@ -23,7 +24,8 @@ websocket_urlpatterns = import_string(f"{settings.WEBSOCKET_URLCONF}.websocket_u
 application = ProtocolTypeRouter({
     # Buffered requests in one hop to their lane's thread; watch streams via ASGI.
     # Observed: Audit-ID, request metrics and the JSON log line (dashboard.server.observe).
-    "http": Observed(LanedHTTP(SharedThreadASGIHandler())),
+    # ClusterPaths: /clusters/<name>/api... is that followed cluster's API, read-only.
+    "http": Observed(ClusterPaths(LanedHTTP(SharedThreadASGIHandler()))),
     # Same-origin only (no cross-site websocket hijacking), then the session's user.
     "websocket": ObservedWebsocket(PagesLane(AllowedHostsOriginValidator(AuthMiddlewareStack(
         URLRouter(websocket_urlpatterns))))),

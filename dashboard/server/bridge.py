@@ -239,8 +239,8 @@ class LoopInline:
         self.context = contextvars.Context()
 
     def takes(self, scope) -> bool:
-        if not self.enabled:
-            return False
+        if not self.enabled or "kubedash.cluster" in scope:
+            return False   # (a followed cluster's reads need the request's context: cluster_paths.py)
         authorization = next((v for n, v in scope.get("headers", ()) if n == b"authorization"), b"")
         return bearer_route(scope["method"], authorization.decode("latin-1"), scope["path"]) is not None
 

@@ -1,4 +1,5 @@
-"""Work done once per deployment, by one elected process: compaction and clean-ups.
+"""Work done once per deployment, by one elected process: compaction, clean-ups, and
+following the followed clusters (dashboard/follow/runner.py).
 
 Every serving process runs an Elector: client-go's leader election over a Lease in
 kubedash's own store (kube-system/kubedash-maintenance, written through kube/store.py, so it
@@ -16,7 +17,9 @@ shows on the Leases page and in watches like any other Lease). Its semantics are
   renew deadline; on shutdown it releases the Lease (no holder, duration 1 s) so another
   process takes over at once.
 
-While it leads, a second thread runs the periodic jobs every KUBEDASH_MAINTENANCE_INTERVAL.
+While it leads, a second thread runs the periodic jobs every KUBEDASH_MAINTENANCE_INTERVAL,
+and a third keeps a follower running for each followed cluster (stopping them all when it
+stops leading).
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ NAMESPACE, NAME = "kube-system", "kubedash-maintenance"
 # Share links and tokens that stopped working this long ago are deleted (the share and token
 # pages list the recent ones, so their owners can see why a link or kubeconfig stopped).
 SHARE_LINK_RETENTION = timedelta(days=30)
+FOLLOW_SYNC_SECONDS = 1.0   # how soon a cluster added (or removed) is followed (or dropped)
 
 LEADER = Gauge("kubedash_maintenance_leader", "1 in the process that holds the maintenance Lease",
                multiprocess_mode="livesum")
@@ -227,12 +231,16 @@ class Maintenance:
     """The elector's thread and the jobs' thread of this process."""
 
     def __init__(self):
+        from dashboard.follow.runner import Followers
+
         self.elector = Elector()
+        self.followers = Followers()
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
         self.threads = [threading.Thread(target=self.elector.run, name="maintenance-elector", daemon=True),
-                        threading.Thread(target=self._jobs, name="maintenance-jobs", daemon=True)]
+                        threading.Thread(target=self._jobs, name="maintenance-jobs", daemon=True),
+                        threading.Thread(target=self._follow, name="maintenance-follow", daemon=True)]
         for thread in self.threads:
             thread.start()
 
@@ -246,11 +254,20 @@ class Maintenance:
         finally:
             connection.close()
 
+    def _follow(self) -> None:
+        stopped = self.elector.stopped
+        try:
+            while not stopped.wait(FOLLOW_SYNC_SECONDS):
+                self.followers.sync(self.elector.is_leader())
+        finally:
+            self.followers.stop()
+            connection.close()
+
     def stop(self, release: bool = True) -> None:
         """Stop electing and working; release the Lease if held (from any thread)."""
         self.elector.stopped.set()
         for thread in self.threads:
-            thread.join(timeout=5)
+            thread.join(timeout=10)
         if release:
             self.elector.release()
             connection.close()

@@ -1,0 +1,323 @@
+"""Following a cluster: client-go's reflector, per kind, writing into kubedash's store.
+
+For each followed cluster, one Reflector thread per kind lists the kind (in pages), then
+watches from the list's resourceVersion with bookmarks, as client-go's reflector does:
+- a watch that ends (its timeout, a dropped connection) resumes from the last resourceVersion
+  seen (an event's or a bookmark's), after a back-off when it failed;
+- 410 Gone (the upstream log was compacted past it) relists, and the relist is reconciled:
+  objects gone upstream are deleted here, changed ones rewritten, the rest left alone.
+The reflectors hand what they read, in order, to the cluster's one writer thread, which
+applies it in batches (store.mirror: one transaction for everything waiting), so a burst of
+upstream writes costs a few transactions, and reports the cluster's state (Cluster.state,
+heartbeat_at, last_event_at) for the pages' stale banner.
+
+HTTP, TLS and authentication are the official `kubernetes` client's (its ApiClient from the
+stored kubeconfig); the paths are the kinds' generic API paths, so no kind is named here.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import orjson
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
+from kubernetes.watch.watch import iter_resp_lines
+
+from dashboard.kube import registry, store
+from dashboard.kube.store import Mirrored
+
+from .models import Cluster
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 500               # objects per list request (client-go's default chunk size)
+WATCH_SECONDS = 300           # a watch's timeoutSeconds; the reflector then resumes
+READ_TIMEOUT_SECONDS = 30     # no byte for this long (bookmarks come more often): the watch is dead
+CONNECT_TIMEOUT_SECONDS = 5
+BACKOFF_SECONDS = (0.5, 30.0)   # first and longest pause after a failure (doubling, jittered)
+HEARTBEAT_SECONDS = 2.0       # how often a healthy follower says so (pages call >15 s stale)
+BATCH = 1000                  # changes per store transaction, at most
+
+
+class Gone(Exception):
+    """The resourceVersion asked for is compacted upstream (410): relist."""
+
+
+class Upstream(Exception):
+    """Upstream answered with an error Status."""
+
+
+@dataclass
+class Relisted:
+    """A complete list of one kind (in its namespace): reconcile the copy with it."""
+
+    res: registry.Resource
+    objects: list[dict]
+
+
+@dataclass
+class State:
+    """A reflector's news for the cluster's status: watching (True), or failing (message)."""
+
+    res: registry.Resource
+    watching: bool
+    message: str = ""
+
+
+def collection_path(res: registry.Resource, namespace: str) -> str:
+    root = f"/api/{res.version}" if not res.group else f"/apis/{res.group}/{res.version}"
+    if namespace:
+        return f"{root}/namespaces/{quote(namespace, safe='')}/{res.plural}"
+    return f"{root}/{res.plural}"
+
+
+class Reflector:
+    """List then watch one kind of one cluster (see the module docstring)."""
+
+    def __init__(self, follower: "ClusterFollower", res: registry.Resource):
+        self.follower, self.res = follower, res
+        self.path = collection_path(res, follower.namespace)
+        self.rv: str | None = None        # resume point; None: list first
+        self.response = None              # the open watch, closed by stop()
+        self.failures = 0
+
+    def run(self) -> None:
+        stop = self.follower.stopped
+        while not stop.is_set():
+            try:
+                if self.rv is None:
+                    self.rv = self.relist()
+                self.watch()
+                self.failures = 0
+            except Gone:
+                log.info("follow %s: %s expired upstream at %s; relisting", self.follower.name, self.res.plural, self.rv)
+                self.rv = None
+                self.follower.report(State(self.res, False, f"relisting {self.res.plural}: the watch expired upstream"))
+            except Exception as err:   # noqa: BLE001 - any failure: report, back off, resume
+                if stop.is_set():
+                    break
+                self.failures += 1
+                message = f"{self.res.plural}: {_describe(err)}"
+                log.warning("follow %s: %s", self.follower.name, message)
+                self.follower.report(State(self.res, False, message))
+                low, high = BACKOFF_SECONDS
+                stop.wait(min(high, low * 2 ** (self.failures - 1)) * (0.5 + random.random()))
+
+    def _get(self, query: list, timeout):
+        client = self.follower.client
+        method, url, headers, body, post = client.param_serialize(
+            method="GET", resource_path=self.path, query_params=query,
+            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        response = client.call_api(method, url, headers, body, post, _request_timeout=timeout).response
+        if not 200 <= response.status < 300:
+            raise _status_error(response.status, response.data)
+        return response
+
+    def relist(self) -> str:
+        """List every object (in pages); hand the whole list to the writer; its resourceVersion."""
+        objects, token = [], ""
+        while True:
+            query = [("limit", PAGE_SIZE)] + ([("continue", token)] if token else [])
+            page = orjson.loads(self._get(query, (CONNECT_TIMEOUT_SECONDS, 60)).data)
+            objects.extend(page.get("items") or ())
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                self.follower.put(Relisted(self.res, objects))
+                return meta.get("resourceVersion") or "0"
+
+    def watch(self) -> None:
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", self.rv),
+                 ("timeoutSeconds", WATCH_SECONDS)]
+        response = self._get(query, (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS))
+        self.response = response
+        try:
+            if self.follower.stopped.is_set():
+                return
+            self.follower.report(State(self.res, True))
+            for line in iter_resp_lines(response):
+                if not line:
+                    continue
+                event = orjson.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone()
+                    raise Upstream(f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    m = obj["metadata"]
+                    self.follower.put(Mirrored(self.res, m.get("namespace", ""), m["name"],
+                                               None if kind == "DELETED" else obj))
+                else:
+                    self.follower.put(None)   # a bookmark: proof of life
+                if rv:
+                    self.rv = rv
+        finally:
+            self.response = None
+            response.release_conn()
+
+    def stop(self) -> None:
+        """Unblock a watch waiting for its next line (from another thread)."""
+        response = self.response
+        sock = getattr(getattr(response, "connection", None), "sock", None) if response is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class ClusterFollower:
+    """One followed cluster: a Reflector thread per kind and the writer thread."""
+
+    def __init__(self, cluster: Cluster, client):
+        self.name, self.namespace = cluster.name, cluster.namespace
+        self.client = client
+        self.changes: queue.Queue = queue.Queue()
+        self.stopped = threading.Event()
+        self.reflectors = [Reflector(self, res) for res in registry.all_resources()]
+        self.threads: list[threading.Thread] = []
+        self.watching: dict[str, bool] = {}
+        self.failure = ""
+        self.state = ""             # as last written to the Cluster row
+        self.event_at = None        # the last change read (to write)
+        self.written_at = 0.0       # when the row was last written (monotonic)
+
+    def start(self) -> None:
+        self.threads = [threading.Thread(target=r.run, name=f"follow-{self.name}-{r.res.plural}", daemon=True)
+                        for r in self.reflectors]
+        self.threads.append(threading.Thread(target=self.write, name=f"follow-{self.name}", daemon=True))
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for reflector in self.reflectors:
+            reflector.stop()
+        self.changes.put(None)
+        for thread in self.threads:
+            thread.join(timeout=5)
+
+    def put(self, item) -> None:
+        self.changes.put(item)
+
+    def report(self, state: State) -> None:
+        self.changes.put(state)
+
+    # The writer thread -----------------------------------------------------------------
+
+    def write(self) -> None:
+        close_old_connections()
+        try:
+            while not self.stopped.is_set():
+                try:
+                    first = self.changes.get(timeout=HEARTBEAT_SECONDS)
+                except queue.Empty:
+                    first = None
+                items = [first]
+                while len(items) < BATCH:
+                    try:
+                        items.append(self.changes.get_nowait())
+                    except queue.Empty:
+                        break
+                if self.stopped.is_set():
+                    break
+                try:
+                    self.apply(items)
+                except DatabaseError:
+                    log.warning("follow %s: could not write; retrying", self.name, exc_info=True)
+                    connection.close()
+                    for item in reversed(items):   # keep them, in order, for the next round
+                        self.changes.queue.appendleft(item)
+                    self.stopped.wait(1)
+        finally:
+            connection.close()
+
+    def apply(self, items: list) -> None:
+        pending: list[Mirrored] = []
+        for item in items:
+            if isinstance(item, Mirrored):
+                pending.append(item)
+                continue
+            if pending:
+                store.mirror(self.name, pending)
+                self.event_at, pending = timezone.now(), []
+            if isinstance(item, Relisted):
+                self.reconcile(item)
+            elif isinstance(item, State):
+                self.watching[item.res.kind] = item.watching
+                if not item.watching:
+                    self.failure = item.message
+        if pending:
+            store.mirror(self.name, pending)
+            self.event_at = timezone.now()
+        self.save_state()
+
+    def reconcile(self, relisted: Relisted) -> None:
+        """Make the copy of one kind exactly the list: write what differs, delete what is gone."""
+        res = relisted.res
+        held = store.mirrored_keys(self.name, res, self.namespace or None)
+        changes, listed = [], set()
+        for obj in relisted.objects:
+            m = obj["metadata"]
+            key = (m.get("namespace", ""), m["name"])
+            listed.add(key)
+            if held.get(key) != str(m.get("resourceVersion", "")):
+                changes.append(Mirrored(res, key[0], key[1], obj))
+        changes += [Mirrored(res, ns, name, None) for ns, name in held.keys() - listed]
+        for i in range(0, len(changes), BATCH):
+            store.mirror(self.name, changes[i:i + BATCH])
+        self.event_at = timezone.now()
+
+    def save_state(self) -> None:
+        """The cluster's state for the pages: live when every kind is being watched."""
+        live = len(self.watching) == len(self.reflectors) and all(self.watching.values())
+        if live:
+            state, message = Cluster.LIVE, ""
+        elif any(self.reflectors[i].failures for i in range(len(self.reflectors))):
+            state, message = Cluster.STALE, self.failure
+        else:
+            state, message = Cluster.SYNCING, self.failure
+        now = time.monotonic()
+        if state == self.state and self.event_at is None and now - self.written_at < HEARTBEAT_SECONDS:
+            return
+        fields = {"heartbeat_at": timezone.now()} if live else {}
+        if state != self.state:
+            fields.update(state=state, state_since=timezone.now(), message=message[:1000])
+        if self.event_at is not None:
+            fields["last_event_at"], self.event_at = self.event_at, None
+        if fields:
+            Cluster.objects.filter(name=self.name).update(**fields)
+        self.state, self.written_at = state, now
+
+
+def _status_error(code: int, data: bytes) -> Exception:
+    try:
+        status = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        status = {}
+    if code == 410:
+        return Gone()
+    return Upstream(f"{code} {status.get('reason') or ''}: {status.get('message') or data[:200]!r}")
+
+
+def _describe(err: Exception) -> str:
+    """A failure in a sentence, for the banner: never a traceback, never credentials."""
+    text = str(err) or type(err).__name__
+    if "Connection refused" in text or "NewConnectionError" in text:
+        return "cannot connect to the API server (connection refused)"
+    if "Read timed out" in text or "ReadTimeoutError" in text:
+        return "the API server stopped answering (read timed out)"
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return "the API server's certificate is not trusted by the kubeconfig's CA"
+    if "ProtocolError" in text or "Connection aborted" in text or "IncompleteRead" in text:
+        return "the connection to the API server was lost"
+    return text[:300]

@@ -1,0 +1,73 @@
+"""`/clusters/<name>/api/...`: a followed cluster's copy through the same API, read-only.
+
+`kubectl --server https://host:8443/clusters/prod` asks for /clusters/prod/api, /apis,
+/openapi/v3, /version: this ASGI wrapper strips the prefix, so the lanes, direct dispatch,
+discovery, lists, Tables and watches below answer as for local objects, and runs the request
+as work about that cluster (access/clusters.py: the store's queries, watch subscriptions and
+Principal.can follow it). Writes are refused before the body is read: a followed cluster
+changes only in the cluster itself. "local" names kubedash's own objects, read-only here too.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import orjson
+from asgiref.sync import sync_to_async
+
+from dashboard.access import clusters
+from dashboard.kube.errors import ApiError
+
+PATH = re.compile(r"^/clusters/([^/]+)(/(?:api|apis|openapi|version)(?:/.*)?)$")
+READ_METHODS = ("GET", "HEAD")
+NAMES_TTL_SECONDS = 1.0   # a cluster added or removed is seen here within this
+
+
+def _followed_names() -> frozenset:
+    from django.db import close_old_connections
+
+    from dashboard.follow.models import Cluster
+
+    close_old_connections()
+    return frozenset(Cluster.objects.values_list("name", flat=True))
+
+
+class ClusterPaths:
+    def __init__(self, app):
+        self.app = app
+        self._names: frozenset = frozenset()
+        self._names_at = float("-inf")
+
+    async def names(self) -> frozenset:
+        if time.monotonic() - self._names_at > NAMES_TTL_SECONDS:
+            self._names = await sync_to_async(_followed_names, thread_sensitive=False)()
+            self._names_at = time.monotonic()
+        return self._names
+
+    async def __call__(self, scope, receive, send):
+        match = PATH.match(scope["path"]) if scope["type"] == "http" else None
+        if match is None:
+            return await self.app(scope, receive, send)
+        name, rest = match.groups()
+        if scope["method"] not in READ_METHODS:
+            return await _refuse(send, ApiError(
+                405, "MethodNotAllowed",
+                f'cluster "{name}" is served read-only here: {scope["method"]} is not allowed; '
+                "change its objects in the cluster itself", headers={"Allow": "GET, HEAD"}))
+        if name != clusters.LOCAL and name not in await self.names():
+            return await _refuse(send, ApiError(
+                404, "NotFound", f'cluster "{name}" is not followed here (`manage.py follow list` shows those that are)'))
+        scope = {**scope, "path": rest, "raw_path": rest.encode(), "kubedash.cluster": name}
+        token = clusters.enter(name)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            clusters.leave(token)
+
+
+async def _refuse(send, err: ApiError) -> None:
+    body = orjson.dumps(err.status())
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
+    await send({"type": "http.response.start", "status": err.code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
