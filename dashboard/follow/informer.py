@@ -206,6 +206,11 @@ class ClusterFollower:
         for thread in self.threads:
             thread.join(timeout=5)
 
+    def relist_all(self) -> None:
+        for reflector in self.reflectors:
+            reflector.rv = None
+            reflector.stop()
+
     def put(self, item) -> None:
         self.changes.put(item)
 
@@ -238,6 +243,9 @@ class ClusterFollower:
                     for item in reversed(items):   # keep them, in order, for the next round
                         self.changes.queue.appendleft(item)
                     self.stopped.wait(1)
+                except Exception:   # noqa: BLE001 - a defect: start over from a full list
+                    log.exception("follow %s: could not apply what was read; relisting", self.name)
+                    self.relist_all()
         finally:
             connection.close()
 

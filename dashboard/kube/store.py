@@ -721,11 +721,11 @@ def mirror(cluster: str, changes: list[Mirrored]) -> int:
 def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str, str]]:
     """(kind, namespace, name) -> (row id, upstream resourceVersion, object text) of the stored
     objects the changes name: one query per kind for the whole batch."""
-    by_res: dict[Resource, set[str]] = {}
+    by_kind: dict[str, tuple[Resource, set[str]]] = {}
     for ch in changes:
-        by_res.setdefault(ch.res, set()).add(ch.name)
+        by_kind.setdefault(ch.res.kind, (ch.res, set()))[1].add(ch.name)
     out = {}
-    for res, names in by_res.items():
+    for res, names in by_kind.values():
         rows = res.model.objects.filter(name__in=names).values_list(
             "namespace", "name", "id", "current__upstream_rv", "current__object")
         for ns, name, row_id, upstream_rv, text in rows:

@@ -1,0 +1,232 @@
+"""Following a real cluster: a second kubedash server is the upstream (a real
+Kubernetes-compatible API), the server under test follows it (`manage.py follow add`, the
+maintenance leader's informers) and serves the copy under /clusters/prod, read-only."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, require_kubectl, served, server_env
+
+LEASES = "/apis/coordination.k8s.io/v1"
+JOBS = "/apis/batch/v1"
+
+
+def lease(name: str, holder: str, namespace: str = "team") -> dict:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
+
+
+def eventually(check, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def holders(server, prefix: str = "") -> dict:
+    status, _, body = server.request("GET", f"{prefix}{LEASES}/namespaces/team/leases")
+    assert status == 200, body
+    return {item["metadata"]["name"]: item["spec"].get("holderIdentity") for item in body["items"]}
+
+
+def follow_state(server) -> str:
+    return server.manage("follow", "list")
+
+
+class Upstream:
+    """A kubedash server we can stop and start again on the same ports and database."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir
+        self.gen = served(data_dir, server_env(data_dir))
+        self.server = next(self.gen)
+
+    def kill(self) -> None:
+        """SIGKILL the supervisor and its workers: connections drop, nothing is said."""
+        pid = self.server.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for child in children:
+            os.kill(int(child), 9)
+        self.server.proc.kill()
+        self.server.proc.wait(10)
+
+    def start_again(self) -> None:
+        server = self.server
+        tls_port = int(server.https_url.rsplit(":", 1)[1])
+        log = open(self.data_dir / "server2.log", "ab")
+        server.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(server.http_port),
+             "--tls-port", str(tls_port)], env=server.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        eventually(lambda: _listens(server.http_port), 60, "the upstream to listen again")
+
+    def close(self) -> None:
+        next(self.gen, None)
+
+
+def _listens(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory):
+    up = Upstream(tmp_path_factory.mktemp("upstream"))
+    for i in range(30):
+        status, _, body = up.server.request("POST", f"{LEASES}/namespaces/team/leases", lease(f"l{i:02d}", "a"))
+        assert status == 201, body
+    yield up
+    up.close()
+
+
+@pytest.fixture(scope="module")
+def here(tmp_path_factory, upstream):
+    """The server under test, following the upstream as "prod" through a viewer's kubeconfig."""
+    data_dir = tmp_path_factory.mktemp("follower")
+    env = server_env(data_dir)
+    env.update(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5",
+               KUBEDASH_MAINTENANCE_LEASE_SECONDS="5", KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3")
+    gen = served(data_dir, env)
+    server = next(gen)
+    kubeconfig = upstream.server.kubeconfig(data_dir / "prod.kubeconfig", "follower", "viewer")
+    server.manage("follow", "add", "prod", "--kubeconfig", str(kubeconfig))
+    yield server
+    next(gen, None)
+
+
+def test_initial_sync_then_live_in_order(upstream, here):
+    up = upstream.server
+    eventually(lambda: holders(here, "/clusters/prod") == holders(up), 30, "the first sync")
+    # Nothing of prod among the local objects, nothing local under prod.
+    assert holders(here) == {}
+    here.request("POST", f"{LEASES}/namespaces/team/leases", lease("local-only", "me"))
+    assert "local-only" not in holders(here, "/clusters/prod")
+
+    status, _, listed = here.request("GET", f"/clusters/prod{LEASES}/namespaces/team/leases")
+    with here.watch(f"/clusters/prod{LEASES}/namespaces/team/leases?watch=1&resourceVersion="
+                    f"{listed['metadata']['resourceVersion']}") as stream:
+        for n in range(20):
+            status, _, body = up.request("PATCH", f"{LEASES}/namespaces/team/leases/l00",
+                                         {"spec": {"holderIdentity": f"h{n}"}},
+                                         content_type="application/merge-patch+json")
+            assert status == 200, body
+        seen = []
+        while len(seen) < 20:
+            event = stream.next(timeout=15)
+            assert event is not None
+            assert event["type"] == "MODIFIED" and event["object"]["metadata"]["name"] == "l00"
+            seen.append(event["object"]["spec"]["holderIdentity"])
+        assert seen == [f"h{n}" for n in range(20)]   # every upstream write, once, in order
+    assert "live" in follow_state(here)
+
+
+def test_upstream_deletes_propagate(upstream, here):
+    up = upstream.server
+    status, _, _ = up.request("DELETE", f"{LEASES}/namespaces/team/leases/l01")
+    assert status == 200
+    eventually(lambda: "l01" not in holders(here, "/clusters/prod"), 15, "the delete to arrive")
+    assert holders(here, "/clusters/prod") == holders(up)
+
+
+def test_followed_cluster_is_read_only_through_the_api(here):
+    for method, path in [("POST", f"{LEASES}/namespaces/team/leases"),
+                         ("PUT", f"{LEASES}/namespaces/team/leases/l00"),
+                         ("PATCH", f"{LEASES}/namespaces/team/leases/l00"),
+                         ("DELETE", f"{LEASES}/namespaces/team/leases/l00"),
+                         ("DELETE", f"{LEASES}/namespaces/team/leases")]:
+        status, headers, body = here.request(method, f"/clusters/prod{path}", lease("l00", "x"))
+        assert status == 405, (method, path, body)
+        assert body["kind"] == "Status" and body["reason"] == "MethodNotAllowed"
+        assert "read-only" in body["message"]
+    assert holders(here, "/clusters/prod")["l00"] == "h19"   # nothing written
+    status, _, body = here.request("GET", f"/clusters/nope{LEASES}/leases")
+    assert status == 404 and body["reason"] == "NotFound" and "not followed" in body["message"]
+    # Discovery and Tables answer under the prefix as at the root.
+    status, _, body = here.request("GET", "/clusters/prod/apis")
+    assert status == 200 and any(g["name"] == "coordination.k8s.io" for g in body["groups"])
+    status, _, body = here.request("GET", f"/clusters/prod{LEASES}/namespaces/team/leases",
+                                   headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    assert status == 200 and body["kind"] == "Table" and len(body["rows"]) == len(holders(here, "/clusters/prod"))
+
+
+def test_a_viewer_limited_to_local_sees_nothing_of_prod(here):
+    token = here.manage("shell", "-c", (
+        "from dashboard.access.models import Profile\n"
+        "from dashboard.access.tokens import issue_token\n"
+        "token = issue_token('local-viewer', 'viewer')\n"
+        "Profile.objects.filter(user__username='local-viewer').update(clusters=['local'])\n"
+        "print(token)\n")).strip().splitlines()[-1]
+    status, _, body = here.request("GET", f"/clusters/prod{LEASES}/leases", token=token)
+    assert status == 403, body
+    status, _, body = here.request("GET", f"{LEASES}/leases", token=token)
+    assert status == 200 and "local-only" in {i["metadata"]["name"] for i in body["items"]}
+    assert not {i["metadata"]["name"] for i in body["items"]} & set(holders(here, "/clusters/prod"))
+
+
+def test_kubectl_watch_through_the_cluster_path(upstream, here, tmp_path):
+    kubectl = require_kubectl()
+    config = here.kubeconfig(tmp_path / "kc", "kubectl-user", "viewer")
+    server = f"{here.https_url}/clusters/prod"
+    proc = subprocess.Popen([kubectl, "--kubeconfig", str(config), "--server", server, "get", "leases", "-A",
+                             "-w", "--output-watch-events"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert "NAMESPACE" in first or "EVENT" in first, first + proc.stderr.read(2000) if proc.poll() else first
+        upstream.server.request("PATCH", f"{LEASES}/namespaces/team/leases/l05", {"spec": {"holderIdentity": "kubectl-saw-me"}},
+                                content_type="application/merge-patch+json")
+        deadline = time.monotonic() + 20
+        lines = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if "l05" in line and "MODIFIED" in line:
+                break
+        assert any("l05" in line and "MODIFIED" in line for line in lines), lines
+    finally:
+        proc.kill()
+        proc.wait()
+    # kubectl's writes through the prefix are refused with the Status message.
+    out = subprocess.run([kubectl, "--kubeconfig", str(config), "--server", server, "delete", "lease", "l05",
+                          "-n", "team"], capture_output=True, text=True)
+    assert out.returncode != 0 and "read-only" in out.stderr
+
+
+def test_restart_and_compaction_upstream_converge(upstream, here):
+    """Kill the upstream: prod is reported stale. While it is down its log is changed and
+    compacted past what the follower saw; started again, the follower's resume gets 410,
+    it relists and the copy converges, nothing missing or extra."""
+    upstream.kill()
+    eventually(lambda: "stale" in follow_state(here), 30, "prod to be reported stale")
+    script = (
+        "from dashboard.kube import registry, store\n"
+        "res = registry.lookup('coordination.k8s.io', 'v1', 'leases')\n"
+        "store.delete(res, 'team', 'l02')\n"
+        "store.delete(res, 'team', 'l03')\n"
+        "for i in range(5):\n"
+        "    store.create(res, 'team', {'metadata': {'name': f'new{i}'}, 'spec': {'holderIdentity': 'b'}})\n"
+        "def change(obj):\n"
+        "    obj['spec']['holderIdentity'] = 'changed-offline'\n"
+        "    return obj\n"
+        "store.update(res, 'team', 'l04', change, is_patch=True)\n")
+    upstream.server.manage("shell", "-c", script)
+    upstream.server.manage("compact", "--keep", "0", "--keep-seconds", "0")
+    upstream.start_again()
+    expected = holders(upstream.server)
+    assert "l02" not in expected and expected["new4"] == "b" and expected["l04"] == "changed-offline"
+    eventually(lambda: holders(here, "/clusters/prod") == expected, 60, "the copy to converge after the relist")
+    eventually(lambda: "live" in follow_state(here), 30, "prod to be live again")
