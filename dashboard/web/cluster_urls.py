@@ -1,2 +1,9 @@
-"""Routes of the followed-clusters page (filled in by cluster_views)."""
-urlpatterns: list = []
+"""Routes of the followed-clusters page (admins): the list and add form, removing one."""
+from django.urls import path
+
+from . import cluster_views
+
+urlpatterns = [
+    path("clusters/", cluster_views.cluster_list, name="clusters"),
+    path("clusters/<str:name>/remove/", cluster_views.cluster_remove, name="cluster_remove"),
+]

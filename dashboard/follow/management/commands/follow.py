@@ -1,0 +1,85 @@
+"""`manage.py follow add|list|remove`: the real clusters kubedash follows (read-only).
+
+    follow add NAME --kubeconfig PATH [--context C] [--namespace N]   PATH "-": standard input
+    follow list
+    follow remove NAME
+
+`add` stores the kubeconfig reduced to one context, files inlined, encrypted
+(dashboard/follow/clusters.py); it does not contact the cluster: the follower does, and `list`
+shows how that goes. Credentials are never printed.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from dashboard.follow import clusters, secrets
+from dashboard.follow.models import Cluster
+from dashboard.kube.formats import human_duration
+
+MAX_KUBECONFIG_BYTES = 1 << 20
+
+
+class Command(BaseCommand):
+    help = "Follow real Kubernetes clusters (read-only): add, list, remove."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True, metavar="{add,list,remove}")
+        add = sub.add_parser("add", help="follow a cluster from a kubeconfig (its credentials are stored encrypted)")
+        add.add_argument("name", help="the cluster's name in kubedash (a DNS label, not 'local')")
+        add.add_argument("--kubeconfig", required=True, metavar="PATH", help="the kubeconfig file; '-' reads standard input")
+        add.add_argument("--context", default=None, help="the context to use (default: its current-context)")
+        add.add_argument("--namespace", default="", help="follow only this namespace (default: every namespace)")
+        sub.add_parser("list", help="the followed clusters and how their copies are doing")
+        remove = sub.add_parser("remove", help="stop following a cluster and delete its objects from kubedash")
+        remove.add_argument("name")
+
+    def handle(self, *args, **options):
+        return getattr(self, f"_{options['action']}")(options)
+
+    def _add(self, options):
+        path = options["kubeconfig"]
+        if path == "-":
+            text, base_dir = sys.stdin.read(MAX_KUBECONFIG_BYTES + 1), Path.cwd()
+        else:
+            file = Path(path).expanduser()
+            try:
+                with open(file, encoding="utf-8") as f:
+                    text = f.read(MAX_KUBECONFIG_BYTES + 1)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"cannot read the kubeconfig {path}: {getattr(exc, 'strerror', None) or exc}") from None
+            base_dir = file.resolve().parent
+        if len(text) > MAX_KUBECONFIG_BYTES:
+            raise CommandError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes")
+        try:
+            cluster = clusters.add(options["name"], text, context=options["context"],
+                                   namespace=options["namespace"], base_dir=base_dir)
+        except (ValueError, secrets.CredentialsError) as exc:
+            raise CommandError(str(exc)) from None
+        scope = f"namespace {cluster.namespace}" if cluster.namespace else "every namespace"
+        self.stdout.write(f"Following {cluster.name}: {cluster.server} (context {cluster.context}, {scope}). "
+                          "kubedash's follower connects to it; `manage.py follow list` shows how that goes.")
+
+    def _list(self, options):
+        now = timezone.now()
+        rows = [("NAME", "SERVER", "CONTEXT", "NAMESPACE", "STATE", "LAST EVENT", "MESSAGE")]
+        for c in Cluster.objects.order_by("name"):
+            last = f"{human_duration(max((now - c.last_event_at).total_seconds(), 0))} ago" if c.last_event_at else "never"
+            rows.append((c.name, c.server, c.context or "-", c.namespace or "(all)", c.state, last,
+                         c.message if c.state == Cluster.STALE else ""))
+        if len(rows) == 1:
+            self.stdout.write("No followed clusters. Add one: manage.py follow add NAME --kubeconfig PATH")
+            return
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            self.stdout.write("   ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+    def _remove(self, options):
+        try:
+            removed = clusters.remove(options["name"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"Stopped following {options['name']}; removed {removed} of its objects from kubedash.")
