@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "dashboard.web.share.ShareLinkMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dashboard.web.cluster_scope.ClusterScopeMiddleware",   # ?cluster= on pages: runs the request within it
 ]
 
 # Bearer-token API calls without a session cookie need only the security headers

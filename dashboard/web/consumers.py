@@ -21,11 +21,12 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from dashboard.kube import registry
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
+from dashboard.access import clusters
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
 from dashboard.kube.watch import CLOSE, Guard, Subscriber, hub
 
-from . import kinds, live, scope, share
+from . import cluster_scope, kinds, live, scope, share
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class PageSpec:
     page: int = 1
     limit: int = 0
     members: set | None = None
+    cluster: str = "local"   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
 
 
 def _key(text: str) -> tuple[str, str] | None:
@@ -91,7 +93,10 @@ def parse_spec(query: bytes) -> PageSpec:
         raise ValueError(f"unknown view {view!r}")
     rv = params.get("rv", "0")
     sort, page, limit = params.get("sort", ""), params.get("page", "1"), params.get("limit", "0")
-    return PageSpec(sort=sort, page=int(page) if page.isdigit() else 1, limit=int(limit) if limit.isdigit() else 0,
+    cluster = params.get("cluster") or clusters.LOCAL
+    if not clusters.NAME_RE.match(cluster):
+        raise ValueError(f"bad cluster {cluster!r}")
+    return PageSpec(cluster=cluster, sort=sort, page=int(page) if page.isdigit() else 1, limit=int(limit) if limit.isdigit() else 0,
                     announced=int(params["announced"]) if params.get("announced", "").isdigit() else 0,
                     view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
@@ -128,6 +133,24 @@ def page_access(scope, fresh: bool = False):
     return principal_for(user), (f"user:{user.pk}",), session_deadline(session)
 
 
+BANNER_SECONDS = 2.0   # how often a followed cluster's page re-reads its follower's state
+
+
+def cluster_known(name: str) -> bool:
+    """The local store, or a cluster that is followed now."""
+    return name == clusters.LOCAL or cluster_scope.followed(name) is not None
+
+
+def banner_state(name: str) -> tuple:
+    """(what the stale banner says, its fragment) for a followed cluster now."""
+    from django.template.loader import render_to_string
+
+    row = cluster_scope.followed(name)
+    banner = cluster_scope.staleness(row) if row is not None else None
+    html = render_to_string("web/_cluster_banner.html", {"banner": banner, "oob": True})
+    return (banner["key"] if banner else None), html
+
+
 def _earliest(*times):
     times = [t for t in times if t is not None]
     return min(times) if times else None
@@ -152,6 +175,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
         except (ValueError, ApiError):
             await self.close(code=4400)
             return
+        # Everything this consumer does from here runs about the page's cluster: this task
+        # (connect, later messages) and the tasks it starts (pump, flushes) copy the context.
+        clusters.enter(self.spec.cluster)
         await hub.start()
         generation = hub.access_generation
         self.principal, subjects, deadline = await sync_to_async(page_access)(self.scope)
@@ -167,7 +193,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         record = self.scope.get("kubedash.record")   # the websocket's log line (server/observe.py)
         if record is not None:
             record["user"] = self.principal.username
-        if not live.may_view(self.principal, self.spec.namespace, self.spec.kinds):
+        if not live.may_view(self.principal, self.spec.namespace, self.spec.kinds) or \
+                not await sync_to_async(cluster_known)(self.spec.cluster):
             await self.close(code=4403)
             return
         # Re-checked whenever that access changes (notices from any process) or expires.
@@ -186,6 +213,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for sub in self.subscribers:
             sub.release_buffer()
         self.pump = asyncio.get_running_loop().create_task(self._pump())
+        if self.spec.cluster != clusters.LOCAL:
+            self.banner_task = asyncio.get_running_loop().create_task(self._watch_banner())
         if hub.access_generation != generation:
             await self._recheck()   # a notice may have come between resolving and guarding
 
@@ -224,6 +253,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             self.flush_handle.cancel()
         if getattr(self, "flush_task", None) is not None:
             self.flush_task.cancel()   # a render for a socket that is gone: its send would fail
+        if getattr(self, "banner_task", None) is not None:
+            self.banner_task.cancel()
 
     async def receive(self, text_data=None, bytes_data=None):
         # Pages only listen; anything a client sends is ignored (no writes over this socket).
@@ -231,6 +262,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def _recheck(self):
         """The access this page was opened with changed or expired: close, narrow, or carry on."""
+        # The hub runs re-checks in a fresh context: back to this page's cluster first.
+        clusters.enter(self.spec.cluster)
         if self.closing:
             return
         principal, subjects, deadline = await sync_to_async(page_access)(self.scope, fresh=True)
@@ -278,6 +311,20 @@ class LiveConsumer(AsyncWebsocketConsumer):
         except Exception:  # the socket may already be gone
             pass
         await self.close(code=code)
+
+    async def _watch_banner(self):
+        """A followed cluster's page: its stale banner follows the follower's state (read every
+        BANNER_SECONDS), so a copy that stops being current never keeps looking current."""
+        shown = await sync_to_async(banner_state)(self.spec.cluster)
+        while not self.closing:
+            await asyncio.sleep(BANNER_SECONDS)
+            now = await sync_to_async(banner_state)(self.spec.cluster)
+            if now[0] != shown[0] and not self.closing:
+                shown = now
+                try:
+                    await self.send(text_data=now[1])
+                except Exception:   # gone meanwhile
+                    return
 
     async def _pump(self):
         loop = asyncio.get_running_loop()

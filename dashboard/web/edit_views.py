@@ -25,6 +25,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods
 
+from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.kube import revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
@@ -34,6 +35,7 @@ from dashboard.kube.codec import check_type_meta, decode_object
 
 from . import forms as f
 from . import kinds
+from .cluster_scope import read_only_reason
 from .kinds import KindWeb
 from .present import detail_url, object_yaml, present
 from .scope import known_namespaces, may_create_somewhere
@@ -72,6 +74,11 @@ def editor_view(view):
             # A shared view is read-only on every path (the share middleware refuses these
             # routes already; this is the second lock).
             return forbidden(request, principal, info, "A shared view is read-only.")
+        if not clusters.is_local():
+            # A followed cluster's objects are copies of another cluster's: the store refuses
+            # writes to them too (405); refused here first, in words, before any form.
+            return _page(request, "web/error.html", {"principal": principal, "active": info.plural,
+                         "title": "Read-only", "message": read_only_reason()}, status=405)
         return view(request, principal, info, *args, **kwargs)
 
     return wrapper

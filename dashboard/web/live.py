@@ -13,6 +13,7 @@ import orjson
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from dashboard.access import clusters
 from dashboard.kube import registry, revlog, store
 from dashboard.kube.meta import now
 
@@ -35,7 +36,10 @@ def revision_marker(rv: int) -> str:
 
 
 def may_view(principal, namespace: str | None, kinds) -> bool:
-    """May the principal see this page's every kind (in its namespace, if it has one)?"""
+    """May the principal see this page's every kind (in its namespace, if it has one), in the
+    cluster the work is about (the consumer runs within the page's cluster)?"""
+    if not principal.sees_cluster(clusters.current()):
+        return False
     if principal.is_share and len(kinds) != 1:
         return False   # the overview (all kinds) is never part of a shared view
     if namespace:
@@ -155,7 +159,8 @@ RENDERED_KEEP = 4096
 
 
 def _event_item(kind: str, ev, oob: str, moment) -> str:
-    key = (kind, ev.rv, ev.namespace, ev.name, oob)   # (a revision number alone is unique only per database)
+    # (a revision number alone is unique only per database; the cluster's links differ in the HTML)
+    key = (kind, ev.rv, ev.namespace, ev.name, oob, clusters.current())
     html = _rendered.get(key)
     if html is None:
         html = _rendered[key] = _item(kind, ev.obj, oob, moment)

@@ -2,6 +2,7 @@
 the write pages (edit_views)."""
 from __future__ import annotations
 
+from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.kube.selectors import LabelSelector, parse_label_selector
 
@@ -31,7 +32,10 @@ def list_scope(principal: Principal, namespace: str, kind: str) -> list[str | No
 
 
 def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> bool:
-    """May this principal create a `kind` in `namespace` (or, without one, in any namespace)?"""
+    """May this principal create a `kind` in `namespace` (or, without one, in any namespace)?
+    Never in a followed cluster: its objects are read-only copies."""
+    if not clusters.is_local():
+        return False
     if namespace:
         return principal.can("create", namespace, kind)
     if principal.namespaces:

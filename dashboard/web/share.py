@@ -30,6 +30,7 @@ from django.shortcuts import render
 from django.urls import Resolver404, resolve
 from django.utils import timezone
 
+from dashboard.access import clusters
 from dashboard.access.authentication import touch_last_used
 
 from dashboard.access.models import ShareLink, hash_token
@@ -58,11 +59,13 @@ SHARE_ROUTES = frozenset(kinds.page_route_names() | {"share_open", "share_leave"
 
 
 def create_link(creator, *, kind: str, namespace: str, label_selector: str, label: str,
-                expiry: str) -> tuple[ShareLink, str]:
-    """Create a link; return (row, token). The token exists only in this return value."""
+                expiry: str, cluster: str = "") -> tuple[ShareLink, str]:
+    """Create a link; return (row, token). The token exists only in this return value. It
+    shows `cluster` (default: the cluster the work is about, i.e. the page it was made from)."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
     link = ShareLink.objects.create(
         token_hash=hash_token(token), label=label, kind=kind, namespace=namespace,
+        cluster=cluster or clusters.current(),
         label_selector=label_selector, creator=creator, expires=timezone.now() + EXPIRY_CHOICES[expiry][1])
     return link, token
 
@@ -72,7 +75,8 @@ def creator_covers(link: ShareLink) -> bool:
     creator = link.creator
     if not creator.is_active:
         return False
-    return principal_for(creator).can("list", link.namespace or None, link.kind)
+    with clusters.within(link.cluster):   # (checked before the request's cluster is set)
+        return principal_for(creator).can("list", link.namespace or None, link.kind)
 
 
 def usable_link(link_id, now=None) -> tuple[ShareLink | None, str]:

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 
+from dashboard.access import clusters
 from dashboard.access.authentication import touch_last_used
 from dashboard.access.models import ShareLink
 from dashboard.access.principals import SHARE_VERB, principal_for
@@ -43,9 +44,11 @@ class ShareForm(forms.Form):
         return text
 
 
-def describe(kind: str, namespace: str, label_selector: str, q: str = "") -> str:
-    """A link's scope in words (also the default label)."""
+def describe(kind: str, namespace: str, label_selector: str, q: str = "", cluster: str = "") -> str:
+    """A link's scope in words (also the default label); its cluster unless it is the local one."""
     where = f"namespace {namespace}" if namespace else "all namespaces"
+    if cluster and cluster != clusters.LOCAL:
+        where += f" of cluster {cluster}"
     web = kinds.by_kind(kind)
     return (f"{web.title if web else kind} in {where}" + (f" matching {label_selector}" if label_selector else "")
             + (f", names containing “{q}”" if q else ""))
@@ -66,7 +69,8 @@ def _no_store(response):
 def share_list(request):
     principal = principal_for(request.user)
     now = timezone.now()
-    rows = [{"link": link, "state": link.state(now), "scope": describe(link.kind, link.namespace, link.label_selector),
+    rows = [{"link": link, "state": link.state(now),
+             "scope": describe(link.kind, link.namespace, link.label_selector, cluster=link.cluster),
              "can_revoke": principal.is_admin or link.creator_id == request.user.pk}
             for link in share.visible_links(principal, request.user)]
     return render(request, "web/share/list.html", _context(request, rows=rows, all_links=principal.is_admin))
@@ -84,7 +88,7 @@ def share_new(request):
         if kinds.by_kind(kind) is None:
             raise Http404("Open a list page and use its “Share this view” button.")
         selector, q = request.GET.get("labelSelector", ""), request.GET.get("q", "").strip()
-        form.initial["label"] = describe(kind, namespace, selector, q)[:100]
+        form.initial["label"] = describe(kind, namespace, selector, q, clusters.current())[:100]
     else:
         form = ShareForm(request.POST)
         if form.is_valid():
@@ -98,7 +102,8 @@ def share_new(request):
         why = ("Choose a namespace first: you may share only your own namespaces."
                if principal.namespaces and not namespace else "Your role may not share this view.")
         return render(request, "web/share/error.html", _context(request, title="Not allowed", message=why), status=403)
-    ctx = _context(request, form=form, scope=describe(kind, namespace, selector, q), kind=kind)
+    # The link shows the cluster of the page it is made from (the request runs within it).
+    ctx = _context(request, form=form, scope=describe(kind, namespace, selector, q, clusters.current()), kind=kind)
     if request.method == "GET" or not form.is_valid():
         return render(request, "web/share/new.html", ctx, status=200 if request.method == "GET" else 400)
     data = form.cleaned_data

@@ -30,6 +30,7 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.http import require_safe
 
+from dashboard.access import clusters
 from dashboard.access.principals import SHARE_VERB, Principal
 from dashboard.kube import store
 from dashboard.kube.errors import ApiError
@@ -37,7 +38,7 @@ from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import parse_label_selector
 
-from . import kinds, scope
+from . import cluster_scope, kinds, scope
 from . import present as p
 from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
@@ -54,6 +55,8 @@ PAGE_SIZES = (50, 100, 500, 1000)   # the "Per page" choices
 def ws_url(view: str, rv: int | str | None, **params: str) -> str:
     """The page's websocket address: what it shows and the revision it was rendered at."""
     query = {"view": view, **{k: v for k, v in params.items() if v}}
+    if not clusters.is_local():
+        query["cluster"] = clusters.current()   # the socket follows the page's cluster
     if rv not in (None, ""):
         query["rv"] = str(rv)
     return "/ws/live/?" + urlencode(query)
@@ -69,7 +72,7 @@ def share_url(principal: Principal, kind: str, namespace: str, label_selector: s
     if not principal.can(SHARE_VERB, namespace or None, kind):
         return ""
     query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector, "q": q}
-    return "/share/new/?" + urlencode({k: v for k, v in query.items() if v})
+    return cluster_scope.in_cluster("/share/new/?" + urlencode({k: v for k, v in query.items() if v}))
 
 
 @dataclass
@@ -406,7 +409,8 @@ class DetailView(View):
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
                    ws_url=ws_url(page.detail_view, rv, namespace=namespace, name=name),
-                   can_edit=principal.can("update", namespace, page.kind))   # edit / delete / actions
+                   # edit / delete / actions: never for a followed cluster's objects (read-only copies)
+                   can_edit=principal.can("update", namespace, page.kind) and clusters.is_local())
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)
@@ -486,6 +490,50 @@ def namespace_summary(namespace: str, now: datetime) -> dict:
     return namespace_cards(now, [namespace])[0]
 
 
+def _summed(parts: list[dict]) -> dict:
+    """A kind's overview parts of several namespaces as one (numbers added, texts such as a
+    Lease part's expiry instants joined): a whole cluster's part, for the clusters table."""
+    out: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, str):
+                out[key] = " ".join(t for t in (out.get(key, ""), value) if t)
+            else:
+                out[key] = out.get(key, 0) + (value or 0)
+    return out
+
+
+def cluster_rows(principal: Principal, now: datetime) -> list[dict]:
+    """The overview's table across clusters: one row per cluster the viewer may see, each
+    kind's overview counts over the whole cluster (its namespace cards, summed), the
+    follower's state and last event. Empty when no cluster is followed."""
+    names = cluster_scope.visible_clusters(principal)
+    if names in ([], [clusters.LOCAL]):
+        return []
+    from dashboard.follow.models import Cluster
+
+    followed = {c.name: c for c in Cluster.objects.filter(name__in=names)}
+    only = sorted(principal.namespaces) if principal.namespaces else None
+    rows = []
+    for name in names:
+        with clusters.within(name):
+            cards = namespace_cards(now, only)
+        row = followed.get(name)
+        last = row.last_event_at if row is not None else None
+        rows.append({
+            "name": name, "url": cluster_scope.in_cluster("/", name), "current": name == clusters.current(),
+            "state": row.state if row is not None else "local", "stale": row is not None and
+            cluster_scope.staleness(row, now) is not None, "last_event": p.iso(last),
+            "last_event_ago": p.age(last, now) if last else "",
+            "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url, name), "part": part,
+                       "count": part.get(web.overview.count_key, 0),
+                       "template": f"{web.list_template}#{web.overview.partial}"}
+                      for web in kinds.registered()
+                      for part in [_summed([c[web.plural] for c in cards]) or web.overview.card(None, now)]],
+        })
+    return rows
+
+
 @login_required
 @require_safe
 def overview(request):
@@ -504,5 +552,5 @@ def overview(request):
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=p.overview_totals(cards))
+               totals=p.overview_totals(cards), cluster_rows=cluster_rows(principal, now))
     return render(request, "web/overview.html", ctx)

@@ -71,8 +71,20 @@
     return inView.has(row);
   }
 
+  // A followed cluster's copy that is not current (the stale banner, web/cluster_scope.py):
+  // its countdowns and ages stop at the time the copy is as of (a lease nobody saw renewed
+  // must not turn "expired"); the banner's own "… ago" keeps moving with the real clock.
+  function clusterAsOf() {
+    var banner = document.querySelector("#cluster-banner [data-as-of]");
+    return banner ? Date.parse(banner.dataset.asOf) : NaN;
+  }
+
   function tick() {
-    var now = frozenAt !== null ? frozenAt : Date.now() + skew;
+    var real = Date.now() + skew, asOf = clusterAsOf();
+    var now = frozenAt !== null ? frozenAt : (isNaN(asOf) ? real : Math.min(asOf, real));
+    each("[data-ago-since]", function (el) {
+      setText(el, human(Math.max(real - Date.parse(el.dataset.agoSince), 0)));
+    });
     each("[data-age-since]", function (el) {
       if (shown(el)) setText(el, human(Math.max(now - Date.parse(el.dataset.ageSince), 0)));
     });
@@ -241,6 +253,27 @@
     (label || field).scrollIntoView({block: "center"});
     field.focus({preventScroll: true});
   });
+
+  // --- the cluster selector (header): choosing a cluster opens the same page in it. With a
+  // pointer, at once; from the keyboard (arrows move through the options of a closed select),
+  // Enter or the Switch button confirms, so walking the list does not leave the page.
+  var clusterKeyed = false;
+  document.addEventListener("keydown", function (e) {
+    if (e.target.matches && e.target.matches("select[data-cluster-switch]")) {
+      clusterKeyed = e.key !== "Enter";
+      if (e.key === "Enter") { e.preventDefault(); goCluster(e.target); }
+    }
+  }, true);
+  document.addEventListener("pointerdown", function () { clusterKeyed = false; }, true);
+  document.addEventListener("change", function (e) {
+    if (e.target.matches && e.target.matches("select[data-cluster-switch]") && !clusterKeyed) goCluster(e.target);
+  });
+  function goCluster(select) {
+    var u = new URL(location.href);
+    ["cluster", "continue", "page"].forEach(function (k) { u.searchParams.delete(k); });
+    if (select.value !== "local") u.searchParams.set("cluster", select.value);
+    if (u.href !== location.href) location.href = u.href;
+  }
 
   // --- keyboard shortcuts -------------------------------------------------------------------
   // "/" search, "?" this help (a modal <dialog>: it keeps focus inside and Esc closes it),

@@ -1,0 +1,160 @@
+"""Which cluster a page shows: `?cluster=<name>` on every page (absent: the local store).
+
+ClusterScopeMiddleware validates the parameter, checks the viewer may see that cluster and runs
+the request inside access/clusters.within(name), so every store read of the page (typed rows,
+the revision log) is about that cluster. A share session is pinned to its link's cluster.
+`in_cluster(url)` is the one helper every link a page builds goes through, so the next page
+stays in the same cluster; the websocket carries the same parameter (consumers.py).
+
+A followed cluster is read-only here: `read_only_reason()` is what pages say instead of
+offering a change, and the write views answer it with 405 (edit_views.editor_view).
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from urllib.parse import urlencode
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.shortcuts import render
+from django.utils import timezone
+
+from dashboard.access import clusters
+
+HEARTBEAT_STALE = timedelta(seconds=15)   # a live follower confirms its watch more often than this
+PARAM = "cluster"
+
+# Paths that are not pages: the Kubernetes API (server/lanes.py API_ROOTS) and a followed
+# cluster's API under /clusters/<name>/ (its path says the cluster, not a query parameter).
+_NOT_PAGES = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version", "/metrics", "/static/")
+
+
+def in_cluster(url: str, name: str | None = None) -> str:
+    """`url` with `cluster=<name>` (default: the cluster the work is about) added to its query;
+    unchanged for the local store, so local pages keep their plain addresses."""
+    name = clusters.current() if name is None else name
+    if name == clusters.LOCAL or not url:
+        return url
+    url, hash_, fragment = url.partition("#")
+    joiner = "" if url.endswith(("?", "&")) else ("&" if "?" in url else "?")
+    return f"{url}{joiner}{urlencode({PARAM: name})}{hash_}{fragment}"
+
+
+def read_only_reason(name: str | None = None) -> str:
+    name = clusters.current() if name is None else name
+    return "" if name == clusters.LOCAL else f"{name} is followed read-only: change it in the cluster itself."
+
+
+def followed(name: str):
+    """The follow.models.Cluster row of a followed cluster, or None."""
+    from dashboard.follow.models import Cluster
+
+    return Cluster.objects.filter(name=name).first()
+
+
+def visible_clusters(principal) -> list[str]:
+    """"local" and the followed clusters' names this principal may see (in that order)."""
+    from dashboard.follow.models import Cluster
+
+    names = [clusters.LOCAL, *Cluster.objects.values_list("name", flat=True)]
+    return [n for n in names if principal is not None and principal.sees_cluster(n)]
+
+
+def staleness(row, now=None) -> dict | None:
+    """What the stale banner says about a followed cluster's copy; None while it is current
+    (state live, heartbeat within HEARTBEAT_STALE)."""
+    now = now or timezone.now()
+    fresh_beat = row.heartbeat_at is not None and now - row.heartbeat_at <= HEARTBEAT_STALE
+    if row.state == row.LIVE and fresh_beat:
+        return None
+    first_sync = row.state == row.SYNCING and row.heartbeat_at is None and row.last_event_at is None
+    if first_sync:
+        why = "still syncing for the first time: objects may be missing"
+    elif row.state == row.SYNCING:
+        why = "the watch is relisting"
+    elif row.state == row.STALE:
+        why = "the watch is down"
+    else:
+        why = "the watch has not confirmed it is up"
+    from dashboard.kube.formats import human_duration
+
+    from .present import iso
+
+    as_of = row.heartbeat_at or row.last_event_at or row.state_since
+    return {"name": row.name, "state": row.state, "why": why, "message": row.message, "as_of": as_of,
+            "as_of_iso": iso(as_of), "age": human_duration(max((now - as_of).total_seconds(), 0)),
+            "first_sync": first_sync, "key": (row.state, why, row.message, as_of)}
+
+
+def _refuse(request, status: int, title: str, message: str):
+    from .share import page_principal
+
+    ctx = {"principal": page_principal(request), "title": title, "message": message,
+           "share_link": getattr(request, "share_link", None)}
+    response = render(request, "web/error.html", ctx, status=status)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def resolve(request):
+    """(cluster name, None) for a page request, or (None, the refusal page)."""
+    from .share import page_principal
+
+    asked = request.GET.get(PARAM, "").strip()
+    link = getattr(request, "share_link", None)
+    if link is not None:
+        # A share link shows its own cluster only: another one is refused, never shown.
+        if asked and asked != link.cluster:
+            return None, _refuse(request, 403, "Not allowed", "A shared view shows only its own cluster.")
+        return link.cluster, None
+    name = asked or clusters.LOCAL
+    principal = page_principal(request)
+    if principal is None:
+        return clusters.LOCAL, None   # signed out: the view sends them to the login page
+    if not principal.sees_cluster(name):
+        # Checked before existence, so a limited viewer learns nothing of other clusters' names.
+        return None, _refuse(request, 403, "Not allowed", f"You have no access to cluster “{name}”.")
+    if name != clusters.LOCAL and (not clusters.NAME_RE.match(name) or followed(name) is None):
+        return None, _refuse(request, 404, "No such cluster",
+                             f"No followed cluster is called “{name}”. Choose one in the header.")
+    return name, None
+
+
+def is_page(path: str) -> bool:
+    if path.startswith(_NOT_PAGES):
+        return False
+    # /clusters/<name>/api..., /clusters/<name>/apis...: a followed cluster's API (cluster_urls).
+    parts = path.split("/")
+    return not (len(parts) > 3 and parts[1] == "clusters" and parts[3] in ("api", "apis", "openapi", "version"))
+
+
+class ClusterScopeMiddleware:
+    """Runs every page request inside clusters.within(its cluster) (after auth and share links)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.is_async:
+            return self.__acall__(request)
+        if not is_page(request.path_info):
+            return self.get_response(request)
+        name, refusal = resolve(request)
+        if refusal is not None:
+            return refusal
+        with clusters.within(name):
+            return self.get_response(request)
+
+    async def __acall__(self, request):
+        if not is_page(request.path_info):
+            return await self.get_response(request)
+        name, refusal = await sync_to_async(resolve, thread_sensitive=True)(request)
+        if refusal is not None:
+            return refusal
+        with clusters.within(name):
+            return await self.get_response(request)

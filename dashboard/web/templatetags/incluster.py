@@ -1,0 +1,52 @@
+"""The page's cluster in templates: {% load incluster %}, then
+
+    {{ url|in_cluster }}        a link that stays in the page's cluster (cluster_scope.in_cluster)
+    {% cluster_field %}         the same for a GET form: a hidden cluster input (nothing when local)
+    {% cluster_header as cx %}  the header's selector and the stale banner (base.html)
+    {% read_only_note %}        where a change would be offered on a followed cluster: why not
+"""
+from django import template
+from django.utils.html import format_html
+
+from dashboard.access import clusters
+
+from .. import cluster_scope
+
+register = template.Library()
+
+
+@register.filter
+def in_cluster(url):
+    return cluster_scope.in_cluster(str(url))
+
+
+@register.simple_tag
+def cluster_field():
+    name = clusters.current()
+    if name == clusters.LOCAL:
+        return ""
+    return format_html('<input type="hidden" name="{}" value="{}">', cluster_scope.PARAM, name)
+
+
+@register.simple_tag
+def read_only_note():
+    reason = cluster_scope.read_only_reason()
+    return format_html('<p class="read-only-note" role="note">{}</p>', reason) if reason else ""
+
+
+@register.simple_tag(takes_context=True)
+def cluster_header(context) -> dict:
+    """current: the page's cluster; options: the clusters the selector offers (none when no
+    cluster is followed, or for a shared view, which is pinned to one); banner: the stale
+    banner's facts (cluster_scope.staleness) for a followed cluster, None when current."""
+    name = clusters.current()
+    principal = context.get("principal")
+    out = {"current": name, "local": name == clusters.LOCAL, "options": [], "banner": None}
+    if principal is not None and not principal.is_share:
+        options = cluster_scope.visible_clusters(principal)
+        if len(options) > 1 or (options and options != [name]):
+            out["options"] = options
+    if name != clusters.LOCAL:
+        row = cluster_scope.followed(name)
+        out["banner"] = cluster_scope.staleness(row) if row is not None else None
+    return out
