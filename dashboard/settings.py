@@ -3,6 +3,8 @@
 DATABASE_URL   unset: SQLite file in DATA_DIR (WAL, BEGIN IMMEDIATE); postgres://... for PostgreSQL
 REDIS_URL      unset: in-memory channel layer (one process); redis://... for several processes
 DJANGO_SECRET_KEY  unset: generated once into DATA_DIR/secret_key
+KUBEDASH_CREDENTIALS_KEY  the Fernet key(s) encrypting followed clusters' credentials
+               (dashboard/follow/secrets.py); unset: generated once into DATA_DIR/credentials_key
 DJANGO_DEBUG   "1"/"true" for debug pages (never for the API: errors are always metav1.Status)
 ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
 KUBEDASH_DATA_DIR  where the database, TLS material and secret key live (default ./data)
@@ -81,9 +83,9 @@ MIDDLEWARE = [
     "dashboard.access.sessions.SessionEpochMiddleware",
     # A session opened through a share link reaches its own pages and nothing else.
     "dashboard.web.share.ShareLinkMiddleware",
+    "dashboard.web.cluster_scope.ClusterScopeMiddleware",   # ?cluster= on pages: runs the request within it
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "dashboard.web.cluster_scope.ClusterScopeMiddleware",   # ?cluster= on pages: runs the request within it
 ]
 
 # Bearer-token API calls without a session cookie need only the security headers

@@ -219,7 +219,13 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
 def api_client(config: dict):
     """A kubernetes.client.ApiClient for a reduced kubeconfig (its current-context). The
     client library writes certificate and key data to its own temporary files (0600)."""
+    from kubernetes import client as kube_client
     from kubernetes import config as kube_config
 
-    return kube_config.new_client_from_config_dict(copy.deepcopy(config), context=config.get("current-context"),
-                                                   persist_config=False)
+    configuration = kube_client.Configuration()
+    kube_config.load_kube_config_from_dict(copy.deepcopy(config), context=config.get("current-context"),
+                                           client_configuration=configuration, persist_config=False)
+    # No retries inside the client: the informers back off and resume themselves (and report
+    # the failure), instead of urllib3 retrying each request three times, noisily.
+    configuration.retries = 0
+    return kube_client.ApiClient(configuration)
