@@ -1,0 +1,141 @@
+"""Followed clusters in a real browser: the header's selector switches the page to another
+cluster (pointer and keyboard), every link then stays in it, a followed cluster's page is live
+and read-only, and when its follower stops confirming the watch the page says so at once (the
+stale banner, pushed through the page's websocket) - and axe finds nothing wrong with it.
+
+The followed clusters are rows of follow.models.Cluster with objects written by store.mirror
+in the test server (`manage.py shell`), as the follower writes them; removed afterwards, so the
+other browser modules on the shared server see no cluster. Uses the fixtures of test_browser.py.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+
+from test_browser import (  # noqa: F401  (fixtures are used by name)
+    TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, held_lease, leases_path, log_in, login_user, ns,
+    open_live, session_state, signed_in_page,
+)
+from test_browser_dash import axe_violations
+
+
+def _shell(server, code: str) -> str:
+    return server.manage("shell", "-c", code)
+
+
+MIRROR = """
+from django.utils import timezone
+from dashboard.follow.models import Cluster
+from dashboard.kube import registry, store
+args = {args}
+def obj(name, holder, rv):
+    return {{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {{"name": name, "namespace": args["ns"], "uid": "u-" + name,
+                         "creationTimestamp": "2026-01-02T03:04:05Z", "resourceVersion": str(rv)}},
+            "spec": {{"holderIdentity": holder, "leaseDurationSeconds": 3600,
+                     "renewTime": timezone.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}}}
+store.mirror(args["cluster"], [store.Mirrored(registry.by_kind("Lease"), args["ns"], n, obj(n, h, rv))
+                               for n, h, rv in args["leases"]])
+"""
+
+
+def mirror(server, cluster: str, ns: str, leases: list[tuple[str, str, int]]) -> None:
+    _shell(server, MIRROR.format(args=json.dumps({"cluster": cluster, "ns": ns, "leases": leases})))
+
+
+def set_state(server, cluster: str, **fields) -> None:
+    _shell(server, "from django.utils import timezone\nfrom dashboard.follow.models import Cluster\n"
+                   f"Cluster.objects.filter(name={cluster!r}).update(**{fields!r}, state_since=timezone.now())")
+
+
+@pytest.fixture
+def prod(kube_server, ns):
+    """A followed cluster, live and current, holding one lease in the test's namespace."""
+    name = f"prod-{secrets.token_hex(3)}"
+    _shell(kube_server, "from django.utils import timezone\nfrom dashboard.follow.models import Cluster\n"
+                        f"Cluster.objects.create(name={name!r}, server='https://prod.example:6443', credentials=b'x',"
+                        " state='live', heartbeat_at=timezone.now() + timezone.timedelta(hours=1),"
+                        " last_event_at=timezone.now())")
+    mirror(kube_server, name, ns, [["prod-lease", "prod-holder", 10]])
+    yield name
+    _shell(kube_server, "from dashboard.follow.models import Cluster\nfrom dashboard.kube import store\n"
+                        f"Cluster.objects.filter(name={name!r}).delete()\nstore.forget({name!r})")
+
+
+@pytest.fixture
+def page(chromium, session_state):
+    yield from signed_in_page(chromium, session_state, width=1440, bypass_csp=True)   # (axe is injected)
+
+
+def test_selector_links_banner_and_axe(page, kube_server, ns, prod):
+    from playwright.sync_api import expect
+
+    base = kube_server.http_url
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "local-lease", "local-holder"))
+
+    # Local: the selector lists local and the followed cluster; choosing one opens the same page there.
+    open_live(page, f"{base}/leases/?namespace={ns}")
+    select = page.get_by_role("combobox", name="Cluster", exact=True)
+    expect(select).to_have_value("local")
+    assert select.locator("option").all_inner_texts() == ["local", prod]
+    expect(page.locator("#items")).to_contain_text("local-lease")
+    select.select_option(prod)
+    page.wait_for_url(f"{base}/leases/?namespace={ns}&cluster={prod}")
+    expect(page.locator("#items")).to_contain_text("prod-holder")
+    expect(page.locator("#items")).not_to_contain_text("local-lease")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    expect(page.locator(".read-only-note")).to_have_text(f"{prod} is followed read-only: change it in the cluster itself.")
+    expect(page.locator("a.new-object")).to_have_count(0)
+    expect(page.locator(".cluster-stale")).to_have_count(0)   # current: no banner
+
+    # Live: an upstream change the follower mirrors arrives without a reload.
+    page.evaluate("window.__kdSameDocument = true")
+    mirror(kube_server, prod, ns, [["prod-lease", "moved-upstream", 11]])
+    expect(page.locator("#items")).to_contain_text("moved-upstream")
+    assert_not_reloaded(page)
+
+    # Links keep the cluster: the row to its detail page, then the crumbs, the nav and filters.
+    page.get_by_role("link", name="prod-lease").click()
+    page.wait_for_url(f"{base}/leases/{ns}/prod-lease/?cluster={prod}")
+    expect(page.locator("#edit-toolbar")).to_have_count(0)
+    expect(page.locator(".read-only-note")).to_be_visible()
+    page.get_by_role("link", name="History").click()
+    page.wait_for_url(f"{base}/leases/{ns}/prod-lease/history/?cluster={prod}")
+    page.locator(".crumbs").get_by_role("link", name=ns).click()
+    page.wait_for_url(f"{base}/leases/?namespace={ns}&cluster={prod}")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs").click()
+    page.wait_for_url(f"{base}/jobs/?cluster={prod}")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Leases").click()
+    page.locator("#f-namespace").select_option(ns)
+    page.wait_for_url(f"**/leases/?*namespace={ns}*")
+    assert f"cluster={prod}" in page.url, page.url
+
+    # The follower stops confirming its watch: the open page says so at once (pushed), with the
+    # time it is as of and the reason; the lease's countdown stops at that time.
+    open_live(page, f"{base}/leases/?namespace={ns}&cluster={prod}")
+    set_state(kube_server, prod, state="stale", message="watch failed: connection reset")
+    banner = page.locator("#cluster-banner .cluster-stale")
+    expect(banner).to_contain_text(f"Showing {prod} as of")
+    expect(banner).to_contain_text("the watch is down — watch failed: connection reset")
+    assert banner.get_attribute("role") == "status"
+    assert_not_reloaded(page)
+    assert axe_violations(page) == [], "a stale followed cluster's list"
+    page.reload()
+    expect(banner).to_contain_text("the watch is down")   # and on a fresh load
+    page.goto(f"{base}/?cluster={prod}")
+    expect(page.locator(f"#cluster-{prod}")).to_contain_text("stale")
+    assert axe_violations(page) == [], "the overview with the clusters table"
+
+    # The keyboard: arrows walk the options without leaving the page, Enter switches.
+    page.goto(f"{base}/leases/?namespace={ns}&cluster={prod}")
+    select = page.get_by_role("combobox", name="Cluster", exact=True)
+    select.focus()
+    page.keyboard.press("ArrowUp")
+    page.wait_for_timeout(300)
+    assert f"cluster={prod}" in page.url   # not yet
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{base}/leases/?namespace={ns}")
+    expect(page.locator("#items")).to_contain_text("local-lease")
+    expect(page.locator("#cluster-banner")).to_have_count(0)
