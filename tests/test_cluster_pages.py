@@ -529,3 +529,31 @@ def test_user_admin_limits_clusters(login):
                        instance=Profile.objects.get(user=user))
     assert form.is_valid(), form.errors
     assert form.save().clusters == ["staging", "prod"]
+
+
+@pytest.mark.asyncio
+async def test_websocket_closes_when_the_viewer_loses_the_cluster(world):
+    """Access re-checks (the hub's notices, in a fresh context) run about the page's cluster."""
+    from dashboard.access.models import Profile
+    from dashboard.access.tokens import ensure_user
+
+    user = await sync_to_async(ensure_user)("ws-narrowed", "viewer")
+    comm, ok, _ = await connect(user, "view=leases&cluster=prod")
+    assert ok
+    await comm.receive_nothing(timeout=0.3)
+
+    def narrow(clusters):
+        profile = Profile.objects.get(user=user)
+        profile.clusters = clusters
+        profile.save()   # (signals: an access notice every open channel of the user re-checks)
+
+    await sync_to_async(narrow)(["prod", "staging"])   # still allowed: re-rendered, still prod's rows
+    refreshed = await comm.receive_from(timeout=5)
+    assert "prod-lease" in refreshed and "local-lease" not in refreshed
+    await sync_to_async(narrow)(["staging"])
+    while True:
+        out = await comm.receive_output(timeout=5)
+        if out["type"] == "websocket.close":
+            assert out["code"] == 4403
+            break
+        assert not any(s in out.get("text", "") for s in PROD_SECRETS)
