@@ -89,6 +89,17 @@ def test_selector_links_banner_and_axe(page, kube_server, ns, prod):
     expect(page.locator(".read-only-note")).to_have_text(f"{prod} is followed read-only: change it in the cluster itself.")
     expect(page.locator("a.new-object")).to_have_count(0)
     expect(page.locator(".cluster-stale")).to_have_count(0)   # current: no banner
+    # With the selector, the header still fits one line at 1440 px (the account's pages are in
+    # its menu), and that menu opens from the keyboard and closes on Escape.
+    page.screenshot(path="/tmp/kubedash-cluster-1440.png")
+    line = page.locator("header.top .brand").bounding_box()["height"]
+    assert page.locator("header.top").evaluate("el => el.clientHeight") < 2 * line + 24, "the header wrapped"
+    page.locator("details.account summary").focus()
+    page.keyboard.press("Enter")
+    menu = page.get_by_role("list", name="Account")
+    expect(menu.get_by_role("link", name="Clusters")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(menu).to_be_hidden()
 
     # Live: an upstream change the follower mirrors arrives without a reload.
     page.evaluate("window.__kdSameDocument = true")

@@ -177,7 +177,11 @@ def test_a_viewer_limited_to_staging_sees_nothing_of_prod(world, login):
         r = c.get(url)
         assert r.status_code == 403, url
         assert not any(s in html(r) for s in PROD_SECRETS if s not in url), url
-    assert c.get("/leases/").status_code == 403   # local is not theirs either
+    # Local is not theirs either: a page without ?cluster= lands on their cluster instead.
+    r = c.get("/leases/?namespace=team-a")
+    assert r.status_code == 302 and r["Location"] == "/leases/?namespace=team-a&cluster=staging"
+    assert c.get("/tokens/")["Location"] == "/tokens/?cluster=staging"
+    assert c.get("/leases/?cluster=local").status_code == 403
     ok = html(c.get("/leases/?cluster=staging"))
     assert "staging-lease" in ok and not any(s in ok for s in PROD_SECRETS)
     found = html(c.get("/search/?q=lease&cluster=staging"))

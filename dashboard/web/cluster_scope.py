@@ -110,6 +110,13 @@ def resolve(request):
     principal = page_principal(request)
     if principal is None:
         return clusters.LOCAL, None   # signed out: the view sends them to the login page
+    if not asked and not principal.sees_cluster(name) and request.method in ("GET", "HEAD"):
+        # A user limited to followed clusters lands on the first of them, not on a refusal.
+        visible = visible_clusters(principal)
+        if visible:
+            from django.http import HttpResponseRedirect
+
+            return None, HttpResponseRedirect(in_cluster(request.get_full_path(), visible[0]))
     if not principal.sees_cluster(name):
         # Checked before existence, so a limited viewer learns nothing of other clusters' names.
         return None, _refuse(request, 403, "Not allowed", f"You have no access to cluster “{name}”.")
