@@ -230,3 +230,47 @@ def test_restart_and_compaction_upstream_converge(upstream, here):
     assert "l02" not in expected and expected["new4"] == "b" and expected["l04"] == "changed-offline"
     eventually(lambda: holders(here, "/clusters/prod") == expected, 60, "the copy to converge after the relist")
     eventually(lambda: "live" in follow_state(here), 30, "prod to be live again")
+
+
+def test_one_process_follows(here):
+    """The server under test runs two workers; only the maintenance leader follows."""
+    log = (here.data_dir / "server.log").read_text()
+    assert log.count("follow: following prod") == 1, log[-3000:]
+
+
+def test_share_link_for_prod_is_live_and_read_only(upstream, here):
+    """A share link made for the followed cluster, opened in Chromium by someone without an
+    account: prod's Leases, changed live by upstream writes, nothing local, nothing to change."""
+    from playwright.sync_api import expect
+
+    from tests.test_browser import CHROMIUM, LAUNCH_ARGS, assert_not_reloaded, open_live
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"Chromium is required in CI ({CHROMIUM})")
+        pytest.skip(f"Chromium is not installed at {CHROMIUM}")
+    token = here.manage("shell", "-c", (
+        "from dashboard.access.tokens import ensure_user\n"
+        "from dashboard.web.share import create_link\n"
+        "link, token = create_link(ensure_user('sharer', 'editor'), kind='Lease', namespace='team',\n"
+        "                          label_selector='', label='prod leaders', expiry='1h', cluster='prod')\n"
+        "print(token)\n")).strip().splitlines()[-1]
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        page = browser.new_context().new_page()
+        page.goto(f"{here.http_url}/s/{token}/")
+        open_live(page, page.url)
+        items = page.locator("#items")
+        expect(items).to_contain_text("l06")
+        expect(items).not_to_contain_text("local-only")
+        upstream.server.request("PATCH", f"{LEASES}/namespaces/team/leases/l06",
+                                {"spec": {"holderIdentity": "seen-through-the-link"}},
+                                content_type="application/merge-patch+json")
+        expect(items).to_contain_text("seen-through-the-link")
+        assert_not_reloaded(page)
+        expect(page.locator("a.new-object")).to_have_count(0)
+        response = page.goto(f"{here.http_url}/leases/?namespace=team&cluster=local")
+        assert response.status == 403
+        browser.close()
