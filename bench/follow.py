@@ -13,7 +13,8 @@ with --objects Leases and Endpoints) and the server under test, which follows it
     the Leases page's websocket of ?cluster=prod (the rendered row pushed to a browser).
     Ceiling: the same writes' arrival on a watch of the upstream itself.
 
-Usage: .venv/bin/python bench/follow.py [--objects 10000] [--rate 200] [--seconds 20]
+Usage: .venv/bin/python bench/follow.py [--objects 10000] [--rate 200] [--seconds 20] [--profile]
+(--profile: py-spy on the server under test during the initial sync, by layer.)
 Targets (issue 16): sync < 10 s, page lag p99 < 500 ms.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ import asyncio
 import http.client
 import json
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,8 +32,20 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, pct, print_targets, request  # noqa: E402
+from common import find_pyspy, machine, pct, print_targets, request  # noqa: E402
 from pages import Server, log_in  # noqa: E402
+
+PROFILE_CATEGORIES = [  # (label, substrings of a frame), first match from the leaf up wins
+    ("SQLite / Django ORM", ("sqlite3", "django/db/")),
+    ("JSON (orjson)", ("orjson",)),
+    ("kubernetes client + urllib3 + ssl (reading upstream)", ("kubernetes/", "urllib3/", "ssl.py")),
+    ("the store's mirror (kube/store.py)", ("kube/store.py",)),
+    ("informer (follow/)", ("follow/",)),
+    ("watch hub and streams (kube/watch*.py)", ("kube/watch",)),
+    ("pages (web/)", ("dashboard/web/",)),
+    ("kube API views", ("kube/",)),
+    ("Django / Daphne / Twisted / asyncio", ("django/", "daphne/", "twisted/", "asyncio/")),
+]
 
 LEASES = "/apis/coordination.k8s.io/v1"
 ENDPOINTS = "/api/v1"
@@ -148,6 +162,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200, help="upstream writes per second during (b)")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--workers", type=int, default=1, help="worker processes of the server under test")
+    parser.add_argument("--profile", action="store_true", help="py-spy on the server under test during the sync")
     args = parser.parse_args()
     n_endpoints = args.objects // 5
     n_leases = args.objects - n_endpoints
@@ -176,6 +191,12 @@ def main() -> int:
             assert floor == args.objects, floor
             here.manage("follow", "add", "prod", "--kubeconfig", str(kubeconfig))
             t = time.monotonic()
+            spy = None
+            if args.profile and find_pyspy():
+                raw = Path(here_dir) / "sync.raw"
+                spy = subprocess.Popen([find_pyspy(), "record", "--pid", str(here.proc.pid), "--duration", "6",
+                                        "--rate", "100", "--gil", "--nonblocking", "--format", "raw",
+                                        "--output", str(raw)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             while True:
                 got = (count(here.port, here.token, f"/clusters/prod{LEASES}/leases"),
                        count(here.port, here.token, f"/clusters/prod{ENDPOINTS}/endpoints"))
@@ -187,6 +208,13 @@ def main() -> int:
             sync = time.monotonic() - t
             print(f"\n(a) initial sync of {args.objects} objects: {sync:.2f} s "
                   f"(ceiling, reading them from upstream: {ceiling:.2f} s; ratio {sync / ceiling:.1f}x)")
+            if spy is not None:
+                from watch import summarise_profile
+
+                spy.wait(120)
+                print("\nThe server under test during the first 6 s of the sync:")
+                print(summarise_profile(raw, 6, categories=PROFILE_CATEGORIES) if raw.exists()
+                      else f"py-spy failed: {spy.stderr.read().decode()[-500:]}")
 
             # (b) lag under upstream writes
             rv_up = json.loads(request(up.port, "GET", f"{LEASES}/namespaces/{HOT_NS}/leases?limit=1",

@@ -713,7 +713,7 @@ CATEGORIES = [  # (label, substrings of a frame), first match from the leaf up w
 ]
 
 
-def summarise_profile(raw: Path, seconds: float, top: int = 15) -> str:
+def summarise_profile(raw: Path, seconds: float, top: int = 15, categories=None) -> str:
     by_cat: Counter = Counter()
     inclusive: Counter = Counter()
     leaf: Counter = Counter()
@@ -722,7 +722,7 @@ def summarise_profile(raw: Path, seconds: float, top: int = 15) -> str:
     for frames, n in read_collapsed(raw):
         total += n
         threads[frames[0].split(" ")[0] if frames else "?"] += n
-        by_cat[categorise(frames, CATEGORIES)] += n
+        by_cat[categorise(frames, categories or CATEGORIES)] += n
         leaf[frames[-1]] += n
         for frame in set(frames):
             inclusive[frame] += n
@@ -734,7 +734,7 @@ def summarise_profile(raw: Path, seconds: float, top: int = 15) -> str:
     lines += ["", "Hottest leaf functions:"]
     lines += [f"  {100 * n / total:5.1f}%  {frame}" for frame, n in leaf.most_common(top)]
     lines += ["", "Inclusive time, top kubedash / Django / asgiref / Daphne / Twisted frames:"]
-    wanted = ("kube/", "django/", "asgiref/", "daphne/", "twisted/")
+    wanted = ("kube/", "follow/", "django/", "asgiref/", "daphne/", "twisted/")
     shown = [f"  {100 * n / total:5.1f}%  {f}" for f, n in inclusive.most_common() if any(w in f for w in wanted)]
     return "\n".join(lines + shown[:top * 2])
 

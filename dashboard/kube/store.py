@@ -108,6 +108,9 @@ def _sql(model) -> dict:
         "load": (f"SELECT t.id, r.object FROM {table} t JOIN kube_revision r ON r.rv = t.resource_version "
                  "WHERE t.namespace = %s AND t.name = %s AND t.cluster = %s"),
         "update": f"UPDATE {table} SET " + ", ".join(f"{f.column} = %s" for f in fields) + " WHERE id = %s",
+        "insert": (f"INSERT INTO {table} (cluster, namespace, name, " + ", ".join(f.column for f in fields)
+                   + ") VALUES (" + ", ".join(["%s"] * (len(fields) + 3)) + ") RETURNING id"),
+        "delete": f"DELETE FROM {table} WHERE id = %s",
         "fields": fields,
     }
 
@@ -124,6 +127,16 @@ def _record(res: Resource, obj: dict, event: str, moment, upstream_rv: str = "")
                                           text, connection.ops.adapt_datetimefield_value(moment), upstream_rv])
     _announce(rv)
     return rv
+
+
+def _insert_row(res: Resource, namespace: str, name: str, obj: dict, rv: int) -> int:
+    """The typed row of a new object (in the current cluster); returns its id."""
+    sql = _sql(res.model)
+    values = _row_fields(res, obj, rv)
+    params = [f.get_db_prep_save(values[f.attname], connection) for f in sql["fields"]]
+    with connection.cursor() as cursor:
+        cursor.execute(sql["insert"], [clusters.current(), namespace, name, *params])
+        return cursor.fetchone()[0]
 
 
 def _update_row(res: Resource, row_id: int, obj: dict, rv: int) -> None:
@@ -565,7 +578,7 @@ def _create_inside(res: Resource, namespace: str, obj: dict, moment, *, manager:
     if res.model.objects.filter(namespace=namespace, name=m["name"]).exists():
         raise already_exists(res.group, res.plural, m["name"])
     rv = _record(res, obj, Revision.ADDED, moment)
-    res.model.objects.create(namespace=namespace, name=m["name"], **_row_fields(res, obj, rv))
+    _insert_row(res, namespace, m["name"], obj, rv)
     return Result(obj, created=True)
 
 
@@ -626,7 +639,8 @@ def _apply(res: Resource, current: dict | None, config: dict, force: bool, manag
 
 def _delete_inside(res: Resource, row_id: int, obj: dict, moment) -> Result:
     _record(res, obj, Revision.DELETED, moment)
-    res.model.objects.filter(pk=row_id).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(res.model)["delete"], [row_id])
     return Result(obj, deleted=True)
 
 
@@ -709,8 +723,7 @@ def mirror(cluster: str, changes: list[Mirrored]) -> int:
             event = Revision.ADDED if row_id is None else Revision.MODIFIED
             rv = _record(ch.res, obj, event, moment, new_upstream_rv)
             if row_id is None:
-                row = ch.res.model.objects.create(namespace=ch.namespace, name=ch.name, **_row_fields(ch.res, obj, rv))
-                row_id = row.pk
+                row_id = _insert_row(ch.res, ch.namespace, ch.name, obj, rv)
             else:
                 _update_row(ch.res, row_id, obj, rv)
             held[(ch.res.kind, ch.namespace, ch.name)] = (row_id, new_upstream_rv, None)
