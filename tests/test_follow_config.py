@@ -561,3 +561,25 @@ def test_errors_are_shown_next_to_their_fields(login):
     post(c, name="prod", kubeconfig=kubeconfig())
     r = post(c, name="prod", kubeconfig=kubeconfig())
     assert field_errors(r, "name") == "A cluster named 'prod' is already followed."
+
+
+def test_the_page_says_when_a_cluster_is_not_current(login):
+    """A cluster whose state says live but whose follower stopped confirming it (its leader
+    died, say) is not shown as current: a warning badge, "(no heartbeat)"."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.follow.models import Cluster
+
+    now = timezone.now()
+    Cluster.objects.create(name="fresh", server="https://a:6443", credentials=b"x", state="live", heartbeat_at=now)
+    Cluster.objects.create(name="silent", server="https://b:6443", credentials=b"x", state="live",
+                           heartbeat_at=now - timedelta(minutes=5))
+    Cluster.objects.create(name="down", server="https://c:6443", credentials=b"x", state="stale",
+                           message="leases: cannot connect to the API server (connection refused)")
+    page = login().get("/clusters/").content.decode()
+    row = {name: page.split(f'<tr id="cluster-{name}">', 1)[1].split("</tr>", 1)[0] for name in ("fresh", "silent", "down")}
+    assert '<td class="ok"><span class="badge">live</span>' in row["fresh"]
+    assert '<td class="warn"><span class="badge">live (no heartbeat)</span>' in row["silent"]
+    assert '<td class="bad"><span class="badge">stale</span>' in row["down"] and "connection refused" in row["down"]

@@ -326,6 +326,7 @@ def _describe(err: Exception) -> str:
         return "the API server stopped answering (read timed out)"
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "the API server's certificate is not trusted by the kubeconfig's CA"
-    if "ProtocolError" in text or "Connection aborted" in text or "IncompleteRead" in text:
+    if any(s in text for s in ("ProtocolError", "Connection aborted", "IncompleteRead", "ended prematurely",
+                               "Connection reset")):
         return "the connection to the API server was lost"
     return text[:300]

@@ -39,6 +39,14 @@ def in_cluster(url: str, name: str | None = None) -> str:
     return f"{url}{joiner}{urlencode({PARAM: name})}{hash_}{fragment}"
 
 
+def state_tone(row, stale: bool) -> str:
+    """The badge tone of a followed cluster's state (the Clusters page and the overview agree):
+    live and current is ok, syncing runs, stale is bad, live without a heartbeat warns."""
+    if row.state == row.LIVE:
+        return "warn" if stale else "ok"
+    return {row.SYNCING: "run", row.STALE: "bad"}.get(row.state, "warn")
+
+
 def read_only_reason(name: str | None = None) -> str:
     name = clusters.current() if name is None else name
     return "" if name == clusters.LOCAL else f"{name} is followed read-only: change it in the cluster itself."

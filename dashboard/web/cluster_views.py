@@ -22,13 +22,11 @@ from dashboard.follow.models import Cluster
 from dashboard.kube.formats import human_duration
 from dashboard.kube.registry import all_resources
 
+from .cluster_scope import staleness, state_tone
 from .present import ago, clock
 from .share import forbidden, user_required
 
 MAX_KUBECONFIG_BYTES = 1 << 20
-STATE_TONE = {Cluster.LIVE: "ok", Cluster.SYNCING: "run", Cluster.STALE: "bad"}
-
-
 def _sentence(message: str) -> str:
     message = message.strip()
     message = message[:1].upper() + message[1:]
@@ -107,7 +105,8 @@ def admin_required(view):
 
 def _row(cluster: Cluster, now) -> dict:
     last, since = cluster.last_event_at, cluster.state_since
-    return {"cluster": cluster, "tone": STATE_TONE.get(cluster.state, "warn"),
+    stale = staleness(cluster, now) is not None
+    return {"cluster": cluster, "tone": state_tone(cluster, stale), "stale": stale,
             "last_event": ago(max((now - last).total_seconds(), 0)) if last else "",
             "last_event_clock": clock(last) if last else "",
             "state_for": human_duration(max((now - since).total_seconds(), 0)) if since else "",

@@ -520,10 +520,11 @@ def cluster_rows(principal: Principal, now: datetime) -> list[dict]:
             cards = namespace_cards(now, only)
         row = followed.get(name)
         last = row.last_event_at if row is not None else None
+        stale = row is not None and cluster_scope.staleness(row, now) is not None
         rows.append({
             "name": name, "url": cluster_scope.in_cluster("/", name), "current": name == clusters.current(),
-            "state": row.state if row is not None else "local", "stale": row is not None and
-            cluster_scope.staleness(row, now) is not None, "last_event": p.iso(last),
+            "state": row.state if row is not None else "local", "stale": stale,
+            "tone": cluster_scope.state_tone(row, stale) if row is not None else "", "last_event": p.iso(last),
             "last_event_ago": p.age(last, now) if last else "",
             "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url, name), "part": part,
                        "count": part.get(web.overview.count_key, 0),
