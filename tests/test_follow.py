@@ -274,3 +274,20 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here):
         response = page.goto(f"{here.http_url}/leases/?namespace=team&cluster=local")
         assert response.status == 403
         browser.close()
+
+
+def test_remove_forgets_everything_of_the_cluster(upstream, here):
+    """`follow remove`: prod's objects go (as DELETED revisions), its API answers 404, and
+    upstream writes afterwards bring nothing back (the follower stops, and a write it had in
+    flight is refused under the write lock)."""
+    here.manage("follow", "remove", "prod")
+    status, _, body = here.request("GET", f"/clusters/prod{LEASES}/leases")
+    eventually(lambda: here.request("GET", f"/clusters/prod{LEASES}/leases")[0] == 404, 5, "prod's API to go")
+    upstream.server.request("POST", f"{LEASES}/namespaces/team/leases", lease("after-remove", "x"))
+    time.sleep(3)
+    left = here.manage("shell", "-c", (
+        "from dashboard.kube.models import Revision\n"
+        "from dashboard.coordination.models import Lease\n"
+        "print(Lease.everywhere.filter(cluster='prod').count())\n")).strip().splitlines()[-1]
+    assert left == "0"
+    assert "local-only" in holders(here)   # the local store is untouched

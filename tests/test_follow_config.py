@@ -583,3 +583,21 @@ def test_the_page_says_when_a_cluster_is_not_current(login):
     assert '<td class="ok"><span class="badge">live</span>' in row["fresh"]
     assert '<td class="warn"><span class="badge">live (no heartbeat)</span>' in row["silent"]
     assert '<td class="bad"><span class="badge">stale</span>' in row["down"] and "connection refused" in row["down"]
+
+
+@pytest.mark.django_db
+def test_a_cluster_whose_credentials_cannot_be_used_is_reported_not_followed():
+    """Stored under another KUBEDASH_CREDENTIALS_KEY (or damaged): the leader does not start a
+    follower, says why on the cluster (the Clusters page, the banner), and tries again later."""
+    from dashboard.follow.models import Cluster
+    from dashboard.follow.runner import Followers
+
+    Cluster.objects.create(name="lost-key", server="https://a:6443", credentials=b"not a fernet token")
+    followers = Followers()
+    followers.sync(leading=True)
+    assert followers.running == {}
+    row = Cluster.objects.get(name="lost-key")
+    assert row.state == "stale" and row.message.startswith("cannot use its credentials: ")
+    assert "KUBEDASH_CREDENTIALS_KEY" in row.message
+    followers.sync(leading=True)   # not retried at once (every second would flood the log)
+    assert followers.running == {} and followers.retry_at

@@ -179,7 +179,7 @@ class ClusterFollower:
     """One followed cluster: a Reflector thread per kind and the writer thread."""
 
     def __init__(self, cluster: Cluster, client):
-        self.name, self.namespace = cluster.name, cluster.namespace
+        self.name, self.namespace, self.row_id = cluster.name, cluster.namespace, cluster.pk
         self.client = client
         self.changes: queue.Queue = queue.Queue()
         self.stopped = threading.Event()
@@ -256,7 +256,7 @@ class ClusterFollower:
                 pending.append(item)
                 continue
             if pending:
-                store.mirror(self.name, pending)
+                self.mirror(pending)
                 self.event_at, pending = timezone.now(), []
             if isinstance(item, Relisted):
                 self.reconcile(item)
@@ -265,9 +265,16 @@ class ClusterFollower:
                 if not item.watching:
                     self.failure = item.message
         if pending:
-            store.mirror(self.name, pending)
+            self.mirror(pending)
             self.event_at = timezone.now()
         self.save_state()
+
+    def mirror(self, changes: list[Mirrored]) -> None:
+        if not store.mirror(self.name, changes, self.still_followed) and not self.still_followed():
+            self.stopped.set()   # removed (clusters.remove): stop before the runner notices
+
+    def still_followed(self) -> bool:
+        return Cluster.objects.filter(pk=self.row_id).exists()
 
     def reconcile(self, relisted: Relisted) -> None:
         """Make the copy of one kind exactly the list: write what differs, delete what is gone."""
@@ -282,7 +289,7 @@ class ClusterFollower:
                 changes.append(Mirrored(res, key[0], key[1], obj))
         changes += [Mirrored(res, ns, name, None) for ns, name in held.keys() - listed]
         for i in range(0, len(changes), BATCH):
-            store.mirror(self.name, changes[i:i + BATCH])
+            self.mirror(changes[i:i + BATCH])
         self.event_at = timezone.now()
 
     def save_state(self) -> None:

@@ -8,23 +8,27 @@ A new leader's followers relist (reconciling the copy), so a handover loses noth
 from __future__ import annotations
 
 import logging
+import time
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError
+from django.utils import timezone
 
 from .informer import ClusterFollower
 from .models import Cluster
 
 log = logging.getLogger(__name__)
 
+RETRY_SECONDS = 30   # a cluster whose follower could not start is tried again after this
+
 
 class Followers:
     def __init__(self):
         self.running: dict[str, tuple[int, ClusterFollower]] = {}   # name -> (row id, follower)
+        self.retry_at: dict[int, float] = {}   # row id -> when to try a cluster that failed to start
 
     def sync(self, leading: bool) -> None:
         wanted = {}
         if leading:
-            close_old_connections()
             try:
                 wanted = {c.name: c for c in Cluster.objects.all()}
             except DatabaseError:
@@ -36,14 +40,26 @@ class Followers:
                 del self.running[name]
                 log.warning("follow: stopped following %s", name)
         for name, cluster in wanted.items():
-            if name not in self.running:
-                self.running[name] = (cluster.pk, self._start(cluster))
+            if name not in self.running and time.monotonic() >= self.retry_at.get(cluster.pk, 0):
+                follower = self._start(cluster)
+                if follower is not None:
+                    self.running[name] = (cluster.pk, follower)
 
-    @staticmethod
-    def _start(cluster: Cluster) -> ClusterFollower:
+    def _start(self, cluster: Cluster) -> ClusterFollower | None:
+        """A running follower, or None: its credentials cannot be used (say why on the cluster's
+        row, for the Clusters page and the banner; try again after RETRY_SECONDS)."""
         from .clusters import cluster_api_client
 
-        follower = ClusterFollower(cluster, cluster_api_client(cluster))
+        try:
+            follower = ClusterFollower(cluster, cluster_api_client(cluster))
+        except Exception as err:   # noqa: BLE001 - a wrong key, a kubeconfig the client refuses
+            self.retry_at[cluster.pk] = time.monotonic() + RETRY_SECONDS
+            message = f"cannot use its credentials: {err}"[:1000]
+            log.warning("follow %s: %s", cluster.name, message)
+            Cluster.objects.filter(pk=cluster.pk).update(state=Cluster.STALE, state_since=timezone.now(),
+                                                          message=message)
+            return None
+        self.retry_at.pop(cluster.pk, None)
         follower.start()
         log.warning("follow: following %s (%s)", cluster.name, cluster.server)
         return follower

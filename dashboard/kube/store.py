@@ -694,18 +694,22 @@ class Mirrored:
     obj: dict | None
 
 
-def mirror(cluster: str, changes: list[Mirrored]) -> int:
+def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], bool] | None = None) -> int:
     """Apply upstream changes to cluster's copy in one transaction; returns the revisions written.
 
     The object is kept as served (uid, generation, managedFields...), with kubedash's revision
     as its resourceVersion and the upstream one kept beside it (Revision.upstream_rv), so
     watches and continue tokens through /clusters/<name>/ work on kubedash's log. A change
     that repeats what is stored (same upstream resourceVersion) writes nothing.
+    still_followed() is asked once the write lock is held: False (the cluster was removed, and
+    forget() ran or will run after this) writes nothing, so no object outlives its cluster.
     """
     written = 0
     moment = kmeta.now()
     with clusters.within(cluster), transaction.atomic():
         _lock()
+        if still_followed is not None and not still_followed():
+            return 0
         held = _held(changes)
         for ch in changes:
             row_id, upstream_rv, text = held.get((ch.res.kind, ch.namespace, ch.name), (None, None, None))

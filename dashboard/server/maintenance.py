@@ -258,6 +258,7 @@ class Maintenance:
         stopped = self.elector.stopped
         try:
             while not stopped.wait(FOLLOW_SYNC_SECONDS):
+                close_old_connections()
                 self.followers.sync(self.elector.is_leader())
         finally:
             self.followers.stop()
