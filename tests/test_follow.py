@@ -135,6 +135,15 @@ def test_initial_sync_then_live_in_order(upstream, here):
     assert "live" in follow_state(here)
 
 
+def test_metrics_say_the_cluster_is_followed(here):
+    status, _, body = here.request("GET", "/metrics")
+    text = body.decode() if isinstance(body, bytes) else str(body)
+    assert status == 200
+    assert 'kubedash_follow_live{cluster="prod"} 1.0' in text
+    changes = [line for line in text.splitlines() if line.startswith('kubedash_follow_changes_total{cluster="prod"}')]
+    assert changes and float(changes[0].split()[-1]) >= 30   # the first sync, then the 20 writes
+
+
 def test_upstream_deletes_propagate(upstream, here):
     up = upstream.server
     status, _, _ = up.request("DELETE", f"{LEASES}/namespaces/team/leases/l01")

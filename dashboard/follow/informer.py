@@ -29,6 +29,7 @@ import orjson
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from kubernetes.watch.watch import iter_resp_lines
+from prometheus_client import Counter, Gauge
 
 from dashboard.kube import registry, store
 from dashboard.kube.store import Mirrored
@@ -44,6 +45,14 @@ CONNECT_TIMEOUT_SECONDS = 5
 BACKOFF_SECONDS = (0.5, 30.0)   # first and longest pause after a failure (doubling, jittered)
 HEARTBEAT_SECONDS = 2.0       # how often a healthy follower says so (pages call >15 s stale)
 BATCH = 1000                  # changes per store transaction, at most
+
+
+CHANGES = Counter("kubedash_follow_changes_total", "Upstream changes a follower wrote into kubedash's store",
+                  ["cluster"])
+LIVE = Gauge("kubedash_follow_live", "1 while every kind of a followed cluster is being watched (the leader)",
+             ["cluster"], multiprocess_mode="livemax")
+LAST_EVENT = Gauge("kubedash_follow_last_change_timestamp_seconds", "When a follower last wrote an upstream change",
+                   ["cluster"], multiprocess_mode="livemax")
 
 
 class Gone(Exception):
@@ -200,6 +209,7 @@ class ClusterFollower:
 
     def stop(self) -> None:
         self.stopped.set()
+        LIVE.labels(self.name).set(0)
         for reflector in self.reflectors:
             reflector.stop()
         self.changes.put(None)
@@ -270,7 +280,11 @@ class ClusterFollower:
         self.save_state()
 
     def mirror(self, changes: list[Mirrored]) -> None:
-        if not store.mirror(self.name, changes, self.still_followed) and not self.still_followed():
+        written = store.mirror(self.name, changes, self.still_followed)
+        if written:
+            CHANGES.labels(self.name).inc(written)
+            LAST_EVENT.labels(self.name).set(time.time())
+        elif not self.still_followed():
             self.stopped.set()   # removed (clusters.remove): stop before the runner notices
 
     def still_followed(self) -> bool:
@@ -304,6 +318,7 @@ class ClusterFollower:
         now = time.monotonic()
         if state == self.state and self.event_at is None and now - self.written_at < HEARTBEAT_SECONDS:
             return
+        LIVE.labels(self.name).set(1 if live else 0)
         fields = {"heartbeat_at": timezone.now()} if live else {}
         if state != self.state:
             fields.update(state=state, state_since=timezone.now(), message=message[:1000])
