@@ -40,7 +40,10 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500               # objects per list request (client-go's default chunk size)
 WATCH_SECONDS = 300           # a watch's timeoutSeconds; the reflector then resumes
-READ_TIMEOUT_SECONDS = 30     # no byte for this long (bookmarks come more often): the watch is dead
+# No byte for this long: the watch is dead (a partition without a FIN or RST). Servers send a
+# bookmark about once a minute (kube-apiserver, and kubedash's KUBEDASH_WATCH_BOOKMARK_SECONDS),
+# so a quiet cluster's watch is never mistaken for a dead one.
+READ_TIMEOUT_SECONDS = 90
 CONNECT_TIMEOUT_SECONDS = 5
 BACKOFF_SECONDS = (0.5, 30.0)   # first and longest pause after a failure (doubling, jittered)
 HEARTBEAT_SECONDS = 2.0       # how often a healthy follower says so (pages call >15 s stale)
