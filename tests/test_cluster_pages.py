@@ -284,6 +284,11 @@ def test_stale_banner(world, login, state, text):
         banner = page.split('id="cluster-banner"')[1].split("</div>")[0]
         assert 'role="status"' in banner and "Showing prod as of <time datetime=" in banner, url
         assert text in banner and "data-ago-since" in banner and "data-as-of" in banner, url
+        row = Cluster.objects.get(name="prod")
+        if row.last_event_at is None:
+            assert "No change read from it yet." in banner, url
+        else:   # the time since the last change read upstream, ticking
+            assert "The last change read from it: <time" in banner and banner.count("data-ago-since") == 2, url
 
 
 def test_no_banner_while_current_or_local(world, login):

@@ -88,8 +88,11 @@ def staleness(row, now=None) -> dict | None:
     from .present import iso
 
     as_of = row.heartbeat_at or row.last_event_at or row.state_since
+    last = row.last_event_at
     return {"name": row.name, "state": row.state, "why": why, "message": row.message, "as_of": as_of,
             "as_of_iso": iso(as_of), "age": human_duration(max((now - as_of).total_seconds(), 0)),
+            "last_event_iso": iso(last) if last else "",
+            "last_event_age": human_duration(max((now - last).total_seconds(), 0)) if last else "",
             "first_sync": first_sync, "key": (row.state, why, row.message, as_of)}
 
 
