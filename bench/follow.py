@@ -14,7 +14,7 @@ with --objects Leases and Endpoints) and the server under test, which follows it
     Ceiling: the same writes' arrival on a watch of the upstream itself.
 
 Usage: .venv/bin/python bench/follow.py [--objects 10000] [--rate 200] [--seconds 20] [--profile]
-(--profile: py-spy on the server under test during the initial sync, by layer.)
+(--profile: py-spy on the server under test during the initial sync and during (b), by layer.)
 Targets (issue 16): sync < 10 s, page lag p99 < 500 ms.
 """
 from __future__ import annotations
@@ -234,6 +234,13 @@ def main() -> int:
             page_thread.start()
             time.sleep(2)
             cpu0 = here.cpu_seconds()
+            spy_b = None
+            if args.profile and find_pyspy():
+                raw_b = Path(here_dir) / "follow.raw"
+                spy_b = subprocess.Popen([find_pyspy(), "record", "--pid", str(here.proc.pid), "--duration",
+                                          str(int(min(10, args.seconds - 1))), "--rate", "100", "--gil", "--nonblocking",
+                                          "--format", "raw", "--output", str(raw_b)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             sent = writer(up.port, up.token, args.rate, args.seconds)
             time.sleep(3)
             cpu = here.cpu_seconds() - cpu0
@@ -254,6 +261,13 @@ def main() -> int:
             ceiling_p99 = pct(rows[0][1], 99)
             print(f"server under test CPU while following: {cpu / (args.seconds + 3):.2f} cores "
                   f"({cpu * 1e6 / max(1, len(sent)):.0f} µs per upstream write)")
+            if spy_b is not None:
+                from watch import summarise_profile
+
+                spy_b.wait(120)
+                print("\nThe server under test while following the writes:")
+                print(summarise_profile(raw_b, min(10, args.seconds - 1), categories=PROFILE_CATEGORIES)
+                      if raw_b.exists() else f"py-spy failed: {spy_b.stderr.read().decode()[-500:]}")
             page_values, page_missing = rows[2][1], rows[2][2]
             watch_p99 = pct(rows[1][1], 99)
             print(f"ratio to the ceiling (p99): watch {watch_p99 / ceiling_p99:.1f}x, page {pct(page_values, 99) / ceiling_p99:.1f}x")

@@ -291,7 +291,10 @@ class ClusterFollower:
             self.stopped.set()   # removed (clusters.remove): stop before the runner notices
 
     def still_followed(self) -> bool:
-        return Cluster.objects.filter(pk=self.row_id).exists()
+        # (plain SQL: asked in every batch's transaction, where the ORM's query building showed)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT 1 FROM {Cluster._meta.db_table} WHERE id = %s", [self.row_id])
+            return cursor.fetchone() is not None
 
     def reconcile(self, relisted: Relisted) -> None:
         """Make the copy of one kind exactly the list: write what differs, delete what is gone."""
@@ -319,7 +322,9 @@ class ClusterFollower:
         else:
             state, message = Cluster.SYNCING, self.failure
         now = time.monotonic()
-        if state == self.state and self.event_at is None and now - self.written_at < HEARTBEAT_SECONDS:
+        # The row is written when the state changes, else at most every HEARTBEAT_SECONDS (the
+        # heartbeat and the last change's time ride along): not once per batch of changes.
+        if state == self.state and now - self.written_at < HEARTBEAT_SECONDS:
             return
         LIVE.labels(self.name).set(1 if live else 0)
         fields = {"heartbeat_at": timezone.now()} if live else {}

@@ -712,10 +712,10 @@ def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], b
             return 0
         held = _held(changes)
         for ch in changes:
-            row_id, upstream_rv, text = held.get((ch.res.kind, ch.namespace, ch.name), (None, None, None))
+            row_id, upstream_rv = held.get((ch.res.kind, ch.namespace, ch.name), (None, None))
             if ch.obj is None:
                 if row_id is not None:
-                    _delete_inside(ch.res, row_id, orjson.loads(text), moment)
+                    _delete_inside(ch.res, row_id, _load(ch.res, ch.namespace, ch.name)[1], moment)
                     held.pop((ch.res.kind, ch.namespace, ch.name))
                     written += 1
                 continue
@@ -730,23 +730,28 @@ def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], b
                 row_id = _insert_row(ch.res, ch.namespace, ch.name, obj, rv)
             else:
                 _update_row(ch.res, row_id, obj, rv)
-            held[(ch.res.kind, ch.namespace, ch.name)] = (row_id, new_upstream_rv, None)
+            held[(ch.res.kind, ch.namespace, ch.name)] = (row_id, new_upstream_rv)
             written += 1
     return written
 
 
-def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str, str]]:
-    """(kind, namespace, name) -> (row id, upstream resourceVersion, object text) of the stored
-    objects the changes name: one query per kind for the whole batch."""
+def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]]:
+    """(kind, namespace, name) -> (row id, upstream resourceVersion) of the stored objects the
+    changes name: one query per kind for the whole batch."""
     by_kind: dict[str, tuple[Resource, set[str]]] = {}
     for ch in changes:
         by_kind.setdefault(ch.res.kind, (ch.res, set()))[1].add(ch.name)
     out = {}
     for res, names in by_kind.values():
-        rows = res.model.objects.filter(name__in=names).values_list(
-            "namespace", "name", "id", "current__upstream_rv", "current__object")
-        for ns, name, row_id, upstream_rv, text in rows:
-            out[(res.kind, ns, name)] = (row_id, upstream_rv, text)
+        names = list(names)
+        # (plain SQL, like the write path's: one query per batch, asked on every upstream change)
+        sql = (f"SELECT t.namespace, t.name, t.id, r.upstream_rv FROM {res.model._meta.db_table} t "
+               "JOIN kube_revision r ON r.rv = t.resource_version WHERE t.cluster = %s AND t.name IN ("
+               + ", ".join(["%s"] * len(names)) + ")")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [clusters.current(), *names])
+            for ns, name, row_id, upstream_rv in cursor.fetchall():
+                out[(res.kind, ns, name)] = (row_id, upstream_rv)
     return out
 
 
