@@ -71,6 +71,13 @@ class Upstream:
         eventually(lambda: _listens(server.http_port), 60, "the upstream to listen again")
 
     def close(self) -> None:
+        """Stop the server as started last (served() stops only the process it started)."""
+        if self.server.proc.poll() is None:
+            self.server.proc.terminate()
+            try:
+                self.server.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
         next(self.gen, None)
 
 
