@@ -170,7 +170,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as up_dir, tempfile.TemporaryDirectory() as here_dir:
         up = Server(Path(up_dir))
         here = Server(Path(here_dir), workers=args.workers)
-        here.env.update(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5")
+        here.env.update(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5",
+                        KUBEDASH_LOG_LEVEL="INFO", KUBEDASH_REQUEST_LOG="0")
         try:
             up.prepare()
             t = time.monotonic()
@@ -197,17 +198,22 @@ def main() -> int:
                 spy = subprocess.Popen([find_pyspy(), "record", "--pid", str(here.proc.pid), "--duration", "6",
                                         "--rate", "100", "--gil", "--nonblocking", "--format", "raw",
                                         "--output", str(raw)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            first = None
             while True:
                 got = (count(here.port, here.token, f"/clusters/prod{LEASES}/leases"),
                        count(here.port, here.token, f"/clusters/prod{ENDPOINTS}/endpoints"))
+                if first is None and max(got) > 0:
+                    first = time.monotonic() - t
                 if got == (n_leases, n_endpoints):
                     break
                 if time.monotonic() - t > 300:
                     raise SystemExit(f"no sync after 300 s: {got}\n{here.log_tail()}")
-                time.sleep(0.05)
+                time.sleep(0.25)
             sync = time.monotonic() - t
+            print("".join(f"#   {line}\n" for line in here.log_tail().splitlines() if "follow prod:" in line), end="")
             print(f"\n(a) initial sync of {args.objects} objects: {sync:.2f} s "
-                  f"(ceiling, reading them from upstream: {ceiling:.2f} s; ratio {sync / ceiling:.1f}x)")
+                  f"(ceiling, reading them from upstream: {ceiling:.2f} s; ratio {sync / ceiling:.1f}x); "
+                  f"the first objects after {first:.2f} s (the leader starting the follower, the first page)")
             if spy is not None:
                 from watch import summarise_profile
 

@@ -134,7 +134,7 @@ class Reflector:
 
     def relist(self) -> str:
         """List every object (in pages); hand the whole list to the writer; its resourceVersion."""
-        objects, token = [], ""
+        objects, token, started = [], "", time.monotonic()
         while True:
             query = [("limit", PAGE_SIZE)] + ([("continue", token)] if token else [])
             page = orjson.loads(self._get(query, (CONNECT_TIMEOUT_SECONDS, 60)).data)
@@ -142,6 +142,8 @@ class Reflector:
             meta = page.get("metadata") or {}
             token = meta.get("continue") or ""
             if not token:
+                log.info("follow %s: listed %d %s in %.2f s", self.follower.name, len(objects), self.res.plural,
+                         time.monotonic() - started)
                 self.follower.put(Relisted(self.res, objects))
                 return meta.get("resourceVersion") or "0"
 
@@ -308,9 +310,12 @@ class ClusterFollower:
             if held.get(key) != str(m.get("resourceVersion", "")):
                 changes.append(Mirrored(res, key[0], key[1], obj))
         changes += [Mirrored(res, ns, name, None) for ns, name in held.keys() - listed]
+        started = time.monotonic()
         for i in range(0, len(changes), BATCH):
             self.mirror(changes[i:i + BATCH])
         self.event_at = timezone.now()
+        log.info("follow %s: reconciled %d %s with the list: %d written in %.2f s", self.name,
+                 len(relisted.objects), res.plural, len(changes), time.monotonic() - started)
 
     def save_state(self) -> None:
         """The cluster's state for the pages: live when every kind is being watched."""

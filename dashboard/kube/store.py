@@ -703,36 +703,100 @@ def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], b
     that repeats what is stored (same upstream resourceVersion) writes nothing.
     still_followed() is asked once the write lock is held: False (the cluster was removed, and
     forget() ran or will run after this) writes nothing, so no object outlives its cluster.
+
+    A batch is written in a few statements, not a few per object: its revisions are numbered
+    as one block, logged with multi-row INSERTs, and each key's typed row is written once, as
+    the batch leaves it (a relist of thousands of objects; a burst of watch events).
     """
-    written = 0
     moment = kmeta.now()
     with clusters.within(cluster), transaction.atomic():
         _lock()
         if still_followed is not None and not still_followed():
             return 0
         held = _held(changes)
+        upstream = {key: urv for key, (_, urv) in held.items()}   # key -> upstream rv, None: absent
+        latest: dict[tuple, tuple[Resource, dict | None]] = {}       # key -> the object the batch leaves
+        entries: list[tuple[Resource, tuple, str, dict | None, str]] = []
         for ch in changes:
-            row_id, upstream_rv = held.get((ch.res.kind, ch.namespace, ch.name), (None, None))
+            key = (ch.res.kind, ch.namespace, ch.name)
+            present = upstream.get(key) is not None
             if ch.obj is None:
-                if row_id is not None:
-                    _delete_inside(ch.res, row_id, _load(ch.res, ch.namespace, ch.name)[1], moment)
-                    held.pop((ch.res.kind, ch.namespace, ch.name))
-                    written += 1
+                if present:
+                    # (None: stored before this batch, read below)
+                    entries.append((ch.res, key, Revision.DELETED, latest.get(key, (None, None))[1], ""))
+                    upstream[key], latest[key] = None, (ch.res, None)
                 continue
             new_upstream_rv = str(ch.obj["metadata"].get("resourceVersion", ""))
-            if row_id is not None and upstream_rv == new_upstream_rv:
+            if present and upstream[key] == new_upstream_rv:
                 continue
             obj = copy.deepcopy(ch.obj)
             obj["apiVersion"], obj["kind"] = ch.res.api_version, ch.res.kind
-            event = Revision.ADDED if row_id is None else Revision.MODIFIED
-            rv = _record(ch.res, obj, event, moment, new_upstream_rv)
+            entries.append((ch.res, key, Revision.MODIFIED if present else Revision.ADDED, obj, new_upstream_rv))
+            upstream[key], latest[key] = new_upstream_rv, (ch.res, obj)
+        if not entries:
+            return 0
+        first = _next_revisions(len(entries))
+        created = connection.ops.adapt_datetimefield_value(moment)
+        rows, last_rv = [], {}
+        for rv, (res, key, event, obj, upstream_rv) in enumerate(entries, start=first):
+            if obj is None:
+                obj = _load(res, key[1], key[2])[1]
+            obj["metadata"]["resourceVersion"] = str(rv)
+            text = _dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
+            rows.append((rv, cluster, res.kind, key[1], key[2], event, text, created, upstream_rv))
+            last_rv[key] = rv
+        _insert_many("INSERT INTO kube_revision (rv, cluster, kind, namespace, name, type, object, created, "
+                     "upstream_rv) VALUES ", rows)
+        _write_rows(cluster, held, latest, last_rv)
+        _announce(first + len(entries) - 1)
+        return len(entries)
+
+
+def _next_revisions(n: int) -> int:
+    """Hand out n consecutive revisions; returns the first."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE kube_revision_counter SET value = value + %s WHERE id = 1 RETURNING value", [n])
+        row = cursor.fetchone()
+    if row is None:   # (no counter row: _next_revision starts it again)
+        first = _next_revision()
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE kube_revision_counter SET value = value + %s WHERE id = 1", [n - 1])
+        return first
+    return row[0] - n + 1
+
+
+def _insert_many(head: str, rows: list[tuple], per_statement: int = 100) -> None:
+    """INSERT rows with one statement per `per_statement` of them (multi-row VALUES)."""
+    if not rows:
+        return
+    marks = "(" + ", ".join(["%s"] * len(rows[0])) + ")"
+    with connection.cursor() as cursor:
+        for i in range(0, len(rows), per_statement):
+            chunk = rows[i:i + per_statement]
+            cursor.execute(head + ", ".join([marks] * len(chunk)), [v for row in chunk for v in row])
+
+
+def _write_rows(cluster: str, held: dict, latest: dict, last_rv: dict) -> None:
+    """Each changed key's typed row as the batch leaves it: inserted, updated or deleted, once."""
+    inserts: dict[str, tuple[Resource, list]] = {}   # kind -> (resource, rows)
+    with connection.cursor() as cursor:
+        for key, (res, obj) in latest.items():
+            sql = _sql(res.model)
+            row_id = held[key][0] if key in held else None
+            if obj is None:
+                if row_id is not None:
+                    cursor.execute(sql["delete"], [row_id])
+                continue
+            values = _row_fields(res, obj, last_rv[key])
+            params = [f.get_db_prep_save(values[f.attname], connection) for f in sql["fields"]]
             if row_id is None:
-                row_id = _insert_row(ch.res, ch.namespace, ch.name, obj, rv)
+                inserts.setdefault(res.kind, (res, []))[1].append((cluster, key[1], key[2], *params))
             else:
-                _update_row(ch.res, row_id, obj, rv)
-            held[(ch.res.kind, ch.namespace, ch.name)] = (row_id, new_upstream_rv)
-            written += 1
-    return written
+                cursor.execute(sql["update"], params + [row_id])
+    for res, rows in inserts.values():
+        fields = _sql(res.model)["fields"]
+        _insert_many(f"INSERT INTO {res.model._meta.db_table} (cluster, namespace, name, "
+                     + ", ".join(f.column for f in fields) + ") VALUES ", rows)
 
 
 def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]]:
