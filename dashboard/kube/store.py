@@ -301,6 +301,9 @@ def _matches(res: Resource, q: ListQuery, labels: dict | None, text: str | None,
     return True
 
 
+_NEWEST = 2 ** 62   # above any revision
+
+
 def list_objects(res: Resource, q: ListQuery) -> ListPage:
     snapshot, exact = _snapshot_revision(q)
     start = decode_continue(q.continue_token)[1:] if q.continue_token else None
@@ -311,6 +314,15 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
                 fresh = encode_continue(current_revision(), *start)
                 raise _expired_continue(fresh)
             raise gone("The resourceVersion for the provided list is too old.")
+    if not exact:
+        # "The most recent" state: any recent snapshot will do. When writes land while the rows
+        # are read, take a newer snapshot and read again, rather than rebuild the old one from
+        # the log key by key (a follower's batch of thousands of objects made that seconds).
+        for _ in range(3):
+            page = _page_at(res, q, snapshot, start, {})
+            if not revlog.changed_between([res.kind], snapshot, _NEWEST, q.namespace or ""):
+                return page
+            snapshot = current_revision()
     # Keys written after the snapshot come from the log; the rest from the typed table. A write
     # that lands while the rows are read (another process) changes the set of such keys: then
     # read again, so the page is exactly the snapshot.
