@@ -11,9 +11,11 @@ from __future__ import annotations
 from importlib import import_module
 from types import SimpleNamespace
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import auth
+
+from .middleware import EitherModeMiddleware
 
 EPOCH_KEY = "kubedash_epoch"
 
@@ -62,27 +64,16 @@ def end_stale_session(request) -> None:
         request.user = AnonymousUser()
 
 
-class SessionEpochMiddleware:
+class SessionEpochMiddleware(EitherModeMiddleware):
     """After AuthenticationMiddleware: end_stale_session on every request with a session
     cookie (API clients without one pass straight through, async views without a thread hop)."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if self.is_async:
-            return self.__acall__(request)
+    def handle(self, request):
         if settings.SESSION_COOKIE_NAME in request.COOKIES:
             end_stale_session(request)
         return self.get_response(request)
 
-    async def __acall__(self, request):
+    async def ahandle(self, request):
         if settings.SESSION_COOKIE_NAME in request.COOKIES:
             await sync_to_async(end_stale_session, thread_sensitive=True)(request)
         return await self.get_response(request)

@@ -14,11 +14,12 @@ from __future__ import annotations
 from datetime import timedelta
 from urllib.parse import urlencode
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.access import clusters
+from dashboard.access.middleware import EitherModeMiddleware
 
 HEARTBEAT_STALE = timedelta(seconds=15)   # a live follower confirms its watch more often than this
 PARAM = "cluster"
@@ -145,21 +146,10 @@ def is_page(path: str) -> bool:
     return not (len(parts) > 3 and parts[1] == "clusters" and parts[3] in ("api", "apis", "openapi", "version"))
 
 
-class ClusterScopeMiddleware:
+class ClusterScopeMiddleware(EitherModeMiddleware):
     """Runs every page request inside clusters.within(its cluster) (after auth and share links)."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if self.is_async:
-            return self.__acall__(request)
+    def handle(self, request):
         if not is_page(request.path_info):
             return self.get_response(request)
         name, refusal = resolve(request)
@@ -168,7 +158,7 @@ class ClusterScopeMiddleware:
         with clusters.within(name):
             return self.get_response(request)
 
-    async def __acall__(self, request):
+    async def ahandle(self, request):
         if not is_page(request.path_info):
             return await self.get_response(request)
         name, refusal = await sync_to_async(resolve, thread_sensitive=True)(request)

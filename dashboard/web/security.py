@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import DisallowedHost
+
+from dashboard.access.middleware import EitherModeMiddleware
 
 # A Host header that passed ALLOWED_HOSTS can still carry odd characters; keep it only if it
 # is a plain host[:port] before putting it into a header value.
@@ -44,26 +45,15 @@ def decorate(request, response) -> None:
             morsel["secure"] = True
 
 
-class SecurityHeadersMiddleware:
+class SecurityHeadersMiddleware(EitherModeMiddleware):
     """Outermost middleware: sees every response, including other middlewares' cookies."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if self.is_async:
-            return self.__acall__(request)
+    def handle(self, request):
         response = self.get_response(request)
         decorate(request, response)
         return response
 
-    async def __acall__(self, request):
+    async def ahandle(self, request):
         response = await self.get_response(request)
         decorate(request, response)
         return response

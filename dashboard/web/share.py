@@ -20,7 +20,7 @@ from datetime import timedelta
 from functools import wraps
 from urllib.parse import urlencode
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.signals import user_logged_in
 from django.contrib.auth.views import redirect_to_login
@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from dashboard.access import clusters
 from dashboard.access.authentication import touch_last_used
-
+from dashboard.access.middleware import EitherModeMiddleware
 from dashboard.access.models import ShareLink, hash_token
 from dashboard.access.principals import SHARE, Principal, principal_for
 
@@ -226,25 +226,14 @@ def check_share_session(request) -> HttpResponse | None:
     return forbidden(request, "A shared view shows only its own page.")
 
 
-class ShareLinkMiddleware:
+class ShareLinkMiddleware(EitherModeMiddleware):
     """Runs check_share_session on every request (after sessions and auth).
 
     Requests without a session cookie (API clients) pass straight through, without a
     database query and, for async views (watches), without a hop to a thread.
     """
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if self.is_async:
-            return self.__acall__(request)
+    def handle(self, request):
         request.share_link = None
         if settings.SESSION_COOKIE_NAME in request.COOKIES:
             answer = check_share_session(request)
@@ -252,7 +241,7 @@ class ShareLinkMiddleware:
                 return answer
         return self.get_response(request)
 
-    async def __acall__(self, request):
+    async def ahandle(self, request):
         request.share_link = None
         if settings.SESSION_COOKIE_NAME in request.COOKIES:
             answer = await sync_to_async(check_share_session, thread_sensitive=True)(request)
