@@ -23,6 +23,13 @@ def lease(name: str, holder: str, namespace: str = "team") -> dict:
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
 
 
+def set_holder(server, name: str, holder: str) -> None:
+    """An upstream write: a merge patch of one Lease's holder."""
+    status, _, body = server.request("PATCH", f"{LEASES}/namespaces/team/leases/{name}",
+                                     {"spec": {"holderIdentity": holder}}, content_type="application/merge-patch+json")
+    assert status == 200, body
+
+
 def eventually(check, timeout: float = 20.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
     last = None
@@ -128,10 +135,7 @@ def test_initial_sync_then_live_in_order(upstream, here):
     with here.watch(f"/clusters/prod{LEASES}/namespaces/team/leases?watch=1&resourceVersion="
                     f"{listed['metadata']['resourceVersion']}") as stream:
         for n in range(20):
-            status, _, body = up.request("PATCH", f"{LEASES}/namespaces/team/leases/l00",
-                                         {"spec": {"holderIdentity": f"h{n}"}},
-                                         content_type="application/merge-patch+json")
-            assert status == 200, body
+            set_holder(up, "l00", f"h{n}")
         seen = []
         while len(seen) < 20:
             event = stream.next(timeout=15)
@@ -203,8 +207,7 @@ def test_kubectl_watch_through_the_cluster_path(upstream, here, tmp_path):
     try:
         first = proc.stdout.readline()
         assert "NAMESPACE" in first or "EVENT" in first, first + proc.stderr.read(2000) if proc.poll() else first
-        upstream.server.request("PATCH", f"{LEASES}/namespaces/team/leases/l05", {"spec": {"holderIdentity": "kubectl-saw-me"}},
-                                content_type="application/merge-patch+json")
+        set_holder(upstream.server, "l05", "kubectl-saw-me")
         deadline = time.monotonic() + 20
         lines = []
         while time.monotonic() < deadline:
@@ -281,9 +284,7 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here):
         items = page.locator("#items")
         expect(items).to_contain_text("l06")
         expect(items).not_to_contain_text("local-only")
-        upstream.server.request("PATCH", f"{LEASES}/namespaces/team/leases/l06",
-                                {"spec": {"holderIdentity": "seen-through-the-link"}},
-                                content_type="application/merge-patch+json")
+        set_holder(upstream.server, "l06", "seen-through-the-link")
         expect(items).to_contain_text("seen-through-the-link")
         assert_not_reloaded(page)
         expect(page.locator("a.new-object")).to_have_count(0)
