@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -141,14 +142,24 @@ def cluster_known(name: str) -> bool:
     return name == clusters.LOCAL or cluster_scope.followed(name) is not None
 
 
-def banner_state(name: str) -> tuple:
-    """(what the stale banner says, its fragment) for a followed cluster now."""
+_banners: dict[str, tuple[float, tuple]] = {}   # cluster -> (when read, banner_state): shared by its pages
+
+
+def banner_state(name: str, fresh: bool = False) -> tuple:
+    """(what the stale banner says, its fragment) for a followed cluster now: read and rendered
+    at most once per BANNER_SECONDS / 2 in this process, however many of its pages are open
+    (`fresh`: read now, as the page just rendered it)."""
     from django.template.loader import render_to_string
 
+    read_at, state = _banners.get(name, (float("-inf"), None))
+    if not fresh and time.monotonic() - read_at < BANNER_SECONDS / 2:
+        return state
     row = cluster_scope.followed(name)
     banner = cluster_scope.staleness(row) if row is not None else None
     html = render_to_string("web/_cluster_banner.html", {"banner": banner, "oob": True})
-    return (banner["key"] if banner else None), html
+    state = ((banner["key"] if banner else None), html)
+    _banners[name] = (time.monotonic(), state)
+    return state
 
 
 def _earliest(*times):
@@ -315,7 +326,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _watch_banner(self):
         """A followed cluster's page: its stale banner follows the follower's state (read every
         BANNER_SECONDS), so a copy that stops being current never keeps looking current."""
-        shown = await sync_to_async(banner_state)(self.spec.cluster)
+        shown = await sync_to_async(banner_state)(self.spec.cluster, fresh=True)
         while not self.closing:
             await asyncio.sleep(BANNER_SECONDS)
             now = await sync_to_async(banner_state)(self.spec.cluster)
