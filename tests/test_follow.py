@@ -176,6 +176,10 @@ def test_followed_cluster_is_read_only_through_the_api(here):
     assert holders(here, "/clusters/prod")["l00"] == "h19"   # nothing written
     status, _, body = here.request("GET", f"/clusters/nope{LEASES}/leases")
     assert status == 404 and body["reason"] == "NotFound" and "not followed" in body["message"]
+    # Names are not probed anonymously: without valid credentials, 401 whether followed or not.
+    for name in ("nope", "prod"):
+        status, _, body = here.request("GET", f"/clusters/{name}{LEASES}/leases", token="not-a-token")
+        assert status == 401 and body["reason"] == "Unauthorized", (name, body)
     # Discovery and Tables answer under the prefix as at the root.
     status, _, body = here.request("GET", "/clusters/prod/apis")
     assert status == 200 and any(g["name"] == "coordination.k8s.io" for g in body["groups"])

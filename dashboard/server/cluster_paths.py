@@ -5,7 +5,8 @@
 discovery, lists, Tables and watches below answer as for local objects, and runs the request
 as work about that cluster (access/clusters.py: the store's queries, watch subscriptions and
 Principal.can follow it). Writes are refused before the body is read: a followed cluster
-changes only in the cluster itself. "local" names kubedash's own objects, read-only here too.
+changes only in the cluster itself. An unknown name is 404 to a caller with valid credentials
+and 401 to anyone else, so cluster names cannot be probed anonymously. "local" names kubedash's own objects, read-only here too.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import time
 
 import orjson
 from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 
 from dashboard.access import clusters
-from dashboard.kube.errors import ApiError
+from dashboard.kube.errors import ApiError, unauthorized
 
 PATH = re.compile(r"^/clusters/([^/]+)(/(?:api|apis|openapi|version)(?:/.*)?)$")
 READ_METHODS = ("GET", "HEAD")
@@ -54,7 +56,18 @@ class ClusterPaths:
                 405, "MethodNotAllowed",
                 f'cluster "{name}" is served read-only here: {scope["method"]} is not allowed; '
                 "change its objects in the cluster itself", headers={"Allow": "GET, HEAD"}))
-        if name != clusters.LOCAL and name not in await self.names():
+        try:
+            known = name == clusters.LOCAL or name in await self.names()
+        except DatabaseError:
+            return await _refuse(send, ApiError(503, "ServiceUnavailable",
+                                                "the store is unavailable: try again shortly",
+                                                headers={"Retry-After": "1"}))
+        if not known:
+            # Whether a cluster is followed is for those who may ask: 401 first, as kube would.
+            from .bridge import credentials_valid
+
+            if not await sync_to_async(credentials_valid, thread_sensitive=False)(scope.get("headers", ())):
+                return await _refuse(send, unauthorized())
             return await _refuse(send, ApiError(
                 404, "NotFound", f'cluster "{name}" is not followed here (`manage.py follow list` shows those that are)'))
         scope = {**scope, "path": rest, "raw_path": rest.encode(), "kubedash.cluster": name}
