@@ -106,6 +106,24 @@ def log_in_form(conn: http.client.HTTPConnection, origin: str, username: str, pa
     return f"csrftoken={csrf}; sessionid={jar['sessionid'].value}"
 
 
+def signed_in_client(role: str, username: str, **profile):
+    """A Django test Client signed in as `username` (created with `role` if new), with the
+    profile fields given (namespaces=[...], clusters=[...]; None leaves one as it is). The
+    caller needs database access (a db fixture)."""
+    from django.test import Client
+
+    from dashboard.access.models import Profile
+    from dashboard.access.tokens import ensure_user
+
+    user = ensure_user(username, role)
+    fields = {k: v for k, v in profile.items() if v is not None}
+    if fields:
+        Profile.objects.filter(user=user).update(**fields)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
+from conftest import signed_in_client
 from manifests import endpoints, job, lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,16 +72,8 @@ PROD_SECRETS = ("prod-lease", "prod-holder", "prod-svc", "10.7.7.7", "prod-job")
 
 @pytest.fixture
 def login(transactional_db):
-    from dashboard.access.models import Profile
-    from dashboard.access.tokens import ensure_user
-
     def make(role="viewer", username=None, clusters=None):
-        user = ensure_user(username or f"cl-{role}", role)
-        if clusters is not None:
-            Profile.objects.filter(user=user).update(clusters=clusters)
-        c = Client()
-        c.force_login(user)
-        return c
+        return signed_in_client(role, username or f"cl-{role}", clusters=clusters)
 
     return make
 

@@ -12,18 +12,14 @@ from django.test import Client
 
 from dashboard.kube import store
 from dashboard.kube.registry import by_kind
+from conftest import signed_in_client
 from manifests import job, lease
 
 
 @pytest.fixture
 def login(db):
-    from dashboard.access.tokens import ensure_user
-
     def make(role="editor", username=None):
-        user = ensure_user(username or f"dash-{role}", role)
-        c = Client()
-        c.force_login(user)
-        return c
+        return signed_in_client(role, username or f"dash-{role}")
 
     return make
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, require_kubectl, served, server_env
+from conftest import ROOT, require_kubectl, served, server_env
 
 LEASES = "/apis/coordination.k8s.io/v1"
 JOBS = "/apis/batch/v1"
@@ -266,7 +266,7 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here):
     account: prod's Leases, changed live by upstream writes, nothing local, nothing to change."""
     from playwright.sync_api import expect
 
-    from tests.test_browser import CHROMIUM, LAUNCH_ARGS, assert_not_reloaded, open_live
+    from test_browser import CHROMIUM, LAUNCH_ARGS, assert_not_reloaded, open_live
 
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):

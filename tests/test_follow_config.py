@@ -15,8 +15,8 @@ import yaml
 from cryptography.fernet import Fernet
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
-from django.test import Client
 
+from conftest import signed_in_client
 from manifests import lease
 
 TOKEN = "s3cr3t-token-Zq9vXw7"
@@ -446,12 +446,8 @@ def test_the_api_client_reaches_a_real_server(kube_server, tmp_path, monkeypatch
 
 @pytest.fixture
 def login(db):
-    from dashboard.access.tokens import ensure_user
-
     def make(role="admin"):
-        c = Client()
-        c.force_login(ensure_user(f"clusters-{role}", role))
-        return c
+        return signed_in_client(role, f"clusters-{role}")
 
     return make
 

@@ -16,6 +16,7 @@ from django.test import Client
 
 from dashboard.web import history as h
 from manifests import LEASES, job, lease
+from conftest import signed_in_client
 
 # ---------------------------------------------------------------------------------------------
 # Objects with managedFields as kube-apiserver records them
@@ -216,16 +217,8 @@ def test_diff_hides_noise_and_shows_added_removed_changed():
 
 @pytest.fixture
 def login(db):
-    from dashboard.access.models import Profile
-    from dashboard.access.tokens import ensure_user
-
     def make(role="admin", namespaces=None, username=None):
-        user = ensure_user(username or f"hist-{role}", role)
-        if namespaces is not None:
-            Profile.objects.filter(user=user).update(namespaces=namespaces)
-        c = Client()
-        c.force_login(user)
-        return c
+        return signed_in_client(role, username or f"hist-{role}", namespaces=namespaces)
 
     return make
 

@@ -10,6 +10,7 @@ from django.template.loader import render_to_string
 from django.test import Client
 
 from dashboard.web import present as p
+from conftest import signed_in_client
 from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -40,16 +41,8 @@ def ns_path(path: str, ns: str) -> str:
 @pytest.fixture
 def login(db):
     """login(role, namespaces) -> a Client with a logged-in session."""
-    from dashboard.access.tokens import ensure_user
-    from dashboard.access.models import Profile
-
     def make(role="admin", namespaces=None, username=None):
-        user = ensure_user(username or f"page-{role}", role)
-        if namespaces is not None:
-            Profile.objects.filter(user=user).update(namespaces=namespaces)
-        c = Client()
-        c.force_login(user)
-        return c
+        return signed_in_client(role, username or f"page-{role}", namespaces=namespaces)
 
     return make
 

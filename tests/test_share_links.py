@@ -13,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
+from conftest import signed_in_client
 from manifests import endpoints, job, lease
 
 TOKEN_RE = re.compile(r"/s/([A-Za-z0-9_-]{40,})/")
@@ -50,16 +51,8 @@ HIDDEN = ("hidden-db-holder", "hidden-b-holder", "hidden-image", "10.9.9.9")
 
 @pytest.fixture
 def login(transactional_db):
-    from dashboard.access.tokens import ensure_user
-    from dashboard.access.models import Profile
-
     def make(role="editor", username=None, namespaces=None):
-        user = ensure_user(username or f"share-{role}", role)
-        if namespaces is not None:
-            Profile.objects.filter(user=user).update(namespaces=namespaces)
-        c = Client()
-        c.force_login(user)
-        return c
+        return signed_in_client(role, username or f"share-{role}", namespaces=namespaces)
 
     return make
 
