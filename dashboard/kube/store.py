@@ -103,13 +103,14 @@ _INSERT_REVISION = ("INSERT INTO kube_revision (rv, cluster, kind, namespace, na
 def _sql(model) -> dict:
     table = model._meta.db_table
     fields = [f for f in model._meta.concrete_fields if f.name not in ("id", "cluster", "namespace", "name")]
+    insert_head = f"INSERT INTO {table} (cluster, namespace, name, " + ", ".join(f.column for f in fields) + ") VALUES "
     return {
         # (cluster last: callers pass namespace and name, then clusters.current())
         "load": (f"SELECT t.id, r.object FROM {table} t JOIN kube_revision r ON r.rv = t.resource_version "
                  "WHERE t.namespace = %s AND t.name = %s AND t.cluster = %s"),
         "update": f"UPDATE {table} SET " + ", ".join(f"{f.column} = %s" for f in fields) + " WHERE id = %s",
-        "insert": (f"INSERT INTO {table} (cluster, namespace, name, " + ", ".join(f.column for f in fields)
-                   + ") VALUES (" + ", ".join(["%s"] * (len(fields) + 3)) + ") RETURNING id"),
+        "insert": insert_head + "(" + ", ".join(["%s"] * (len(fields) + 3)) + ") RETURNING id",
+        "insert_head": insert_head,   # mirror()'s multi-row form: one (%s, ...) per row after it
         "delete": f"DELETE FROM {table} WHERE id = %s",
         "fields": fields,
     }
@@ -129,22 +130,22 @@ def _record(res: Resource, obj: dict, event: str, moment, upstream_rv: str = "")
     return rv
 
 
+def _row_params(res: Resource, obj: dict, rv: int) -> list:
+    """The typed row's column values (after cluster, namespace, name), as the ORM would send them."""
+    values = _row_fields(res, obj, rv)
+    return [f.get_db_prep_save(values[f.attname], connection) for f in _sql(res.model)["fields"]]
+
+
 def _insert_row(res: Resource, namespace: str, name: str, obj: dict, rv: int) -> int:
     """The typed row of a new object (in the current cluster); returns its id."""
-    sql = _sql(res.model)
-    values = _row_fields(res, obj, rv)
-    params = [f.get_db_prep_save(values[f.attname], connection) for f in sql["fields"]]
     with connection.cursor() as cursor:
-        cursor.execute(sql["insert"], [clusters.current(), namespace, name, *params])
+        cursor.execute(_sql(res.model)["insert"], [clusters.current(), namespace, name, *_row_params(res, obj, rv)])
         return cursor.fetchone()[0]
 
 
 def _update_row(res: Resource, row_id: int, obj: dict, rv: int) -> None:
-    sql = _sql(res.model)
-    values = _row_fields(res, obj, rv)
-    params = [f.get_db_prep_save(values[f.attname], connection) for f in sql["fields"]]
     with connection.cursor() as cursor:
-        cursor.execute(sql["update"], params + [row_id])
+        cursor.execute(_sql(res.model)["update"], _row_params(res, obj, rv) + [row_id])
 
 
 def _validate(res: Resource, obj: dict, causes: list) -> None:
@@ -799,16 +800,13 @@ def _write_rows(cluster: str, held: dict, latest: dict, last_rv: dict) -> None:
                 if row_id is not None:
                     cursor.execute(sql["delete"], [row_id])
                 continue
-            values = _row_fields(res, obj, last_rv[key])
-            params = [f.get_db_prep_save(values[f.attname], connection) for f in sql["fields"]]
+            params = _row_params(res, obj, last_rv[key])
             if row_id is None:
                 inserts.setdefault(res.kind, (res, []))[1].append((cluster, key[1], key[2], *params))
             else:
                 cursor.execute(sql["update"], params + [row_id])
     for res, rows in inserts.values():
-        fields = _sql(res.model)["fields"]
-        _insert_many(f"INSERT INTO {res.model._meta.db_table} (cluster, namespace, name, "
-                     + ", ".join(f.column for f in fields) + ") VALUES ", rows)
+        _insert_many(_sql(res.model)["insert_head"], rows)
 
 
 def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]]:
