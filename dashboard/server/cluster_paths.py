@@ -47,7 +47,8 @@ class ClusterPaths:
         return self._names
 
     async def __call__(self, scope, receive, send):
-        match = PATH.match(scope["path"]) if scope["type"] == "http" else None
+        path = scope["path"] if scope["type"] == "http" else ""
+        match = PATH.match(path) if path.startswith("/clusters/") else None   # (every request passes here)
         if match is None:
             return await self.app(scope, receive, send)
         name, rest = match.groups()

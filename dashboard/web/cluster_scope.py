@@ -20,13 +20,15 @@ from django.utils import timezone
 
 from dashboard.access import clusters
 from dashboard.access.middleware import EitherModeMiddleware
+from dashboard.server.cluster_paths import PATH as CLUSTER_API_PATH
+from dashboard.server.lanes import API_ROOTS
 
 HEARTBEAT_STALE = timedelta(seconds=15)   # a live follower confirms its watch more often than this
 PARAM = "cluster"
 
-# Paths that are not pages: the Kubernetes API (server/lanes.py API_ROOTS) and a followed
-# cluster's API under /clusters/<name>/ (its path says the cluster, not a query parameter).
-_NOT_PAGES = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version", "/metrics", "/static/")
+# Paths that are not pages: the Kubernetes API and static files; a followed cluster's API under
+# /clusters/<name>/ says its cluster in its path, not in a query parameter (is_page).
+_NOT_PAGES = (*API_ROOTS, "/static/")
 
 
 def in_cluster(url: str, name: str | None = None) -> str:
@@ -141,9 +143,7 @@ def resolve(request):
 def is_page(path: str) -> bool:
     if path.startswith(_NOT_PAGES):
         return False
-    # /clusters/<name>/api..., /clusters/<name>/apis...: a followed cluster's API (cluster_urls).
-    parts = path.split("/")
-    return not (len(parts) > 3 and parts[1] == "clusters" and parts[3] in ("api", "apis", "openapi", "version"))
+    return not CLUSTER_API_PATH.match(path)   # /clusters/<name>/api...: a followed cluster's API
 
 
 class ClusterScopeMiddleware(EitherModeMiddleware):
