@@ -111,14 +111,14 @@ class Reflector:
             except Gone:
                 log.info("follow %s: %s expired upstream at %s; relisting", self.follower.name, self.res.plural, self.rv)
                 self.rv = None
-                self.follower.report(State(self.res, False, f"relisting {self.res.plural}: the watch expired upstream"))
+                self.follower.put(State(self.res, False, f"relisting {self.res.plural}: the watch expired upstream"))
             except Exception as err:   # noqa: BLE001 - any failure: report, back off, resume
                 if stop.is_set():
                     break
                 self.failures += 1
                 message = f"{self.res.plural}: {_describe(err)}"
                 log.warning("follow %s: %s", self.follower.name, message)
-                self.follower.report(State(self.res, False, message))
+                self.follower.put(State(self.res, False, message))
                 low, high = BACKOFF_SECONDS
                 stop.wait(min(high, low * 2 ** (self.failures - 1)) * (0.5 + random.random()))
 
@@ -155,7 +155,7 @@ class Reflector:
         try:
             if self.follower.stopped.is_set():
                 return
-            self.follower.report(State(self.res, True))
+            self.follower.put(State(self.res, True))
             for line in iter_resp_lines(response):
                 if not line:
                     continue
@@ -227,10 +227,8 @@ class ClusterFollower:
             reflector.stop()
 
     def put(self, item) -> None:
+        """For the writer, in order: a Mirrored change, a Relisted kind, a State, or None (a bookmark)."""
         self.changes.put(item)
-
-    def report(self, state: State) -> None:
-        self.changes.put(state)
 
     # The writer thread -----------------------------------------------------------------
 
@@ -322,7 +320,7 @@ class ClusterFollower:
         live = len(self.watching) == len(self.reflectors) and all(self.watching.values())
         if live:
             state, message = Cluster.LIVE, ""
-        elif any(self.reflectors[i].failures for i in range(len(self.reflectors))):
+        elif any(r.failures for r in self.reflectors):
             state, message = Cluster.STALE, self.failure
         else:
             state, message = Cluster.SYNCING, self.failure
