@@ -503,10 +503,11 @@ def _summed(parts: list[dict]) -> dict:
     return out
 
 
-def cluster_rows(principal: Principal, now: datetime) -> list[dict]:
+def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] | None = None) -> list[dict]:
     """The overview's table across clusters: one row per cluster the viewer may see, each
     kind's overview counts over the whole cluster (its namespace cards, summed), the
-    follower's state and last event. Empty when no cluster is followed."""
+    follower's state and last event. Empty when no cluster is followed. current_cards: the
+    page's own cards of the current cluster, when they cover the same namespaces (not read twice)."""
     names = cluster_scope.visible_clusters(principal)
     if names in ([], [clusters.LOCAL]):
         return []
@@ -516,8 +517,11 @@ def cluster_rows(principal: Principal, now: datetime) -> list[dict]:
     only = sorted(principal.namespaces) if principal.namespaces else None
     rows = []
     for name in names:
-        with clusters.within(name):
-            cards = namespace_cards(now, only)
+        if name == clusters.current() and current_cards is not None:
+            cards = current_cards
+        else:
+            with clusters.within(name):
+                cards = namespace_cards(now, only)
         row = followed.get(name)
         last = row.last_event_at if row is not None else None
         stale = row is not None and cluster_scope.staleness(row, now) is not None
@@ -553,5 +557,6 @@ def overview(request):
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=p.overview_totals(cards), cluster_rows=cluster_rows(principal, now))
+               totals=p.overview_totals(cards),
+               cluster_rows=cluster_rows(principal, now, None if namespace else cards))
     return render(request, "web/overview.html", ctx)
