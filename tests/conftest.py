@@ -124,6 +124,20 @@ def signed_in_client(role: str, username: str, **profile):
     return client
 
 
+async def open_socket(client, query: str):
+    """A live page's websocket through the real ASGI stack, carrying a Django test Client's
+    session cookie: (communicator, connected, close code)."""
+    from channels.testing import WebsocketCommunicator
+
+    from dashboard.server.asgi import application
+
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
+    comm = WebsocketCommunicator(application, f"/ws/live/?{query}", headers=headers)
+    connected, code = await comm.connect(timeout=5)
+    return comm, connected, code
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
-from conftest import signed_in_client
+from conftest import open_socket, signed_in_client
 from manifests import endpoints, job, lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -396,20 +396,6 @@ def test_share_link_of_a_cluster_the_creator_may_no_longer_see_stops(world, logi
     # And a limited editor may not share a cluster outside their list.
     assert editor.post("/share/new/?cluster=local", {"kind": "Lease", "namespace": "team-a", "label": "y",
                                                       "expiry": "1d"}).status_code == 403
-
-
-def ws_app():
-    from dashboard.server.asgi import application
-
-    return application
-
-
-async def open_socket(client: Client, query: str):
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
-    comm = WebsocketCommunicator(ws_app(), f"/ws/live/?{query}", headers=headers)
-    connected, code = await comm.connect(timeout=5)
-    return comm, connected, code
 
 
 @pytest.mark.asyncio

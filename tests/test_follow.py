@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, require_kubectl, served, server_env
+from test_browser import chromium  # noqa: F401  (the module's Chromium, a fixture used by name)
 
 LEASES = "/apis/coordination.k8s.io/v1"
 JOBS = "/apis/batch/v1"
@@ -45,6 +46,11 @@ def holders(server, prefix: str = "") -> dict:
     status, _, body = server.request("GET", f"{prefix}{LEASES}/namespaces/team/leases")
     assert status == 200, body
     return {item["metadata"]["name"]: item["spec"].get("holderIdentity") for item in body["items"]}
+
+
+def shell(server, code: str) -> str:
+    """The last line `manage.py shell -c code` printed on server."""
+    return server.manage("shell", "-c", code).strip().splitlines()[-1]
 
 
 def follow_state(server) -> str:
@@ -189,12 +195,11 @@ def test_followed_cluster_is_read_only_through_the_api(here):
 
 
 def test_a_viewer_limited_to_local_sees_nothing_of_prod(here):
-    token = here.manage("shell", "-c", (
-        "from dashboard.access.models import Profile\n"
-        "from dashboard.access.tokens import issue_token\n"
-        "token = issue_token('local-viewer', 'viewer')\n"
-        "Profile.objects.filter(user__username='local-viewer').update(clusters=['local'])\n"
-        "print(token)\n")).strip().splitlines()[-1]
+    token = shell(here, "from dashboard.access.models import Profile\n"
+                        "from dashboard.access.tokens import issue_token\n"
+                        "token = issue_token('local-viewer', 'viewer')\n"
+                        "Profile.objects.filter(user__username='local-viewer').update(clusters=['local'])\n"
+                        "print(token)\n")
     status, _, body = here.request("GET", f"/clusters/prod{LEASES}/leases", token=token)
     assert status == 403, body
     status, _, body = here.request("GET", f"{LEASES}/leases", token=token)
@@ -261,28 +266,22 @@ def test_one_process_follows(here):
     assert log.count("follow: following prod") == 1, log[-3000:]
 
 
-def test_share_link_for_prod_is_live_and_read_only(upstream, here):
+def test_share_link_for_prod_is_live_and_read_only(upstream, here, chromium):
     """A share link made for the followed cluster, opened in Chromium by someone without an
     account: prod's Leases, changed live by upstream writes, nothing local, nothing to change."""
     from playwright.sync_api import expect
 
-    from test_browser import CHROMIUM, LAUNCH_ARGS, assert_not_reloaded, open_live
+    from test_browser import assert_not_reloaded, open_live
 
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"Chromium is required in CI ({CHROMIUM})")
-        pytest.skip(f"Chromium is not installed at {CHROMIUM}")
-    token = here.manage("shell", "-c", (
-        "from dashboard.access.tokens import ensure_user\n"
-        "from dashboard.web.share import create_link\n"
-        "link, token = create_link(ensure_user('sharer', 'editor'), kind='Lease', namespace='team',\n"
-        "                          label_selector='', label='prod leaders', expiry='1h', cluster='prod')\n"
-        "print(token)\n")).strip().splitlines()[-1]
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        page = browser.new_context().new_page()
+    token = shell(here, "from dashboard.access.tokens import ensure_user\n"
+                        "from dashboard.web.share import create_link\n"
+                        "link, token = create_link(ensure_user('sharer', 'editor'), kind='Lease', namespace='team',\n"
+                        "                          label_selector='', label='prod leaders', expiry='1h',\n"
+                        "                          cluster='prod')\n"
+                        "print(token)\n")
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
         page.goto(f"{here.http_url}/s/{token}/")
         open_live(page, page.url)
         items = page.locator("#items")
@@ -294,7 +293,8 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here):
         expect(page.locator("a.new-object")).to_have_count(0)
         response = page.goto(f"{here.http_url}/leases/?namespace=team&cluster=local")
         assert response.status == 403
-        browser.close()
+    finally:
+        context.close()
 
 
 def test_remove_forgets_everything_of_the_cluster(upstream, here):
@@ -306,9 +306,7 @@ def test_remove_forgets_everything_of_the_cluster(upstream, here):
     eventually(lambda: here.request("GET", f"/clusters/prod{LEASES}/leases")[0] == 404, 5, "prod's API to go")
     upstream.server.request("POST", f"{LEASES}/namespaces/team/leases", lease("after-remove", "x"))
     time.sleep(3)
-    left = here.manage("shell", "-c", (
-        "from dashboard.kube.models import Revision\n"
-        "from dashboard.coordination.models import Lease\n"
-        "print(Lease.everywhere.filter(cluster='prod').count())\n")).strip().splitlines()[-1]
+    left = shell(here, "from dashboard.coordination.models import Lease\n"
+                       "print(Lease.everywhere.filter(cluster='prod').count())\n")
     assert left == "0"
     assert "local-only" in holders(here)   # the local store is untouched

@@ -11,10 +11,9 @@ from html.parser import HTMLParser
 import pytest
 import yaml
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from conftest import Api
+from conftest import Api, open_socket
 from manifests import LEASES, endpoints, job, lease
 
 XSS = "<script>alert(1)</script>"
@@ -287,16 +286,6 @@ def test_share_link_cannot_write_anywhere(objects, login):
         r = c.post(path, {"name": "x1", "namespace": "default", "holderIdentity": "me"})
         assert r.status_code in (403, 405) or (name == "overview" and r.status_code == 302), (name, path, r.status_code)
     assert current_rv() == before
-
-
-async def open_socket(client: Client, query: str):
-    from dashboard.server.asgi import application
-
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
-    comm = WebsocketCommunicator(application, f"/ws/live/?{query}", headers=headers)
-    connected, code = await comm.connect(timeout=5)
-    return comm, connected, code
 
 
 @pytest.mark.asyncio

@@ -9,11 +9,10 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
-from conftest import signed_in_client
+from conftest import open_socket, signed_in_client
 from manifests import endpoints, job, lease
 
 TOKEN_RE = re.compile(r"/s/([A-Za-z0-9_-]{40,})/")
@@ -359,21 +358,6 @@ def test_logged_in_user_opening_a_link_sees_what_recipients_see(cluster, login):
 
 # ---------------------------------------------------------------------------------------------
 # Websockets
-
-
-def ws_app():
-    from dashboard.server.asgi import application
-
-    return application
-
-
-async def open_socket(client: Client, query: str):
-    """A websocket through the real ASGI stack, carrying the client's session cookie."""
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
-    comm = WebsocketCommunicator(ws_app(), f"/ws/live/?{query}", headers=headers)
-    connected, code = await comm.connect(timeout=5)
-    return comm, connected, code
 
 
 async def _close_code(comm, timeout=5) -> int:
