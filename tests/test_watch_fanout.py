@@ -206,6 +206,28 @@ def test_watcher_that_falls_behind_is_closed_and_resumes_with_nothing_missing(sm
     assert b'apiserver_terminated_watchers_total{resource="leases"}' in metrics
 
 
+def test_a_burst_committed_at_once_reaches_a_reading_watcher_whole(small_queue_server, ns):
+    """50 revisions in one commit reach the hub as one batch: more than the watcher's queue
+    size wait for the same flush. A watcher that reads gets them all: only a client that does
+    not take what was sent is closed, never one whose events are still waiting to be sent."""
+    server = small_queue_server
+    _, _, listed = server.request("GET", leases(ns))
+    watch = RawWatch(server.http_port, f"{leases(ns)}?watch=true&resourceVersion={listed['metadata']['resourceVersion']}",
+                     server.admin_token)
+    try:
+        server.manage("shell", "-c", (
+            "from django.db import transaction\n"
+            "from dashboard.kube import registry, store\n"
+            "res = registry.lookup('coordination.k8s.io', 'v1', 'leases')\n"
+            "with transaction.atomic():\n"
+            f"    for i in range(50):\n"
+            f"        store.create(res, {ns!r}, {{'metadata': {{'name': f'burst-{{i}}'}}, 'spec': {{}}}})\n"))
+        got = [watch.next(timeout=15)["object"]["metadata"]["name"] for _ in range(50)]
+        assert got == [f"burst-{i}" for i in range(50)]
+    finally:
+        watch.close()
+
+
 def test_watch_over_tls(kube_server, ns):
     ctx = ssl.create_default_context(cafile=kube_server.ca_file)
     _, _, listed = kube_server.request("GET", leases(ns))

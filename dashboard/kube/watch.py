@@ -204,9 +204,10 @@ class StreamSubscriber(Subscriber):
     stream's task sleeps until its timer (bookmarks, the deadline) or close() wakes it - no
     task wake-up, no ASGI message, no Twisted writer registration per event.
 
-    Bounded: a watcher more than KUBE_WATCH_QUEUE_SIZE events behind - in `out`, or
-    estimated from the bytes its socket has not taken - is closed (its response ends
-    cleanly, its client resumes from the last resourceVersion it got), never buffered on.
+    Bounded: a watcher more than KUBE_WATCH_QUEUE_SIZE events behind - estimated from the
+    bytes its socket has not taken - is closed (its response ends cleanly, its client resumes
+    from the last resourceVersion it got), never buffered on; `out` never holds more than that
+    many lines (a burst that reaches it is written at once).
     """
 
     writer = None          # set by attach(); None: the queue of Subscriber is used
@@ -241,13 +242,18 @@ class StreamSubscriber(Subscriber):
             self._pend(self.encode(kind, ev))
 
     def _pend(self, line: bytes) -> None:
-        """Queue a line for the next flush (the first one schedules it); too many: overflow."""
+        """Queue a line for the next flush (the first one schedules it). More than a queue's
+        worth before that flush is written at once: lines waiting here for at most
+        FLUSH_INTERVAL_SECONDS are not the client being behind, so only the socket's own
+        backlog (flush's estimate) closes the watcher."""
         out = self.out
         out.append(line)
         if len(out) == 1:
             hub.schedule_flush(self)
         elif len(out) > self.limit:
-            self.overflow()
+            written = self.flush()
+            if written:
+                self.counter.inc(written)
 
     def flush(self) -> int:
         """Write what is pending; returns the number of events written."""
