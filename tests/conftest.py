@@ -218,13 +218,6 @@ class WatchStream:
             return None
         return orjson.loads(line)
 
-    def quiet(self, seconds: float) -> bool:
-        """True when nothing arrives for `seconds` (the stream is unusable afterwards)."""
-        try:
-            return self.next(timeout=seconds) is None
-        except TimeoutError:
-            return True
-
     def events(self, count: int, timeout: float = 10.0) -> list[dict]:
         out = []
         for _ in range(count):
