@@ -143,9 +143,23 @@ def test_selector_links_banner_and_axe(page, kube_server, ns, prod):
     page.goto(f"{base}/leases/?namespace={ns}&cluster={prod}")
     select = page.get_by_role("combobox", name="Cluster", exact=True)
     select.focus()
+    # Every navigation the page starts (held, to be reported), and each change of the selector
+    # once live.js has handled it (a listener added after live.js's runs after it, and a
+    # navigation starts synchronously with its navigate event).
+    page.evaluate("""() => {
+        window.__kdNavigations = [];
+        window.__kdHold = e => { window.__kdNavigations.push(e.destination.url); e.preventDefault(); };
+        navigation.addEventListener('navigate', window.__kdHold);
+        window.__kdSwitchChanges = 0;
+        document.addEventListener('change', e => {
+            if (e.target.matches('[data-cluster-switch]')) window.__kdSwitchChanges++;
+        });
+    }""")
     page.keyboard.press("ArrowUp")
-    page.wait_for_timeout(300)
-    assert f"cluster={prod}" in page.url   # not yet
+    page.wait_for_function("window.__kdSwitchChanges === 1")   # the arrow moved the selection
+    assert page.evaluate("window.__kdNavigations") == [], "an arrow key left the page"   # not yet
+    assert f"cluster={prod}" in page.url
+    page.evaluate("navigation.removeEventListener('navigate', window.__kdHold)")
     page.keyboard.press("Enter")
     page.wait_for_url(f"{base}/leases/?namespace={ns}")
     expect(page.locator("#items")).to_contain_text("local-lease")

@@ -299,8 +299,16 @@ async def test_a_push_into_a_socket_that_closed_meanwhile_is_dropped_quietly(use
             raise RuntimeError("Unexpected ASGI message 'websocket.send', after sending 'websocket.close'")
         return await real_send(self, *args, **kw)
 
+    flushed = asyncio.Event()   # the push's task is over and its outcome was retrieved
+    real_flushed = LiveConsumer._flushed
+
+    def flushed_spy(self, task):
+        real_flushed(self, task)
+        flushed.set()
+
     monkeypatch.setattr(live, "render_changes", slow_render)
     monkeypatch.setattr(LiveConsumer, "send", send)
+    monkeypatch.setattr(LiveConsumer, "_flushed", flushed_spy)
     await _write(store_ops.create, "a")
     rv = await _write(store_ops.rv)
     comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
@@ -314,10 +322,9 @@ async def test_a_push_into_a_socket_that_closed_meanwhile_is_dropped_quietly(use
         while not tried and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
         assert tried, "the push was not attempted"
+        await asyncio.wait_for(flushed.wait(), 5)
         await comm.disconnect()
-        await asyncio.sleep(0.2)
-        gc.collect()
-        await asyncio.sleep(0.1)
+        gc.collect()   # (a task whose exception nobody retrieved says so when collected)
     problems = [r.getMessage() for r in caplog.records
                 if "never retrieved" in r.getMessage() or "push failed" in r.getMessage()]
     assert problems == []
