@@ -177,6 +177,19 @@ def open_live(page, url: str) -> None:
     page.evaluate("window.__kdSameDocument = true")
 
 
+def wait_in_page(page, condition: str, what: str) -> None:
+    """Until the JavaScript expression `condition` holds in the page (checked by the page's own
+    timers). Not Playwright's wait_for_function: it evaluates its text, which the pages'
+    Content-Security-Policy (no 'unsafe-eval') refuses."""
+    held = page.evaluate(f"""() => new Promise(resolve => {{
+        const deadline = Date.now() + {WAIT_MS};
+        const check = () => ({condition}) ? resolve(true)
+            : Date.now() > deadline ? resolve(false) : setTimeout(check, 20);
+        check();
+    }})""")
+    assert held, f"timed out waiting for {what} ({condition})"
+
+
 def assert_not_reloaded(page) -> None:
     assert page.evaluate("window.__kdSameDocument === true"), "the page was reloaded"
 

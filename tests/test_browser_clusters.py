@@ -16,7 +16,7 @@ import pytest
 
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, held_lease, leases_path, log_in, login_user, ns,
-    open_live, session_state, signed_in_page,
+    open_live, session_state, signed_in_page, wait_in_page,
 )
 from test_browser_dash import axe_violations
 
@@ -156,7 +156,7 @@ def test_selector_links_banner_and_axe(page, kube_server, ns, prod):
         });
     }""")
     page.keyboard.press("ArrowUp")
-    page.wait_for_function("window.__kdSwitchChanges === 1")   # the arrow moved the selection
+    wait_in_page(page, "window.__kdSwitchChanges === 1", "the arrow to move the selection")
     assert page.evaluate("window.__kdNavigations") == [], "an arrow key left the page"   # not yet
     assert f"cluster={prod}" in page.url
     page.evaluate("navigation.removeEventListener('navigate', window.__kdHold)")

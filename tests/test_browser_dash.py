@@ -12,7 +12,7 @@ import pytest
 from manifests import endpoints, job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
-    now_micro, open_live, page, session_state, signed_in_page, assert_not_reloaded, row_ids,
+    now_micro, open_live, page, session_state, signed_in_page, assert_not_reloaded, row_ids, wait_in_page,
 )
 
 
@@ -353,7 +353,10 @@ def test_retry_now_reconnects_at_once(page, kube_server, ns):
         window.__kdSockets.filter(s => s.url.includes('/ws/live/') && s.readyState === 1).forEach(s => s.close());
     }""")
     expect(page.locator("#live-status")).to_have_text("Reconnecting…")
-    page.wait_for_timeout(6000)      # long enough for the backoff to reach its cap
+    # The backoff at its cap: four attempts since (its delay doubles from 250 ms to the 1 s
+    # cap by the third), each to the unreachable address.
+    wait_in_page(page, "window.__kdSockets.filter(s => s.url.includes('/ws/down/')).length >= 4",
+                 "four attempts to reconnect")
     page.evaluate("window.__kdDown = false")
     started = time.monotonic()
     page.get_by_role("button", name="Retry now").click()
