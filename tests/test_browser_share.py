@@ -22,7 +22,7 @@ import pytest
 from manifests import endpoints, job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, dom, endpoints_path, held_lease, jobs_path,
-    leases_path, log_in, ns,
+    leases_path, log_in, ns, open_live,
 )
 
 EDITOR = "share-editor"
@@ -249,10 +249,16 @@ def test_share_link_is_live_read_only_and_revocable(chromium, editor_state, kube
         expect(visitor.locator("#live-status")).to_have_attribute("data-state", "off")
         expect(visitor.locator(dom("lease", ns, "leader"))).to_have_count(0)   # its data is gone
         assert_not_reloaded(visitor)
-        # Not live any more: a later write does not reach it.
+        # Not live any more: its socket is closed, and a later write does not reach it - by the
+        # time that write has reached a page still live on the same view (the editor's).
+        sockets = visitor.evaluate("window.__kdSockets.map(s => s.readyState)")
+        assert sockets and set(sockets) == {3}, f"the shared view's sockets: {sockets}"
+        watching = editor_ctx.new_page()
+        open_live(watching, f"{base}/leases/?namespace={ns}")
         api(kube_server, "PATCH", leases_path(ns, "leader"), {"spec": {"holderIdentity": "node-late"}}, merge=True)
-        visitor.wait_for_timeout(1500)
+        expect(watching.locator(dom("lease", ns, "leader") + " .holder")).to_have_text("node-late")
         assert "node-late" not in visitor.content()
+        assert visitor.evaluate("window.__kdSockets.map(s => s.readyState)") == sockets   # none opened since
 
         # A reload answers 410; so does opening the link again.
         resp = visitor.reload()
