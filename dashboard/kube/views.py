@@ -16,7 +16,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from . import codec, registry, store
+from . import codec, lists, registry, store
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (ApiError, bad_request, invalid_object, method_not_allowed, path_not_found,
                      request_entity_too_large, unauthorized)
@@ -223,7 +223,7 @@ def authorize(request, res: registry.Resource, verb: str, namespace: str | None)
         raise forbidden_request(principal.username, verb, res.group, res.plural, namespace)
 
 
-def list_query(request, res: registry.Resource, namespace: str | None, *, watch: bool = False) -> store.ListQuery:
+def list_query(request, res: registry.Resource, namespace: str | None, *, watch: bool = False) -> lists.ListQuery:
     """The list (or watch) parameters. Watches validate resourceVersionMatch themselves."""
     from .selectors import parse_field_selector, parse_label_selector
 
@@ -250,7 +250,7 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
         raise invalid_object("meta.k8s.io", "ListOptions", "", causes)
     rv = parse_resource_version(rv_text)
     if cont and not watch:
-        store.decode_continue(cont)
+        lists.decode_continue(cont)
     if cont and rv not in (None, 0):
         raise bad_request("specifying resource version is not allowed when using continue")
     names = ()
@@ -259,7 +259,7 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
         ns_exact = field.exact("metadata.namespace")
         if ns_exact and namespace is None and len(ns_exact) == 1:
             namespace = ns_exact[0]
-    return store.ListQuery(namespace=namespace, label_selector=label, field_selector=field,
+    return lists.ListQuery(namespace=namespace, label_selector=label, field_selector=field,
                            limit=limit_value or None, continue_token=cont, resource_version=rv,
                            resource_version_match=match, names=names)
 
@@ -320,7 +320,7 @@ class CollectionView(KubeAPIView):
         res = resolve(kw)
         namespace = kw.get("namespace")
         authorize(request, res, "list", namespace)
-        page = store.list_objects(res, list_query(request, res, namespace))
+        page = lists.list_objects(res, list_query(request, res, namespace))
         meta = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             meta["continue"] = page.continue_token
@@ -355,7 +355,7 @@ class CollectionView(KubeAPIView):
         options = delete_options(request)
         q = list_query(request, res, namespace)
         deleted = []
-        for ns, name in store.keys_matching(res, q):
+        for ns, name in lists.keys_matching(res, q):
             try:
                 deleted.append(store.delete(res, ns, name, dry_run=options["dryRun"]).object)
             except ApiError as err:

@@ -135,21 +135,21 @@ def _prepare(request, kw: dict, single_name: str | None):
     if want_initial or (options["send_initial"] is not None and not rv):
         # Start from the current state (a consistent list), optionally sending it as ADDED events.
         q.resource_version, q.resource_version_match = None, ""
-        page = store.list_objects(res, q)
+        page = lists.list_objects(res, q)
         start = page.resource_version
         if want_initial:
             initial = page.items
         if sub.matching is not None:
             sub.matching.update(_keys(page.items))
     else:
-        compacted = store.compacted_revision()
+        compacted = revlog.compacted_revision()
         if rv < compacted:
             raise gone(f"too old resource version: {rv} ({compacted})")
         _wait_for_revision(rv)
         start = rv
         if sub.matching is not None:
             q.resource_version, q.resource_version_match = rv, "Exact"
-            sub.matching.update(_keys(store.list_objects(res, q).items))
+            sub.matching.update(_keys(lists.list_objects(res, q).items))
     sub.start_rv = start
     return res, sub, options, initial, _guard(res, sub, refresh, subjects, deadline)
 
