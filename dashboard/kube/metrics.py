@@ -10,7 +10,7 @@ from django.db import connection
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 
-from . import revlog
+from . import revlog, store
 from .models import Revision
 
 # kube-apiserver's names where it has one (apiserver_watch_events_total,

@@ -203,7 +203,7 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
     namespaces, share scope), so an object that moved out of a label selector leaves the
     page as the live push would have removed it."""
     from dashboard.kube.errors import ApiError
-    from dashboard.kube.watch import Event
+    from dashboard.kube.hub import Event
 
     if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
         return None
