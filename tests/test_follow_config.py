@@ -323,7 +323,7 @@ def test_remove_forgets_the_clusters_objects():
     from dashboard.access import clusters as access_clusters
     from dashboard.follow import clusters
     from dashboard.follow.models import Cluster
-    from dashboard.kube import mirror, registry
+    from dashboard.kube import mirror, registry, store
 
     clusters.add("prod", kubeconfig())
     res = registry.by_kind("Lease")

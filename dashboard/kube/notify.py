@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection
@@ -21,9 +20,6 @@ from dashboard.access.models import AccessChange
 from dashboard.access.signals import access_changed
 
 from .store import revision_committed
-
-if TYPE_CHECKING:
-    from .hub import Hub
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +49,13 @@ def _data_version() -> int:
 
 
 class Follower(threading.Thread):
-    """The hub's reader thread: follows the revision log, posts batches to the loop in order."""
+    """The hub's reader thread: follows the revision log, posts batches to the loop in order.
 
-    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, after: int, access_after: int = 0):
+    `hub` is hub.py's (which imports this module): read_new() in this thread, dispatch() and
+    access_changed() on its loop, change_listeners after each read of a changed database.
+    """
+
+    def __init__(self, hub, loop: asyncio.AbstractEventLoop, after: int, access_after: int = 0):
         super().__init__(name="watch-hub", daemon=True)
         self.hub, self.loop, self.after = hub, loop, after
         self.access_after = access_after

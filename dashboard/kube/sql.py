@@ -119,7 +119,8 @@ def row_params(res: Resource, obj: dict, rv: int) -> list:
 def insert_row(res: Resource, namespace: str, name: str, obj: dict, rv: int) -> int:
     """The typed row of a new object (in the current cluster); returns its id."""
     with connection.cursor() as cursor:
-        cursor.execute(statements(res.model)["insert"], [clusters.current(), namespace, name, *row_params(res, obj, rv)])
+        cursor.execute(statements(res.model)["insert"],
+                       [clusters.current(), namespace, name, *row_params(res, obj, rv)])
         return cursor.fetchone()[0]
 
 
