@@ -322,7 +322,7 @@ CHECKPOINTS = [
     ("    read_body (JSON decode)", ("read_body (",)),
     ("    decode_object (schema decode, pruning)", ("decode_object (",)),
     ("    store.update (transaction, SQL, validation)", ("update (dashboard/kube/store.py",)),
-    ("      store._load (SELECT current object)", ("_load (dashboard/kube/store.py",)),
+    ("      sql.load (SELECT current object)", ("load (dashboard/kube/sql.py",)),
     ("      store._record (revision INSERT)", ("_record (dashboard/kube/store.py",)),
     ("      validation/normalisation", ("kube/validation.py", "coordination/strategy.py")),
     ("    response rendering", ("object_response (", "json_response (")),

@@ -694,7 +694,7 @@ def delivery_stats(writes: dict, events: dict, plan: list[dict], wall: float) ->
 
 PROFILE_HZ = 100
 CATEGORIES = [  # (label, substrings of a frame), first match from the leaf up wins
-    ("watch hub (kube/watch.py)", ("kube/watch.py",)),
+    ("watch hub (kube/hub.py, notify.py; server/streams.py)", ("kube/hub.py", "kube/notify.py", "server/streams.py")),
     ("watch stream generator (kube/watch_views.py)", ("kube/watch_views.py",)),
     ("SQLite / Django ORM", ("sqlite3", "django/db/")),
     ("write path (store, views, validation, schema, patch)",

@@ -3,7 +3,7 @@ cluster (pointer and keyboard), every link then stays in it, a followed cluster'
 and read-only, and when its follower stops confirming the watch the page says so at once (the
 stale banner, pushed through the page's websocket) - and axe finds nothing wrong with it.
 
-The followed clusters are rows of follow.models.Cluster with objects written by store.mirror
+The followed clusters are rows of follow.models.Cluster with objects written by kube/mirror.py
 in the test server (`manage.py shell`), as the follower writes them; removed afterwards, so the
 other browser modules on the shared server see no cluster. Uses the fixtures of test_browser.py.
 """
@@ -28,7 +28,7 @@ def _shell(server, code: str) -> str:
 MIRROR = """
 from django.utils import timezone
 from dashboard.follow.models import Cluster
-from dashboard.kube import registry, store
+from dashboard.kube import mirror, registry
 args = {args}
 def obj(name, holder, rv):
     return {{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -36,8 +36,8 @@ def obj(name, holder, rv):
                          "creationTimestamp": "2026-01-02T03:04:05Z", "resourceVersion": str(rv)}},
             "spec": {{"holderIdentity": holder, "leaseDurationSeconds": 3600,
                      "renewTime": timezone.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}}}
-store.mirror(args["cluster"], [store.Mirrored(registry.by_kind("Lease"), args["ns"], n, obj(n, h, rv))
-                               for n, h, rv in args["leases"]])
+mirror.mirror(args["cluster"], [mirror.Mirrored(registry.by_kind("Lease"), args["ns"], n, obj(n, h, rv))
+                                 for n, h, rv in args["leases"]])
 """
 
 
@@ -60,8 +60,8 @@ def prod(kube_server, ns):
                         " last_event_at=timezone.now())")
     mirror(kube_server, name, ns, [["prod-lease", "prod-holder", 10]])
     yield name
-    _shell(kube_server, "from dashboard.follow.models import Cluster\nfrom dashboard.kube import store\n"
-                        f"Cluster.objects.filter(name={name!r}).delete()\nstore.forget({name!r})")
+    _shell(kube_server, "from dashboard.follow.models import Cluster\nfrom dashboard.kube import mirror\n"
+                        f"Cluster.objects.filter(name={name!r}).delete()\nmirror.forget({name!r})")
 
 
 @pytest.fixture

@@ -476,7 +476,7 @@ def test_a_push_batch_of_rows_and_other_changes_parses_whole(chromium):
     in a <template>), keeps every element it carries."""
     import orjson
 
-    from dashboard.kube.watch import Event
+    from dashboard.kube.hub import Event
     from dashboard.web import live
     from dashboard.web.consumers import parse_spec
     from manifests import lease
@@ -523,7 +523,7 @@ def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(chromium):
     <div> in the message (the parser would drop it), so both arrive."""
     import orjson
 
-    from dashboard.kube.watch import Event
+    from dashboard.kube.hub import Event
     from dashboard.web import live
     from dashboard.web.consumers import parse_spec
     from manifests import lease

@@ -34,10 +34,10 @@ def upstream(obj: dict, rv: int, uid: str) -> dict:
 
 
 def mirror(cluster: str, kind: str, obj: dict) -> None:
-    from dashboard.kube import registry, store
+    from dashboard.kube import mirror as kmirror, registry
 
     meta = obj["metadata"]
-    store.mirror(cluster, [store.Mirrored(registry.by_kind(kind), meta["namespace"], meta["name"], obj)])
+    kmirror.mirror(cluster, [kmirror.Mirrored(registry.by_kind(kind), meta["namespace"], meta["name"], obj)])
 
 
 def follow(name: str, **state):

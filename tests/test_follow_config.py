@@ -323,13 +323,13 @@ def test_remove_forgets_the_clusters_objects():
     from dashboard.access import clusters as access_clusters
     from dashboard.follow import clusters
     from dashboard.follow.models import Cluster
-    from dashboard.kube import registry, store
+    from dashboard.kube import mirror, registry, store
 
     clusters.add("prod", kubeconfig())
     res = registry.by_kind("Lease")
     upstream = [lease(f"l{i}", uid=f"uid-{i}", resourceVersion=str(100 + i),
                       creationTimestamp="2026-01-02T03:04:05Z") for i in range(3)]
-    store.mirror("prod", [store.Mirrored(res, "default", o["metadata"]["name"], o) for o in upstream])
+    mirror.mirror("prod", [mirror.Mirrored(res, "default", o["metadata"]["name"], o) for o in upstream])
     store.create(res, "default", lease("mine"))   # a local object of the same name space
     with access_clusters.within("prod"):
         assert res.model.objects.count() == 3

@@ -1,4 +1,4 @@
-"""store.mirror: a followed cluster's changes, batched into one transaction, are logged one
+"""kube/mirror.py: a followed cluster's changes, batched into one transaction, are logged one
 revision each, in order, with the typed rows as the batch leaves them; repeats write nothing."""
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 
 from dashboard.access import clusters
 from dashboard.kube import registry, revlog, store
+from dashboard.kube.errors import ApiError
+from dashboard.kube.mirror import Mirrored, mirror
 from dashboard.kube.models import Revision
-from dashboard.kube.store import Mirrored
 
 
 def lease(name: str, holder: str, upstream_rv: int, ns: str = "team") -> dict:
@@ -34,9 +35,9 @@ def logged(after: int) -> list[tuple]:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_mixed_batch_is_logged_in_order_and_leaves_the_rows_it_should(leases):
-    assert store.mirror("prod", [change(leases, lease("a", "h1", 10)), change(leases, lease("b", "h1", 11))]) == 2
+    assert mirror("prod", [change(leases, lease("a", "h1", 10)), change(leases, lease("b", "h1", 11))]) == 2
     before = store.current_revision()
-    written = store.mirror("prod", [
+    written = mirror("prod", [
         change(leases, lease("a", "h1", 10)),     # a repeat of what is stored: nothing
         change(leases, lease("a", "h2", 12)),     # modified
         change(leases, lease("c", "h1", 13)),     # added...
@@ -68,12 +69,12 @@ def test_a_mixed_batch_is_logged_in_order_and_leaves_the_rows_it_should(leases):
 @pytest.mark.django_db(transaction=True)
 def test_nothing_is_written_once_the_cluster_is_no_longer_followed(leases):
     before = store.current_revision()
-    assert store.mirror("prod", [change(leases, lease("a", "h1", 10))], still_followed=lambda: False) == 0
+    assert mirror("prod", [change(leases, lease("a", "h1", 10))], still_followed=lambda: False) == 0
     assert store.current_revision() == before and logged(0) == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_clients_cannot_write_a_followed_cluster(leases):
-    with clusters.within("prod"), pytest.raises(store.ApiError) as info:
+    with clusters.within("prod"), pytest.raises(ApiError) as info:
         store.create(leases, "team", lease("x", "h", 1))
     assert info.value.code == 405 and "read-only" in info.value.message

@@ -1,5 +1,5 @@
 """Watch fan-out against a live server (Daphne): events written straight to each watcher's
-connection (dashboard.kube.watch.StreamSubscriber, dashboard.server.protocol.StreamWriter).
+connection (dashboard.server.streams: StreamSubscriber, StreamWriter).
 
 Many watchers each get every event once and in order; a watcher that stops reading falls
 behind, is closed cleanly (its response ends) without holding up the writers, and resumes

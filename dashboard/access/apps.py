@@ -6,6 +6,6 @@ class AccessConfig(AppConfig):
     label = "access"
 
     def ready(self):
-        from . import signals
+        from . import signals  # (in ready(): it imports models, loadable only once the app registry is set up)
 
         signals.connect()

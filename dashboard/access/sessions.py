@@ -14,15 +14,15 @@ from types import SimpleNamespace
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import auth
+from django.contrib.auth.models import AnonymousUser
 
 from .middleware import EitherModeMiddleware
+from .models import Profile
 
 EPOCH_KEY = "kubedash_epoch"
 
 
 def _epoch(user) -> int:
-    from .models import Profile
-
     profile = Profile.objects.filter(user_id=user.pk).only("session_epoch").first()
     return profile.session_epoch if profile else 0
 
@@ -58,8 +58,6 @@ def end_stale_session(request) -> None:
     """A session from before the user's last logout is signed out: flushed, anonymous."""
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated and not session_current(request.session, user):
-        from django.contrib.auth.models import AnonymousUser
-
         request.session.flush()
         request.user = AnonymousUser()
 

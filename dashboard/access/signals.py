@@ -2,7 +2,7 @@
 
 Users (deactivated, deleted, signed out), profiles (role, namespace limits), API tokens
 (revoked, expired, deleted) and share links (revoked) each record "<what>:<id>" in the same
-transaction as the change. Every process's watch hub reads these rows (kube/watch.py) and
+transaction as the change. Every process's watch hub reads these rows (kube/notify.py) and
 re-checks the long-lived channels opened with that access. `access_changed` fires on commit
 so the process that made the change can ring the other processes at once (Redis) instead of
 waiting for their next database poll; it must never fail the change itself.

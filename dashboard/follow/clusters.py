@@ -13,7 +13,7 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 
 from dashboard.access import clusters as access_clusters
-from dashboard.kube import store
+from dashboard.kube import mirror
 from dashboard.kube.validation import is_dns1123_label
 
 from . import kubeconfig, secrets
@@ -65,7 +65,7 @@ def remove(name: str) -> int:
     deleted, _ = Cluster.objects.filter(name=name).delete()
     if not deleted:
         raise ValueError(f"no followed cluster is named {name!r}")
-    return store.forget(name)
+    return mirror.forget(name)
 
 
 def credentials(cluster: Cluster) -> dict:

@@ -7,7 +7,7 @@ watches from the list's resourceVersion with bookmarks, as client-go's reflector
 - 410 Gone (the upstream log was compacted past it) relists, and the relist is reconciled:
   objects gone upstream are deleted here, changed ones rewritten, the rest left alone.
 The reflectors hand what they read, in order, to the cluster's one writer thread, which
-applies it in batches (store.mirror: one transaction for everything waiting), so a burst of
+applies it in batches (kube/mirror.py: one transaction for everything waiting), so a burst of
 upstream writes costs a few transactions, and reports the cluster's state (Cluster.state,
 heartbeat_at, last_event_at) for the pages' stale banner.
 
@@ -31,8 +31,8 @@ from django.utils import timezone
 from kubernetes.watch.watch import iter_resp_lines
 from prometheus_client import Counter, Gauge
 
-from dashboard.kube import registry, store
-from dashboard.kube.store import Mirrored
+from dashboard.kube import mirror, registry
+from dashboard.kube.mirror import Mirrored
 
 from .models import Cluster
 
@@ -283,7 +283,7 @@ class ClusterFollower:
         self.save_state()
 
     def mirror(self, changes: list[Mirrored]) -> None:
-        written = store.mirror(self.name, changes, self.still_followed)
+        written = mirror.mirror(self.name, changes, self.still_followed)
         if written:
             CHANGES.labels(self.name).inc(written)
             LAST_EVENT.labels(self.name).set(time.time())
@@ -299,7 +299,7 @@ class ClusterFollower:
     def reconcile(self, relisted: Relisted) -> None:
         """Make the copy of one kind exactly the list: write what differs, delete what is gone."""
         res = relisted.res
-        held = store.mirrored_keys(self.name, res, self.namespace or None)
+        held = mirror.mirrored_keys(self.name, res, self.namespace or None)
         changes, listed = [], set()
         for obj in relisted.objects:
             m = obj["metadata"]

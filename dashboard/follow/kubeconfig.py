@@ -219,6 +219,7 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
 def api_client(config: dict):
     """A kubernetes.client.ApiClient for a reduced kubeconfig (its current-context). The
     client library writes certificate and key data to its own temporary files (0600)."""
+    # (deferred: the kubernetes package takes seconds to import; the pages import this module)
     from kubernetes import client as kube_client
     from kubernetes import config as kube_config
 

@@ -13,6 +13,7 @@ import time
 from django.db import DatabaseError
 from django.utils import timezone
 
+from .clusters import cluster_api_client
 from .informer import ClusterFollower
 from .models import Cluster
 
@@ -48,8 +49,6 @@ class Followers:
     def _start(self, cluster: Cluster) -> ClusterFollower | None:
         """A running follower, or None: its credentials cannot be used (say why on the cluster's
         row, for the Clusters page and the banner; try again after RETRY_SECONDS)."""
-        from .clusters import cluster_api_client
-
         try:
             follower = ClusterFollower(cluster, cluster_api_client(cluster))
         except Exception as err:   # noqa: BLE001 - a wrong key, a kubeconfig the client refuses

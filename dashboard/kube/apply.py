@@ -6,6 +6,7 @@ different value for a field another manager owns unless forced.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from . import managed_fields as mf
@@ -185,8 +186,6 @@ def _last_applied_text(config: dict) -> str:
 
 def _last_applied_fields(live: dict, root: schema.Node) -> dict:
     """The fields of the last-applied annotation whose values the live object still has."""
-    import json
-
     text = ((live.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
     if not text:
         return {}

@@ -7,4 +7,5 @@ class KubeConfig(AppConfig):
     verbose_name = "Kubernetes API machinery"
 
     def ready(self):
-        from . import watch  # noqa: F401  (connects the hub to revision_committed)
+        # (in ready(): notify imports models, which may be imported only once the app registry is set up)
+        from . import notify  # noqa: F401  (connects the hub's doorbell to revision_committed, access_changed)

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import yaml
 
+from . import schema
 from .errors import bad_request, invalid, invalid_object, unsupported_media_type
 
 JSON = "application/json"
@@ -348,8 +349,6 @@ def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
     kube-apiserver reports these as 422 on the patched object (the patch's repeats first),
     else 400.
     """
-    from . import schema
-
     try:
         pruned, unknown = schema.decode(obj, res.definition)
     except schema.DecodeError as err:
@@ -367,12 +366,10 @@ def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
 
 def duplicate_fields(raw: bytes, media_type: str, mode: str) -> list[str]:
     """A JSON body's repeated keys as the strict decoder words them (none under Ignore)."""
-    from .schema import duplicate_field_texts
-
     if mode == "Ignore":
         return []
     if media_type in ("", JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
-        return duplicate_field_texts(duplicate_json_fields(raw))
+        return schema.duplicate_field_texts(duplicate_json_fields(raw))
     if media_type == JSON_PATCH:
-        return duplicate_field_texts(duplicate_json_fields(raw), prefix="json patch ")
+        return schema.duplicate_field_texts(duplicate_json_fields(raw), prefix="json patch ")
     return []  # YAML bodies: PyYAML keeps the last value, as go-yaml's non-strict decoder does

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
+from django.db import connection
 from django.http import HttpResponse
 
 from . import discovery, openapi
@@ -93,16 +95,13 @@ def healthz(request):
 
 
 def _check_database() -> None:
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
 
 
 def _check_redis() -> None:
     """The channel layer's and the watch hub's Redis answers a PING (within a second)."""
-    import redis
-    from django.conf import settings
+    import redis  # (deferred: ~1 s to import, and only with REDIS_URL set)
 
     client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
     try:
@@ -112,8 +111,6 @@ def _check_redis() -> None:
 
 
 def _ready_checks() -> list[tuple[str, object]]:
-    from django.conf import settings
-
     checks = [("ping", lambda: None), ("database", _check_database)]
     if settings.REDIS_URL:
         checks.append(("redis", _check_redis))

@@ -5,7 +5,12 @@ cluster would see.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import orjson
+from django.http import HttpResponse
+from django.views import defaults
 
 # Field error reasons (k8s.io/apimachinery/pkg/util/validation/field).
 REQUIRED = "FieldValueRequired"
@@ -26,8 +31,6 @@ def _fmt_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
-        import json
-
         return json.dumps(value, separators=(",", ":"))
     return str(value)
 
@@ -190,24 +193,17 @@ API_PREFIXES = ("/api", "/apis", "/openapi", "/version")
 
 def _django_fallback(request, code: int, reason: str, message: str, default):
     if request.path.startswith(API_PREFIXES):
-        from django.http import HttpResponse
-        import orjson
-
         body = ApiError(code, reason, message).status()
         return HttpResponse(orjson.dumps(body), status=code, content_type="application/json")
     return default()
 
 
 def handler400(request, exception=None):
-    from django.views import defaults
-
     return _django_fallback(request, 400, "BadRequest", "the request could not be processed: "
                             "check the Host header and the request line",
                             lambda: defaults.bad_request(request, exception))
 
 
 def handler500(request):
-    from django.views import defaults
-
     return _django_fallback(request, 500, "InternalError", "an internal error occurred; the request was not applied",
                             lambda: defaults.server_error(request))

@@ -10,7 +10,7 @@ from django.db import connection
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 
-from . import store
+from . import revlog, store
 from .models import Revision
 
 # kube-apiserver's names where it has one (apiserver_watch_events_total,
@@ -65,7 +65,7 @@ class RevisionLogCollector:
         yield GaugeMetricFamily("kubedash_revision_newest", "The newest resourceVersion handed out", value=newest)
         yield GaugeMetricFamily("kubedash_revision_compacted",
                                 "The compaction horizon: older resourceVersions answer 410 Expired",
-                                value=store.compacted_revision())
+                                value=revlog.compacted_revision())
         yield GaugeMetricFamily("kubedash_revision_log_rows", "Rows in the revision log (estimate on PostgreSQL)",
                                 value=revision_log_size())
         hub = self.hub_revision() if self.hub_revision else None

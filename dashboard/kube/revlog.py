@@ -1,9 +1,9 @@
 """Every read of the revision log (kube_revision): watch catch-up, list snapshots, history pages.
 
-The log is written only by store.py (one row per write, in revision order). Reading it goes
-through these functions, so the questions asked of it — "what happened after rv", "what did
-this key look like at rv", "who held this lease" — have one answer each, like kine's log layer
-beside its SQL driver.
+The log is written only by store.py and mirror.py (one row per write, in revision order).
+Reading it goes through these functions, so the questions asked of it — "what happened after
+rv", "what did this key look like at rv", "who held this lease" — have one answer each, like
+kine's log layer beside its SQL driver.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Iterable
 import orjson
 from django.db import connection
 
-from .models import Revision
+from .models import CompactionState, Revision
 
 ADDED, MODIFIED, DELETED = Revision.ADDED, Revision.MODIFIED, Revision.DELETED
 
@@ -112,10 +112,13 @@ def count_revisions(kind: str, namespace: str, name: str) -> int:
 
 def horizon() -> tuple[int, datetime | None]:
     """(revision, time) of the last compaction: the log holds nothing superseded at or below it."""
-    from .models import CompactionState
-
     hit = CompactionState.objects.filter(pk=1).values_list("compacted_rv", "compacted_at").first()
     return hit if hit else (0, None)
+
+
+def compacted_revision() -> int:
+    """The last compaction's revision: lists and watches below it are answered 410."""
+    return CompactionState.objects.filter(pk=1).values_list("compacted_rv", flat=True).first() or 0
 
 
 def first_logged(kind: str, namespace: str, name: str) -> tuple[int, str] | None:

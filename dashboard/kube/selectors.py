@@ -17,6 +17,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.lookups import Exact, In
+
 from . import errors
 from .errors import Cause, forbidden, invalid, required
 from .validation import (is_qualified_name, is_valid_label_value, validate_each, validate_labels,
@@ -653,10 +657,6 @@ def label_selector_q(sel: LabelSelector, field: str = "labels"):
     express; KeyTextTransform takes the key verbatim and quotes it into the JSON path
     (SQLite) or binds it as a parameter (PostgreSQL `->>`), and `has_key` likewise.
     """
-    from django.db.models import Q
-    from django.db.models.fields.json import KeyTextTransform
-    from django.db.models.lookups import Exact, In
-
     if sel.matches_nothing:
         return Q(pk__in=[])
     q = Q()
@@ -674,8 +674,6 @@ def field_selector_q(sel: FieldSelector, columns: Mapping[str, str]):
     """A Django Q for the terms whose field maps to a plain, non-null model column
     (e.g. {"metadata.name": "name", "metadata.namespace": "namespace"}). Exact for those
     terms; other terms are left to `sel.matches(...)` in Python (superset contract)."""
-    from django.db.models import Q
-
     q = Q()
     for r in sel.requirements:
         column = columns.get(r.field)

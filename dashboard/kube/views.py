@@ -10,17 +10,24 @@ import logging
 import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import OperationalError
 from django.http import HttpResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from . import codec, registry, store
+from dashboard.access.authentication import BearerTokenAuthentication
+
+from . import codec, lists, registry, store
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
-from .errors import (ApiError, bad_request, invalid_object, method_not_allowed, path_not_found,
-                     request_entity_too_large, unauthorized)
+from .errors import (ApiError, bad_request, forbidden_request, invalid_object, method_not_allowed,
+                     path_not_found, request_entity_too_large, unauthorized)
+from .managed_fields import MAX_MANAGER_LENGTH
 from .meta import now, parse_bool, parse_resource_version
+from .patch import apply_patch, patch_type
+from .selectors import parse_field_selector, parse_label_selector
+from .tables import negotiate_output, table_content_type, table_of_texts
 from .validation import validate_list_options
 
 log = logging.getLogger(__name__)
@@ -114,8 +121,6 @@ class KubeAPIView(APIView):
 
 def output(request) -> tuple[str, str | None]:
     """The negotiated response shape: ("object"|"Table"|"PartialObjectMetadata", version)."""
-    from .tables import negotiate_output
-
     chosen = getattr(request, "kube_output", None)
     if chosen is None:
         chosen = request.kube_output = negotiate_output(request.META.get("HTTP_ACCEPT", ""))
@@ -174,8 +179,6 @@ def field_manager(request, options: str, *, apply: bool = False) -> str:
     """The writer's name for managedFields: fieldManager, else the User-Agent up to its first
     '/' (kube's managerOrUserAgent). Bad options answer kube's 422 for the options kind
     (CreateOptions, UpdateOptions, PatchOptions)."""
-    from .managed_fields import MAX_MANAGER_LENGTH
-
     manager = request.GET.get("fieldManager", "")
     errors = []
     if options == "PatchOptions" and not apply and "force" in request.GET:
@@ -216,17 +219,13 @@ def resolve(kwargs) -> registry.Resource:
 
 
 def authorize(request, res: registry.Resource, verb: str, namespace: str | None) -> None:
-    from .errors import forbidden_request
-
     principal = request.user
     if not principal.can(verb, namespace):
         raise forbidden_request(principal.username, verb, res.group, res.plural, namespace)
 
 
-def list_query(request, res: registry.Resource, namespace: str | None, *, watch: bool = False) -> store.ListQuery:
+def list_query(request, res: registry.Resource, namespace: str | None, *, watch: bool = False) -> lists.ListQuery:
     """The list (or watch) parameters. Watches validate resourceVersionMatch themselves."""
-    from .selectors import parse_field_selector, parse_label_selector
-
     params = request.GET
     label = parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None
     allowed = {"metadata.name", "metadata.namespace", *res.field_getters}
@@ -250,7 +249,7 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
         raise invalid_object("meta.k8s.io", "ListOptions", "", causes)
     rv = parse_resource_version(rv_text)
     if cont and not watch:
-        store.decode_continue(cont)
+        lists.decode_continue(cont)
     if cont and rv not in (None, 0):
         raise bad_request("specifying resource version is not allowed when using continue")
     names = ()
@@ -259,7 +258,7 @@ def list_query(request, res: registry.Resource, namespace: str | None, *, watch:
         ns_exact = field.exact("metadata.namespace")
         if ns_exact and namespace is None and len(ns_exact) == 1:
             namespace = ns_exact[0]
-    return store.ListQuery(namespace=namespace, label_selector=label, field_selector=field,
+    return lists.ListQuery(namespace=namespace, label_selector=label, field_selector=field,
                            limit=limit_value or None, continue_token=cont, resource_version=rv,
                            resource_version_match=match, names=names)
 
@@ -268,8 +267,6 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
                    single: bool = False) -> HttpResponse:
     """A list (or a single object) as JSON, or as the meta.k8s.io Table or
     PartialObjectMetadata(List) the client asked for."""
-    from .tables import table_content_type, table_of_texts
-
     shape, version = output(request)
     if shape == "PartialObjectMetadata":
         return _partial_metadata(request, items, list_meta, version, single)
@@ -320,7 +317,7 @@ class CollectionView(KubeAPIView):
         res = resolve(kw)
         namespace = kw.get("namespace")
         authorize(request, res, "list", namespace)
-        page = store.list_objects(res, list_query(request, res, namespace))
+        page = lists.list_objects(res, list_query(request, res, namespace))
         meta = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             meta["continue"] = page.continue_token
@@ -355,7 +352,7 @@ class CollectionView(KubeAPIView):
         options = delete_options(request)
         q = list_query(request, res, namespace)
         deleted = []
-        for ns, name in store.keys_matching(res, q):
+        for ns, name in lists.keys_matching(res, q):
             try:
                 deleted.append(store.delete(res, ns, name, dry_run=options["dryRun"]).object)
             except ApiError as err:
@@ -426,8 +423,6 @@ class ObjectView(KubeAPIView):
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def patch(self, request, **kw):
-        from .patch import apply_patch, patch_type
-
         res, ns, name, sub = self._target(request, kw, "patch")
         mode = field_validation(request)
         ctype = patch_type(request.META.get("CONTENT_TYPE", ""))
@@ -553,8 +548,6 @@ def bearer_route(method: str, authorization: str, path: str) -> tuple[type, dict
 def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
     """What DRF's dispatch does for these views, in a few lines: authenticate the bearer
     token, negotiate the output (406 first, as kube), call the method, Status on failure."""
-    from dashboard.access.authentication import BearerTokenAuthentication
-
     try:
         found = BearerTokenAuthentication().authenticate(request)
         request.user = found[0] if found else None
@@ -579,7 +572,5 @@ INLINE = "kubedash.inline"   # environ key the bridge sets for requests run on t
 
 
 def _would_wait(exc: Exception) -> bool:
-    from django.db import OperationalError
-
     return isinstance(exc, OperationalError) and "locked" in str(exc)
 

@@ -15,13 +15,21 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
 
-from . import store
-from .errors import ApiError, forbidden_request, gone, unauthorized
-from .meta import parse_bool
+from dashboard.access.authentication import BearerTokenAuthentication, token_principal
+from dashboard.access.models import hash_token
+from dashboard.access.principals import principal_for
+from dashboard.access.sessions import reload_session, session_deadline, session_user
+
+from . import lists, revlog, store
+from .errors import ApiError, forbidden_request, gone, method_not_allowed, unauthorized
+from .hub import CLOSE, Event, Guard, Subscriber, direct_subscriber, hub, read_after
+from .meta import now, parse_bool
 from .metrics import WATCH_EVENTS, counted
+from .tables import build_table, negotiate_output, table_version
 from .views import authorize, collection, list_query, resolve, status_response
-from .watch import CLOSE, Event, Guard, StreamSubscriber, _read_after, hub, response_writer
 
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
 
@@ -72,14 +80,6 @@ def _access(request):
     Returns (principal, subjects, deadline, refresh): refresh() re-resolves the same credential
     now, as (principal or None, subjects, deadline) - what the stream's access Guard re-checks.
     """
-    from rest_framework.exceptions import AuthenticationFailed
-    from rest_framework.request import Request
-
-    from dashboard.access.authentication import BearerTokenAuthentication, token_principal
-    from dashboard.access.models import hash_token
-    from dashboard.access.principals import principal_for
-    from dashboard.access.sessions import reload_session, session_deadline, session_user
-
     try:
         result = BearerTokenAuthentication().authenticate(Request(request))
     except AuthenticationFailed:
@@ -111,10 +111,9 @@ def _access(request):
     raise unauthorized()
 
 
-def _prepare(request, kw: dict, single_name: str | None):
-    """Everything that needs the database before the stream starts (runs in a thread)."""
-    from .tables import negotiate_output
-
+def _prepare(request, kw: dict, single_name: str | None, make_subscriber):
+    """Everything that needs the database before the stream starts (runs in a thread).
+    make_subscriber: the server's direct subscriber (hub.direct_subscriber) or Subscriber."""
     res = resolve(kw)
     namespace = kw.get("namespace")
     request.user, subjects, deadline, refresh = _access(request)
@@ -125,8 +124,8 @@ def _prepare(request, kw: dict, single_name: str | None):
     q.limit, q.continue_token = None, ""
     if single_name is not None:
         q.names = (single_name,)
-    sub = StreamSubscriber(resource=res, namespace=q.namespace, names=q.names, label_selector=q.label_selector,
-                     field_selector=q.field_selector)
+    sub = make_subscriber(resource=res, namespace=q.namespace, names=q.names, label_selector=q.label_selector,
+                          field_selector=q.field_selector)
     if sub.stateful:
         sub.matching = set()
     rv = q.resource_version
@@ -135,21 +134,21 @@ def _prepare(request, kw: dict, single_name: str | None):
     if want_initial or (options["send_initial"] is not None and not rv):
         # Start from the current state (a consistent list), optionally sending it as ADDED events.
         q.resource_version, q.resource_version_match = None, ""
-        page = store.list_objects(res, q)
+        page = lists.list_objects(res, q)
         start = page.resource_version
         if want_initial:
             initial = page.items
         if sub.matching is not None:
             sub.matching.update(_keys(page.items))
     else:
-        compacted = store.compacted_revision()
+        compacted = revlog.compacted_revision()
         if rv < compacted:
             raise gone(f"too old resource version: {rv} ({compacted})")
         _wait_for_revision(rv)
         start = rv
         if sub.matching is not None:
             q.resource_version, q.resource_version_match = rv, "Exact"
-            sub.matching.update(_keys(store.list_objects(res, q).items))
+            sub.matching.update(_keys(lists.list_objects(res, q).items))
     sub.start_rv = start
     return res, sub, options, initial, _guard(res, sub, refresh, subjects, deadline)
 
@@ -184,8 +183,6 @@ class _Encoder:
     """Turns (type, event) into stream bytes: plain JSON, or one-row Tables for `kubectl get -w`."""
 
     def __init__(self, request, res):
-        from .tables import table_version
-
         self.res = res
         self.table = table_version(request.META.get("HTTP_ACCEPT", ""))
         self.first = True
@@ -201,9 +198,6 @@ class _Encoder:
         return self._table_line("ADDED", orjson.loads(text))
 
     def _table_line(self, kind: str, obj: dict) -> bytes:
-        from .meta import now
-        from .tables import build_table
-
         table = build_table(self.res, [obj], include_object="Metadata", now=now(), version=self.table,
                             with_columns=self.first)
         self.first = False
@@ -217,7 +211,7 @@ class _Encoder:
                                                              "metadata": meta}}) + b"\n"
 
 
-def _guard(res, sub: StreamSubscriber, refresh, subjects, deadline) -> Guard:
+def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
     """The stream's access Guard: when its token / user / session changes or expires, the
     stream re-checks it and, if it no longer works, ends with an ERROR event (401, or 403 when
     the principal may no longer watch this), as kube-apiserver ends a watch it cannot continue."""
@@ -239,8 +233,8 @@ def _guard(res, sub: StreamSubscriber, refresh, subjects, deadline) -> Guard:
     return g
 
 
-async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: list[bytes], guard: Guard | None = None,
-                  generation: int = 0, open_writer=None):
+async def _stream(request, res, sub: Subscriber, options: dict, initial: list[bytes], guard: Guard | None = None,
+                  generation: int = 0):
     enc = _Encoder(request, res)
     loop = asyncio.get_running_loop()
     if guard is not None:
@@ -252,25 +246,25 @@ async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: l
     try:
         yield b""  # send the headers now: clients learn the watch is established
         # From here on, events go straight to the connection when the server allows it
-        # (Daphne, HTTP/1.1 chunked): appended by the hub's dispatch, flushed by the hub (watch.py).
-        writer = open_writer() if open_writer is not None else None
-        if writer is not None and not sub.closed:
-            sub.attach(writer, enc.event, WATCH_EVENTS.labels(res.group, res.version, res.kind))
+        # (Daphne, HTTP/1.1 chunked): appended by the hub's dispatch, flushed by the hub (hub.py).
+        direct = sub.attach(enc.event, WATCH_EVENTS.labels(res.group, res.version, res.kind))
         if initial:
             data = b"".join(enc.added(text) for text in initial)
-            sub.sent(len(initial), len(data))
+            if direct:
+                sub.sent(len(initial), len(data))
             yield data
         # Revisions committed between the starting point and registration come from the log.
         registered_at = hub.register(sub)
         after = sub.start_rv
         while after < registered_at:
-            batch = await sync_to_async(_read_after)(after, 2000, registered_at)
+            batch = await sync_to_async(read_after)(after, 2000, registered_at)
             if not batch:
                 break
             lines = [enc.event(kind, ev) for ev in batch if sub.wants(ev) and (kind := sub.decide(ev))]
             if lines:
                 data = b"".join(lines)
-                sub.sent(len(lines), len(data))
+                if direct:
+                    sub.sent(len(lines), len(data))
                 yield data
             after = batch[-1].rv
         sub.release_buffer()   # (direct: queued for the hub's next flush, after what is yielded now)
@@ -299,7 +293,7 @@ async def _stream(request, res, sub: StreamSubscriber, options: dict, initial: l
                 return enc.bookmark(hub.last_rv), False
             return None, False
 
-        if sub.writer is not None:
+        if direct:
             # One timer per stream, re-armed when it fires; the task runs only when it or
             # close() wakes it. Anything yielded goes after what the hub has pending for it.
             def tick() -> None:
@@ -367,13 +361,14 @@ async def watch(request, single_name: str | None = None, **kw):
     try:
         await hub.start()
         generation = hub.access_generation
-        res, sub, options, initial, guard = await sync_to_async(_prepare)(request, kw, single_name)
+        make_subscriber = direct_subscriber.get() or Subscriber
+        res, sub, options, initial, guard = await sync_to_async(_prepare)(request, kw, single_name, make_subscriber)
     except ApiError as err:
         if err.code == 410:
             # Too old: kube-apiserver answers 200 and a single ERROR event, then closes.
             return StreamingHttpResponse(iter([_error_line(err)]), content_type="application/json")
         return status_response(err, request)
-    stream = _stream(request, res, sub, options, initial, guard, generation, response_writer.get())
+    stream = _stream(request, res, sub, options, initial, guard, generation)
     response = StreamingHttpResponse(counted(stream, res), content_type="application/json")
     response["Cache-Control"] = "no-cache, private"
     return response
@@ -399,6 +394,5 @@ collection_or_watch.sync_view = collection
 async def watch_path(request, name: str | None = None, **kw):
     """The deprecated /watch/... paths (a name narrows it to one object)."""
     if request.method != "GET":
-        from .errors import method_not_allowed
         return status_response(method_not_allowed(request.method), request)
     return await watch(request, single_name=name, **kw)

@@ -31,15 +31,15 @@ from http import HTTPStatus
 import orjson
 from daphne.http_protocol import HTTPFactory, WebRequest
 from django.conf import settings
-from twisted.internet import tcp
 from twisted.internet.interfaces import ISSLTransport
 from twisted.web.http import HTTPChannel
 
 from dashboard.kube.errors import ApiError, unauthorized
-from dashboard.kube.watch import response_writer
+from dashboard.kube.hub import direct_subscriber
 
 from . import bridge, observe
 from .lanes import lanes
+from .streams import StreamSubscriber, StreamWriter
 
 REFUSED_LINGER_SECONDS = 2   # how long a refused connection's remaining upload is dropped
 
@@ -251,12 +251,16 @@ class LimitedRequest(WebRequest):
 
     def process(self):
         # Daphne creates the request's application task in here: the task's context carries
-        # how to write this response's body directly (watch streams, see StreamWriter).
-        token = response_writer.set(self.stream_writer)
+        # how to write this response's body directly (watch streams: streams.py).
+        token = direct_subscriber.set(self.watch_subscriber)
         try:
             return super().process()
         finally:
-            response_writer.reset(token)
+            direct_subscriber.reset(token)
+
+    def watch_subscriber(self, **fields) -> StreamSubscriber:
+        """A watch's hub subscriber that writes to this response's connection once attached."""
+        return StreamSubscriber(self.stream_writer, **fields)
 
     def stream_writer(self) -> StreamWriter | None:
         """A direct writer for this response's body, once its headers are out (chunked), else None."""
@@ -273,53 +277,6 @@ class LimitedRequest(WebRequest):
         self.content = io.BytesIO(b"".join(self._chunks or ()))
         self._chunks = None
         super().requestReceived(command, path, version)
-
-
-class StreamWriter:
-    """Writes a streamed response's body to its connection, bypassing the ASGI send path.
-
-    For a watch stream (dashboard.kube.watch.StreamSubscriber) once Daphne has sent the
-    headers: each write is one HTTP/1.1 chunk, framed here as Twisted's Request.write would.
-    On plain TCP, when Twisted holds nothing unsent for the connection, the chunk goes out
-    with one non-blocking send(); what the socket does not take (and everything while Twisted
-    holds something, so the order is kept) is left to the transport, which sends it when the
-    socket is writable. Over TLS every chunk goes through the TLS transport. The response is
-    still ended by Daphne (Request.finish writes the last chunk after everything written here).
-    """
-
-    __slots__ = ("request", "transport", "tcp", "sock")
-
-    def __init__(self, request: WebRequest):
-        self.request = request
-        self.transport = transport = request.channel.transport
-        self.tcp = transport if isinstance(transport, tcp.Connection) else None
-        self.sock = self.tcp.socket if self.tcp is not None else None
-
-    def write(self, data: bytes) -> int:
-        """Write data as one chunk; returns the bytes still queued for the socket, or -1 when
-        the response is over (finished or disconnected) and nothing was written."""
-        request = self.request
-        if request.finished or request._disconnected:
-            return -1
-        frame = b"%x\r\n%b\r\n" % (len(data), data)
-        t = self.tcp
-        if t is None:   # TLS: through its transport; what is queued is the TCP transport's beneath
-            self.transport.write(frame)
-            t = getattr(self.transport, "transport", None)
-            if not isinstance(t, tcp.Connection):
-                return 0
-            return len(t.dataBuffer) - t.offset + t._tempDataLen
-        if not t._tempDataLen and t.offset == len(t.dataBuffer) and t.connected and not t.disconnecting \
-                and not t._writeDisconnected:
-            try:
-                sent = self.sock.send(frame)
-            except OSError:   # EAGAIN, or the connection broke: the transport finds out when it writes
-                sent = 0
-            if sent == len(frame):
-                return 0
-            frame = frame[sent:]
-        t.write(frame)
-        return len(t.dataBuffer) - t.offset + t._tempDataLen
 
 
 class _Deadlines:

@@ -75,7 +75,7 @@ def _close_keepalive() -> None:
 
 
 def _end_streams() -> None:
-    from dashboard.kube.watch import hub
+    from dashboard.kube.hub import hub
 
     for subs in list(hub.subscribers.values()):
         for sub in list(subs):

@@ -7,7 +7,7 @@ TLSMemoryBIOFactory, as Twisted's own ssl endpoint does) and the kernel spreads 
 connections over the processes accepting on them. The supervisor restarts a worker that
 dies, forwards SIGTERM/SIGINT to the workers and exits once they have.
 
-Every worker follows the revision log (dashboard.kube.watch), so a watch or a live page on
+Every worker follows the revision log (dashboard.kube.notify), so a watch or a live page on
 any worker sees every write, whichever worker took it.
 """
 from __future__ import annotations

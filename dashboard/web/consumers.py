@@ -25,7 +25,7 @@ from dashboard.kube.selectors import parse_label_selector
 from dashboard.access import clusters
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
-from dashboard.kube.watch import CLOSE, Guard, Subscriber, hub
+from dashboard.kube.hub import CLOSE, Guard, Subscriber, hub
 
 from . import cluster_scope, kinds, live, scope, share
 

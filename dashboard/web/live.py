@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from dashboard.access import clusters
-from dashboard.kube import registry, revlog, store
+from dashboard.kube import lists, registry, revlog
 from dashboard.kube.meta import now
 
 from . import kinds, scope
@@ -83,11 +83,11 @@ def snapshot(spec, principal, at: int = 0) -> Snapshot:
 
 def _read(spec, kind: str, visible, rv: int = 0) -> tuple[int, list[dict]]:
     """The page's objects of one kind (its namespace, selector, name), at rv if given."""
-    q = store.ListQuery(namespace=spec.namespace, label_selector=spec.label_selector,
+    q = lists.ListQuery(namespace=spec.namespace, label_selector=spec.label_selector,
                         names=(spec.name,) if spec.name else ())
     if rv:
         q.resource_version, q.resource_version_match = rv, "Exact"
-    page = store.list_objects(registry.by_kind(kind), q)
+    page = lists.list_objects(registry.by_kind(kind), q)
     return page.resource_version, [o for o in map(orjson.loads, page.items) if visible is None or visible(o)]
 
 
@@ -203,7 +203,7 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
     namespaces, share scope), so an object that moved out of a label selector leaves the
     page as the live push would have removed it."""
     from dashboard.kube.errors import ApiError
-    from dashboard.kube.watch import Event
+    from dashboard.kube.hub import Event
 
     if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
         return None

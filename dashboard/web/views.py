@@ -2,7 +2,7 @@
 
 Each list and detail page is the same generic view configured by its kind's declaration
 (web.kinds.KindWeb, registered by the kind app's web.py). Reads go through
-store.list_objects (one consistent snapshot, continue tokens) and the rows are built by
+lists.list_objects (one consistent snapshot, continue tokens) and the rows are built by
 present.present(), the same function the live consumer uses for its pushes.
 
 Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
@@ -32,7 +32,7 @@ from django.views.decorators.http import require_safe
 
 from dashboard.access import clusters
 from dashboard.access.principals import SHARE_VERB, Principal
-from dashboard.kube import store
+from dashboard.kube import lists, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
@@ -139,7 +139,7 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     after the last object shown).
     """
     res = by_kind(kind)
-    start = store.decode_continue(token) if token else None
+    start = lists.decode_continue(token) if token else None
     rv: int | None = start[0] if start else None
     out: list[dict] = []
     needle = q.lower()
@@ -148,13 +148,13 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
         if start is not None and ns is not None and ns < start[1]:
             continue
         if start is not None and (ns is None or ns == start[1]):
-            cont = store.encode_continue(rv, start[1], start[2])
+            cont = lists.encode_continue(rv, start[1], start[2])
         elif rv is not None:
-            cont = store.encode_continue(rv, ns, "")   # the same snapshot, from this namespace's start
+            cont = lists.encode_continue(rv, ns, "")   # the same snapshot, from this namespace's start
         else:
             cont = ""
         while True:
-            page = store.list_objects(res, store.ListQuery(namespace=ns, label_selector=selector, limit=chunk,
+            page = lists.list_objects(res, lists.ListQuery(namespace=ns, label_selector=selector, limit=chunk,
                                                            continue_token=cont))
             rv = page.resource_version
             for raw in page.items:
@@ -164,7 +164,7 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
                     continue
                 if len(out) == limit:
                     last = out[-1]["metadata"]
-                    return Fetched(out, rv, store.encode_continue(rv, last["namespace"], last["name"]))
+                    return Fetched(out, rv, lists.encode_continue(rv, last["namespace"], last["name"]))
                 out.append(obj)
             if not page.continue_token:
                 break
@@ -324,7 +324,7 @@ class KindListView(View):
             ctx["first_page"] = "?" + filters.query()
         if fetched.next_token or filters.continue_token:
             # "Rows 51–100 of 1,004", and the previous page (same snapshot) when not the first.
-            start = store.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
+            start = lists.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
             where = position(page.kind, namespaces, selector, filters.q, start, filters.limit)
             shown = len(fetched.objects)
             ctx["rows_from"] = f"{where['before'] + 1:,}" if shown else "0"
@@ -332,7 +332,7 @@ class KindListView(View):
             ctx["rows_total"] = f"{max(where['total'], where['before'] + shown):,}"
             if filters.continue_token:
                 prev = where["prev"]
-                ctx["prev_url"] = "?" + (filters.query(**{"continue": store.encode_continue(
+                ctx["prev_url"] = "?" + (filters.query(**{"continue": lists.encode_continue(
                     fetched.resource_version, *prev)}) if prev else filters.query())
         paged = bool(fetched.next_token or filters.continue_token)
         rows = [o["metadata"] for o in fetched.objects]

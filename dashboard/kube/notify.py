@@ -1,0 +1,196 @@
+"""How a process's watch hub learns that the revision log grew, here or in another process.
+
+A commit here rings this process's follower at once (revision_committed, access_changed) and,
+with Redis, publishes so every other process's follower is rung too. The follower is a thread
+with its own database connection: when rung, or on SQLite whenever `PRAGMA data_version` says
+another connection committed (polled every few ms: how a write taken by another worker process
+reaches this one without any service), or on a slow safety poll, it reads the new revisions and
+access notices and hands them, in order, to the hub on its event loop (hub.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from django.conf import settings
+from django.db import connection
+
+from dashboard.access.models import AccessChange
+from dashboard.access.signals import access_changed
+
+from .store import revision_committed
+
+log = logging.getLogger(__name__)
+
+# Access re-checks: a change is noticed within this (the follower reads AccessChange rows at
+# least this often; also how often deadlines - session, token, share-link expiry - are checked).
+ACCESS_POLL_SECONDS = 0.5
+
+REDIS_CHANNEL = "kubedash:revisions"
+redis_lost = False   # the Redis doorbell is down: the follower polls the log instead
+_current: Follower | None = None   # this process's follower (the hub's), rung by ring()
+_redis_lock = threading.Lock()
+_redis_client = None
+
+
+def ring() -> None:
+    """Thread-safe: something committed; this process's follower reads the database now."""
+    follower = _current
+    if follower is not None:
+        follower.doorbell.set()
+
+
+def _data_version() -> int:
+    """SQLite's count of commits by other connections to this database file (3-4 us)."""
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA data_version")
+        return cursor.fetchone()[0]
+
+
+class Follower(threading.Thread):
+    """The hub's reader thread: follows the revision log, posts batches to the loop in order.
+
+    `hub` is hub.py's (which imports this module): read_new() in this thread, dispatch() and
+    access_changed() on its loop, change_listeners after each read of a changed database.
+    """
+
+    def __init__(self, hub, loop: asyncio.AbstractEventLoop, after: int, access_after: int = 0):
+        super().__init__(name="watch-hub", daemon=True)
+        self.hub, self.loop, self.after = hub, loop, after
+        self.access_after = access_after
+        self.doorbell = threading.Event()
+        self.stopped = False
+        self.sqlite = connection.vendor == "sqlite"
+
+    def start(self) -> None:
+        global _current
+        _current = self   # rung from now on: a commit before its first read is not waited for
+        super().start()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.doorbell.set()
+
+    def run(self) -> None:
+        safety = settings.KUBE_WATCH_POLL_SECONDS
+        # Without SQLite's cheap data_version, access notices are polled on their own, often
+        # enough that a change made in another process is noticed in time even when Redis (the
+        # doorbell) is down; the revision log keeps its safety poll.
+        interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS, safety) if self.sqlite else min(safety, ACCESS_POLL_SECONDS)
+        seen_version, quiet = None, 0.0
+        try:
+            while not self.stopped and not self.loop.is_closed():
+                rung = self.doorbell.wait(interval)
+                self.doorbell.clear()
+                try:
+                    if self.sqlite:
+                        # Taken before reading the log: a commit after this read bumps it again,
+                        # and a local write that rang the doorbell is not read a second time.
+                        version = _data_version()
+                        if version == seen_version and not rung and quiet < safety:
+                            quiet += interval
+                            continue
+                        seen_version = version
+                    elif not rung and quiet < safety and not redis_lost:
+                        # (While Redis is lost nothing rings: the log is polled as often.)
+                        quiet += interval
+                        self._read_access()
+                        continue
+                    quiet = 0.0
+                    self._read()
+                    self._read_access()
+                    for listener in self.hub.change_listeners:
+                        listener(self.loop)
+                except Exception:  # the DB hiccuped: keep following, retry on the next wake/poll
+                    log.exception("watch hub failed to read revisions")
+                    connection.close()
+        finally:
+            connection.close()
+
+    def _read(self) -> None:
+        while not self.stopped:
+            events = self.hub.read_new(self.after)
+            if not events:
+                return
+            self.after = events[-1].rv
+            try:
+                self.loop.call_soon_threadsafe(self.hub.dispatch, events)
+            except RuntimeError:  # the loop closed
+                self.stopped = True
+                return
+            if len(events) < self.hub.BATCH:
+                return
+
+    def _read_access(self) -> None:
+        # (plain SQL: asked on every wake, i.e. after every commit anywhere; the ORM's query
+        # building was a quarter of a busy follower's thread)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id, subject FROM {AccessChange._meta.db_table} WHERE id > %s ORDER BY id",
+                           [self.access_after])
+            rows = cursor.fetchall()
+        if rows:
+            self.access_after = rows[-1][0]
+            try:
+                self.loop.call_soon_threadsafe(self.hub.access_changed, {subject for _, subject in rows})
+            except RuntimeError:  # the loop closed
+                self.stopped = True
+
+
+def last_access_change() -> int:
+    last = AccessChange.objects.order_by("-id").values_list("id", flat=True).first()
+    return last or 0
+
+
+async def listen_redis() -> None:
+    """On the hub's loop: ring the follower whenever another process publishes a commit."""
+    global redis_lost
+    import redis.asyncio as aioredis  # (deferred: ~1 s to import, and only with REDIS_URL set)
+
+    while True:
+        try:
+            client = aioredis.from_url(settings.REDIS_URL)
+            async with client.pubsub() as pubsub:
+                await pubsub.subscribe(REDIS_CHANNEL)
+                redis_lost = False
+                ring()  # catch up on what committed while (re)subscribing
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        ring()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            redis_lost = True
+            log.warning("watch hub lost Redis; relying on polling until it is back", exc_info=True)
+            await asyncio.sleep(1)
+
+
+def _publish_redis() -> None:
+    global _redis_client
+    import redis  # (deferred: ~1 s to import, and only with REDIS_URL set)
+
+    with _redis_lock:
+        if _redis_client is None:
+            _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        _redis_client.publish(REDIS_CHANNEL, b"1")
+    except Exception:  # the other processes fall back to their safety poll
+        log.warning("could not publish a revision to Redis", exc_info=True)
+
+
+def on_revision_committed(sender, rv, **kwargs) -> None:
+    ring()
+    if settings.REDIS_URL:
+        _publish_redis()
+
+
+def on_access_changed(sender, subjects, **kwargs) -> None:
+    """An access change committed here: ring this process's follower and the others' (Redis);
+    without Redis (or while it is down) they find the notice in the database on their own."""
+    ring()
+    if settings.REDIS_URL:
+        _publish_redis()
+
+
+revision_committed.connect(on_revision_committed, dispatch_uid="kube-watch-hub")
+access_changed.connect(on_access_changed, dispatch_uid="kube-watch-hub-access")
