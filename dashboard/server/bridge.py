@@ -38,7 +38,7 @@ from django.test.utils import override_settings
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.views import INLINE, bearer_route, serve_direct
 
-from .lanes import API_ROOTS, LaneFull, is_stream, lanes, wants_full_middleware
+from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
 
 RETRY_AFTER_SECONDS = 1

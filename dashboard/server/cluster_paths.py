@@ -10,7 +10,6 @@ and 401 to anyone else, so cluster names cannot be probed anonymously. "local" n
 """
 from __future__ import annotations
 
-import re
 import time
 
 import orjson
@@ -19,8 +18,8 @@ from django.db import DatabaseError
 
 from dashboard.access import clusters
 from dashboard.kube.errors import ApiError, unauthorized
+from dashboard.kube.paths import CLUSTER_API_PATH
 
-PATH = re.compile(r"^/clusters/([^/]+)(/(?:api|apis|openapi|version)(?:/.*)?)$")
 READ_METHODS = ("GET", "HEAD")
 NAMES_TTL_SECONDS = 1.0   # a cluster added or removed is seen here within this
 
@@ -48,7 +47,7 @@ class ClusterPaths:
 
     async def __call__(self, scope, receive, send):
         path = scope["path"] if scope["type"] == "http" else ""
-        match = PATH.match(path) if path.startswith("/clusters/") else None   # (every request passes here)
+        match = CLUSTER_API_PATH.match(path) if path.startswith("/clusters/") else None   # (every request passes here)
         if match is None:
             return await self.app(scope, receive, send)
         name, rest = match.groups()

@@ -20,8 +20,7 @@ from django.utils import timezone
 
 from dashboard.access import clusters
 from dashboard.access.middleware import EitherModeMiddleware
-from dashboard.server.cluster_paths import PATH as CLUSTER_API_PATH
-from dashboard.server.lanes import API_ROOTS
+from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
 
 HEARTBEAT_STALE = timedelta(seconds=15)   # a live follower confirms its watch more often than this
 PARAM = "cluster"

@@ -1,7 +1,7 @@
 """`manage.py serve`: run Daphne with an HTTP and an HTTPS listener, on every core.
 
 HTTP is for the pages and local tools; HTTPS is for API clients, because kubectl sends a
-bearer token only over TLS. The TLS material comes from a local CA (dashboard.server.tls)
+bearer token only over TLS. The TLS material comes from a local CA (dashboard.access.tls)
 that kubeconfigs written by `manage.py kubeconfig` trust.
 
 `--workers N` (default: the number of cores) binds the sockets once and runs N Daphne worker
@@ -10,7 +10,6 @@ processes on them (dashboard.server.workers); `--workers 1` serves in this proce
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 
@@ -22,10 +21,9 @@ from daphne.server import Server
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.access.kubeconfig import WILDCARDS, client_url
+from dashboard.access.tls import ensure_tls
 from dashboard.server import protocol, workers
-from dashboard.server.tls import ensure_tls
-
-WILDCARDS = {"0.0.0.0", "::", ""}
 
 # A backstop for requests that never finish, not a limit on normal use: watches end on
 # their own (timeoutSeconds, or the server's 30-60 minute default), well before this.
@@ -44,24 +42,6 @@ def raise_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
         except (ValueError, OSError):
             pass
-
-
-def client_host(host: str) -> str:
-    """The address a local client should dial for a listen address (wildcards -> loopback)."""
-    host = host.strip("[]")
-    if host in WILDCARDS:
-        return "::1" if host == "::" else "127.0.0.1"
-    return host
-
-
-def url(scheme: str, host: str, port: int) -> str:
-    host = client_host(host)
-    try:
-        if ipaddress.ip_address(host).version == 6:
-            host = f"[{host}]"
-    except ValueError:
-        pass
-    return f"{scheme}://{host}:{port}"
 
 
 def _escape(value: str) -> str:
@@ -117,7 +97,7 @@ class Command(BaseCommand):
         tls = None
         if tls_port is not None:
             tls = ensure_tls(settings.DATA_DIR, tls_hosts(host))
-        urls = [url("http", host, port)] + ([url("https", host, tls_port)] if tls_port else [])
+        urls = [client_url("http", host, port)] + ([client_url("https", host, tls_port)] if tls_port else [])
         if tls_port is not None:
             # What the tokens page's kubeconfig download points at (inherited by the workers).
             os.environ["KUBEDASH_TLS_PORT"] = str(tls_port)
