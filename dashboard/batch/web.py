@@ -12,7 +12,7 @@ from dashboard.kube.formats import parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import (ObjectForm, field_text, format_env, line_list_field, numbered_lines, parse_env,
                                  put)
-from dashboard.web.present import base_item, clock
+from dashboard.web.present import base_item
 
 from .actions import do_suspend_job
 from .strategy import completions_text, duration_text, parse_index_intervals, phase
@@ -92,7 +92,7 @@ def present_job(obj: dict, now: datetime) -> dict:
         "status": c.get("status", ""),
         "reason": c.get("reason") or "",
         "message": c.get("message") or "",
-        "time": clock(parse_time(c.get("lastTransitionTime"))),
+        "time": parse_time(c.get("lastTransitionTime")),
     } for c in status.get("conditions") or []]
     indexed = spec.get("completionMode") == "Indexed"
     item = base_item("Job", obj, now)
@@ -114,8 +114,8 @@ def present_job(obj: dict, now: datetime) -> dict:
         "backoff_limit_per_index": spec.get("backoffLimitPerIndex"),
         "suspended": bool(spec.get("suspend")),
         "duration": duration_text(obj, now),
-        "start_time": clock(parse_time(status.get("startTime"))),
-        "completion_time": clock(parse_time(status.get("completionTime"))),
+        "start_time": parse_time(status.get("startTime")),
+        "completion_time": parse_time(status.get("completionTime")),
         "conditions": _grouped([c for c in conditions if c["status"] == "True"]),
         "all_conditions": conditions,
         "indexed": indexed,

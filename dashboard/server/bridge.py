@@ -36,6 +36,7 @@ from django.http.cookie import parse_cookie
 from django.test.utils import override_settings
 
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
+from dashboard.kube.paths import API_ROOTS
 from dashboard.kube.views import INLINE, bearer_route, serve_direct
 
 from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
