@@ -9,6 +9,7 @@ import re
 
 from dashboard.kube import formats, validation as v
 from dashboard.kube.errors import Cause, duplicate, forbidden, invalid, not_supported, required
+from dashboard.kube.selectors import validate_label_selector
 
 from .strategy import PORT_PROTOCOLS
 
@@ -676,8 +677,6 @@ def _validate_node_selector_term(term: dict, path: str) -> list[Cause]:
 
 
 def _validate_pod_affinity_term(term: dict, path: str) -> list[Cause]:
-    from dashboard.kube.selectors import validate_label_selector
-
     causes = validate_label_selector(term.get("labelSelector"), f"{path}.labelSelector")
     causes += validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
     for name in term.get("namespaces") or []:
@@ -747,8 +746,6 @@ def _validate_affinity(affinity: dict, path: str) -> list[Cause]:
 
 
 def _validate_topology_spread(constraints: list, path: str) -> list[Cause]:
-    from dashboard.kube.selectors import validate_label_selector
-
     causes: list[Cause] = []
     pairs: set[tuple[str, str]] = set()
     for i, c in enumerate(constraints):

@@ -14,21 +14,20 @@ import time
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError
+from django.db import DatabaseError, close_old_connections
 
 from dashboard.access import clusters
+from dashboard.follow.models import Cluster
 from dashboard.kube.errors import ApiError, unauthorized
 from dashboard.kube.paths import CLUSTER_API_PATH
+
+from .bridge import credentials_valid
 
 READ_METHODS = ("GET", "HEAD")
 NAMES_TTL_SECONDS = 1.0   # a cluster added or removed is seen here within this
 
 
 def _followed_names() -> frozenset:
-    from django.db import close_old_connections
-
-    from dashboard.follow.models import Cluster
-
     close_old_connections()
     return frozenset(Cluster.objects.values_list("name", flat=True))
 
@@ -64,7 +63,6 @@ class ClusterPaths:
                                                 headers={"Retry-After": "1"}))
         if not known:
             # Whether a cluster is followed is for those who may ask: 401 first, as kube would.
-            from .bridge import credentials_valid
 
             if not await sync_to_async(credentials_valid, thread_sensitive=False)(scope.get("headers", ())):
                 return await _refuse(send, unauthorized())

@@ -33,14 +33,19 @@ import time
 from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.db import DatabaseError, close_old_connections, connection
+from django.db.models import Q
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
+from dashboard.access.models import ApiToken, ShareLink
 from dashboard.coordination.actions import do_release_lease
 from dashboard.coordination.resource import LEASES
 from dashboard.coordination.strategy import expiry
+from dashboard.follow.runner import Followers
 from dashboard.kube import store
+from dashboard.kube.compaction import compact
 from dashboard.kube.errors import ApiError
 from dashboard.kube.formats import format_micro_time
 from dashboard.kube.meta import now as utcnow
@@ -178,16 +183,10 @@ class Elector:
 
 
 def compact_log() -> int:
-    from dashboard.kube.compaction import compact
-
     return compact(keep_seconds=None)   # the configured retention (count and age)
 
 
 def purge_share_links() -> int:
-    from django.db.models import Q
-
-    from dashboard.access.models import ShareLink
-
     cutoff = timezone.now() - SHARE_LINK_RETENTION
     return ShareLink.objects.filter(Q(expires__lt=cutoff) | Q(revoked_at__lt=cutoff)).delete()[0]
 
@@ -195,14 +194,10 @@ def purge_share_links() -> int:
 def purge_tokens() -> int:
     """API tokens expired over SHARE_LINK_RETENTION ago (revoked ones have no revocation time
     to age from: they stay until their owner deletes them)."""
-    from dashboard.access.models import ApiToken
-
     return ApiToken.objects.filter(expires__lt=timezone.now() - SHARE_LINK_RETENTION).delete()[0]
 
 
 def clear_sessions() -> int:
-    from django.contrib.sessions.models import Session
-
     return Session.objects.filter(expire_date__lt=timezone.now()).delete()[0]
 
 
@@ -227,8 +222,6 @@ class Maintenance:
     """The elector's thread and the jobs' thread of this process."""
 
     def __init__(self):
-        from dashboard.follow.runner import Followers
-
         self.elector = Elector()
         self.followers = Followers()
         self.threads: list[threading.Thread] = []

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import yaml
 
 from dashboard.kube import registry, revlog, schema
+from dashboard.kube.formats import parse_time
 # The schema walk kube/managed_fields.py builds field sets with: which values are one leaf.
 from dashboard.kube.managed_fields import _child as _schema_child, _leaf_of as _schema_leaf
 
@@ -75,8 +76,6 @@ def _who(e: dict) -> dict:
 def _stamped(obj: dict, when: datetime) -> dict | None:
     """The writer when no entry's time moved (the same manager wrote twice within a second):
     the one entry stamped with the revision's own second, if exactly one is."""
-    from dashboard.kube.formats import parse_time
-
     hits = []
     for e in _entries(obj).values():
         try:
@@ -402,8 +401,6 @@ def field_owners(obj: dict, kind: str | None = None) -> dict:
 
 
 def _time(text: str | None) -> str:
-    from dashboard.kube.formats import parse_time
-
     if not text:
         return ""
     try:

@@ -10,6 +10,8 @@ import copy
 import json
 from typing import Any
 
+from dashboard.kube.patch import merge_patch
+
 from .base import ObjectForm
 
 
@@ -145,8 +147,6 @@ def reapply_yaml(yours: dict, base: dict | None, current: dict) -> dict:
     """The user's edit replayed on the current object: the changes they made to the version
     they loaded, as a merge patch onto the current one (all of theirs when that version is no
     longer in the revision log)."""
-    from dashboard.kube.patch import merge_patch
-
     if base is None:
         out = copy.deepcopy(yours)
     else:

@@ -10,7 +10,9 @@ processes on them (dashboard.server.workers); `--workers 1` serves in this proce
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import resource
 import sys
 
 # Daphne installs Twisted's asyncio reactor when imported; it must come before anything
@@ -20,10 +22,12 @@ from daphne.access import AccessLogGenerator
 from daphne.server import Server
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.urls import get_resolver
 
 from dashboard.access.kubeconfig import WILDCARDS, client_url
 from dashboard.access.tls import ensure_tls
-from dashboard.server import protocol, workers
+from dashboard.kube import registry, schema
+from dashboard.server import maintenance, protocol, shutdown, workers
 
 # A backstop for requests that never finish, not a limit on normal use: watches end on
 # their own (timeoutSeconds, or the server's 30-60 minute default), well before this.
@@ -34,8 +38,6 @@ DEFAULT_WEBSOCKET_TIMEOUT = 24 * 3600
 
 def raise_file_limit() -> None:
     """Every watch and page websocket is a socket: lift the soft fd limit to the hard one."""
-    import resource
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         try:
@@ -140,15 +142,15 @@ class Command(BaseCommand):
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
+        # Here, not at the top: building the ASGI application loads the URL conf, the middleware
+        # and the handlers, which `manage.py help` and the supervisor process never need.
         from dashboard.server.asgi import application
 
         def ready():
-            from dashboard.server import maintenance, shutdown
-
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
             maintenance.start()        # the once-per-deployment work, if elected
             if listen_fds:
-                from twisted.internet import reactor
+                from twisted.internet import reactor   # late: importing it installs a reactor (Daphne's is first)
 
                 workers.adopt(reactor, server, listen_fds, tls)
             else:
@@ -191,12 +193,6 @@ def freeze_startup_objects() -> None:
     long as the process: move it out of the garbage collector's sight (gc.freeze), so a full
     collection walks only what requests create — one took ~50 ms in a 1,000-row page render,
     and as long in the middle of whichever renewal it fell on."""
-    import gc
-
-    from django.urls import get_resolver
-
-    from dashboard.kube import registry, schema
-
     get_resolver().url_patterns          # the resolver populates itself on first use
     for res in registry.all_resources():
         schema.node(res.definition)
