@@ -728,9 +728,7 @@ def _validate_affinity(affinity: dict, path: str) -> list[Cause]:
             causes += _validate_node_selector_term(term, f"{rpath}.nodeSelectorTerms[{i}]")
     for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
         ppath = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        weight = pref.get("weight") or 0
-        if not 1 <= weight <= 100:
-            causes.append(invalid(f"{ppath}.weight", weight, _WEIGHT_RANGE))
+        causes += _validate_weight(pref, ppath)
         causes += _validate_node_selector_term(pref.get("preference") or {}, f"{ppath}.preference")
     for kind in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(kind) or {}
@@ -738,11 +736,15 @@ def _validate_affinity(affinity: dict, path: str) -> list[Cause]:
             causes += _validate_pod_affinity_term(term, f"{path}.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
         for i, weighted in enumerate(section.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
             wpath = f"{path}.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            weight = weighted.get("weight") or 0
-            if not 1 <= weight <= 100:
-                causes.append(invalid(f"{wpath}.weight", weight, _WEIGHT_RANGE))
+            causes += _validate_weight(weighted, wpath)
             causes += _validate_pod_affinity_term(weighted.get("podAffinityTerm") or {}, f"{wpath}.podAffinityTerm")
     return causes
+
+
+def _validate_weight(term: dict, path: str) -> list[Cause]:
+    """A preferred scheduling term's weight: 1-100."""
+    weight = term.get("weight") or 0
+    return [] if 1 <= weight <= 100 else [invalid(f"{path}.weight", weight, _WEIGHT_RANGE)]
 
 
 def _validate_topology_spread(constraints: list, path: str) -> list[Cause]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, Callable
 
 from dashboard.kube.patch import merge_patch
 
@@ -84,17 +84,24 @@ def under(path: str, prefixes) -> bool:
     return any(path == p or path.startswith(p + ".") or path.startswith(p + "[") for p in prefixes)
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaves of an object by path ("spec.template.spec.containers[0].image")."""
-    if isinstance(value, dict) and value:
+def flatten(value: Any, prefix: str = "", item_key: Callable[[list], str | None] | None = None) -> dict[str, Any]:
+    """Leaves of an object by path ("spec.template.spec.containers[0].image"). With item_key,
+    a list whose items it names a key for is addressed by that key's values instead of indexes
+    ("status.conditions[type=Complete].status")."""
+    if isinstance(value, list) and value and item_key is not None and (key := item_key(value)):
         out: dict[str, Any] = {}
-        for key, item in value.items():
-            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        for item in value:
+            out.update(flatten(item, f"{prefix}[{key}={item[key]}]", item_key))
+        return out
+    if isinstance(value, dict) and value:
+        out = {}
+        for k, item in value.items():
+            out.update(flatten(item, f"{prefix}.{k}" if prefix else str(k), item_key))
         return out
     if isinstance(value, list) and value:
         out = {}
         for i, item in enumerate(value):
-            out.update(flatten(item, f"{prefix}[{i}]"))
+            out.update(flatten(item, f"{prefix}[{i}]", item_key))
         return out
     return {prefix: value}
 
