@@ -17,7 +17,7 @@ def kind_pages() -> list:
 @register.filter
 def action_buttons(kind: str) -> list[str]:
     """The templates of a kind's one-click action buttons: by convention, a partial of its
-    detail template named after each action (e.g. "web/<singular>_detail.html#<action>")."""
+    detail template named after each action (e.g. "<app>/<singular>_detail.html#<action>")."""
     web = kinds.by_kind(kind)
     return [f"{web.detail_template}#{action.name}" for action in web.actions if action.toolbar] if web else []
 
