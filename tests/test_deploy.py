@@ -190,7 +190,7 @@ def stack(nginx_bin, tmp_path_factory):
             s._admin_token = token
 
         # The proxy's TLS: a CA and serving certificate made here (the app's own CA code).
-        from dashboard.server.tls import ensure_tls
+        from dashboard.access.tls import ensure_tls
 
         tls = ensure_tls(work / "proxy-data")
         prefix = work / "nginx"

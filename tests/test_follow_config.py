@@ -358,7 +358,7 @@ def run(*args, stdin: str | None = None, monkeypatch=None) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_follow_command_add_list_remove(tmp_path, monkeypatch):
     from dashboard.follow.models import Cluster
-    from dashboard.server.kubeconfig import build_kubeconfig, write_kubeconfig
+    from dashboard.access.kubeconfig import build_kubeconfig, write_kubeconfig
 
     path = write_kubeconfig(tmp_path / "kubeconfig",
                             build_kubeconfig("https://127.0.0.1:8443", CA_PEM, "admin", TOKEN, "team-a"))

@@ -37,7 +37,12 @@ def new_secret() -> str:
 
 def issue_token(username: str, role: str, name: str = "") -> str:
     """Create the user if needed, set its role, and return a new bearer token (stored hashed)."""
-    user = ensure_user(username, role)
+    return create_token(ensure_user(username, role), name)
+
+
+def create_token(user, name: str = "") -> str:
+    """A new bearer token for an existing user (stored hashed): the plaintext exists only in
+    this return value."""
     token = new_secret()
     ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token))
     return token

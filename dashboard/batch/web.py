@@ -12,7 +12,7 @@ from dashboard.kube.formats import parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import (ObjectForm, field_text, format_env, line_list_field, numbered_lines, parse_env,
                                  put)
-from dashboard.web.present import base_item, clock
+from dashboard.web.present import base_item
 
 from .actions import do_suspend_job
 from .strategy import completions_text, duration_text, parse_index_intervals, phase
@@ -92,7 +92,7 @@ def present_job(obj: dict, now: datetime) -> dict:
         "status": c.get("status", ""),
         "reason": c.get("reason") or "",
         "message": c.get("message") or "",
-        "time": clock(parse_time(c.get("lastTransitionTime"))),
+        "time": parse_time(c.get("lastTransitionTime")),
     } for c in status.get("conditions") or []]
     indexed = spec.get("completionMode") == "Indexed"
     item = base_item("Job", obj, now)
@@ -114,8 +114,8 @@ def present_job(obj: dict, now: datetime) -> dict:
         "backoff_limit_per_index": spec.get("backoffLimitPerIndex"),
         "suspended": bool(spec.get("suspend")),
         "duration": duration_text(obj, now),
-        "start_time": clock(parse_time(status.get("startTime"))),
-        "completion_time": clock(parse_time(status.get("completionTime"))),
+        "start_time": parse_time(status.get("startTime")),
+        "completion_time": parse_time(status.get("completionTime")),
         "conditions": _grouped([c for c in conditions if c["status"] == "True"]),
         "all_conditions": conditions,
         "indexed": indexed,
@@ -325,6 +325,7 @@ def recreatable(obj: dict) -> dict:
 JOB_PAGES = kinds.register(kinds.KindWeb(
     kind="Job", plural="jobs", detail_view="job", title="Jobs", heading="Job progress",
     noun="job", list_noun="jobs",
+    stylesheets=("batch/jobs.css",),
     present=present_job, count_by="phase_class", form=JobForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="failed"),
     create_initial={"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},

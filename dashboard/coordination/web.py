@@ -19,7 +19,7 @@ from dashboard.web.present import ago, base_item, clock, countdown, iso
 from . import strategy
 from .actions import do_release_lease
 from .resource import LEASES
-from .strategy import lease_expiry
+from .strategy import expiry, lease_expiry
 
 HISTORY_REVISIONS = 2000   # the newest revisions a lease timeline reads
 
@@ -56,13 +56,16 @@ def present_lease(obj: dict, now: datetime) -> dict:
         "renewed_at": iso(renewed),
         "renewed_text": ("renewed " + ago((now - renewed).total_seconds())) if renewed else "never renewed",
         "renewed_clock": clock(renewed),
+        "renew_time": renewed,
         "expires_at": iso(expires) if holder else "",
         "expires_text": countdown(expires, now) if (expires and holder) else "",
         "expires_clock": clock(expires),
+        "expiry_time": expires,
         "duration_seconds": duration,
         "duration": f"{duration}s" if isinstance(duration, int) else "",
         "acquired_at": iso(acquired),
         "acquired_clock": clock(acquired),
+        "acquire_time": acquired,
         "transitions": spec.get("leaseTransitions"),
         "preferred_holder": spec.get("preferredHolder") or "",
         "strategy": spec.get("strategy") or "",
@@ -118,9 +121,9 @@ def holder_history(revisions: Iterable[tuple[str, dict, datetime]], now: datetim
         if cur is not None:
             spans.append(cur)
     if cur is not None:
-        expiry = cur.last_renew + timedelta(seconds=cur.duration) if cur.duration else None
-        if expiry is not None and expiry <= now:
-            cur.end, cur.end_reason = expiry, "expired"
+        expires = expiry(cur.last_renew, cur.duration) if cur.duration else None
+        if expires is not None and expires <= now:
+            cur.end, cur.end_reason = expires, "expired"
     start = min([first] + [s.start for s in spans]) if first else now
     entries: list[dict] = []
     cursor = start
@@ -136,13 +139,14 @@ def holder_history(revisions: Iterable[tuple[str, dict, datetime]], now: datetim
         e["left"] = round(100 * (e["_start"] - start).total_seconds() / total, 2)
         e["width"] = max(round(100 * ((e["_end"] or now) - e["_start"]).total_seconds() / total, 2), 0.3)
         e["length"] = human_duration(((e["_end"] or now) - e["_start"]).total_seconds())
-    return {"entries": entries, "start": clock(start), "start_at": iso(start), "revisions": first is not None}
+    return {"entries": entries, "start": clock(start), "start_time": start, "start_at": iso(start),
+            "revisions": first is not None}
 
 
 def _close(span: _Span, at: datetime, reason: str) -> None:
-    expiry = span.last_renew + timedelta(seconds=span.duration) if span.duration else None
-    if expiry is not None and expiry < at:
-        span.end, span.end_reason = expiry, "expired"      # (the gap that follows shows the rest)
+    expires = expiry(span.last_renew, span.duration) if span.duration else None
+    if expires is not None and expires < at:
+        span.end, span.end_reason = expires, "expired"      # (the gap that follows shows the rest)
     else:
         span.end, span.end_reason = at, reason
 
@@ -153,8 +157,10 @@ def _entry(holder: str | None, start: datetime, end: datetime | None, reason: st
         "gap": holder is None,
         "hue": _hue(holder) if holder else 0,
         "from": clock(start),
+        "from_time": start,
         "from_at": iso(start),
         "to": clock(end) if end else "",
+        "to_time": end,
         "to_at": iso(end),
         "ongoing": end is None,
         "end_reason": reason,
@@ -318,6 +324,7 @@ def bulk_release(namespace: str, name: str, principal):
 LEASE_PAGES = kinds.register(kinds.KindWeb(
     kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
     noun="lease", list_noun="leases",
+    stylesheets=("coordination/leases.css",), scripts=("coordination/leases.js",),
     present=present_lease, count_by="state", form=LeaseForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
     create_initial={"duration": "15"},

@@ -9,6 +9,7 @@ import re
 
 from dashboard.kube import formats, validation as v
 from dashboard.kube.errors import Cause, duplicate, forbidden, invalid, not_supported, required
+from dashboard.kube.selectors import validate_label_selector
 
 from .strategy import PORT_PROTOCOLS
 
@@ -676,8 +677,6 @@ def _validate_node_selector_term(term: dict, path: str) -> list[Cause]:
 
 
 def _validate_pod_affinity_term(term: dict, path: str) -> list[Cause]:
-    from dashboard.kube.selectors import validate_label_selector
-
     causes = validate_label_selector(term.get("labelSelector"), f"{path}.labelSelector")
     causes += validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
     for name in term.get("namespaces") or []:
@@ -729,9 +728,7 @@ def _validate_affinity(affinity: dict, path: str) -> list[Cause]:
             causes += _validate_node_selector_term(term, f"{rpath}.nodeSelectorTerms[{i}]")
     for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
         ppath = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        weight = pref.get("weight") or 0
-        if not 1 <= weight <= 100:
-            causes.append(invalid(f"{ppath}.weight", weight, _WEIGHT_RANGE))
+        causes += _validate_weight(pref, ppath)
         causes += _validate_node_selector_term(pref.get("preference") or {}, f"{ppath}.preference")
     for kind in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(kind) or {}
@@ -739,16 +736,18 @@ def _validate_affinity(affinity: dict, path: str) -> list[Cause]:
             causes += _validate_pod_affinity_term(term, f"{path}.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
         for i, weighted in enumerate(section.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
             wpath = f"{path}.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            weight = weighted.get("weight") or 0
-            if not 1 <= weight <= 100:
-                causes.append(invalid(f"{wpath}.weight", weight, _WEIGHT_RANGE))
+            causes += _validate_weight(weighted, wpath)
             causes += _validate_pod_affinity_term(weighted.get("podAffinityTerm") or {}, f"{wpath}.podAffinityTerm")
     return causes
 
 
-def _validate_topology_spread(constraints: list, path: str) -> list[Cause]:
-    from dashboard.kube.selectors import validate_label_selector
+def _validate_weight(term: dict, path: str) -> list[Cause]:
+    """A preferred scheduling term's weight: 1-100."""
+    weight = term.get("weight") or 0
+    return [] if 1 <= weight <= 100 else [invalid(f"{path}.weight", weight, _WEIGHT_RANGE)]
 
+
+def _validate_topology_spread(constraints: list, path: str) -> list[Cause]:
     causes: list[Cause] = []
     pairs: set[tuple[str, str]] = set()
     for i, c in enumerate(constraints):

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from django.conf import settings
+
 from dashboard.access.models import Role
 from dashboard.access.tokens import issue_token, token_works
 
@@ -30,13 +32,12 @@ def ensure_token_file(path: Path) -> Path:
 def start_demo(server: str) -> subprocess.Popen:
     """For `start`: run `manage.py simulate` beside the server, with a token of its own. It
     waits for the server to answer /readyz before its first write."""
-    from django.conf import settings
     token_file = ensure_token_file(Path(settings.DATA_DIR) / TOKEN_FILE)
     proc = subprocess.Popen([sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "simulate",
                              "--server", server, "--token-file", str(token_file)])
     # Stop it as soon as the server starts shutting down, before the listeners close, so its
     # last requests do not meet a refused connection. (serve runs Daphne's Twisted reactor.)
-    from twisted.internet import reactor
+    from twisted.internet import reactor   # here: importing it installs a reactor, Daphne's must be first
     reactor.addSystemEventTrigger("before", "shutdown", proc.terminate)
     return proc
 

@@ -22,23 +22,29 @@ import asyncio
 import contextvars
 import io
 import sys
+from contextlib import contextmanager
 from importlib import import_module
 from types import SimpleNamespace
 
 import orjson
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.core.exceptions import RequestAborted
+from django.contrib.auth import SESSION_KEY
+from django.core.exceptions import ImproperlyConfigured, RequestAborted
+from django.core.handlers.exception import convert_exception_to_response
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.wsgi import WSGIHandler
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.http.cookie import parse_cookie
-from django.test.utils import override_settings
+from django.utils.module_loading import import_string
+from rest_framework.exceptions import AuthenticationFailed
 
+from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
+from dashboard.kube.paths import API_ROOTS
 from dashboard.kube.views import INLINE, bearer_route, serve_direct
 
-from .lanes import API_ROOTS, LaneFull, is_stream, lanes, wants_full_middleware
+from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
 
 RETRY_AFTER_SECONDS = 1
@@ -84,11 +90,20 @@ class APIWSGIHandler(LaneWSGIHandler):
     """The lane handler with only settings.KUBEDASH_API_MIDDLEWARE (security headers); the
     resource paths of bearer-token calls are dispatched directly (kube.views.serve_direct)."""
 
+    HOOKS = ("process_view", "process_template_response", "process_exception")
+
     def load_middleware(self, is_async=False):
-        # Built once, at import, before the server takes requests: the override is not seen
-        # by any request.
-        with override_settings(MIDDLEWARE=settings.KUBEDASH_API_MIDDLEWARE):
-            super().load_middleware(is_async)
+        """Django's loader reads settings.MIDDLEWARE; this chain is KUBEDASH_API_MIDDLEWARE,
+        built the same way for what that list may hold: synchronous middleware that only wrap
+        the response (no view, template or exception hooks: refused at start-up)."""
+        self._view_middleware, self._template_response_middleware, self._exception_middleware = [], [], []
+        handler = convert_exception_to_response(self._get_response)
+        for path in reversed(settings.KUBEDASH_API_MIDDLEWARE):
+            middleware = import_string(path)(handler)
+            if any(hasattr(middleware, hook) for hook in self.HOOKS):
+                raise ImproperlyConfigured(f"{path}: the API's middleware may not have {', '.join(self.HOOKS)}")
+            handler = convert_exception_to_response(middleware)
+        self._middleware_chain = handler
 
     def _get_response(self, request):
         route = bearer_route(request.method, request.META.get("HTTP_AUTHORIZATION", ""), request.path_info)
@@ -260,17 +275,11 @@ class LoopInline:
         return None if answer is WOULD_WAIT else answer
 
     def run(self, respond, handler, make_environ, writes: bool):
-        loop = asyncio.events._get_running_loop()
-        asyncio.events._set_running_loop(None)
-        try:
+        with loop_hidden():
             return self.context.run(self._run, respond, handler, make_environ, writes)
-        finally:
-            asyncio.events._set_running_loop(loop)
 
     @staticmethod
     def _run(respond, handler, make_environ, writes):
-        from django.db import DatabaseError, connection
-
         try:
             connection.never_wait()
             if writes and not connection.writers_turn_free():
@@ -284,6 +293,23 @@ class LoopInline:
 
 
 WOULD_WAIT = object()   # LoopInline: the turn or SQLite's lock is taken right now
+
+
+@contextmanager
+def loop_hidden():
+    """No running event loop in this thread while the block runs (LoopInline's sync call).
+
+    Django's ORM refuses to run wherever asyncio.get_running_loop() answers (its async_unsafe
+    check), and asyncio has no public way to step out of the running loop for one synchronous
+    call; Django's only switch, DJANGO_ALLOW_ASYNC_UNSAFE, is process-wide and would drop the
+    check for every request. So asyncio's private setter (the one uvloop and asyncio's own
+    runners use), here and nowhere else."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio.events._set_running_loop(loop)
 
 
 class PagesLane:
@@ -352,11 +378,6 @@ def credentials_valid(headers) -> bool:
     """Does the request's token (access's one-query check) or session belong to someone?
     Runs on a lane's thread. Django authenticates the request again once it is read; this
     only decides whether it is read."""
-    from django.contrib.auth import SESSION_KEY
-    from rest_framework.exceptions import AuthenticationFailed
-
-    from dashboard.access.authentication import BearerTokenAuthentication
-
     bearer, session = _credentials(headers)
     try:
         if bearer:

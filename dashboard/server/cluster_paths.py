@@ -10,26 +10,24 @@ and 401 to anyone else, so cluster names cannot be probed anonymously. "local" n
 """
 from __future__ import annotations
 
-import re
 import time
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError
+from django.db import DatabaseError, close_old_connections
 
 from dashboard.access import clusters
+from dashboard.follow.models import Cluster
 from dashboard.kube.errors import ApiError, unauthorized
+from dashboard.kube.paths import CLUSTER_API_PATH
 
-PATH = re.compile(r"^/clusters/([^/]+)(/(?:api|apis|openapi|version)(?:/.*)?)$")
+from .bridge import credentials_valid
+
 READ_METHODS = ("GET", "HEAD")
 NAMES_TTL_SECONDS = 1.0   # a cluster added or removed is seen here within this
 
 
 def _followed_names() -> frozenset:
-    from django.db import close_old_connections
-
-    from dashboard.follow.models import Cluster
-
     close_old_connections()
     return frozenset(Cluster.objects.values_list("name", flat=True))
 
@@ -48,7 +46,7 @@ class ClusterPaths:
 
     async def __call__(self, scope, receive, send):
         path = scope["path"] if scope["type"] == "http" else ""
-        match = PATH.match(path) if path.startswith("/clusters/") else None   # (every request passes here)
+        match = CLUSTER_API_PATH.match(path) if path.startswith("/clusters/") else None   # (every request passes here)
         if match is None:
             return await self.app(scope, receive, send)
         name, rest = match.groups()
@@ -65,7 +63,6 @@ class ClusterPaths:
                                                 headers={"Retry-After": "1"}))
         if not known:
             # Whether a cluster is followed is for those who may ask: 401 first, as kube would.
-            from .bridge import credentials_valid
 
             if not await sync_to_async(credentials_valid, thread_sensitive=False)(scope.get("headers", ())):
                 return await _refuse(send, unauthorized())

@@ -26,9 +26,10 @@ from urllib.parse import parse_qsl
 from django.conf import settings
 from prometheus_client import Counter, Gauge
 
+from dashboard.kube.paths import API_ROOTS
+
 FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
 HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
-API_ROOTS = ("/api", "/apis", "/openapi", "/healthz", "/livez", "/readyz", "/version", "/metrics")
 
 # The interpreter hands the GIL over every 5 ms by default: a renewal waking from a SQLite
 # call would wait that long behind a thread rendering a big Table. 0.5 ms bounds the wait.

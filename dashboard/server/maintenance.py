@@ -10,12 +10,13 @@ shows on the Leases page and in watches like any other Lease). Its semantics are
   is the lease duration;
 - a candidate may take the Lease when it has no holder, or when the record it last observed
   has not changed for leaseDurationSeconds by the candidate's own clock (so clocks of
-  different machines need not agree); a takeover sets acquireTime and adds one to
+  different machines need not agree): coordination's expiry rule, applied to the moment of
+  observation instead of renewTime; a takeover sets acquireTime and adds one to
   leaseTransitions; renewals keep both;
 - every write is conditional on the resourceVersion read (409: someone else won);
 - the leader renews every retry period and stops leading when it could not renew within the
-  renew deadline; on shutdown it releases the Lease (no holder, duration 1 s) so another
-  process takes over at once.
+  renew deadline; on shutdown it releases the Lease (coordination's do_release_lease: no
+  holder, duration 1 s) so another process takes over at once.
 
 While it leads, a second thread runs the periodic jobs every KUBEDASH_MAINTENANCE_INTERVAL,
 and a third keeps a follower running for each followed cluster (stopping them all when it
@@ -29,14 +30,22 @@ import random
 import socket
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.db import DatabaseError, close_old_connections, connection
+from django.db.models import Q
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
-from dashboard.kube import registry, store
+from dashboard.access.models import ApiToken, ShareLink
+from dashboard.coordination.actions import do_release_lease
+from dashboard.coordination.resource import LEASES
+from dashboard.coordination.strategy import expiry
+from dashboard.follow.runner import Followers
+from dashboard.kube import store
+from dashboard.kube.compaction import compact
 from dashboard.kube.errors import ApiError
 from dashboard.kube.formats import format_micro_time
 from dashboard.kube.meta import now as utcnow
@@ -59,8 +68,10 @@ def identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}"
 
 
-def _leases():
-    return registry.lookup("coordination.k8s.io", "v1", "leases")
+def _own_clock(seconds: float | None = None) -> datetime:
+    """A reading of this process's monotonic clock (now, or a past reading) as a datetime, so
+    coordination's expiry rule applies to it: differences are true seconds, the date is not."""
+    return datetime.fromtimestamp(time.monotonic() if seconds is None else seconds, dt_timezone.utc)
 
 
 class Elector:
@@ -82,7 +93,7 @@ class Elector:
         return self.leading and time.monotonic() - self.renewed_at < self.renew_deadline
 
     def try_acquire_or_renew(self) -> bool:
-        res = _leases()
+        res = LEASES
         stamp = format_micro_time(utcnow())
         try:
             current = store.get(res, self.namespace, self.name)
@@ -102,8 +113,8 @@ class Elector:
         spec = dict(current.get("spec") or {})
         holder = spec.get("holderIdentity") or ""
         self._observe((holder, spec.get("renewTime"), spec.get("leaseDurationSeconds")))
-        duration = spec.get("leaseDurationSeconds") or self.lease_duration
-        if holder and holder != self.holder and time.monotonic() < self.observed_at + duration:
+        expires = expiry(_own_clock(self.observed_at), spec.get("leaseDurationSeconds") or int(self.lease_duration))
+        if holder and holder != self.holder and expires is not None and _own_clock() < expires:
             return False   # held by someone who renewed within their lease duration
         if holder != self.holder:
             spec["acquireTime"] = stamp
@@ -137,18 +148,8 @@ class Elector:
             return
         self.leading = False
         LEADER.set(0)
-
-        def change(current: dict) -> dict:
-            spec = dict(current.get("spec") or {})
-            if spec.get("holderIdentity") != self.holder:
-                raise ApiError(409, "Conflict", "not the holder any more")
-            stamp = format_micro_time(utcnow())
-            spec.update(holderIdentity="", leaseDurationSeconds=1, acquireTime=stamp, renewTime=stamp)
-            current["spec"] = spec
-            return current
-
         try:
-            store.update(_leases(), self.namespace, self.name, change, is_patch=True)
+            do_release_lease(self.namespace, self.name, holder=self.holder)
         except (ApiError, DatabaseError):
             pass   # someone else holds it, or the database is gone: the lease runs out anyway
 
@@ -182,16 +183,10 @@ class Elector:
 
 
 def compact_log() -> int:
-    from dashboard.kube.compaction import compact
-
     return compact(keep_seconds=None)   # the configured retention (count and age)
 
 
 def purge_share_links() -> int:
-    from django.db.models import Q
-
-    from dashboard.access.models import ShareLink
-
     cutoff = timezone.now() - SHARE_LINK_RETENTION
     return ShareLink.objects.filter(Q(expires__lt=cutoff) | Q(revoked_at__lt=cutoff)).delete()[0]
 
@@ -199,14 +194,10 @@ def purge_share_links() -> int:
 def purge_tokens() -> int:
     """API tokens expired over SHARE_LINK_RETENTION ago (revoked ones have no revocation time
     to age from: they stay until their owner deletes them)."""
-    from dashboard.access.models import ApiToken
-
     return ApiToken.objects.filter(expires__lt=timezone.now() - SHARE_LINK_RETENTION).delete()[0]
 
 
 def clear_sessions() -> int:
-    from django.contrib.sessions.models import Session
-
     return Session.objects.filter(expire_date__lt=timezone.now()).delete()[0]
 
 
@@ -231,8 +222,6 @@ class Maintenance:
     """The elector's thread and the jobs' thread of this process."""
 
     def __init__(self):
-        from dashboard.follow.runner import Followers
-
         self.elector = Elector()
         self.followers = Followers()
         self.threads: list[threading.Thread] = []

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
-from dashboard.kube.errors import ApiError, unauthorized
+from dashboard.kube.errors import ApiError, method_not_allowed, unauthorized
 from dashboard.kube.metrics import RevisionLogCollector
 from dashboard.kube.views import status_response
 
@@ -92,8 +92,6 @@ def registry() -> CollectorRegistry:
 
 def metrics(request):
     if request.method not in ("GET", "HEAD"):
-        from dashboard.kube.errors import method_not_allowed
-
         return status_response(method_not_allowed(request.method), request)
     try:
         _check(request)

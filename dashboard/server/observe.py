@@ -18,6 +18,7 @@ import os
 import time
 import uuid
 from datetime import datetime, timezone
+from urllib.parse import parse_qsl
 
 import orjson
 from django.conf import settings
@@ -86,7 +87,6 @@ def request_info(method: str, path: str, query: bytes) -> dict:
 def _params(query: bytes) -> dict:
     if not query:
         return {}
-    from urllib.parse import parse_qsl
 
     return dict(parse_qsl(query.decode("latin-1")))
 

@@ -19,6 +19,17 @@ import asyncio
 import logging
 import signal
 
+from asgiref.sync import sync_to_async
+from daphne.http_protocol import WebRequest
+from daphne.ws_protocol import WebSocketProtocol
+from django.conf import settings
+from twisted.web.http import HTTPChannel
+
+from dashboard.kube.hub import hub
+
+from . import maintenance
+from .workers import ADOPTED_PORTS
+
 log = logging.getLogger(__name__)
 
 SERVICE_RESTART = 1012   # RFC 6455 / IANA: "the service is restarted": clients reconnect
@@ -27,7 +38,7 @@ TICK_SECONDS = 0.05
 
 def install(server) -> None:
     """In a serving process, before its reactor runs (Daphne's own handlers are off)."""
-    from twisted.internet import reactor
+    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
 
     state = {"draining": False}
 
@@ -44,8 +55,7 @@ def install(server) -> None:
 
 def _channels():
     """The HTTP connections of this process (plain or inside TLS)."""
-    from twisted.internet import reactor
-    from twisted.web.http import HTTPChannel
+    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
 
     for reader in reactor.getReaders():
         proto = getattr(reader, "protocol", None)
@@ -55,9 +65,7 @@ def _channels():
 
 
 def _stop_listening() -> None:
-    from twisted.internet import reactor, tcp
-
-    from .workers import ADOPTED_PORTS
+    from twisted.internet import reactor, tcp   # late: importing it installs a reactor, and Daphne installs its own first
 
     # A worker's port may be between two accepts (workers.accept_in_turns): not a reader then.
     ports = {*ADOPTED_PORTS, *(r for r in reactor.getReaders() if isinstance(r, tcp.Port))}
@@ -75,35 +83,25 @@ def _close_keepalive() -> None:
 
 
 def _end_streams() -> None:
-    from dashboard.kube.hub import hub
-
     for subs in list(hub.subscribers.values()):
         for sub in list(subs):
             sub.close()
 
 
 def _busy(server) -> int:
-    from daphne.http_protocol import WebRequest
-
     return sum(1 for proto in list(server.connections) if isinstance(proto, WebRequest) and not proto.finished)
 
 
 def _close_websockets(server) -> None:
     """1012 to every open page socket. Sent by the protocol itself: autobahn lets an
     application close only with 1000 or 3000-4999, though a server may say 1012 (RFC 6455, IANA)."""
-    from daphne.ws_protocol import WebSocketProtocol
-
     for proto in list(server.connections):
         if isinstance(proto, WebSocketProtocol) and proto.state == WebSocketProtocol.STATE_OPEN:
             proto.sendCloseFrame(code=SERVICE_RESTART, reasonUtf8=b"service restart")
 
 
 async def drain(server) -> None:
-    from asgiref.sync import sync_to_async
-    from django.conf import settings
-    from twisted.internet import reactor
-
-    from . import maintenance
+    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.KUBEDASH_SHUTDOWN_GRACE_SECONDS

@@ -23,6 +23,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+from prometheus_client import multiprocess
+from twisted.internet import ssl
+from twisted.protocols.tls import TLSMemoryBIOFactory
+
 RESTART_BACKOFF_SECONDS = (0.1, 0.5, 1, 2, 5)   # a worker that keeps dying is restarted slower
 STABLE_SECONDS = 30                              # ...and counts as healthy again after this long
 STOP_GRACE_SECONDS = 15
@@ -60,9 +65,6 @@ def listen_fds_arg(listeners: list[Listener]) -> str:
 def adopt(reactor, server, listen_fds: str, tls_paths) -> None:
     """In a worker, before its reactor runs: accept on the inherited sockets with Daphne's
     HTTP factory (the factory that also serves websockets)."""
-    from twisted.internet import ssl
-    from twisted.protocols.tls import TLSMemoryBIOFactory
-
     for item in listen_fds.split(","):
         fd_text, _, kind = item.partition(":")
         fd = int(fd_text)
@@ -128,8 +130,6 @@ def prepare_metrics_dir() -> Path | None:
 
 def worker_gone(pid: int) -> None:
     """A worker's live gauges (open watches, websockets, lane queues) stop counting."""
-    from prometheus_client import multiprocess
-
     multiprocess.mark_process_dead(pid)
 
 
@@ -202,8 +202,6 @@ class Supervisor:
 
 def worker_command(argv_options: dict) -> list[str]:
     """The `manage.py serve` command line of one worker (the supervisor's options, one worker)."""
-    from django.conf import settings
-
     cmd = [sys.executable, str(settings.BASE_DIR / "manage.py"), "serve", "--workers", "1",
            "--host", argv_options["host"], "--port", str(argv_options["port"]),
            "--http-timeout", str(argv_options["http_timeout"]),

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
 
 
 class WebConfig(AppConfig):
@@ -8,6 +9,4 @@ class WebConfig(AppConfig):
     def ready(self):
         # Each installed app's web.py registers its kinds' pages (web.kinds), as admin.py
         # modules register with the admin site.
-        from django.utils.module_loading import autodiscover_modules
-
         autodiscover_modules("web")

@@ -15,13 +15,18 @@ from datetime import timedelta
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
+from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.access import clusters
 from dashboard.access.middleware import EitherModeMiddleware
-from dashboard.server.cluster_paths import PATH as CLUSTER_API_PATH
-from dashboard.server.lanes import API_ROOTS
+from dashboard.follow.models import Cluster
+from dashboard.kube.formats import human_duration
+from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
+
+from .present import iso
+from .share import page_principal
 
 HEARTBEAT_STALE = timedelta(seconds=15)   # a live follower confirms its watch more often than this
 PARAM = "cluster"
@@ -57,15 +62,11 @@ def read_only_reason(name: str | None = None) -> str:
 
 def followed(name: str):
     """The follow.models.Cluster row of a followed cluster, or None."""
-    from dashboard.follow.models import Cluster
-
     return Cluster.objects.filter(name=name).first()
 
 
 def visible_clusters(principal) -> list[str]:
     """"local" and the followed clusters' names this principal may see (in that order)."""
-    from dashboard.follow.models import Cluster
-
     names = [clusters.LOCAL, *Cluster.objects.values_list("name", flat=True)]
     return [n for n in names if principal is not None and principal.sees_cluster(n)]
 
@@ -86,9 +87,6 @@ def staleness(row, now=None) -> dict | None:
         why = "the watch is down"
     else:
         why = "the watch has not confirmed it is up"
-    from dashboard.kube.formats import human_duration
-
-    from .present import iso
 
     as_of = row.heartbeat_at or row.last_event_at or row.state_since
     last = row.last_event_at
@@ -100,8 +98,6 @@ def staleness(row, now=None) -> dict | None:
 
 
 def _refuse(request, status: int, title: str, message: str):
-    from .share import page_principal
-
     ctx = {"principal": page_principal(request), "title": title, "message": message,
            "share_link": getattr(request, "share_link", None)}
     response = render(request, "web/error.html", ctx, status=status)
@@ -111,8 +107,6 @@ def _refuse(request, status: int, title: str, message: str):
 
 def resolve(request):
     """(cluster name, None) for a page request, or (None, the refusal page)."""
-    from .share import page_principal
-
     asked = request.GET.get(PARAM, "").strip()
     link = getattr(request, "share_link", None)
     if link is not None:
@@ -128,8 +122,6 @@ def resolve(request):
         # A user limited to followed clusters lands on the first of them, not on a refusal.
         visible = visible_clusters(principal)
         if visible:
-            from django.http import HttpResponseRedirect
-
             return None, HttpResponseRedirect(in_cluster(request.get_full_path(), visible[0]))
     if not principal.sees_cluster(name):
         # Checked before existence, so a limited viewer learns nothing of other clusters' names.

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
 
 from dashboard.kube import registry
 from dashboard.kube.errors import ApiError
@@ -149,8 +150,6 @@ def banner_state(name: str, fresh: bool = False) -> tuple:
     """(what the stale banner says, its fragment) for a followed cluster now: read and rendered
     at most once per BANNER_SECONDS / 2 in this process, however many of its pages are open
     (`fresh`: read now, as the page just rendered it)."""
-    from django.template.loader import render_to_string
-
     read_at, state = _banners.get(name, (float("-inf"), None))
     if not fresh and time.monotonic() - read_at < BANNER_SECONDS / 2:
         return state

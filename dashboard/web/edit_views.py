@@ -84,6 +84,22 @@ def editor_view(view):
     return wrapper
 
 
+def needs(verb: str):
+    """An object view (after editor_view) for principals who may `verb` the kind's objects in
+    the namespace; the others get the denial page."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapper(request, principal, info: KindWeb, namespace: str, name: str, **kwargs):
+            if not principal.can(verb, namespace, info.kind):
+                return _denied(request, principal, info, verb, namespace)
+            return view(request, principal, info, namespace, name, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def _denied(request, principal, info, verb: str, namespace: str) -> HttpResponse:
     what = {"create": "create", "update": "edit", "patch": "change", "delete": "delete"}.get(verb, verb)
     if principal.namespaces and namespace not in principal.namespaces:
@@ -215,9 +231,8 @@ def _restructure(form_cls, data) -> dict | None:
 
 @require_http_methods(["GET", "POST"])
 @editor_view
+@needs("update")
 def edit(request, principal: Principal, info: KindWeb, namespace: str, name: str):
-    if not principal.can("update", namespace, info.kind):
-        return _denied(request, principal, info, "update", namespace)
     current = _load(info, namespace, name)
     form_cls = info.form
     url = detail_url(info.kind, namespace, name)
@@ -244,14 +259,22 @@ def edit(request, principal: Principal, info: KindWeb, namespace: str, name: str
     try:
         result = save_edit(info.resource, namespace, name, rv, form.apply)
     except ApiError as err:
-        if err.code == 409 and err.reason == "Conflict":
-            return _conflict_page(request, principal, info, form, namespace, name, rv)
-        if err.code == 404:
-            form.add_error(None, f"This {info.noun} was deleted after you opened the form; nothing was saved.")
-        else:
-            form.add_api_error(err)
-        return _form_page(request, principal, info, form, rv=rv, status=_status_for(err), **page)
+        return _refused_save(err, info, form, None, "the form",
+                             lambda: _conflict_page(request, principal, info, form, namespace, name, rv),
+                             lambda status: _form_page(request, principal, info, form, rv=rv, status=status, **page))
     return _saved(request, info, result.object, "saved", result.changed)
+
+
+def _refused_save(err: ApiError, info: KindWeb, form, field, opened: str, conflict, again) -> HttpResponse:
+    """An edit the store refused: the conflict page (409: changed meanwhile), or the form again
+    (`again(status)`) saying it was deleted meanwhile (404) or showing the error by its fields."""
+    if err.code == 409 and err.reason == "Conflict":
+        return conflict()
+    if err.code == 404:
+        form.add_error(field, f"This {info.noun} was deleted after you opened {opened}; nothing was saved.")
+    else:
+        form.add_api_error(err)
+    return again(_status_for(err))
 
 
 def _conflict_page(request, principal, info, form, namespace, name, rv) -> HttpResponse:
@@ -277,9 +300,8 @@ def _yaml_page(request, principal, info, form, *, status=200, **extra) -> HttpRe
 
 @require_http_methods(["GET", "POST"])
 @editor_view
+@needs("update")
 def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name: str):
-    if not principal.can("update", namespace, info.kind):
-        return _denied(request, principal, info, "update", namespace)
     current = _load(info, namespace, name)
     url = detail_url(info.kind, namespace, name)
     page = {"heading": f"Edit {info.noun} {name} as YAML", "submit_label": "Save", "cancel_url": url,
@@ -307,13 +329,9 @@ def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name
         edited.setdefault("metadata", {})["resourceVersion"] = rv
         result = store.update(res, namespace, name, edited)
     except ApiError as err:
-        if err.code == 409 and err.reason == "Conflict":
-            return _yaml_conflict(request, principal, info, form, namespace, name, rv)
-        if err.code == 404:
-            form.add_error("yaml", f"This {info.noun} was deleted after you opened the editor; nothing was saved.")
-        else:
-            form.add_api_error(err)
-        return _yaml_page(request, principal, info, form, rv=rv, status=_status_for(err), **page)
+        return _refused_save(err, info, form, "yaml", "the editor",
+                             lambda: _yaml_conflict(request, principal, info, form, namespace, name, rv),
+                             lambda status: _yaml_page(request, principal, info, form, rv=rv, status=status, **page))
     return _saved(request, info, result.object, "saved", result.changed)
 
 
@@ -367,9 +385,8 @@ def create_yaml(request, principal: Principal, info: KindWeb):
 
 @require_http_methods(["GET", "POST"])
 @editor_view
+@needs("delete")
 def delete(request, principal: Principal, info: KindWeb, namespace: str, name: str):
-    if not principal.can("delete", namespace, info.kind):
-        return _denied(request, principal, info, "delete", namespace)
     url = detail_url(info.kind, namespace, name)
     list_url = f"{info.list_url}?namespace={namespace}"
     if request.method == "GET":
@@ -428,23 +445,26 @@ def run_action(request, principal: Principal, info: KindWeb, namespace: str, nam
 # The detail pages' action panels, refreshed by htmx after each live update
 
 
-ACTION_PARTS = ("toolbar", "readiness")
-
-
 @require_http_methods(["GET"])
 @editor_view
+@needs("update")
 def actions(request, principal: Principal, info: KindWeb, namespace: str, name: str):
-    if not principal.can("update", namespace, info.kind):
-        return _denied(request, principal, info, "update", namespace)
+    # The common toolbar, or the panel of a kind's action that has no toolbar button (a
+    # partial of the kind's detail template named after the action).
     part = request.GET.get("part", "toolbar")
-    if part not in ACTION_PARTS:
+    action = info.action(part)
+    if part == "toolbar":
+        template = "web/edit/_actions.html#toolbar"
+    elif action is not None and not action.toolbar:
+        template = f"{info.detail_template}#{part}"
+    else:
         raise Http404("no such part")
     try:
         ctx = {"item": present(info.kind, _load(info, namespace, name), utcnow())}
     except Http404:
         # Deleted while the page was open (the live push said so): the buttons, disabled.
         ctx = {"item": {"kind": info.kind, "url": detail_url(info.kind, namespace, name)}, "gone": True}
-    html = render_to_string(f"web/edit/_actions.html#{part}", {**ctx, "can_edit": True}, request=request)
+    html = render_to_string(template, {**ctx, "can_edit": True}, request=request)
     return HttpResponse(html)
 
 

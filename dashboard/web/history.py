@@ -20,10 +20,11 @@ from typing import Any, Callable
 import yaml
 
 from dashboard.kube import registry, revlog, schema
+from dashboard.kube.formats import parse_time
 # The schema walk kube/managed_fields.py builds field sets with: which values are one leaf.
 from dashboard.kube.managed_fields import _child as _schema_child, _leaf_of as _schema_leaf
 
-from .forms.conflict import NOISY_PATHS, under
+from .forms.conflict import NOISY_PATHS, flatten, under
 from .present import _YamlDumper, clock, iso
 
 PAGE = 50                 # revisions per history page
@@ -75,8 +76,6 @@ def _who(e: dict) -> dict:
 def _stamped(obj: dict, when: datetime) -> dict | None:
     """The writer when no entry's time moved (the same manager wrote twice within a second):
     the one entry stamped with the revision's own second, if exactly one is."""
-    from dashboard.kube.formats import parse_time
-
     hits = []
     for e in _entries(obj).values():
         try:
@@ -120,23 +119,8 @@ def _item_key(items: list) -> str | None:
 
 
 def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Like forms.conflict.flatten, with keyed list items where ITEM_KEYS allows."""
-    if isinstance(value, list) and value and (key := _item_key(value)):
-        out: dict[str, Any] = {}
-        for item in value:
-            out.update(leaves(item, f"{prefix}[{key}={item[key]}]"))
-        return out
-    if isinstance(value, dict) and value:
-        out = {}
-        for k, item in value.items():
-            out.update(leaves(item, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(value, list) and value:
-        out = {}
-        for i, item in enumerate(value):
-            out.update(leaves(item, f"{prefix}[{i}]"))
-        return out
-    return {prefix: value}
+    """forms.conflict.flatten, with keyed list items where ITEM_KEYS allows."""
+    return flatten(value, prefix, _item_key)
 
 
 def diff(before: dict | None, after: dict) -> list[dict]:
@@ -402,8 +386,6 @@ def field_owners(obj: dict, kind: str | None = None) -> dict:
 
 
 def _time(text: str | None) -> str:
-    from dashboard.kube.formats import parse_time
-
     if not text:
         return ""
     try:

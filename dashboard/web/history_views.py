@@ -8,6 +8,8 @@ page's: the namespace for users, the link's kind, namespace and selector for sha
 """
 from __future__ import annotations
 
+import functools
+
 from django.http import Http404
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -42,13 +44,27 @@ def _context(request, web, namespace: str, name: str, tab: str):
     return principal, ctx, max(rv, newest[0]), newest
 
 
-@viewer_required
-@require_safe
-def history_view(request, namespace: str, name: str, web: kinds.KindWeb):
-    got = _context(request, web, namespace, name, HISTORY)
-    if not isinstance(got, tuple):
-        return got
-    principal, ctx, rv, _ = got
+def tab_view(tab: str):
+    """A detail page's tab view: for viewers who may see the object, called with what
+    _context found (principal, context, revision, newest logged revision); else its refusal."""
+
+    def decorate(view):
+        @viewer_required
+        @require_safe
+        @functools.wraps(view)
+        def wrapper(request, namespace: str, name: str, web: kinds.KindWeb):
+            got = _context(request, web, namespace, name, tab)
+            if not isinstance(got, tuple):
+                return got
+            return view(request, namespace, name, web, *got)
+
+        return wrapper
+
+    return decorate
+
+
+@tab_view(HISTORY)
+def history_view(request, namespace: str, name: str, web: kinds.KindWeb, principal, ctx, rv, newest):
     before = request.GET.get("before", "")
     page = history.history_page(web.kind, namespace, name, lambda o: scope.sees(principal, web.kind, o),
                                 before=int(before) if before.isdigit() else None)
@@ -60,13 +76,8 @@ def history_view(request, namespace: str, name: str, web: kinds.KindWeb):
     return render(request, "web/_history.html", ctx)
 
 
-@viewer_required
-@require_safe
-def fields_view(request, namespace: str, name: str, web: kinds.KindWeb):
-    got = _context(request, web, namespace, name, FIELDS)
-    if not isinstance(got, tuple):
-        return got
-    _, ctx, rv, newest = got
+@tab_view(FIELDS)
+def fields_view(request, namespace: str, name: str, web: kinds.KindWeb, principal, ctx, rv, newest):
     ctx.update(owners=history.field_owners(newest[2], web.kind), rv=rv,
                ws_url=ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=FIELDS))
     return render(request, "web/_field_owners.html", ctx)

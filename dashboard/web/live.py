@@ -15,11 +15,16 @@ from django.utils.html import escape
 
 from dashboard.access import clusters
 from dashboard.kube import lists, registry, revlog
+from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
+from dashboard.kube.hub import Event
 
 from . import kinds, scope
+from .history_views import live_fragment
 from .kinds import OVERVIEW
 from .present import dom_id, object_yaml, present
+from .scope import list_scope
+from .views import namespace_cards, page_keys
 
 
 def _wrapped(kind: str, swap: str, html: str) -> str:
@@ -114,9 +119,6 @@ def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
 
 def sorted_members(spec, principal) -> set:
     """The (namespace, name) keys of a sorted view's page, as it is now (views.page_keys)."""
-    from .views import page_keys
-    from .scope import list_scope
-
     web = kinds.by_view(spec.view)
     namespaces = list_scope(principal, spec.namespace or "", web.kind) or []
     keys, _ = page_keys(web, namespaces, spec.label_selector, spec.q, spec.sort, spec.page,
@@ -176,7 +178,6 @@ def _item(kind: str, obj: dict, oob: str, moment) -> str:
 
 def _detail(kind: str, obj: dict | None, moment, spec=None) -> str:
     if getattr(spec, "tab", ""):   # the History or Field owners view of a detail page
-        from .history_views import live_fragment
         return live_fragment(spec, kind, obj)
     if obj is None:
         return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
@@ -202,9 +203,6 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
     another resourceVersion. Both are the page's own filtered view (selector, name search,
     namespaces, share scope), so an object that moved out of a label selector leaves the
     page as the live push would have removed it."""
-    from dashboard.kube.errors import ApiError
-    from dashboard.kube.hub import Event
-
     if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
         return None
     try:
@@ -329,8 +327,6 @@ def visible_namespaces(spec) -> list[str]:
 
 
 def _namespaces(namespaces: list[str], moment) -> str:
-    from .views import namespace_cards
-
     cards = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""})
                     for card in (namespace_cards(moment, namespaces) if namespaces else []))
     return f'<div hx-swap-oob="innerHTML:#namespaces">{cards}</div>'

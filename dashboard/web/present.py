@@ -93,6 +93,7 @@ def base_item(kind: str, obj: dict, now: datetime | None = None) -> dict:
         "resource_version": m.get("resourceVersion", ""),
         "labels": label_texts(obj),
         "created": clock(created),
+        "created_time": created,
         "created_at": iso(created),
         "age": age(created, now),
         "deleting": bool(m.get("deletionTimestamp")),

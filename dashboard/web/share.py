@@ -27,7 +27,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.dispatch import receiver
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 
 from dashboard.access import clusters
@@ -35,6 +35,8 @@ from dashboard.access.authentication import touch_last_used
 from dashboard.access.middleware import EitherModeMiddleware
 from dashboard.access.models import ShareLink, hash_token
 from dashboard.access.principals import SHARE, Principal, principal_for
+from dashboard.kube.errors import ApiError
+from dashboard.kube.views import status_response
 
 from . import kinds
 
@@ -107,8 +109,6 @@ def share_principal(link: ShareLink) -> Principal:
 def page_url(link: ShareLink, q: str = "") -> str:
     """Where the link lands: its list page, in its namespace (the selector is implied), with
     the name search it was shared with (q, carried by the link's address)."""
-    from django.urls import reverse
-
     query = urlencode({k: v for k, v in (("namespace", link.namespace), ("q", q)) if v})
     return reverse(kinds.by_kind(link.kind).plural) + (f"?{query}" if query else "")
 
@@ -185,9 +185,6 @@ def stopped_page(request, why: str) -> HttpResponse:
 
 
 def _api_forbidden() -> HttpResponse:
-    from dashboard.kube.errors import ApiError
-    from dashboard.kube.views import status_response
-
     return status_response(ApiError(403, "Forbidden", "a share link gives no access to the API"))
 
 

@@ -16,13 +16,12 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from dashboard.server.tls import ensure_tls
-
+from dashboard.access.kubeconfig import build_kubeconfig
+from dashboard.access.models import ApiToken
 from dashboard.access.principals import principal_for
+from dashboard.access.tls import ensure_tls
+from dashboard.access.tokens import create_token
 
-from dashboard.access.tokens import new_secret
-from dashboard.server.kubeconfig import build_kubeconfig
-from dashboard.access.models import ApiToken, hash_token
 from .share import user_required
 
 DEFAULT_TLS_PORT = 8443   # `manage.py serve`'s HTTPS listener, unless it says otherwise:
@@ -44,13 +43,6 @@ class KubeconfigForm(TokenForm):
             # kubectl sends a bearer token only over TLS.
             raise forms.ValidationError("Use an https:// address: kubectl sends tokens only over TLS.")
         return server
-
-
-def new_token(user, name: str) -> str:
-    """Create an API token for user; the plaintext exists only in this return value."""
-    token = new_secret()
-    ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token))
-    return token
 
 
 def guess_server(request) -> str:
@@ -95,7 +87,7 @@ def tokens(request):
     form = TokenForm(request.POST)
     if not form.is_valid():
         return _page(request, status=400, form=form)
-    token = new_token(request.user, form.cleaned_data["name"])
+    token = create_token(request.user, form.cleaned_data["name"])
     response = render(request, "web/tokens/created.html", {
         "principal": principal_for(request.user), "active": "tokens", "name": form.cleaned_data["name"],
         "token": token})
@@ -125,7 +117,7 @@ def token_kubeconfig(request):
         return _page(request, status=400, kube_form=form)
     data = form.cleaned_data
     ca_pem = ensure_tls(settings.DATA_DIR).ca_cert.read_bytes()
-    token = new_token(request.user, data["name"])
+    token = create_token(request.user, data["name"])
     username = request.user.get_username()
     config = build_kubeconfig(data["server"], ca_pem, username, token, data["namespace"] or "default")
     body = yaml.safe_dump(config, default_flow_style=False, sort_keys=False)

@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 
 import orjson
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.decorators import method_decorator
@@ -32,11 +33,12 @@ from django.views.decorators.http import require_safe
 
 from dashboard.access import clusters
 from dashboard.access.principals import SHARE_VERB, Principal
+from dashboard.follow.models import Cluster
 from dashboard.kube import lists, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
-from dashboard.kube.selectors import parse_label_selector
+from dashboard.kube.selectors import label_selector_q, parse_label_selector
 
 from . import cluster_scope, kinds, scope
 from . import present as p
@@ -175,8 +177,6 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
 def view_rows(kind: str, namespaces: list[str | None], selector, q: str):
     """The typed rows of a view (namespace limits, label selector pushed down where it can
     be, name search), and the selector's rest to check in Python (None: nothing left)."""
-    from dashboard.kube.selectors import label_selector_q
-
     rows = by_kind(kind).model.objects.all()
     if namespaces != [None]:
         rows = rows.filter(namespace__in=namespaces)
@@ -241,10 +241,6 @@ def position(kind: str, namespaces: list[str | None], selector, q: str, start: t
     """Where a page sits in its whole view, from the typed table (the current state): the
     number of rows before it, the total, and the key the previous page resumes after (None:
     the previous page is the first)."""
-    from django.db.models import Q
-
-    from dashboard.kube.selectors import label_selector_q
-
     rows = by_kind(kind).model.objects.all()
     if namespaces != [None]:
         rows = rows.filter(namespace__in=namespaces)
@@ -426,8 +422,6 @@ def search_kind(web: kinds.KindWeb, principal: Principal, term: str) -> dict | N
     """One kind's part of the search: objects whose name, namespace, a label (key, value or
     "key=value") or one of the kind's search columns contain `term` (case-insensitive),
     within what the principal may list; None when it may list none of this kind."""
-    from django.db.models import Q
-
     namespaces = list_scope(principal, "", web.kind)
     if namespaces is None:
         return None
@@ -511,7 +505,6 @@ def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] 
     names = cluster_scope.visible_clusters(principal)
     if names in ([], [clusters.LOCAL]):
         return []
-    from dashboard.follow.models import Cluster
 
     followed = {c.name: c for c in Cluster.objects.filter(name__in=names)}
     only = sorted(principal.namespaces) if principal.namespaces else None

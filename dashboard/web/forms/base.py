@@ -17,6 +17,9 @@ from typing import Any
 
 from django import forms
 
+from dashboard.kube.errors import ApiError
+from dashboard.kube.schema import DecodeError
+
 from .api_errors import decode_error_field, field_manager_conflicts, plain
 from .parsers import format_address, format_labels, format_port, parse_labels
 
@@ -189,8 +192,6 @@ class ObjectForm(forms.Form):
 
     def add_api_error(self, err) -> None:
         """Put an ApiError from the store next to the fields it is about."""
-        from dashboard.kube.schema import DecodeError
-
         details = err.details or {}
         causes = details.get("causes") or []
         if err.code == 422 and causes:
@@ -225,8 +226,6 @@ class ObjectForm(forms.Form):
         """After the form's own checks failed, put what did parse through the API as well (a
         dry run, attempt()), so that one submit reports every problem rather than one layer
         at a time. A field that already has an error keeps just that one."""
-        from dashboard.kube.errors import ApiError
-
         try:
             attempt()
         except ApiError as err:

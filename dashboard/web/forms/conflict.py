@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, Callable
+
+from dashboard.kube.patch import merge_patch
 
 from .base import ObjectForm
 
@@ -82,17 +84,24 @@ def under(path: str, prefixes) -> bool:
     return any(path == p or path.startswith(p + ".") or path.startswith(p + "[") for p in prefixes)
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaves of an object by path ("spec.template.spec.containers[0].image")."""
-    if isinstance(value, dict) and value:
+def flatten(value: Any, prefix: str = "", item_key: Callable[[list], str | None] | None = None) -> dict[str, Any]:
+    """Leaves of an object by path ("spec.template.spec.containers[0].image"). With item_key,
+    a list whose items it names a key for is addressed by that key's values instead of indexes
+    ("status.conditions[type=Complete].status")."""
+    if isinstance(value, list) and value and item_key is not None and (key := item_key(value)):
         out: dict[str, Any] = {}
-        for key, item in value.items():
-            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        for item in value:
+            out.update(flatten(item, f"{prefix}[{key}={item[key]}]", item_key))
+        return out
+    if isinstance(value, dict) and value:
+        out = {}
+        for k, item in value.items():
+            out.update(flatten(item, f"{prefix}.{k}" if prefix else str(k), item_key))
         return out
     if isinstance(value, list) and value:
         out = {}
         for i, item in enumerate(value):
-            out.update(flatten(item, f"{prefix}[{i}]"))
+            out.update(flatten(item, f"{prefix}[{i}]", item_key))
         return out
     return {prefix: value}
 
@@ -145,8 +154,6 @@ def reapply_yaml(yours: dict, base: dict | None, current: dict) -> dict:
     """The user's edit replayed on the current object: the changes they made to the version
     they loaded, as a merge patch onto the current one (all of theirs when that version is no
     longer in the revision log)."""
-    from dashboard.kube.patch import merge_patch
-
     if base is None:
         out = copy.deepcopy(yours)
     else:

@@ -3,6 +3,7 @@
 from django import template
 
 from dashboard.web import kinds
+from dashboard.web.share import page_principal
 
 register = template.Library()
 
@@ -16,7 +17,7 @@ def kind_pages() -> list:
 @register.filter
 def action_buttons(kind: str) -> list[str]:
     """The templates of a kind's one-click action buttons: by convention, a partial of its
-    detail template named after each action (e.g. "web/<singular>_detail.html#<action>")."""
+    detail template named after each action (e.g. "<app>/<singular>_detail.html#<action>")."""
     web = kinds.by_kind(kind)
     return [f"{web.detail_template}#{action.name}" for action in web.actions if action.toolbar] if web else []
 
@@ -25,7 +26,5 @@ def action_buttons(kind: str) -> list[str]:
 def visitor(context):
     """Who is looking, for pages rendered outside the views (Django's 404 page): the signed-in
     user or the share link, as the views' `principal` (None for a visitor)."""
-    from dashboard.web.share import page_principal
-
     request = context.get("request")
     return context.get("principal") or (page_principal(request) if request is not None else None)

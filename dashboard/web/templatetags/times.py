@@ -1,7 +1,7 @@
 """Times on the pages: {% load times %}.
 
-    {{ item.acquired_clock|abstime }}   an exact time (present.clock's "2026-01-02 03:04:05 UTC",
-                                        or a datetime) as <time datetime=… data-abs>; live.js
+    {{ item.acquire_time|abstime }}     an exact time (a datetime; presenters pass theirs through)
+                                        as <time datetime=… data-abs>, in present.clock's text; live.js
                                         shows it in the browser's time zone when the viewer
                                         chose "Local time" (header), UTC otherwise
     {% age item %}                      an object's age (kubectl's AGE), moving every second in
@@ -17,17 +17,7 @@ from dashboard.web.present import clock, iso
 
 register = template.Library()
 
-_CLOCK = "%Y-%m-%d %H:%M:%S UTC"
 NO_AGE = mark_safe('<span class="muted">—</span>')
-
-
-def _moment(value) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    try:
-        return datetime.strptime(str(value), _CLOCK).replace(tzinfo=timezone.utc)
-    except ValueError:
-        return None
 
 
 @register.filter
@@ -35,9 +25,9 @@ def abstime(value, empty: str = "—"):
     """<time datetime="…Z" data-abs>2026-01-02 03:04:05 UTC</time>; `empty` when there is none."""
     if not value:
         return empty
-    moment = _moment(value)
-    if moment is None:
-        return value       # not a time this filter knows: as it is
+    if not isinstance(value, datetime):
+        return value       # not a time: as it is
+    moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     return format_html('<time datetime="{}" data-abs>{}</time>', iso(moment), clock(moment))
 
 

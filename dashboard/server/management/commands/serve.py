@@ -1,7 +1,7 @@
 """`manage.py serve`: run Daphne with an HTTP and an HTTPS listener, on every core.
 
 HTTP is for the pages and local tools; HTTPS is for API clients, because kubectl sends a
-bearer token only over TLS. The TLS material comes from a local CA (dashboard.server.tls)
+bearer token only over TLS. The TLS material comes from a local CA (dashboard.access.tls)
 that kubeconfigs written by `manage.py kubeconfig` trust.
 
 `--workers N` (default: the number of cores) binds the sockets once and runs N Daphne worker
@@ -10,8 +10,9 @@ processes on them (dashboard.server.workers); `--workers 1` serves in this proce
 from __future__ import annotations
 
 import argparse
-import ipaddress
+import gc
 import os
+import resource
 import sys
 
 # Daphne installs Twisted's asyncio reactor when imported; it must come before anything
@@ -21,11 +22,12 @@ from daphne.access import AccessLogGenerator
 from daphne.server import Server
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.urls import get_resolver
 
-from dashboard.server import protocol, workers
-from dashboard.server.tls import ensure_tls
-
-WILDCARDS = {"0.0.0.0", "::", ""}
+from dashboard.access.kubeconfig import WILDCARDS, client_url
+from dashboard.access.tls import ensure_tls
+from dashboard.kube import registry, schema
+from dashboard.server import maintenance, protocol, shutdown, workers
 
 # A backstop for requests that never finish, not a limit on normal use: watches end on
 # their own (timeoutSeconds, or the server's 30-60 minute default), well before this.
@@ -36,32 +38,12 @@ DEFAULT_WEBSOCKET_TIMEOUT = 24 * 3600
 
 def raise_file_limit() -> None:
     """Every watch and page websocket is a socket: lift the soft fd limit to the hard one."""
-    import resource
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
         except (ValueError, OSError):
             pass
-
-
-def client_host(host: str) -> str:
-    """The address a local client should dial for a listen address (wildcards -> loopback)."""
-    host = host.strip("[]")
-    if host in WILDCARDS:
-        return "::1" if host == "::" else "127.0.0.1"
-    return host
-
-
-def url(scheme: str, host: str, port: int) -> str:
-    host = client_host(host)
-    try:
-        if ipaddress.ip_address(host).version == 6:
-            host = f"[{host}]"
-    except ValueError:
-        pass
-    return f"{scheme}://{host}:{port}"
 
 
 def _escape(value: str) -> str:
@@ -117,7 +99,7 @@ class Command(BaseCommand):
         tls = None
         if tls_port is not None:
             tls = ensure_tls(settings.DATA_DIR, tls_hosts(host))
-        urls = [url("http", host, port)] + ([url("https", host, tls_port)] if tls_port else [])
+        urls = [client_url("http", host, port)] + ([client_url("https", host, tls_port)] if tls_port else [])
         if tls_port is not None:
             # What the tokens page's kubeconfig download points at (inherited by the workers).
             os.environ["KUBEDASH_TLS_PORT"] = str(tls_port)
@@ -160,15 +142,15 @@ class Command(BaseCommand):
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
+        # Here, not at the top: building the ASGI application loads the URL conf, the middleware
+        # and the handlers, which `manage.py help` and the supervisor process never need.
         from dashboard.server.asgi import application
 
         def ready():
-            from dashboard.server import maintenance, shutdown
-
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
             maintenance.start()        # the once-per-deployment work, if elected
             if listen_fds:
-                from twisted.internet import reactor
+                from twisted.internet import reactor   # late: importing it installs a reactor (Daphne's is first)
 
                 workers.adopt(reactor, server, listen_fds, tls)
             else:
@@ -211,12 +193,6 @@ def freeze_startup_objects() -> None:
     long as the process: move it out of the garbage collector's sight (gc.freeze), so a full
     collection walks only what requests create — one took ~50 ms in a 1,000-row page render,
     and as long in the middle of whichever renewal it fell on."""
-    import gc
-
-    from django.urls import get_resolver
-
-    from dashboard.kube import registry, schema
-
     get_resolver().url_patterns          # the resolver populates itself on first use
     for res in registry.all_resources():
         schema.node(res.definition)

@@ -1,8 +1,10 @@
 """`manage.py start`: everything a first-time user needs, then the server.
 
 Migrates the database, writes ./kubeconfig for the `admin` user, makes sure `admin` can log
-in to the pages, prints how to use both, and runs `serve`. Safe to run again: the kubeconfig
-token and the password are kept while they still work, so restarts pile nothing up.
+in to the pages, prints how to use both, starts the demo simulator beside the server, and runs
+`serve` (by its name: it takes every option `serve` takes, plus --no-demo). Safe to run again:
+the kubeconfig token and the password are kept while they still work, so restarts pile nothing up.
+It lives with the demo because the simulator is what it adds to `serve`.
 """
 from __future__ import annotations
 
@@ -11,15 +13,13 @@ import secrets
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import BaseCommand
 
+from dashboard.access.kubeconfig import build_kubeconfig, ca_pem_for, client_url, read_token, write_kubeconfig
 from dashboard.access.models import Role
 from dashboard.access.tokens import ensure_user, issue_token, token_works
 from dashboard.demo.runner import DEFAULT_NAMESPACES, start_demo, stop_demo
-from dashboard.server.kubeconfig import build_kubeconfig, ca_pem_for, read_token, write_kubeconfig
-
-from .serve import url
 
 ADMIN = "admin"
 PASSWORD_FILE = "admin-password"
@@ -64,13 +64,7 @@ class Command(BaseCommand):
     help = "Migrate, write ./kubeconfig and the admin login, then run the server."
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default="127.0.0.1",
-                            help="address to listen on (default 127.0.0.1)")
-        parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
-        parser.add_argument("--tls-port", type=int, default=8443, help="HTTPS port (default 8443)")
-        parser.add_argument("--access-log", action="store_true", help="log every request")
-        parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                            help="server worker processes (default: the number of cores)")
+        add_serve_arguments(parser)   # --host, --port, --tls-port, --workers, … as `serve` has them
         parser.add_argument("--no-demo", action="store_true",
                             help="do not run the demo simulator (leases renewing, endpoints "
                                  "flapping, jobs progressing in namespaces demo, payments, batch)")
@@ -84,12 +78,12 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
 
         kubeconfig = Path(settings.BASE_DIR) / "kubeconfig"
-        server = url("https", host, tls_port)
+        server = client_url("https", host, tls_port)
         reused = ensure_admin_kubeconfig(kubeconfig, server)
         password = ensure_admin_password(settings.DATA_DIR)
 
         shown = _relative(kubeconfig)
-        site = url("http", host, port)
+        site = client_url("http", host, port)
         login = settings.LOGIN_URL if str(settings.LOGIN_URL).startswith("/") else "/"
         if password is None:
             password = (f"(changed since; the one in {Path(settings.DATA_DIR) / PASSWORD_FILE} "
@@ -114,11 +108,15 @@ class Command(BaseCommand):
         # The demo simulator is a separate API client; it starts writing once serve listens.
         demo = None if options["no_demo"] else start_demo(site)
         try:
-            call_command("serve", host=host, port=port, tls_port=tls_port,
-                         access_log=options["access_log"], workers=options["workers"],
-                         verbosity=options["verbosity"])
+            call_command("serve", **{k: v for k, v in options.items() if k != "no_demo"})
         finally:
             stop_demo(demo)
+
+
+def add_serve_arguments(parser) -> None:
+    """Add `serve`'s options to start's parser: the command found by its name, as call_command
+    finds it (the server is the composition root; nothing imports it)."""
+    load_command_class(get_commands()["serve"], "serve").add_arguments(parser)
 
 
 def _relative(path: Path) -> str:

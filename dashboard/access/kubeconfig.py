@@ -4,6 +4,7 @@ file works from any directory), write it 0600, read a token back. Used by the `k
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,6 +16,26 @@ from .tls import ensure_tls
 
 NAME = "kubedash"   # the cluster and context name
 DEFAULT_SERVER = "https://127.0.0.1:8443"
+WILDCARDS = {"0.0.0.0", "::", ""}   # listen addresses that mean "every interface"
+
+
+def client_host(host: str) -> str:
+    """The address a local client should dial for a listen address (wildcards -> loopback)."""
+    host = host.strip("[]")
+    if host in WILDCARDS:
+        return "::1" if host == "::" else "127.0.0.1"
+    return host
+
+
+def client_url(scheme: str, host: str, port: int) -> str:
+    """The URL a local client dials for a listener (`serve`'s banner, `start`'s kubeconfig)."""
+    host = client_host(host)
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    return f"{scheme}://{host}:{port}"
 
 
 def build_kubeconfig(server: str, ca_pem: bytes, username: str, token: str,
