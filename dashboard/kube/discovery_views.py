@@ -5,7 +5,7 @@ import logging
 
 from django.http import HttpResponse
 
-from . import discovery, openapi
+from . import discovery, openapi, openapi_proto
 from .errors import path_not_found
 from .views import KubeAPIView, json_response
 
@@ -78,8 +78,8 @@ class OpenAPIv2View(PublicView):
     def get(self, request):
         accept = request.META.get("HTTP_ACCEPT", "")
         if "protobuf" in accept and "json" not in accept:
-            # Only JSON is served; kubectl tolerates a 404 here and uses /openapi/v3.
-            raise path_not_found()
+            # kubectl's fallback for kinds not in /openapi/v3 (kube/openapi_proto.py).
+            return HttpResponse(openapi.v2_protobuf(), content_type=openapi_proto.CONTENT_TYPE)
         return HttpResponse(openapi.v2(), content_type="application/json")
 
 

@@ -532,8 +532,8 @@ def direct_route(path: str) -> tuple[type, dict] | None:
         return None
     if len(rest) == 1:
         return CollectionView, {**kw, "plural": rest[0]}
-    if rest[0] != "namespaces" or len(rest) > 5:
-        return None
+    if rest[0] != "namespaces" or not 3 <= len(rest) <= 5:
+        return None   # /namespaces/<ns> itself (no Namespace kind here) and longer paths: the resolver's 404
     kw.update(namespace=rest[1], plural=rest[2])
     if len(rest) == 3:
         return CollectionView, kw
