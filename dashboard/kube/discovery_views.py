@@ -5,7 +5,7 @@ import logging
 
 from django.http import HttpResponse
 
-from . import discovery, openapi, openapi_proto
+from . import discovery, openapi, openapi_proto, schema_state
 from .errors import path_not_found
 from .views import KubeAPIView, json_response
 
@@ -99,25 +99,17 @@ def _check_database() -> None:
         cursor.execute("SELECT 1")
 
 
-def _check_redis() -> None:
-    """The channel layer's and the watch hub's Redis answers a PING (within a second)."""
-    import redis
-    from django.conf import settings
-
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-    try:
-        client.ping()
-    finally:
-        client.close()
+def _check_migrations() -> None:
+    missing = schema_state.pending()
+    if missing:
+        raise RuntimeError(f"{len(missing)} migrations not applied: {', '.join(missing[:5])}")
 
 
 def _ready_checks() -> list[tuple[str, object]]:
-    from django.conf import settings
-
-    checks = [("ping", lambda: None), ("database", _check_database)]
-    if settings.REDIS_URL:
-        checks.append(("redis", _check_redis))
-    return checks
+    """What the API needs to answer: the database, migrated. Not Redis: without it the API and
+    the pages keep working (wake-ups fall back to polling the log), so a Redis outage must not
+    take every pod out of the Service; its state is in /metrics and the logs."""
+    return [("ping", lambda: None), ("database", _check_database), ("migrations", _check_migrations)]
 
 
 def _plain(text: str, status: int = 200) -> HttpResponse:
@@ -130,8 +122,7 @@ def readyz(request, check: str | None = None):
     """/readyz in kube-apiserver's format: "ok"; `?verbose` lists "[+]name ok" per check; a
     failed check makes it 500 listing "[-]name failed: reason withheld" (the reason is logged,
     not shown: the endpoint is public); `?exclude=name` skips one. /readyz/<name> runs one.
-    Redis down is degraded service (pages and revocations keep working through the
-    database), and readiness is where it shows."""
+    Not ready until every migration is applied (a pod started before `migrate` finished)."""
     checks = _ready_checks()
     if check is not None:
         found = dict(checks).get(check)

@@ -16,7 +16,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from . import codec, registry, store
+from . import codec, registry, schema_state, store
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (ApiError, bad_request, invalid_object, method_not_allowed, path_not_found,
                      request_entity_too_large, unauthorized)
@@ -78,6 +78,9 @@ def exception_handler(exc, context):
         return status_response(request_entity_too_large(settings.KUBE_MAX_BODY_BYTES), request)
     if isinstance(exc, drf_exceptions.APIException):
         return status_response(ApiError(exc.status_code, type(exc).__name__, str(exc.detail)), request)
+    unmigrated = schema_state.not_migrated_error(exc)
+    if unmigrated is not None:
+        return status_response(unmigrated, request)
     log.exception("unexpected error serving %s", getattr(request, "path", "?"))
     return status_response(ApiError(500, "InternalError", "an internal error occurred; the request was not applied"), request)
 

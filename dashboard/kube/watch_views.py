@@ -13,10 +13,11 @@ import time
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import store
+from . import schema_state, store
 from .errors import ApiError, forbidden_request, gone, unauthorized
 from .meta import parse_bool
 from .metrics import WATCH_EVENTS, counted
@@ -373,6 +374,11 @@ async def watch(request, single_name: str | None = None, **kw):
             # Too old: kube-apiserver answers 200 and a single ERROR event, then closes.
             return StreamingHttpResponse(iter([_error_line(err)]), content_type="application/json")
         return status_response(err, request)
+    except DatabaseError as err:
+        unmigrated = await sync_to_async(schema_state.not_migrated_error)(err)
+        if unmigrated is None:
+            raise
+        return status_response(unmigrated, request)
     stream = _stream(request, res, sub, options, initial, guard, generation, response_writer.get())
     response = StreamingHttpResponse(counted(stream, res), content_type="application/json")
     response["Cache-Control"] = "no-cache, private"
