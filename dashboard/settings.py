@@ -23,6 +23,12 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("KUBEDASH_DATA_DIR", BASE_DIR / "data")).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+# prometheus_client's multiprocess mode writes a file the moment a metric is created, and some
+# modules create theirs when imported: the directory must exist before any of them is, in every
+# entry point (serve, plain daphne on ASGI_APPLICATION, manage.py commands). It is usually on an
+# empty tmpfs (/tmp of a read-only container), so it is made here, the first code each one runs.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 
 def _env_bool(name: str, default: bool = False) -> bool:

@@ -568,6 +568,59 @@ def test_image_commands_run_as_non_root_and_answer_livez(image):
         _stop(proc)
 
 
+def test_image_entry_points_come_up_ready_on_empty_writable_paths(image, tmp_path):
+    """A read-only root with an empty tmpfs (compose's `read_only: true` + `tmpfs: /tmp`, the
+    kustomize emptyDirs): /tmp and /data start empty, the non-root user can write nothing else,
+    and the database is the Secret's DATABASE_URL, migrated beforehand (the init container).
+    The image's CMD and plain daphne on settings.ASGI_APPLICATION both come up *ready*."""
+    img, env, runtime = image
+    app = img.root / "app"
+    db_dir = img.root / "external-db"   # the non-root user's database, outside the writable paths
+    db_dir.mkdir(exist_ok=True)
+    db_dir.chmod(0o777)
+    env = {**env, "DATABASE_URL": f"sqlite:///{db_dir}/kubedash.sqlite3", "DJANGO_SECRET_KEY": "s" * 50,
+           "KUBEDASH_CREDENTIALS_KEY": "8JmX7bq5LqD1hY4m0zW2sKq3fT9vN6cR1pA8eU5yG0o="}
+    python = img.map("/opt/venv/bin/python")
+    out = subprocess.run(as_non_root([python, "manage.py", "migrate", "--noinput", "-v0"]), cwd=app, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    metrics_dir = Path(env["PROMETHEUS_MULTIPROC_DIR"])
+    assert metrics_dir.is_relative_to(img.root / "tmp"), "the image keeps its metrics on /tmp"
+    entry_points = {
+        "CMD": [img.map(p) for p in json.loads(runtime["CMD"])],
+        "daphne": [python, "-m", "daphne", "-b", "127.0.0.1", "-p", "8000", "dashboard.server.asgi:application"],
+    }
+    for name, argv in entry_points.items():
+        for writable in (img.root / "tmp", img.root / "data"):   # an empty tmpfs, an empty volume
+            shutil.rmtree(writable)
+            writable.mkdir()
+            if os.geteuid() == 0:
+                os.chown(writable, 65534, 65534)
+        port = free_port()
+        log = db_dir / f"{name}.log"
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(as_non_root([p.replace("8000", str(port)) for p in argv]), cwd=app, env=env,
+                                    stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            _wait_port(port, proc, name, log)
+            deadline = time.monotonic() + WAIT
+            while True:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+                conn.request("GET", "/readyz?verbose")
+                resp = conn.getresponse()
+                body = resp.read().decode()
+                conn.close()
+                if resp.status == 200:
+                    break
+                assert proc.poll() is None and time.monotonic() < deadline, f"{name}: {body}\n{log.read_text()[-3000:]}"
+                time.sleep(0.3)
+            assert "[+]migrations ok" in body
+            assert any(metrics_dir.glob("*.db")), f"{name}: the metrics went to the multiprocess directory"
+            assert "Traceback" not in log.read_text(errors="replace"), log.read_text()[-3000:]
+        finally:
+            _stop(proc)
+
+
 # ---------------------------------------------------------------------------------------------
 # docker-compose.yml
 
@@ -670,7 +723,7 @@ def _matches(selector: dict, labels: dict) -> bool:
 
 def test_manifests_agree_with_each_other_and_the_image():
     deployment, service, pdb, ingress = one("Deployment"), one("Service"), one("PodDisruptionBudget"), one("Ingress")
-    job, config, secret, account = one("Job"), one("ConfigMap"), one("Secret"), one("ServiceAccount")
+    config, secret, account = one("ConfigMap"), one("Secret"), one("ServiceAccount")
     pod = deployment["spec"]["template"]
     labels, spec = pod["metadata"]["labels"], pod["spec"]
     [container] = spec["containers"]
@@ -679,8 +732,6 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert _matches(deployment["spec"]["selector"]["matchLabels"], labels)
     assert _matches(service["spec"]["selector"], labels)
     assert _matches(pdb["spec"]["selector"]["matchLabels"], labels)
-    assert not _matches(service["spec"]["selector"], job["spec"]["template"]["metadata"]["labels"]), \
-        "the Service must not send traffic to the migrate Job"
 
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     cmd = dict(stages()[-1])["CMD"]
@@ -702,8 +753,7 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
 
     uid = int(dict(stages()[-1])["USER"].split(":")[0])
-    for pod_spec, containers in ((spec, spec["containers"]), (job["spec"]["template"]["spec"],
-                                                               job["spec"]["template"]["spec"]["containers"])):
+    for pod_spec, containers in ((spec, spec["containers"] + spec["initContainers"]),):
         assert pod_spec["securityContext"]["runAsNonRoot"] is True
         assert pod_spec["securityContext"]["runAsUser"] == uid
         assert pod_spec["serviceAccountName"] == account["metadata"]["name"]
@@ -730,4 +780,9 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert float(env["KUBEDASH_SHUTDOWN_GRACE_SECONDS"]) < STOP_GRACE_SECONDS
     assert pre_stop + STOP_GRACE_SECONDS < spec["terminationGracePeriodSeconds"]
     assert env["KUBEDASH_WORKERS"].isdigit()
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["migrate", "--noinput"]
+    # The schema before the server: every pod's init container migrates (one at a time, a lock:
+    # dashboard/server/management/commands/migrate.py); no Job racing the rollout.
+    [init] = spec["initContainers"]
+    assert init["command"][-2:] == ["migrate", "--noinput"] and init["image"] == container["image"]
+    assert not by_kind("Job"), "a migrate Job would race the Deployment's rollout"
+    assert env["PROMETHEUS_MULTIPROC_DIR"] in {m["mountPath"] for m in init["volumeMounts"]}

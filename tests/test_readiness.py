@@ -70,3 +70,27 @@ def test_unmigrated_database_is_not_ready_and_never_500(unmigrated):
     token = server.token("ready-admin", "admin")
     status, _, created = server.request("POST", LEASES, {"metadata": {"name": "after"}, "spec": {}}, token=token)
     assert status == 201, created
+
+
+def test_migrate_runs_one_at_a_time_on_postgresql(tmp_path):
+    """Several pods' init containers start `migrate` at once on a fresh database: all succeed
+    (they take turns under the advisory lock; the later ones find nothing to apply)."""
+    import uuid
+
+    from pg_support import connect, pg_url, require_postgres
+
+    require_postgres()
+    name = f"kubedash_i24_migrate_{uuid.uuid4().hex[:8]}"
+    with connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        env = {**server_env(tmp_path), "DATABASE_URL": pg_url(name)}
+        procs = [subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput"], env=env,
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for _ in range(3)]
+        outputs = [p.communicate(timeout=300)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], outputs
+        assert sum("No migrations to apply." in out for out in outputs) == 2, outputs
+    finally:
+        with connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
