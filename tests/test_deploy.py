@@ -23,6 +23,7 @@ import queue
 import random
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -94,9 +95,9 @@ class Proxy:
         return path
 
 
-def _start_app(env: dict, data_dir: Path, label: str) -> LiveServer:
-    port = free_port()
-    log = open(data_dir / f"{label}.log", "wb")
+def _start_app(env: dict, data_dir: Path, label: str, port: int | None = None) -> LiveServer:
+    port = port or free_port()
+    log = open(data_dir / f"{label}.log", "ab")
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--no-tls",
                              "--proxy-headers", "--port", str(port)],
                             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -151,6 +152,38 @@ http {{
 """
 
 
+def _upstream_servers(ports: list[int]) -> str:
+    """KUBEDASH_UPSTREAM_SERVERS as docker-compose.yml sets it (its options: max_fails=0), one
+    line per app here instead of compose's one name for every replica."""
+    shipped = yaml.safe_load(COMPOSE.read_text())["services"]["nginx"]["environment"]["KUBEDASH_UPSTREAM_SERVERS"]
+    assert shipped.count("app:8000") == 1
+    return " ".join(shipped.replace("app:8000", f"127.0.0.1:{port}") for port in ports)
+
+
+def _start_proxy(nginx_bin: str, work: Path, ports: list[int]):
+    """Debian's nginx on the shipped template in front of the apps: (proc, http port, https port, tls)."""
+    # The proxy's TLS: a CA and serving certificate made here (the app's own CA code).
+    from dashboard.server.tls import ensure_tls
+
+    tls = ensure_tls(work / "proxy-data")
+    prefix = work / "nginx"
+    prefix.mkdir()
+    http_port, https_port = free_port(), free_port()
+    site = prefix / "kubedash.conf"
+    site.write_text(render(TEMPLATE.read_text(), {
+        "KUBEDASH_UPSTREAM_SERVERS": _upstream_servers(ports),
+        "KUBEDASH_HTTP_PORT": str(http_port), "KUBEDASH_HTTPS_PORT": str(https_port),
+        "KUBEDASH_TLS_CERT": str(tls.server_cert), "KUBEDASH_TLS_KEY": str(tls.server_key)}))
+    main = prefix / "nginx.conf"
+    main.write_text(_nginx_main_conf(prefix, site))
+    base = [nginx_bin, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(main)]
+    check = subprocess.run([*base, "-t"], capture_output=True, text=True)
+    assert check.returncode == 0, f"nginx rejects the config: {check.stderr}"
+    proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(https_port, proc, "nginx", prefix / "error.log")
+    return proc, http_port, https_port, tls
+
+
 @pytest.fixture(scope="module")
 def nginx_bin() -> str:
     path = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
@@ -167,55 +200,44 @@ def stack(nginx_bin, tmp_path_factory):
     work = tmp_path_factory.mktemp("kubedash-deploy")
     procs = []
     try:
-        redis_db = random.randint(1, 15)
-        apps = []
-        for label in ("a", "b"):
-            data_dir = work / label
-            data_dir.mkdir()
-            env = server_env(data_dir)
-            env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(redis_db),
-                       DJANGO_SECRET_KEY="deploy-test-secret-key-shared-by-both-processes",
-                       # No bookmarks: the only bytes on an idle watch are its events, so an
-                       # event that arrives was not pushed out by later traffic.
-                       KUBEDASH_WATCH_BOOKMARK_SECONDS="3600")
-            apps.append((env, data_dir, label))
-        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=apps[0][0], cwd=ROOT,
-                       check=True)
-        upstreams = [_start_app(env, data_dir, label) for env, data_dir, label in apps]
-        procs.extend(s.proc for s in upstreams)
-        for s in upstreams:
-            _wait_port(s.http_port, s.proc, f"serve ({s.log_name})", s.data_dir / f"{s.log_name}.log")
-        token = upstreams[0].token("deploy-admin", "admin")
-        for s in upstreams:
-            s._admin_token = token
-
-        # The proxy's TLS: a CA and serving certificate made here (the app's own CA code).
-        from dashboard.server.tls import ensure_tls
-
-        tls = ensure_tls(work / "proxy-data")
-        prefix = work / "nginx"
-        prefix.mkdir()
-        http_port, https_port = free_port(), free_port()
-        site = prefix / "kubedash.conf"
-        site.write_text(render(TEMPLATE.read_text(), {
-            "KUBEDASH_UPSTREAM_SERVERS": " ".join(f"server 127.0.0.1:{s.http_port};" for s in upstreams),
-            "KUBEDASH_HTTP_PORT": str(http_port), "KUBEDASH_HTTPS_PORT": str(https_port),
-            "KUBEDASH_TLS_CERT": str(tls.server_cert), "KUBEDASH_TLS_KEY": str(tls.server_key)}))
-        main = prefix / "nginx.conf"
-        main.write_text(_nginx_main_conf(prefix, site))
-        base = [nginx_bin, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(main)]
-        check = subprocess.run([*base, "-t"], capture_output=True, text=True)
-        assert check.returncode == 0, f"nginx rejects the config: {check.stderr}"
-        proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(proc)
-        _wait_port(https_port, proc, "nginx", prefix / "error.log")
-        proxy = Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
-        proxy.tls_data_dir = work / "proxy-data"
-        yield proxy
+        yield _two_apps_behind_nginx(nginx_bin, work, dbname, procs)
     finally:
         for proc in reversed(procs):
             _stop(proc)
         pg_support.drop_database(dbname)
+
+
+def _two_apps_behind_nginx(nginx_bin: str, work: Path, dbname: str, procs: list) -> Proxy:
+    """Two `serve` processes on one PostgreSQL database and Redis, nginx in front (their
+    processes appended to procs, for the caller to stop)."""
+    redis_db = random.randint(1, 15)
+    apps = []
+    for label in ("a", "b"):
+        data_dir = work / label
+        data_dir.mkdir()
+        env = server_env(data_dir)
+        env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(redis_db),
+                   DJANGO_SECRET_KEY="deploy-test-secret-key-shared-by-both-processes",
+                   # No bookmarks: the only bytes on an idle watch are its events, so an
+                   # event that arrives was not pushed out by later traffic.
+                   KUBEDASH_WATCH_BOOKMARK_SECONDS="3600")
+        apps.append((env, data_dir, label))
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=apps[0][0], cwd=ROOT,
+                   check=True)
+    upstreams = [_start_app(env, data_dir, label) for env, data_dir, label in apps]
+    procs.extend(s.proc for s in upstreams)
+    for s in upstreams:
+        _wait_port(s.http_port, s.proc, f"serve ({s.log_name})", s.data_dir / f"{s.log_name}.log")
+    token = upstreams[0].token("deploy-admin", "admin")
+    for s in upstreams:
+        s._admin_token = token
+
+    proc, http_port, https_port, tls = _start_proxy(nginx_bin, work, [u.http_port for u in upstreams])
+    procs.append(proc)
+    proxy = Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
+    proxy.tls_data_dir = work / "proxy-data"
+    proxy.nginx_log = work / "nginx" / "error.log"
+    return proxy
 
 
 def _ns() -> str:
@@ -296,6 +318,93 @@ def test_watch_event_is_streamed_through_the_proxy_as_it_happens(stack):
         assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == name
         print(f"watch event through the proxy after {elapsed * 1000:.0f} ms")
         assert elapsed < 5.0, f"the event took {elapsed:.1f}s: the proxy held it"
+
+
+class Renewer(threading.Thread):
+    """A leader-election client through the proxy: its own Lease, renewed with PUT (the last
+    resourceVersion it got) over one kept-alive connection, as fast as it is answered. Any
+    answer but 200 and any broken connection is a failed request."""
+
+    def __init__(self, proxy: Proxy, ns: str, name: str):
+        super().__init__(daemon=True)
+        self.proxy, self.path = proxy, leases_path(ns, name)
+        self.obj = _create(proxy.upstreams[0], ns, name)
+        self.ok, self.failed = 0, []
+        self.stop = threading.Event()
+
+    def run(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.proxy.http_port, timeout=WAIT)
+        headers = {"Authorization": f"Bearer {self.proxy.token}", "Content-Type": "application/json"}
+        while not self.stop.is_set():
+            self.obj["spec"]["renewTime"] = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+            try:
+                conn.request("PUT", self.path, body=orjson.dumps(self.obj), headers=headers)
+                resp = conn.getresponse()
+                body = resp.read()
+            except (OSError, http.client.HTTPException) as err:
+                self.failed.append(repr(err))
+                conn.close()
+                continue
+            if resp.status == 200:
+                self.obj, self.ok = orjson.loads(body), self.ok + 1
+            else:
+                self.failed.append((resp.status, body[:300]))
+
+
+def test_rolling_restart_through_the_proxy_loses_no_request(nginx_bin, tmp_path_factory):
+    """Each app restarted in turn (SIGTERM, drained, started again on its port) while 4 clients
+    renew their Leases through the shipped nginx config: not one request fails."""
+    pg_support.require_postgres()
+    pg_support.require_redis()
+    dbname = pg_support.create_database("kd_rolling")
+    work = tmp_path_factory.mktemp("kubedash-rolling")
+    procs: list = []
+    renewers: list[Renewer] = []
+    try:
+        proxy = _two_apps_behind_nginx(nginx_bin, work, dbname, procs)
+        ns = _ns()
+        renewers = [Renewer(proxy, ns, f"leader-{i}") for i in range(4)]
+        for r in renewers:
+            r.start()
+
+        def progress(more: int) -> None:
+            start = sum(r.ok for r in renewers)
+            deadline = time.monotonic() + 2 * WAIT
+            while sum(r.ok for r in renewers) < start + more:
+                assert time.monotonic() < deadline, "the renewals stalled"
+                time.sleep(0.1)
+
+        progress(40)
+        for i, app in enumerate(list(proxy.upstreams)):
+            app.proc.send_signal(signal.SIGTERM)
+            assert app.proc.wait(60) == 0
+            progress(40)          # all through the other app meanwhile
+            again = _start_app(app.env, app.data_dir, app.log_name, port=app.http_port)
+            procs.append(again.proc)
+            _wait_port(again.http_port, again.proc, f"serve ({app.log_name}, again)",
+                       app.data_dir / f"{app.log_name}.log")
+            again._admin_token = proxy.token
+            deadline = time.monotonic() + 2 * WAIT
+            while again.request("GET", "/readyz", token="-")[0] != 200:
+                assert time.monotonic() < deadline, "the restarted app did not become ready"
+                time.sleep(0.2)
+            proxy.upstreams[i] = again
+            progress(40)
+        for r in renewers:
+            r.stop.set()
+        for r in renewers:
+            r.join(WAIT)
+        total = sum(r.ok for r in renewers)
+        failed = [f for r in renewers for f in r.failed]
+        assert failed == [], f"{len(failed)} of {total + len(failed)} requests failed: {failed[:5]}"
+        assert total >= 160
+        print(f"rolling restart: {total} renewals, 0 failed")
+    finally:
+        for r in renewers:
+            r.stop.set()
+        for proc in reversed(procs):
+            _stop(proc)
+        pg_support.drop_database(dbname)
 
 
 def _log_in(stack, username: str, password: str) -> str:
