@@ -173,6 +173,7 @@ def _start_proxy(nginx_bin: str, work: Path, ports: list[int]):
     site.write_text(render(TEMPLATE.read_text(), {
         "KUBEDASH_UPSTREAM_SERVERS": _upstream_servers(ports),
         "KUBEDASH_HTTP_PORT": str(http_port), "KUBEDASH_HTTPS_PORT": str(https_port),
+        "KUBEDASH_HTTPS_PUBLIC_PORT": str(https_port),
         "KUBEDASH_TLS_CERT": str(tls.server_cert), "KUBEDASH_TLS_KEY": str(tls.server_key)}))
     main = prefix / "nginx.conf"
     main.write_text(_nginx_main_conf(prefix, site))
@@ -333,7 +334,7 @@ class Renewer(threading.Thread):
         self.stop = threading.Event()
 
     def run(self):
-        conn = http.client.HTTPConnection("127.0.0.1", self.proxy.http_port, timeout=WAIT)
+        conn = self.proxy.https()
         headers = {"Authorization": f"Bearer {self.proxy.token}", "Content-Type": "application/json"}
         while not self.stop.is_set():
             self.obj["spec"]["renewTime"] = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
@@ -405,6 +406,28 @@ def test_rolling_restart_through_the_proxy_loses_no_request(nginx_bin, tmp_path_
         for proc in reversed(procs):
             _stop(proc)
         pg_support.drop_database(dbname)
+
+
+def test_plain_http_redirects_to_https_which_sends_hsts(stack):
+    """Port 80: health checks, and a redirect for everything else (a login form or a token never
+    goes in clear); HTTPS answers with Strict-Transport-Security."""
+    conn = http.client.HTTPConnection("127.0.0.1", stack.http_port, timeout=WAIT)
+    for path in ("/livez", "/readyz"):
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, b"ok"), path
+    for path in ("/accounts/login/?next=/leases/", "/apis/coordination.k8s.io/v1/leases"):
+        conn.request("GET", path, headers={"Host": "kubedash.example:8000"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 308 and resp.getheader("Location") == f"https://kubedash.example:{stack.https_port}{path}"
+    conn.close()
+    conn = stack.https()
+    conn.request("GET", "/accounts/login/")
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 200 and resp.getheader("Strict-Transport-Security") == "max-age=31536000"
+    conn.close()
 
 
 def _log_in(stack, username: str, password: str) -> str:
@@ -482,7 +505,7 @@ def test_a_long_list_arrives_whole_through_the_proxy(stack, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # The image: the Dockerfile's own commands, run here (no Docker engine on this machine)
 
-IMAGE_PATHS = re.compile(r"(?<![\w./$-])/(opt|app|tmp|data)(?=[/\s'\"\\:;,)\]]|$)")
+IMAGE_PATHS = re.compile(r"(?<![\w./$-])/(opt|app|tmp|data|proxy-tls)(?=[/\s'\"\\:;,)\]]|$)")
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -587,7 +610,7 @@ def image():
             if word == "ENV":
                 runtime_env.update(parse_env(rest))
         # What the runtime stage's RUN does as root (the user, its writable directories).
-        for directory in ("data", "tmp/prometheus"):
+        for directory in ("data", "tmp/prometheus", "proxy-tls"):   # (proxy-tls: compose's volume)
             (root / directory).mkdir(parents=True, exist_ok=True)
             if os.geteuid() == 0:
                 os.chown(root / directory, 65534, 65534)
@@ -640,6 +663,8 @@ def test_image_commands_run_as_non_root_and_answer_livez(image):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert (img.root / "data" / "tls" / "server.crt").exists()
+    # What nginx gets (compose's proxytls volume): the certificate and its key, not the CA key.
+    assert sorted(p.name for p in (img.root / "proxy-tls").iterdir()) == ["ca.crt", "server.crt", "server.key"]
 
     port = free_port()
     cmd = [img.map(p).replace("8000", str(port)) for p in json.loads(runtime["CMD"])]
@@ -743,6 +768,11 @@ def test_compose_runs_the_tested_proxy_config_in_front_of_replicas():
     nginx = services["nginx"]
     mounts = {m.split(":")[0]: m.split(":")[1] for m in nginx["volumes"]}
     assert mounts["./deploy/nginx/kubedash.conf.template"] == "/etc/nginx/templates/default.conf.template"
+    # nginx reads the serving certificate only: not the data volume (CA key, secret and
+    # credentials keys); the migrate step and the certs service copy it there.
+    assert set(mounts) == {"./deploy/nginx/kubedash.conf.template", "proxytls"}
+    assert "proxy_tls" in " ".join(services["migrate"]["command"]) and "proxy_tls" in " ".join(services["certs"]["command"])
+    assert "nginx -s reload" in " ".join(nginx["command"]) and "/docker-entrypoint.sh nginx" in " ".join(nginx["command"])
     # Every placeholder of the template gets a value from the service's environment.
     assert set(PLACEHOLDER.findall(TEMPLATE.read_text())) <= set(nginx["environment"])
     assert services["app"]["deploy"]["replicas"] >= 2
