@@ -790,6 +790,20 @@ def test_compose_runs_the_tested_proxy_config_in_front_of_replicas():
     assert "${POSTGRES_PASSWORD:?" in text and "${DJANGO_SECRET_KEY:?" in text
 
 
+def test_alert_rules_load_in_prometheus_and_wait_before_firing():
+    rules = ROOT / "deploy" / "prometheus" / "kubedash-rules.yml"
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        _missing("promtool is not installed (apt-get install prometheus)")
+    out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for group in yaml.safe_load(rules.read_text())["groups"]:
+        for rule in group["rules"]:
+            assert rule.get("for"), f"{rule['alert']} fires on a single bad scrape: give it a for:"
+    documented = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    assert "deploy/prometheus/kubedash-rules.yml" in documented
+
+
 def test_compose_config_validates_with_debian_docker_compose():
     tool = shutil.which("docker-compose")
     if tool is None:
@@ -921,6 +935,8 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert env["KUBEDASH_WORKERS"].isdigit()
     # The schema before the server: every pod's init container migrates (one at a time, a lock:
     # dashboard/server/management/commands/migrate.py); no Job racing the rollout.
+    memory = container["resources"]["requests"]["memory"]
+    assert memory.endswith("Mi") and int(memory[:-2]) >= 384, "below a pod's measured RSS (~345 MB)"
     [init] = spec["initContainers"]
     assert init["command"][-2:] == ["migrate", "--noinput"] and init["image"] == container["image"]
     assert not by_kind("Job"), "a migrate Job would race the Deployment's rollout"

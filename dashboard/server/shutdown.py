@@ -108,6 +108,9 @@ def _close_websockets(server) -> None:
     application close only with 1000 or 3000-4999, though a server may say 1012 (RFC 6455, IANA)."""
     from daphne.ws_protocol import WebSocketProtocol
 
+    from .observe import closed_by_protocol
+
+    closed_by_protocol(SERVICE_RESTART)   # what their log lines say (observe.py)
     for proto in list(server.connections):
         if isinstance(proto, WebSocketProtocol) and proto.state == WebSocketProtocol.STATE_OPEN:
             proto.sendCloseFrame(code=SERVICE_RESTART, reasonUtf8=b"service restart")
