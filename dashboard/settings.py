@@ -3,6 +3,8 @@
 DATABASE_URL   unset: SQLite file in DATA_DIR (WAL, BEGIN IMMEDIATE); postgres://... for PostgreSQL
 REDIS_URL      unset: in-memory channel layer (one process); redis://... for several processes
 DJANGO_SECRET_KEY  unset: generated once into DATA_DIR/secret_key
+DJANGO_SECRET_KEY_FALLBACKS  comma-separated earlier keys, still accepted (rotation)
+KUBEDASH_PGBOUNCER  "1" when DATABASE_URL goes through PgBouncer's transaction pooling
 KUBEDASH_CREDENTIALS_KEY  the Fernet key(s) encrypting followed clusters' credentials
                (dashboard/follow/secrets.py); unset: generated once into DATA_DIR/credentials_key
 DJANGO_DEBUG   "1"/"true" for debug pages (never for the API: errors are always metav1.Status)
@@ -23,6 +25,12 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("KUBEDASH_DATA_DIR", BASE_DIR / "data")).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+# prometheus_client's multiprocess mode writes a file the moment a metric is created, and some
+# modules create theirs when imported: the directory must exist before any of them is, in every
+# entry point (serve, plain daphne on ASGI_APPLICATION, manage.py commands). It is usually on an
+# empty tmpfs (/tmp of a read-only container), so it is made here, the first code each one runs.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 
 def _env_bool(name: str, default: bool = False) -> bool:
@@ -43,6 +51,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Rotating the key: the new one in DJANGO_SECRET_KEY, the old ones here (comma-separated) until
+# the sessions they signed have expired; without them, rotating signs everyone out.
+SECRET_KEY_FALLBACKS = [k.strip() for k in os.environ.get("DJANGO_SECRET_KEY_FALLBACKS", "").split(",") if k.strip()]
 DEBUG = _env_bool("DJANGO_DEBUG")
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
 
@@ -153,6 +164,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     # A file (not :memory:) so live-server tests share it; one per process so runs don't collide.
     DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"kubedash-test-{os.getpid()}.sqlite3")}
+
+elif _env_bool("KUBEDASH_PGBOUNCER"):
+    # Through PgBouncer in transaction pooling mode: no server-side cursors (a cursor outlives the
+    # transaction's server connection) and no prepared statements (psycopg prepares a query after
+    # 5 runs, on a server connection the next transaction may not get). docs/OPERATIONS.md.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

@@ -59,6 +59,12 @@ def test_openapi_v3(client):
 
 def test_openapi_v2(client):
     assert "io.k8s.api.batch.v1.Job" in client.get("/openapi/v2").json()["definitions"]
+    # kubectl's Accept: gnostic's protobuf messages (kube/openapi_proto.py), the same document.
+    r = client.get("/openapi/v2", HTTP_ACCEPT="application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+    assert r.status_code == 200
+    assert r["Content-Type"] == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    assert r.content.startswith(b"\n\x032.0\x12") and b"io.k8s.api.batch.v1.Job" in r.content
+    assert b"patchCoordinationV1NamespacedLease" in r.content and b"fieldValidation" in r.content
 
 
 def test_table_output(api):

@@ -23,6 +23,7 @@ import queue
 import random
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -94,9 +95,9 @@ class Proxy:
         return path
 
 
-def _start_app(env: dict, data_dir: Path, label: str) -> LiveServer:
-    port = free_port()
-    log = open(data_dir / f"{label}.log", "wb")
+def _start_app(env: dict, data_dir: Path, label: str, port: int | None = None) -> LiveServer:
+    port = port or free_port()
+    log = open(data_dir / f"{label}.log", "ab")
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--no-tls",
                              "--proxy-headers", "--port", str(port)],
                             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -151,6 +152,39 @@ http {{
 """
 
 
+def _upstream_servers(ports: list[int]) -> str:
+    """KUBEDASH_UPSTREAM_SERVERS as docker-compose.yml sets it (its options: max_fails=0), one
+    line per app here instead of compose's one name for every replica."""
+    shipped = yaml.safe_load(COMPOSE.read_text())["services"]["nginx"]["environment"]["KUBEDASH_UPSTREAM_SERVERS"]
+    assert shipped.count("app:8000") == 1
+    return " ".join(shipped.replace("app:8000", f"127.0.0.1:{port}") for port in ports)
+
+
+def _start_proxy(nginx_bin: str, work: Path, ports: list[int]):
+    """Debian's nginx on the shipped template in front of the apps: (proc, http port, https port, tls)."""
+    # The proxy's TLS: a CA and serving certificate made here (the app's own CA code).
+    from dashboard.access.tls import ensure_tls
+
+    tls = ensure_tls(work / "proxy-data")
+    prefix = work / "nginx"
+    prefix.mkdir()
+    http_port, https_port = free_port(), free_port()
+    site = prefix / "kubedash.conf"
+    site.write_text(render(TEMPLATE.read_text(), {
+        "KUBEDASH_UPSTREAM_SERVERS": _upstream_servers(ports),
+        "KUBEDASH_HTTP_PORT": str(http_port), "KUBEDASH_HTTPS_PORT": str(https_port),
+        "KUBEDASH_HTTPS_PUBLIC_PORT": str(https_port),
+        "KUBEDASH_TLS_CERT": str(tls.server_cert), "KUBEDASH_TLS_KEY": str(tls.server_key)}))
+    main = prefix / "nginx.conf"
+    main.write_text(_nginx_main_conf(prefix, site))
+    base = [nginx_bin, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(main)]
+    check = subprocess.run([*base, "-t"], capture_output=True, text=True)
+    assert check.returncode == 0, f"nginx rejects the config: {check.stderr}"
+    proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(https_port, proc, "nginx", prefix / "error.log")
+    return proc, http_port, https_port, tls
+
+
 @pytest.fixture(scope="module")
 def nginx_bin() -> str:
     path = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
@@ -167,55 +201,44 @@ def stack(nginx_bin, tmp_path_factory):
     work = tmp_path_factory.mktemp("kubedash-deploy")
     procs = []
     try:
-        redis_db = random.randint(1, 15)
-        apps = []
-        for label in ("a", "b"):
-            data_dir = work / label
-            data_dir.mkdir()
-            env = server_env(data_dir)
-            env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(redis_db),
-                       DJANGO_SECRET_KEY="deploy-test-secret-key-shared-by-both-processes",
-                       # No bookmarks: the only bytes on an idle watch are its events, so an
-                       # event that arrives was not pushed out by later traffic.
-                       KUBEDASH_WATCH_BOOKMARK_SECONDS="3600")
-            apps.append((env, data_dir, label))
-        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=apps[0][0], cwd=ROOT,
-                       check=True)
-        upstreams = [_start_app(env, data_dir, label) for env, data_dir, label in apps]
-        procs.extend(s.proc for s in upstreams)
-        for s in upstreams:
-            _wait_port(s.http_port, s.proc, f"serve ({s.log_name})", s.data_dir / f"{s.log_name}.log")
-        token = upstreams[0].token("deploy-admin", "admin")
-        for s in upstreams:
-            s._admin_token = token
-
-        # The proxy's TLS: a CA and serving certificate made here (the app's own CA code).
-        from dashboard.access.tls import ensure_tls
-
-        tls = ensure_tls(work / "proxy-data")
-        prefix = work / "nginx"
-        prefix.mkdir()
-        http_port, https_port = free_port(), free_port()
-        site = prefix / "kubedash.conf"
-        site.write_text(render(TEMPLATE.read_text(), {
-            "KUBEDASH_UPSTREAM_SERVERS": " ".join(f"server 127.0.0.1:{s.http_port};" for s in upstreams),
-            "KUBEDASH_HTTP_PORT": str(http_port), "KUBEDASH_HTTPS_PORT": str(https_port),
-            "KUBEDASH_TLS_CERT": str(tls.server_cert), "KUBEDASH_TLS_KEY": str(tls.server_key)}))
-        main = prefix / "nginx.conf"
-        main.write_text(_nginx_main_conf(prefix, site))
-        base = [nginx_bin, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(main)]
-        check = subprocess.run([*base, "-t"], capture_output=True, text=True)
-        assert check.returncode == 0, f"nginx rejects the config: {check.stderr}"
-        proc = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(proc)
-        _wait_port(https_port, proc, "nginx", prefix / "error.log")
-        proxy = Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
-        proxy.tls_data_dir = work / "proxy-data"
-        yield proxy
+        yield _two_apps_behind_nginx(nginx_bin, work, dbname, procs)
     finally:
         for proc in reversed(procs):
             _stop(proc)
         pg_support.drop_database(dbname)
+
+
+def _two_apps_behind_nginx(nginx_bin: str, work: Path, dbname: str, procs: list) -> Proxy:
+    """Two `serve` processes on one PostgreSQL database and Redis, nginx in front (their
+    processes appended to procs, for the caller to stop)."""
+    redis_db = random.randint(1, 15)
+    apps = []
+    for label in ("a", "b"):
+        data_dir = work / label
+        data_dir.mkdir()
+        env = server_env(data_dir)
+        env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(redis_db),
+                   DJANGO_SECRET_KEY="deploy-test-secret-key-shared-by-both-processes",
+                   # No bookmarks: the only bytes on an idle watch are its events, so an
+                   # event that arrives was not pushed out by later traffic.
+                   KUBEDASH_WATCH_BOOKMARK_SECONDS="3600")
+        apps.append((env, data_dir, label))
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=apps[0][0], cwd=ROOT,
+                   check=True)
+    upstreams = [_start_app(env, data_dir, label) for env, data_dir, label in apps]
+    procs.extend(s.proc for s in upstreams)
+    for s in upstreams:
+        _wait_port(s.http_port, s.proc, f"serve ({s.log_name})", s.data_dir / f"{s.log_name}.log")
+    token = upstreams[0].token("deploy-admin", "admin")
+    for s in upstreams:
+        s._admin_token = token
+
+    proc, http_port, https_port, tls = _start_proxy(nginx_bin, work, [u.http_port for u in upstreams])
+    procs.append(proc)
+    proxy = Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
+    proxy.tls_data_dir = work / "proxy-data"
+    proxy.nginx_log = work / "nginx" / "error.log"
+    return proxy
 
 
 def _ns() -> str:
@@ -298,6 +321,115 @@ def test_watch_event_is_streamed_through_the_proxy_as_it_happens(stack):
         assert elapsed < 5.0, f"the event took {elapsed:.1f}s: the proxy held it"
 
 
+class Renewer(threading.Thread):
+    """A leader-election client through the proxy: its own Lease, renewed with PUT (the last
+    resourceVersion it got) over one kept-alive connection, as fast as it is answered. Any
+    answer but 200 and any broken connection is a failed request."""
+
+    def __init__(self, proxy: Proxy, ns: str, name: str):
+        super().__init__(daemon=True)
+        self.proxy, self.path = proxy, leases_path(ns, name)
+        self.obj = _create(proxy.upstreams[0], ns, name)
+        self.ok, self.failed = 0, []
+        self.stop = threading.Event()
+
+    def run(self):
+        conn = self.proxy.https()
+        headers = {"Authorization": f"Bearer {self.proxy.token}", "Content-Type": "application/json"}
+        while not self.stop.is_set():
+            self.obj["spec"]["renewTime"] = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+            try:
+                conn.request("PUT", self.path, body=orjson.dumps(self.obj), headers=headers)
+                resp = conn.getresponse()
+                body = resp.read()
+            except (OSError, http.client.HTTPException) as err:
+                self.failed.append(repr(err))
+                conn.close()
+                continue
+            if resp.status == 200:
+                self.obj, self.ok = orjson.loads(body), self.ok + 1
+            else:
+                self.failed.append((resp.status, body[:300]))
+
+
+def test_rolling_restart_through_the_proxy_loses_no_request(nginx_bin, tmp_path_factory):
+    """Each app restarted in turn (SIGTERM, drained, started again on its port) while 4 clients
+    renew their Leases through the shipped nginx config: not one request fails."""
+    pg_support.require_postgres()
+    pg_support.require_redis()
+    dbname = pg_support.create_database("kd_rolling")
+    work = tmp_path_factory.mktemp("kubedash-rolling")
+    procs: list = []
+    renewers: list[Renewer] = []
+    try:
+        proxy = _two_apps_behind_nginx(nginx_bin, work, dbname, procs)
+        ns = _ns()
+        renewers = [Renewer(proxy, ns, f"leader-{i}") for i in range(4)]
+        for r in renewers:
+            r.start()
+
+        def progress(more: int) -> None:
+            start = sum(r.ok for r in renewers)
+            deadline = time.monotonic() + 2 * WAIT
+            while sum(r.ok for r in renewers) < start + more:
+                assert time.monotonic() < deadline, "the renewals stalled"
+                time.sleep(0.1)
+
+        progress(40)
+        for i, app in enumerate(list(proxy.upstreams)):
+            app.proc.send_signal(signal.SIGTERM)
+            assert app.proc.wait(60) == 0
+            progress(40)          # all through the other app meanwhile
+            again = _start_app(app.env, app.data_dir, app.log_name, port=app.http_port)
+            procs.append(again.proc)
+            _wait_port(again.http_port, again.proc, f"serve ({app.log_name}, again)",
+                       app.data_dir / f"{app.log_name}.log")
+            again._admin_token = proxy.token
+            deadline = time.monotonic() + 2 * WAIT
+            while again.request("GET", "/readyz", token="-")[0] != 200:
+                assert time.monotonic() < deadline, "the restarted app did not become ready"
+                time.sleep(0.2)
+            proxy.upstreams[i] = again
+            progress(40)
+        for r in renewers:
+            r.stop.set()
+        for r in renewers:
+            r.join(WAIT)
+        total = sum(r.ok for r in renewers)
+        failed = [f for r in renewers for f in r.failed]
+        assert failed == [], f"{len(failed)} of {total + len(failed)} requests failed: {failed[:5]}"
+        assert total >= 160
+        print(f"rolling restart: {total} renewals, 0 failed")
+    finally:
+        for r in renewers:
+            r.stop.set()
+        for proc in reversed(procs):
+            _stop(proc)
+        pg_support.drop_database(dbname)
+
+
+def test_plain_http_redirects_to_https_which_sends_hsts(stack):
+    """Port 80: health checks, and a redirect for everything else (a login form or a token never
+    goes in clear); HTTPS answers with Strict-Transport-Security."""
+    conn = http.client.HTTPConnection("127.0.0.1", stack.http_port, timeout=WAIT)
+    for path in ("/livez", "/readyz"):
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, b"ok"), path
+    for path in ("/accounts/login/?next=/leases/", "/apis/coordination.k8s.io/v1/leases"):
+        conn.request("GET", path, headers={"Host": "kubedash.example:8000"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 308 and resp.getheader("Location") == f"https://kubedash.example:{stack.https_port}{path}"
+    conn.close()
+    conn = stack.https()
+    conn.request("GET", "/accounts/login/")
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 200 and resp.getheader("Strict-Transport-Security") == "max-age=31536000"
+    conn.close()
+
+
 def _log_in(stack, username: str, password: str) -> str:
     """The login form over the proxy's HTTPS, as a browser submits it; returns the Cookie header."""
     conn = stack.https()
@@ -373,7 +505,7 @@ def test_a_long_list_arrives_whole_through_the_proxy(stack, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # The image: the Dockerfile's own commands, run here (no Docker engine on this machine)
 
-IMAGE_PATHS = re.compile(r"(?<![\w./$-])/(opt|app|tmp|data)(?=[/\s'\"\\:;,)\]]|$)")
+IMAGE_PATHS = re.compile(r"(?<![\w./$-])/(opt|app|tmp|data|proxy-tls)(?=[/\s'\"\\:;,)\]]|$)")
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -478,7 +610,7 @@ def image():
             if word == "ENV":
                 runtime_env.update(parse_env(rest))
         # What the runtime stage's RUN does as root (the user, its writable directories).
-        for directory in ("data", "tmp/prometheus"):
+        for directory in ("data", "tmp/prometheus", "proxy-tls"):   # (proxy-tls: compose's volume)
             (root / directory).mkdir(parents=True, exist_ok=True)
             if os.geteuid() == 0:
                 os.chown(root / directory, 65534, 65534)
@@ -531,6 +663,8 @@ def test_image_commands_run_as_non_root_and_answer_livez(image):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert (img.root / "data" / "tls" / "server.crt").exists()
+    # What nginx gets (compose's proxytls volume): the certificate and its key, not the CA key.
+    assert sorted(p.name for p in (img.root / "proxy-tls").iterdir()) == ["ca.crt", "server.crt", "server.key"]
 
     port = free_port()
     cmd = [img.map(p).replace("8000", str(port)) for p in json.loads(runtime["CMD"])]
@@ -568,6 +702,59 @@ def test_image_commands_run_as_non_root_and_answer_livez(image):
         _stop(proc)
 
 
+def test_image_entry_points_come_up_ready_on_empty_writable_paths(image, tmp_path):
+    """A read-only root with an empty tmpfs (compose's `read_only: true` + `tmpfs: /tmp`, the
+    kustomize emptyDirs): /tmp and /data start empty, the non-root user can write nothing else,
+    and the database is the Secret's DATABASE_URL, migrated beforehand (the init container).
+    The image's CMD and plain daphne on settings.ASGI_APPLICATION both come up *ready*."""
+    img, env, runtime = image
+    app = img.root / "app"
+    db_dir = img.root / "external-db"   # the non-root user's database, outside the writable paths
+    db_dir.mkdir(exist_ok=True)
+    db_dir.chmod(0o777)
+    env = {**env, "DATABASE_URL": f"sqlite:///{db_dir}/kubedash.sqlite3", "DJANGO_SECRET_KEY": "s" * 50,
+           "KUBEDASH_CREDENTIALS_KEY": "8JmX7bq5LqD1hY4m0zW2sKq3fT9vN6cR1pA8eU5yG0o="}
+    python = img.map("/opt/venv/bin/python")
+    out = subprocess.run(as_non_root([python, "manage.py", "migrate", "--noinput", "-v0"]), cwd=app, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    metrics_dir = Path(env["PROMETHEUS_MULTIPROC_DIR"])
+    assert metrics_dir.is_relative_to(img.root / "tmp"), "the image keeps its metrics on /tmp"
+    entry_points = {
+        "CMD": [img.map(p) for p in json.loads(runtime["CMD"])],
+        "daphne": [python, "-m", "daphne", "-b", "127.0.0.1", "-p", "8000", "dashboard.server.asgi:application"],
+    }
+    for name, argv in entry_points.items():
+        for writable in (img.root / "tmp", img.root / "data"):   # an empty tmpfs, an empty volume
+            shutil.rmtree(writable)
+            writable.mkdir()
+            if os.geteuid() == 0:
+                os.chown(writable, 65534, 65534)
+        port = free_port()
+        log = db_dir / f"{name}.log"
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(as_non_root([p.replace("8000", str(port)) for p in argv]), cwd=app, env=env,
+                                    stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            _wait_port(port, proc, name, log)
+            deadline = time.monotonic() + WAIT
+            while True:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+                conn.request("GET", "/readyz?verbose")
+                resp = conn.getresponse()
+                body = resp.read().decode()
+                conn.close()
+                if resp.status == 200:
+                    break
+                assert proc.poll() is None and time.monotonic() < deadline, f"{name}: {body}\n{log.read_text()[-3000:]}"
+                time.sleep(0.3)
+            assert "[+]migrations ok" in body
+            assert any(metrics_dir.glob("*.db")), f"{name}: the metrics went to the multiprocess directory"
+            assert "Traceback" not in log.read_text(errors="replace"), log.read_text()[-3000:]
+        finally:
+            _stop(proc)
+
+
 # ---------------------------------------------------------------------------------------------
 # docker-compose.yml
 
@@ -581,6 +768,11 @@ def test_compose_runs_the_tested_proxy_config_in_front_of_replicas():
     nginx = services["nginx"]
     mounts = {m.split(":")[0]: m.split(":")[1] for m in nginx["volumes"]}
     assert mounts["./deploy/nginx/kubedash.conf.template"] == "/etc/nginx/templates/default.conf.template"
+    # nginx reads the serving certificate only: not the data volume (CA key, secret and
+    # credentials keys); the migrate step and the certs service copy it there.
+    assert set(mounts) == {"./deploy/nginx/kubedash.conf.template", "proxytls"}
+    assert "proxy_tls" in " ".join(services["migrate"]["command"]) and "proxy_tls" in " ".join(services["certs"]["command"])
+    assert "nginx -s reload" in " ".join(nginx["command"]) and "/docker-entrypoint.sh nginx" in " ".join(nginx["command"])
     # Every placeholder of the template gets a value from the service's environment.
     assert set(PLACEHOLDER.findall(TEMPLATE.read_text())) <= set(nginx["environment"])
     assert services["app"]["deploy"]["replicas"] >= 2
@@ -596,6 +788,20 @@ def test_compose_runs_the_tested_proxy_config_in_front_of_replicas():
     # Secrets come from the environment (.env), never from the file.
     text = COMPOSE.read_text()
     assert "${POSTGRES_PASSWORD:?" in text and "${DJANGO_SECRET_KEY:?" in text
+
+
+def test_alert_rules_load_in_prometheus_and_wait_before_firing():
+    rules = ROOT / "deploy" / "prometheus" / "kubedash-rules.yml"
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        _missing("promtool is not installed (apt-get install prometheus)")
+    out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for group in yaml.safe_load(rules.read_text())["groups"]:
+        for rule in group["rules"]:
+            assert rule.get("for"), f"{rule['alert']} fires on a single bad scrape: give it a for:"
+    documented = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    assert "deploy/prometheus/kubedash-rules.yml" in documented
 
 
 def test_compose_config_validates_with_debian_docker_compose():
@@ -670,7 +876,7 @@ def _matches(selector: dict, labels: dict) -> bool:
 
 def test_manifests_agree_with_each_other_and_the_image():
     deployment, service, pdb, ingress = one("Deployment"), one("Service"), one("PodDisruptionBudget"), one("Ingress")
-    job, config, secret, account = one("Job"), one("ConfigMap"), one("Secret"), one("ServiceAccount")
+    config, secret, account = one("ConfigMap"), one("Secret"), one("ServiceAccount")
     pod = deployment["spec"]["template"]
     labels, spec = pod["metadata"]["labels"], pod["spec"]
     [container] = spec["containers"]
@@ -679,8 +885,6 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert _matches(deployment["spec"]["selector"]["matchLabels"], labels)
     assert _matches(service["spec"]["selector"], labels)
     assert _matches(pdb["spec"]["selector"]["matchLabels"], labels)
-    assert not _matches(service["spec"]["selector"], job["spec"]["template"]["metadata"]["labels"]), \
-        "the Service must not send traffic to the migrate Job"
 
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     cmd = dict(stages()[-1])["CMD"]
@@ -702,8 +906,7 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
 
     uid = int(dict(stages()[-1])["USER"].split(":")[0])
-    for pod_spec, containers in ((spec, spec["containers"]), (job["spec"]["template"]["spec"],
-                                                               job["spec"]["template"]["spec"]["containers"])):
+    for pod_spec, containers in ((spec, spec["containers"] + spec["initContainers"]),):
         assert pod_spec["securityContext"]["runAsNonRoot"] is True
         assert pod_spec["securityContext"]["runAsUser"] == uid
         assert pod_spec["serviceAccountName"] == account["metadata"]["name"]
@@ -730,4 +933,11 @@ def test_manifests_agree_with_each_other_and_the_image():
     assert float(env["KUBEDASH_SHUTDOWN_GRACE_SECONDS"]) < STOP_GRACE_SECONDS
     assert pre_stop + STOP_GRACE_SECONDS < spec["terminationGracePeriodSeconds"]
     assert env["KUBEDASH_WORKERS"].isdigit()
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["migrate", "--noinput"]
+    # The schema before the server: every pod's init container migrates (one at a time, a lock:
+    # dashboard/server/management/commands/migrate.py); no Job racing the rollout.
+    memory = container["resources"]["requests"]["memory"]
+    assert memory.endswith("Mi") and int(memory[:-2]) >= 384, "below a pod's measured RSS (~345 MB)"
+    [init] = spec["initContainers"]
+    assert init["command"][-2:] == ["migrate", "--noinput"] and init["image"] == container["image"]
+    assert not by_kind("Job"), "a migrate Job would race the Deployment's rollout"
+    assert env["PROMETHEUS_MULTIPROC_DIR"] in {m["mountPath"] for m in init["volumeMounts"]}

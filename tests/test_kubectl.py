@@ -150,6 +150,42 @@ def test_dry_run_and_strict_validation(kubectl):
     assert 'unknown field "spec.leaseDurationSecs"' in warned.stderr
 
 
+MIXED_YAML = """\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: kmixed
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: kmixed}
+data: {a: b}
+---
+""" + LEASE_YAML.format(name="mixed", ns="kmixed", idx=1, holder="m")
+
+
+def test_apply_of_a_mixed_file_applies_what_it_can_and_names_the_rest(kubectl, tmp_path):
+    # kinds kubedash does not serve (a Namespace, a ConfigMap) beside a Lease: kubectl's
+    # validation falls back to /openapi/v2 (protobuf) for them, finds nothing, and reports each
+    # such object alone; the Lease is applied. kube answers /namespaces/<ns> with a 404 Status.
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED_YAML)
+    out = kubectl("apply", "-f", str(path), check=False)
+    assert out.returncode == 1, out
+    assert "lease.coordination.k8s.io/mixed created" in out.stdout
+    assert 'no matches for kind "Namespace" in version "v1"' in out.stderr
+    assert 'no matches for kind "ConfigMap" in version "v1"' in out.stderr
+    assert "500" not in out.stderr and "openapi" not in out.stderr
+    assert kubectl("get", "lease", "mixed", "-n", "kmixed", "-o", "name").stdout.strip() == \
+        "lease.coordination.k8s.io/mixed"
+    # A typo in the Lease of the same file is still refused (strict validation, by the server).
+    path.write_text(MIXED_YAML.replace("leaseDurationSeconds", "leaseDurationSecs"))
+    typo = kubectl("apply", "-f", str(path), check=False)
+    assert 'unknown field "spec.leaseDurationSecs"' in typo.stderr
+    raw = kubectl("get", "--raw", "/api/v1/namespaces/kmixed", check=False)
+    assert raw.returncode != 0 and "NotFound" in raw.stderr
+
+
 def test_edit_with_scripted_editor(kubectl, tmp_path):
     kubectl("create", "-f", "-", stdin=LEASE_YAML.format(name="ed", ns="kt", idx=1, holder="before-edit"))
     editor = tmp_path / "editor.sh"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -388,17 +389,18 @@ def test_refused_before_django_is_logged_and_counted(server):
         sample(before, "apiserver_request_total", code="414", **list_labels) == 1
 
 
-def test_page_websocket_log_line_names_its_user(server):
+def _open_page_socket(server: LiveServer, username: str):
+    """A signed-in viewer's Leases page websocket: (socket, its path)."""
     import websocket  # websocket-client, which the kubernetes client depends on
 
     server.manage("shell", "-c", (
         "from dashboard.access.tokens import ensure_user\n"
-        "u = ensure_user('ws-logged', 'viewer')\n"
+        f"u = ensure_user({username!r}, 'viewer')\n"
         "u.set_password('ws-password-not-secret')\n"
         "u.save()\n"))
     base = f"http://127.0.0.1:{server.http_port}"
     conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
-    cookie = log_in_form(conn, base, "ws-logged", "ws-password-not-secret")
+    cookie = log_in_form(conn, base, username, "ws-password-not-secret")
     conn.request("GET", "/leases/", headers={"Cookie": cookie})
     resp = conn.getresponse()
     html = resp.read().decode()
@@ -407,6 +409,34 @@ def test_page_websocket_log_line_names_its_user(server):
     ws_path = re.search(r'ws-connect="([^"]+)"', html).group(1).replace("&amp;", "&")
     ws = websocket.create_connection(f"ws://127.0.0.1:{server.http_port}{ws_path}", timeout=30,
                                      origin=base, header=[f"Cookie: {cookie}"])
+    return ws, ws_path.split("?")[0]
+
+
+def test_page_websocket_log_line_names_its_user(server):
+    ws, path = _open_page_socket(server, "ws-logged")
     ws.close()
-    line = wait_log(server, lambda l: l.get("verb") == "WEBSOCKET" and l.get("path") == ws_path.split("?")[0])
+    line = wait_log(server, lambda l: l.get("verb") == "WEBSOCKET" and l.get("path") == path)
     assert line["user"] == "ws-logged" and line["lane"] == "pages"
+
+
+def test_page_websocket_closed_by_a_restart_is_logged_with_the_code_it_got(tmp_path):
+    """SIGTERM closes page sockets with 1012 "service restart"; the log line says 1012 (not the
+    4408 the consumer sends when its subscription ends a moment later)."""
+    import websocket
+
+    env = server_env(tmp_path)
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+    server = start_server(env, tmp_path, "restart", workers=1)
+    try:
+        ws, path = _open_page_socket(server, "ws-restarted")
+        server.proc.send_signal(signal.SIGTERM)
+        while True:
+            frame = ws.recv_frame()
+            if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
+                break
+        assert int.from_bytes(frame.data[:2], "big") == 1012
+        assert server.proc.wait(60) == 0
+        line = wait_log(server, lambda l: l.get("verb") == "WEBSOCKET" and l.get("user") == "ws-restarted")
+        assert line["code"] == 1012 and line["path"] == path
+    finally:
+        stop_server(server)

@@ -10,7 +10,7 @@ allowed), watches with a final ERROR event carrying a 401 Status. The hub's safe
 
 With Redis stopped (a redis-server of this module's own, never the machine's), revocations
 still succeed, the notices still reach the other process through the database, pages keep
-their sockets, and /readyz says Redis is down in kube-apiserver's format.
+their sockets, and /readyz stays ready (the API does not need Redis).
 """
 from __future__ import annotations
 
@@ -473,7 +473,7 @@ def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
         assert pair.a.request("GET", "/readyz", token="-")[0] == 200
         status, headers, body = pair.a.request("GET", "/readyz?verbose", token="-")
         assert status == 200
-        assert body.decode().splitlines() == ["[+]ping ok", "[+]database ok", "[+]redis ok", "readyz check passed"]
+        assert body.decode().splitlines() == ["[+]ping ok", "[+]database ok", "[+]migrations ok", "readyz check passed"]
 
         editor, viewer, ns = _name("ed"), _name("vi"), _name("ns")
         api_token, token_pk, _ = _token(pair, editor)     # (before the logins: it sets a password)
@@ -494,13 +494,10 @@ def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
         assert watch.status == 200
 
         own_redis.stop()
-        # Readiness says so, kube's way (500, "[-]redis failed"); liveness does not.
-        status, headers, body = pair.a.request("GET", "/readyz", token="-")
-        assert status == 500 and headers["Content-Type"].startswith("text/plain")
-        assert body.decode().splitlines() == ["[+]ping ok", "[+]database ok", "[-]redis failed: reason withheld",
-                                              "readyz check failed"]
-        assert pair.a.request("GET", "/readyz/redis", token="-")[0] == 500
-        assert pair.a.request("GET", "/readyz?exclude=redis", token="-")[0] == 200
+        # Still ready: the API needs only the database (a Redis outage must not take every pod
+        # out of the Service); wake-ups fall back to polling the log.
+        assert pair.a.request("GET", "/readyz", token="-")[:3:2] == (200, b"ok")
+        assert pair.a.request("GET", "/readyz/redis", token="-")[0] == 404
         assert pair.a.request("GET", "/livez", token="-")[:3:2] == (200, b"ok")
 
         # Revoking and changing a role succeed (no 500), and reach server B through the database.
@@ -526,10 +523,6 @@ def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
         assert late.still_open(0.5)
 
         own_redis.start()
-        deadline = time.monotonic() + WAIT
-        while pair.a.request("GET", "/readyz", token="-")[0] != 200:
-            assert time.monotonic() < deadline, "readyz did not recover with Redis"
-            time.sleep(0.2)
         for page in (unaffected, late):
             assert page.code is None
 

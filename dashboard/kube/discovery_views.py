@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse
 
-from . import discovery, openapi
+from . import discovery, openapi, openapi_proto, schema_state
 from .errors import path_not_found
 from .views import KubeAPIView, json_response
 
@@ -80,8 +79,8 @@ class OpenAPIv2View(PublicView):
     def get(self, request):
         accept = request.META.get("HTTP_ACCEPT", "")
         if "protobuf" in accept and "json" not in accept:
-            # Only JSON is served; kubectl tolerates a 404 here and uses /openapi/v3.
-            raise path_not_found()
+            # kubectl's fallback for kinds not in /openapi/v3 (kube/openapi_proto.py).
+            return HttpResponse(openapi.v2_protobuf(), content_type=openapi_proto.CONTENT_TYPE)
         return HttpResponse(openapi.v2(), content_type="application/json")
 
 
@@ -99,22 +98,17 @@ def _check_database() -> None:
         cursor.execute("SELECT 1")
 
 
-def _check_redis() -> None:
-    """The channel layer's and the watch hub's Redis answers a PING (within a second)."""
-    import redis  # (deferred: ~1 s to import, and only with REDIS_URL set)
-
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-    try:
-        client.ping()
-    finally:
-        client.close()
+def _check_migrations() -> None:
+    missing = schema_state.pending()
+    if missing:
+        raise RuntimeError(f"{len(missing)} migrations not applied: {', '.join(missing[:5])}")
 
 
 def _ready_checks() -> list[tuple[str, object]]:
-    checks = [("ping", lambda: None), ("database", _check_database)]
-    if settings.REDIS_URL:
-        checks.append(("redis", _check_redis))
-    return checks
+    """What the API needs to answer: the database, migrated. Not Redis: without it the API and
+    the pages keep working (wake-ups fall back to polling the log), so a Redis outage must not
+    take every pod out of the Service; its state is in /metrics and the logs."""
+    return [("ping", lambda: None), ("database", _check_database), ("migrations", _check_migrations)]
 
 
 def _plain(text: str, status: int = 200) -> HttpResponse:
@@ -127,8 +121,7 @@ def readyz(request, check: str | None = None):
     """/readyz in kube-apiserver's format: "ok"; `?verbose` lists "[+]name ok" per check; a
     failed check makes it 500 listing "[-]name failed: reason withheld" (the reason is logged,
     not shown: the endpoint is public); `?exclude=name` skips one. /readyz/<name> runs one.
-    Redis down is degraded service (pages and revocations keep working through the
-    database), and readiness is where it shows."""
+    Not ready until every migration is applied (a pod started before `migrate` finished)."""
     checks = _ready_checks()
     if check is not None:
         found = dict(checks).get(check)

@@ -385,3 +385,15 @@ def _v2_doc(key: tuple) -> bytes:
 def v2() -> bytes:
     """The Swagger 2.0 document served at /openapi/v2 (JSON)."""
     return _v2_doc(_registry_key())
+
+
+@functools.lru_cache(maxsize=4)
+def _v2_proto(key: tuple) -> bytes:
+    from . import openapi_proto
+
+    return openapi_proto.encode(json.loads(_v2_doc(key)))
+
+
+def v2_protobuf() -> bytes:
+    """The same document in gnostic's protobuf messages (what kubectl asks for)."""
+    return _v2_proto(_registry_key())

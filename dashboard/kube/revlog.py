@@ -39,6 +39,11 @@ def last_logged() -> int:
     return Revision.everywhere.order_by("-rv").values_list("rv", flat=True).first() or 0
 
 
+def newest_written() -> datetime | None:
+    """When the newest logged revision was written (None when the log is empty)."""
+    return Revision.everywhere.order_by("-rv").values_list("created", flat=True).first()
+
+
 def newest_before(moment: datetime) -> int:
     """The newest revision written before `moment` (0 when none): compaction's age cut-off."""
     return Revision.everywhere.filter(created__lt=moment).order_by("-rv").values_list("rv", flat=True).first() or 0

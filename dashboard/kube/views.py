@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from dashboard.access.authentication import BearerTokenAuthentication
 
-from . import codec, lists, registry, store
+from . import codec, lists, registry, schema_state, store
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (ApiError, bad_request, forbidden_request, invalid_object, method_not_allowed,
                      path_not_found, request_entity_too_large, unauthorized)
@@ -85,6 +85,9 @@ def exception_handler(exc, context):
         return status_response(request_entity_too_large(settings.KUBE_MAX_BODY_BYTES), request)
     if isinstance(exc, drf_exceptions.APIException):
         return status_response(ApiError(exc.status_code, type(exc).__name__, str(exc.detail)), request)
+    unmigrated = schema_state.not_migrated_error(exc)
+    if unmigrated is not None:
+        return status_response(unmigrated, request)
     log.exception("unexpected error serving %s", getattr(request, "path", "?"))
     return status_response(ApiError(500, "InternalError", "an internal error occurred; the request was not applied"), request)
 
@@ -527,8 +530,8 @@ def direct_route(path: str) -> tuple[type, dict] | None:
         return None
     if len(rest) == 1:
         return CollectionView, {**kw, "plural": rest[0]}
-    if rest[0] != "namespaces" or len(rest) > 5:
-        return None
+    if rest[0] != "namespaces" or not 3 <= len(rest) <= 5:
+        return None   # /namespaces/<ns> itself (no Namespace kind here) and longer paths: the resolver's 404
     kw.update(namespace=rest[1], plural=rest[2])
     if len(rest) == 3:
         return CollectionView, kw

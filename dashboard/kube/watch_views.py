@@ -13,6 +13,7 @@ import time
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
@@ -23,7 +24,7 @@ from dashboard.access.models import hash_token
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
 
-from . import lists, revlog, store
+from . import lists, revlog, schema_state, store
 from .errors import ApiError, forbidden_request, gone, method_not_allowed, unauthorized
 from .hub import CLOSE, Event, Guard, Subscriber, direct_subscriber, hub, read_after
 from .meta import now, parse_bool
@@ -368,6 +369,11 @@ async def watch(request, single_name: str | None = None, **kw):
             # Too old: kube-apiserver answers 200 and a single ERROR event, then closes.
             return StreamingHttpResponse(iter([_error_line(err)]), content_type="application/json")
         return status_response(err, request)
+    except DatabaseError as err:
+        unmigrated = await sync_to_async(schema_state.not_migrated_error)(err)
+        if unmigrated is None:
+            raise
+        return status_response(unmigrated, request)
     stream = _stream(request, res, sub, options, initial, guard, generation)
     response = StreamingHttpResponse(counted(stream, res), content_type="application/json")
     response["Cache-Control"] = "no-cache, private"

@@ -198,6 +198,17 @@ def refused(method: str, path: str, query: bytes, code: int, started: float | No
     return f"Audit-Id: {audit_id}\r\n".encode("latin-1")
 
 
+_OPEN_SOCKETS: dict[int, dict] = {}   # the records of this process's open page sockets
+
+
+def closed_by_protocol(code: int) -> None:
+    """The protocol closed every open page socket itself (shutdown's 1012 "service restart"):
+    their log lines give that code, not whatever the application sends after it (a consumer's
+    own close when its subscription ends), which the socket never got."""
+    for record in list(_OPEN_SOCKETS.values()):
+        record.setdefault("close", code)
+
+
 class ObservedWebsocket:
     """ASGI wrapper for page websockets: the open-socket gauge and a log line at close."""
 
@@ -207,23 +218,25 @@ class ObservedWebsocket:
     async def __call__(self, scope, receive, send):
         started = time.perf_counter()
         audit_id = str(uuid.uuid4())
-        close_code = [None]
         # Channels' auth middleware copies the scope, so the user it finds is not visible here:
         # the consumer writes its principal's name into this record, shared by reference.
+        # "close": the first close code the socket got (its application's, or the protocol's).
         record = {"user": ""}
         scope["kubedash.record"] = record
 
         async def observed_send(message):
-            if message["type"] == "websocket.close" and close_code[0] is None:
-                close_code[0] = message.get("code", 1000)
+            if message["type"] == "websocket.close":
+                record.setdefault("close", message.get("code", 1000))
             await send(message)
 
         WEBSOCKETS.inc()
+        _OPEN_SOCKETS[id(record)] = record
         try:
             await self.app(scope, receive, observed_send)
         finally:
             WEBSOCKETS.dec()
+            _OPEN_SOCKETS.pop(id(record), None)
             _write({"ts": _now(), "auditID": audit_id, "user": record["user"],
                     "verb": "WEBSOCKET", "method": "GET", "path": safe_path(scope["path"]),
-                    "code": close_code[0] or 1000, "latency": round(time.perf_counter() - started, 6),
+                    "code": record.get("close", 1000), "latency": round(time.perf_counter() - started, 6),
                     "lane": "pages", "pid": os.getpid()})

@@ -4,8 +4,11 @@
    shared sockets, so new connections go there).
 2. It gives up the maintenance Lease (dashboard.server.maintenance), so another process
    takes over at once instead of after the lease duration.
-3. Keep-alive connections are closed when idle, and marked to close after their current
-   response otherwise: a client's next request opens a new connection, to another process.
+3. Keep-alive connections answer their next request with `Connection: close` and close after
+   it; those left idle are closed after IDLE_CLOSE_SECONDS, not at once: a proxy may be sending
+   a request on one right then (reset, the request lost), while the shipped nginx closes its
+   idle upstream connections itself after 2 s (deploy/nginx). A client's next request opens a
+   new connection, to another process.
 4. Page websockets are closed with 1012 "service restart" (live.js reconnects on it) and
    watch streams end cleanly (the chunked response is completed): clients resume from the
    last resourceVersion they saw, elsewhere - kubectl's and client-go's watchers, and the
@@ -28,12 +31,14 @@ from twisted.web.http import HTTPChannel
 from dashboard.kube.hub import hub
 
 from . import maintenance
+from .observe import closed_by_protocol
 from .workers import ADOPTED_PORTS
 
 log = logging.getLogger(__name__)
 
 SERVICE_RESTART = 1012   # RFC 6455 / IANA: "the service is restarted": clients reconnect
 TICK_SECONDS = 0.05
+IDLE_CLOSE_SECONDS = 3.0   # > the shipped nginx's upstream keepalive_timeout (2 s)
 
 
 def install(server) -> None:
@@ -74,12 +79,23 @@ def _stop_listening() -> None:
             port.stopListening()
 
 
-def _close_keepalive() -> None:
-    for channel in list(_channels()):
+def _last_response(request, version) -> bool:
+    """HTTPChannel.checkPersistence while draining: this response says `Connection: close`."""
+    request.responseHeaders.setRawHeaders(b"Connection", [b"close"])
+    return False
+
+
+def _close_keepalive(close_idle: bool) -> int:
+    """Every connection's next response is its last; idle ones close too when close_idle.
+    Returns how many connections are still open."""
+    channels = list(_channels())
+    for channel in channels:
+        channel.checkPersistence = _last_response   # a request arriving from now on
         if channel._handlingRequest:
             channel.persistent = False      # closes once this response is complete
-        else:
+        elif close_idle:
             channel.transport.loseConnection()
+    return len(channels)
 
 
 def _end_streams() -> None:
@@ -95,6 +111,7 @@ def _busy(server) -> int:
 def _close_websockets(server) -> None:
     """1012 to every open page socket. Sent by the protocol itself: autobahn lets an
     application close only with 1000 or 3000-4999, though a server may say 1012 (RFC 6455, IANA)."""
+    closed_by_protocol(SERVICE_RESTART)   # what their log lines say (observe.py)
     for proto in list(server.connections):
         if isinstance(proto, WebSocketProtocol) and proto.state == WebSocketProtocol.STATE_OPEN:
             proto.sendCloseFrame(code=SERVICE_RESTART, reasonUtf8=b"service restart")
@@ -104,17 +121,19 @@ async def drain(server) -> None:
     from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
 
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.KUBEDASH_SHUTDOWN_GRACE_SECONDS
+    started = loop.time()
+    deadline = started + settings.KUBEDASH_SHUTDOWN_GRACE_SECONDS
     try:
         _stop_listening()
-        _close_keepalive()
+        _close_keepalive(close_idle=False)
         _close_websockets(server)
         _end_streams()
         await sync_to_async(maintenance.stop, thread_sensitive=False)()
         while loop.time() < deadline:
-            _close_keepalive()
+            close_idle = loop.time() - started >= IDLE_CLOSE_SECONDS
+            still_open = _close_keepalive(close_idle)
             _end_streams()        # a watch that started meanwhile on an open connection
-            if not _busy(server):
+            if not _busy(server) and (close_idle or not still_open):
                 break
             await asyncio.sleep(TICK_SECONDS)
     except Exception:
