@@ -16,6 +16,7 @@ import math
 from django.db import transaction
 
 from . import revlog
+from .sql import lock
 from .meta import now
 from .models import CompactionState, RevisionCounter
 
@@ -36,10 +37,8 @@ def default_bump() -> int:
 def bump(by: int | None = None) -> tuple[int, int]:
     """Move the revision counter `by` (default: default_bump()) past the restored one and mark
     everything up to the new value compacted. Returns (restored revision, new revision)."""
-    from .store import _lock
-
     with transaction.atomic():
-        _lock()   # PostgreSQL's revision lock (SQLite: the transaction holds the write lock)
+        lock()   # PostgreSQL's revision lock (SQLite: the transaction holds the write lock)
         counter, _ = RevisionCounter.objects.select_for_update().get_or_create(pk=1)
         restored = max(counter.value, revlog.last_logged())
         new = restored + (default_bump() if by is None else by)
