@@ -16,6 +16,8 @@ from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from dashboard.access import clusters
+
 from . import store
 from .errors import ApiError, forbidden_request, gone, unauthorized
 from .meta import parse_bool
@@ -222,8 +224,10 @@ def _guard(res, sub: StreamSubscriber, refresh, subjects, deadline) -> Guard:
     stream re-checks it and, if it no longer works, ends with an ERROR event (401, or 403 when
     the principal may no longer watch this), as kube-apiserver ends a watch it cannot continue."""
     namespace = sub.namespace
+    cluster = clusters.current()   # the stream's cluster (/clusters/<name>/...): the hub re-checks in a fresh context
 
     async def recheck():
+        clusters.enter(cluster)
         principal, subjects, deadline = await sync_to_async(refresh)()
         if principal is None:
             err = unauthorized()
