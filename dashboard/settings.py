@@ -107,6 +107,9 @@ KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != 
 # Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
 # leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.
 KUBEDASH_REQUEST_LOG = _env_bool("KUBEDASH_REQUEST_LOG", True)
+# A followed cluster's kubeconfig may name a proxy-url only when this is set (docs/FOLLOWING.md,
+# "What a kubeconfig may point at"): a proxy lets the follower reach any address.
+KUBEDASH_FOLLOW_ALLOW_PROXY = _env_bool("KUBEDASH_FOLLOW_ALLOW_PROXY", False)
 KUBEDASH_METRICS_TOKEN = os.environ.get("KUBEDASH_METRICS_TOKEN", "")
 KUBEDASH_METRICS_USERS = [u.strip() for u in os.environ.get("KUBEDASH_METRICS_USERS", "").split(",") if u.strip()]
 KUBEDASH_METRICS_ANONYMOUS = _env_bool("KUBEDASH_METRICS_ANONYMOUS")
