@@ -66,8 +66,8 @@ def admit(res: registry.Resource, obj: Any) -> dict:
         raise Refused("it holds a value JSON cannot (too deep, too large, not text)") from None
     try:
         pruned, _unknown = schema.decode(obj, res.definition)
-    except ApiError as err:
-        raise Refused(f"it does not match the {res.kind} schema ({err.reason})") from None
+    except ApiError as err:   # (the decoder's words name the field and the types, never the value)
+        raise Refused(f"it does not match the {res.kind} schema ({getattr(err, 'detail', '') or err.reason})") from None
     meta = pruned.get("metadata") or {}
     if not isinstance(meta.get("uid"), str) or not meta["uid"]:
         raise Refused("it has no metadata.uid")
