@@ -166,6 +166,9 @@ class Command(BaseCommand):
             from dashboard.server import maintenance, shutdown
 
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
+            # A websocket protocol error (a frame over the size limit) is answered with its close
+            # code (1009) instead of autobahn's default, dropping the TCP connection (a reset).
+            server.ws_factory.setProtocolOptions(failByDrop=False)
             maintenance.start()        # the once-per-deployment work, if elected
             if listen_fds:
                 from twisted.internet import reactor

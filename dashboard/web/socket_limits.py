@@ -1,0 +1,76 @@
+"""What a page socket may cost: the frames it may send (none) and how often a user may open one.
+
+Pages only listen: live.js and the htmx extension send nothing over the socket. So a frame
+from a client is not a page's: the socket is closed with CLOSE_POLICY (4008) on the first one,
+whatever it holds, before anything is parsed, and the frame costs its sender the price of
+FRAME_COST connections. Opening a socket costs a session read, a subscription and a
+snapshot of the page, so each user (or share link) has a budget of connections, a token
+bucket per process: KUBEDASH_WEBSOCKET_CONNECT_BURST at once, refilled at
+KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND. A connection over it is closed with CLOSE_TOO_MANY
+(4429, "Disconnected — reload" in live.js) before the page's snapshot is taken. Frames larger
+than KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES are refused by the protocol with 1009 (serve.py).
+docs/SERVING.md, "Limits".
+"""
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from prometheus_client import Counter
+
+CLOSE_POLICY = 4008      # a frame from a client: pages send none (1008 in the 4xxx range autobahn allows)
+CLOSE_TOO_MANY = 4429    # over the user's budget of connections
+FRAME_COST = 10          # a stray frame costs as much as this many connections
+MAX_KEYS = 10_000        # users tracked at once; full buckets are forgotten first
+
+REFUSED = Counter("kubedash_websocket_refused_total", "Page sockets closed for what their client did",
+                  ["reason"])
+
+
+class Budget:
+    """A token bucket per key (process-local; the event loop's thread only)."""
+
+    def __init__(self, rate: float, burst: float):
+        self.rate, self.burst = rate, burst
+        self.buckets: dict[str, tuple[float, float]] = {}   # key -> (tokens, when)
+
+    def take(self, key: str, cost: float = 1.0) -> bool:
+        now = time.monotonic()
+        tokens, when = self.buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - when) * self.rate)
+        allowed = tokens >= cost
+        tokens = max(tokens - cost, -self.burst)   # (overspending keeps a flood out longer)
+        self.buckets[key] = (tokens, now)
+        if len(self.buckets) > MAX_KEYS:
+            self._forget(now)
+        return allowed
+
+    def _forget(self, now: float) -> None:
+        for key, (tokens, when) in list(self.buckets.items()):
+            if tokens + (now - when) * self.rate >= self.burst:
+                del self.buckets[key]
+        while len(self.buckets) > MAX_KEYS:
+            del self.buckets[next(iter(self.buckets))]
+
+
+_connects: Budget | None = None
+
+
+def connects() -> Budget:
+    global _connects
+    if _connects is None:
+        _connects = Budget(settings.KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND, settings.KUBEDASH_WEBSOCKET_CONNECT_BURST)
+    return _connects
+
+
+def may_connect(who: str) -> bool:
+    if connects().take(who):
+        return True
+    REFUSED.labels("connections").inc()
+    return False
+
+
+def stray_frame(who: str) -> None:
+    """A frame from a client: charged to its user (the socket is closed by the caller)."""
+    REFUSED.labels("frames").inc()
+    connects().take(who, FRAME_COST)
