@@ -18,6 +18,8 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.formats import parse_time
 
 MAX_NAME_SHOWN = 253
+MAX_UID = 36                 # ObjectRow.uid
+MAX_RESOURCE_VERSION = 64    # Revision.upstream_rv
 
 
 class Refused(Exception):
@@ -71,6 +73,12 @@ def admit(res: registry.Resource, obj: Any) -> dict:
     meta = pruned.get("metadata") or {}
     if not isinstance(meta.get("uid"), str) or not meta["uid"]:
         raise Refused("it has no metadata.uid")
+    # Server-owned fields the API never takes from a client: bounded as kube's own values are
+    # (a UID, a uint64 revision), which is what their columns hold (kube/models.py).
+    if len(meta["uid"]) > MAX_UID:
+        raise Refused(f"metadata.uid: longer than {MAX_UID} characters (not a UID)")
+    if len(str(meta.get("resourceVersion") or "")) > MAX_RESOURCE_VERSION:
+        raise Refused(f"metadata.resourceVersion: longer than {MAX_RESOURCE_VERSION} characters")
     for field in ("creationTimestamp", "deletionTimestamp"):
         if meta.get(field) is not None and parse_time(meta[field]) is None:
             raise Refused(f"metadata.{field}: not a time")

@@ -29,7 +29,8 @@ from dashboard.kube import codec
 from . import destination
 from .keys import KeyFiles
 
-MAX_FILE_BYTES = 1 << 20   # a certificate, key or token file larger than this is not one
+MAX_FILE_BYTES = 1 << 20
+MAX_SERVER, MAX_CONTEXT = 1000, 253   # Cluster.server, Cluster.context   # a certificate, key or token file larger than this is not one
 
 EXEC_REFUSED = (
     "exec plugins are not supported: kubedash follows clusters with a token or client certificate; "
@@ -186,6 +187,8 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
             raise KubeconfigError("the kubeconfig's current-context must be a string", "context")
     if context not in available:
         raise KubeconfigError(f"context {context!r} is not in the kubeconfig; its contexts: {listing}", "context")
+    if len(context) > MAX_CONTEXT:
+        raise KubeconfigError(f"the context's name is longer than {MAX_CONTEXT} characters", "context")
     ctx = _named(config, "contexts", context, "context")
 
     cluster_name = ctx.get("cluster")
@@ -206,6 +209,8 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
     if not isinstance(server, str) or not server.strip():
         raise KubeconfigError(f"cluster {cluster_name!r} has no server address")
     server = server.strip().rstrip("/")
+    if len(server) > MAX_SERVER:
+        raise KubeconfigError(f"cluster {cluster_name!r}: the server URL is longer than {MAX_SERVER} characters")
     # (the URL is never repeated: it may hold a password)
     if why := destination.refusal(server):
         raise KubeconfigError(f"cluster {cluster_name!r}: {why}")
