@@ -70,7 +70,8 @@ def may_connect(who: str) -> bool:
     return False
 
 
-def stray_frame(who: str) -> None:
-    """A frame from a client: charged to its user (the socket is closed by the caller)."""
+def stray_frame(keys) -> None:
+    """A frame from a client: charged to its session and user (the caller closes the socket)."""
     REFUSED.labels("frames").inc()
-    connects().take(who, FRAME_COST)
+    for key in keys:
+        connects().take(key, FRAME_COST)
