@@ -189,12 +189,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
         # Everything this consumer does from here runs about the page's cluster: this task
         # (connect, later messages) and the tasks it starts (pump, flushes) copy the context.
         clusters.enter(self.spec.cluster)
-        session = self.scope.get("session")
-        self.budgets = [f"session:{session.session_key}"] if session is not None and session.session_key else []
-        if self.budgets and not socket_limits.may_connect(self.budgets[0]):
-            await self.accept()   # over its budget: refused before any database read (socket_limits)
-            await self.close(code=socket_limits.CLOSE_TOO_MANY)
-            return
         await hub.start()
         generation = hub.access_generation
         self.principal, subjects, deadline = await sync_to_async(page_access)(self.scope)
@@ -210,8 +204,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         record = self.scope.get("kubedash.record")   # the websocket's log line (server/observe.py)
         if record is not None:
             record["user"] = self.principal.username
-        self.budgets.append(subjects[0] if subjects else self.principal.username)   # whose budget (socket_limits)
-        if not socket_limits.may_connect(self.budgets[-1]):
+        self.budgets = [subjects[0] if subjects else self.principal.username]   # whose budget (socket_limits)
+        if not socket_limits.may_connect(self.budgets[0]):
             await self.accept()   # (to say why: a refused handshake reaches the page as 1006)
             await self.close(code=socket_limits.CLOSE_TOO_MANY)
             return

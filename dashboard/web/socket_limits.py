@@ -1,5 +1,9 @@
 """What a page socket may cost: the frames it may send (none) and how often a user may open one.
 
+Under Daphne the protocol enforces both first, before the application or the database is
+reached (server/ws_limits.py: handshakes per session cookie, the first frame closes); what is
+here holds for any server and per user (whichever session or token).
+
 Pages only listen: live.js and the htmx extension send nothing over the socket. So a frame
 from a client is not a page's: the socket is closed with CLOSE_POLICY (4008) on the first one,
 whatever it holds, before anything is parsed, and the frame costs its sender the price of
@@ -13,44 +17,17 @@ docs/SERVING.md, "Limits".
 """
 from __future__ import annotations
 
-import time
-
 from django.conf import settings
 from prometheus_client import Counter
+
+from dashboard.access.budgets import Budget
 
 CLOSE_POLICY = 4008      # a frame from a client: pages send none (1008 in the 4xxx range autobahn allows)
 CLOSE_TOO_MANY = 4429    # over the user's budget of connections
 FRAME_COST = 10          # a stray frame costs as much as this many connections
-MAX_KEYS = 10_000        # users tracked at once; full buckets are forgotten first
 
 REFUSED = Counter("kubedash_websocket_refused_total", "Page sockets closed for what their client did",
                   ["reason"])
-
-
-class Budget:
-    """A token bucket per key (process-local; the event loop's thread only)."""
-
-    def __init__(self, rate: float, burst: float):
-        self.rate, self.burst = rate, burst
-        self.buckets: dict[str, tuple[float, float]] = {}   # key -> (tokens, when)
-
-    def take(self, key: str, cost: float = 1.0) -> bool:
-        now = time.monotonic()
-        tokens, when = self.buckets.get(key, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - when) * self.rate)
-        allowed = tokens >= cost
-        tokens = max(tokens - cost, -self.burst)   # (overspending keeps a flood out longer)
-        self.buckets[key] = (tokens, now)
-        if len(self.buckets) > MAX_KEYS:
-            self._forget(now)
-        return allowed
-
-    def _forget(self, now: float) -> None:
-        for key, (tokens, when) in list(self.buckets.items()):
-            if tokens + (now - when) * self.rate >= self.burst:
-                del self.buckets[key]
-        while len(self.buckets) > MAX_KEYS:
-            del self.buckets[next(iter(self.buckets))]
 
 
 _connects: Budget | None = None

@@ -163,12 +163,10 @@ class Command(BaseCommand):
         from dashboard.server.asgi import application
 
         def ready():
-            from dashboard.server import maintenance, shutdown
+            from dashboard.server import maintenance, shutdown, ws_limits
 
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
-            # A websocket protocol error (a frame over the size limit) is answered with its close
-            # code (1009) instead of autobahn's default, dropping the TCP connection (a reset).
-            server.ws_factory.setProtocolOptions(failByDrop=False)
+            ws_limits.install(server)  # what a page socket's client may make us do (frames, handshakes)
             maintenance.start()        # the once-per-deployment work, if elected
             if listen_fds:
                 from twisted.internet import reactor
