@@ -172,6 +172,7 @@ import time  # noqa: E402
 from conftest import ROOT, LiveServer, free_port, server_env  # noqa: E402
 
 HEADER_TIMEOUT = 2
+SOCKET_BURST = 6   # page sockets a session may open at once (server/ws_limits.py)
 IDLE_TIMEOUT = 3
 MIB = 1024 * 1024
 
@@ -181,7 +182,8 @@ def server(tmp_path_factory):
     """One `manage.py serve` process (so /proc/PID is the server) with short client timeouts."""
     data_dir = tmp_path_factory.mktemp("kubedash-limits")
     env = {**server_env(data_dir), "KUBEDASH_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
-           "KUBEDASH_IDLE_TIMEOUT_SECONDS": str(IDLE_TIMEOUT), "KUBEDASH_WATCH_BOOKMARK_SECONDS": "3600"}
+           "KUBEDASH_IDLE_TIMEOUT_SECONDS": str(IDLE_TIMEOUT), "KUBEDASH_WATCH_BOOKMARK_SECONDS": "3600",
+           "KUBEDASH_WEBSOCKET_CONNECT_BURST": str(SOCKET_BURST), "KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND": "0.01"}
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
     http_port, tls_port = free_port(), free_port()
     log = open(data_dir / "server.log", "wb")
@@ -491,6 +493,29 @@ def test_websocket_messages_are_bounded(server):
         assert _close_code(ws) == 4008
     finally:
         ws.close()
+
+
+def test_page_socket_handshakes_are_budgeted_per_session(server):
+    """Issue 29: a session opens at most its burst of sockets; then the handshake is refused
+    (429) before the application or the database is reached; other sessions are not affected,
+    and a frame costs its session several handshakes. The test server's burst is SOCKET_BURST."""
+    import websocket
+
+    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    opened = [_page_socket(server, session) for _ in range(SOCKET_BURST)]
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        _page_socket(server, session)
+    assert refused.value.status_code == 429
+    for ws in opened:
+        ws.close()
+    # (the same user's other sessions share the user's budget too: web/socket_limits.py)
+    other = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "other-viewer")).strip().splitlines()[-1]
+    ws = _page_socket(server, other)
+    ws.send("x")   # closed (4008), and the rest of this session's budget is gone
+    assert _close_code(ws) == 4008
+    ws.close()
+    with pytest.raises(websocket.WebSocketBadStatusException):
+        _page_socket(server, other)
 
 
 def test_large_body_with_a_valid_session_is_read(server):
