@@ -9,7 +9,8 @@ parse it. The API's bodies and apply patches and the dashboard's YAML editor all
 Every decoded value is bounded (check_value): at most MAX_DEPTH levels of objects and lists,
 and only what JSON can hold (no lone surrogates, no NaN or Infinity, integers within 64 bits),
 so nothing deeper or stranger reaches the patchers, the schema walker or storage (docs/SERVING.md,
-"Limits").
+"Limits"). YAML's aliases are limited before anything is built (_check_yaml_depth): an alias
+bomb is refused in milliseconds, on every path that reads YAML.
 """
 from __future__ import annotations
 
