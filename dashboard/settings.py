@@ -118,6 +118,9 @@ KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != 
 # Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
 # leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.
 KUBEDASH_REQUEST_LOG = _env_bool("KUBEDASH_REQUEST_LOG", True)
+# A followed cluster's kubeconfig may name a proxy-url only when this is set (docs/FOLLOWING.md,
+# "What a kubeconfig may point at"): a proxy lets the follower reach any address.
+KUBEDASH_FOLLOW_ALLOW_PROXY = _env_bool("KUBEDASH_FOLLOW_ALLOW_PROXY", False)
 KUBEDASH_METRICS_TOKEN = os.environ.get("KUBEDASH_METRICS_TOKEN", "")
 KUBEDASH_METRICS_USERS = [u.strip() for u in os.environ.get("KUBEDASH_METRICS_USERS", "").split(",") if u.strip()]
 KUBEDASH_METRICS_ANONYMOUS = _env_bool("KUBEDASH_METRICS_ANONYMOUS")
@@ -214,8 +217,12 @@ KUBEDASH_MAX_HEADER_BYTES = int(os.environ.get("KUBEDASH_MAX_HEADER_BYTES", str(
 # and between requests on a kept-alive connection (kube-apiserver: IdleTimeout 90 s).
 KUBEDASH_HEADER_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_HEADER_TIMEOUT_SECONDS", "32"))
 KUBEDASH_IDLE_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_IDLE_TIMEOUT_SECONDS", "90"))
-# Live pages only listen (web/consumers.py ignores what a browser sends).
+# Live pages only listen: a frame from a client closes its socket (web/socket_limits.py); larger
+# frames get 1009 from the protocol. Each user may open sockets in bursts of CONNECT_BURST,
+# refilled at CONNECTS_PER_SECOND (a page load or a reconnect is one).
 KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES", str(64 * 1024)))
+KUBEDASH_WEBSOCKET_CONNECT_BURST = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECT_BURST", "60"))
+KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND", "2"))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
 KUBE_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))

@@ -359,3 +359,40 @@ async def test_a_busy_page_gets_a_few_pushes_a_second_with_every_change(user, st
     assert seen == last, "a change was lost"
     assert pushes <= (time.monotonic() - started) / PUSH_INTERVAL_SECONDS + 2, (pushes, writes)
     await comm.disconnect()
+
+
+async def test_a_frame_from_the_client_closes_the_socket(user, store_ops):
+    """Issue 29: pages send nothing, so a frame is not a page's (a flood of them starved the
+    API): closed with 4008 on the first, and nothing is pushed to it after."""
+    comm, ok, _ = await connect(user, "view=leases&namespace=default")
+    assert ok
+    await comm.send_to(text_data='{"HEADERS": {"HX-Request": "true"}}')
+    out = await comm.receive_output(timeout=5)
+    assert out == {"type": "websocket.close", "code": 4008}
+    await _write(store_ops.create, "after-close")
+    assert await comm.receive_nothing(timeout=0.5)
+
+
+async def test_each_user_has_a_budget_of_sockets(user, store_ops, monkeypatch, transactional_db):
+    from dashboard.access.tokens import ensure_user
+    from dashboard.web import socket_limits
+
+    monkeypatch.setattr(socket_limits, "_connects", socket_limits.Budget(rate=0.001, burst=3))
+    opened = []
+    for _ in range(3):
+        comm, ok, _ = await connect(user, "view=leases&namespace=default")
+        assert ok
+        opened.append(comm)
+    comm, ok, _ = await connect(user, "view=leases&namespace=default")
+    assert ok   # accepted, to say why:
+    assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4429}
+    other = await sync_to_async(ensure_user)("someone-else", "viewer")
+    comm, ok, _ = await connect(other, "view=leases&namespace=default")   # others are not affected
+    assert ok and await comm.receive_nothing(timeout=0.3)
+    # A stray frame costs its sender more than a connection.
+    await comm.send_to(text_data="x")
+    assert (await comm.receive_output(timeout=5))["code"] == 4008
+    comm, ok, _ = await connect(other, "view=leases&namespace=default")
+    assert (await comm.receive_output(timeout=5))["code"] == 4429
+    for comm in opened:
+        await comm.disconnect()

@@ -219,7 +219,7 @@ def test_exec_and_auth_provider_users_are_refused(user, words):
 
 @pytest.mark.parametrize("cluster, words", [
     ({"certificate-authority-data": b64(CA_PEM)}, "cluster 'prod-cluster' has no server address"),
-    ({"server": "unix:///var/run/k8s.sock"}, "the server must be an http:// or https:// URL, not 'unix:///var/run/k8s.sock'"),
+    ({"server": "unix:///var/run/k8s.sock"}, "the server must be an http:// or https:// URL"),
     ({"server": "https://"}, "the server must be an http:// or https:// URL"),
     ({"server": "https://p", "certificate-authority-data": "%%%"}, "certificate-authority-data is not valid base64"),
     ({"server": "https://p", "insecure-skip-tls-verify": "yes"}, "insecure-skip-tls-verify must be true or false"),
@@ -229,6 +229,59 @@ def test_bad_clusters_are_refused(cluster, words):
 
     with pytest.raises(ValueError, match=words):
         reduce(kubeconfig(clusters={"prod-cluster": cluster}))
+
+
+# Issue 29: the follower talks only to what `server` names, never to kubedash's backends, and no
+# message repeats a URL (it may hold a password).
+@pytest.mark.parametrize("cluster, words", [
+    ({"server": "https://admin:hunter2@prod.example.com"}, "must not hold a user name or password"),
+    ({"server": "http://127.0.0.1:5432/#"}, "must not have a query \\(\\?\\) or fragment"),
+    ({"server": "http://127.0.0.1:8000/api/v1/namespaces/x/secrets?"}, "must not have a query"),
+    ({"server": "http://127.0.0.1:6379"}, "kubedash's database or Redis port"),
+    ({"server": "http://localhost:5432/prefix"}, "kubedash's database or Redis port"),
+    ({"server": "https://prod.example.com", "proxy-url": "http://127.0.0.1:6379"}, "proxy-url is not allowed here"),
+])
+def test_servers_that_would_reach_elsewhere_are_refused(cluster, words):
+    from dashboard.follow.kubeconfig import reduce
+
+    with pytest.raises(ValueError, match=words) as err:
+        reduce(kubeconfig(clusters={"prod-cluster": cluster}))
+    assert "hunter2" not in str(err.value) and "127.0.0.1" not in str(err.value)
+
+
+def test_a_proxy_is_followed_only_when_an_admin_allows_it(settings):
+    from dashboard.follow.kubeconfig import api_client, reduce
+
+    settings.KUBEDASH_FOLLOW_ALLOW_PROXY = True
+    config = reduce(kubeconfig(clusters={"prod-cluster": {"server": "https://prod.example.com",
+                                                          "proxy-url": "http://proxy.example.com:3128"}})).config
+    with api_client(config) as c:
+        assert c.configuration.proxy == "http://proxy.example.com:3128"
+    with pytest.raises(ValueError, match="the proxy is kubedash's database or Redis port"):
+        reduce(kubeconfig(clusters={"prod-cluster": {"server": "https://prod.example.com",
+                                                     "proxy-url": "http://127.0.0.1:5432"}}))
+    settings.KUBEDASH_FOLLOW_ALLOW_PROXY = False
+    with pytest.raises(ValueError, match="proxy-url is not allowed here"):
+        api_client(config)
+
+
+@pytest.mark.parametrize("token", [TOKEN + "\n", "  " + TOKEN + "\t"])
+def test_tokens_are_stripped(token):
+    from dashboard.follow.kubeconfig import api_client, reduce
+
+    reduced = reduce(kubeconfig(users={"prod-user": {"token": token}}))
+    assert reduced.config["users"][0]["user"] == {"token": TOKEN}
+    with api_client(reduced.config) as c:
+        assert c.configuration.api_key == {"BearerToken": f"Bearer {TOKEN}"}
+
+
+@pytest.mark.parametrize("token", ["abc\ndef", "abc def", "abc\r\nX-Injected: 1", "tok\x00en", "tökén"])
+def test_tokens_that_are_not_bearer_tokens_are_refused_without_repeating_them(token):
+    from dashboard.follow.kubeconfig import KubeconfigError, reduce
+
+    with pytest.raises(KubeconfigError, match="not a valid bearer token") as err:
+        reduce(kubeconfig(users={"prod-user": {"token": token}}))
+    assert token.strip() not in str(err.value)
 
 
 @pytest.mark.parametrize("text, words", [
@@ -252,9 +305,13 @@ def test_api_client_from_a_reduced_kubeconfig():
     with api_client(reduce(kubeconfig(users=users)).config) as c:
         conf = c.configuration
         assert conf.host == "https://prod.example.com:6443" and conf.verify_ssl
-        assert open(conf.ssl_ca_cert, "rb").read() == CA_PEM
+        assert conf.ca_cert_data == CA_PEM.decode() and conf.ssl_ca_cert is None   # in memory
         assert open(conf.cert_file, "rb").read() == CERT_PEM and open(conf.key_file, "rb").read() == KEY_PEM
-        assert stat.S_IMODE(os.stat(conf.key_file).st_mode) == 0o600
+        # Issue 29: key material never on a disk (the client's own loader wrote it to /tmp, kept
+        # after the cluster was removed or the process killed): an in-memory file of this process.
+        assert conf.key_file.startswith("/proc/self/fd/") and "memfd:" in os.readlink(conf.key_file)
+        key_file = conf.key_file
+    assert not os.path.exists(key_file) or "memfd:" not in os.readlink(key_file)   # closed with the client
     with api_client(reduce(kubeconfig(users=users), context="dev").config) as c:
         assert c.configuration.api_key == {"BearerToken": f"Bearer {TOKEN}"}
         assert c.configuration.verify_ssl is False

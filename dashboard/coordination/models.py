@@ -4,7 +4,7 @@ from dashboard.kube.models import ObjectRow
 
 
 class Lease(ObjectRow):
-    holder_identity = models.CharField(max_length=253, blank=True, default="")
+    holder_identity = models.TextField(blank=True, default="")   # free-form and unbounded, as in kube
     lease_duration_seconds = models.IntegerField(null=True)
     acquire_time = models.DateTimeField(null=True)
     renew_time = models.DateTimeField(null=True)

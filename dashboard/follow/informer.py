@@ -16,6 +16,7 @@ stored kubeconfig); the paths are the kinds' generic API paths, so no kind is na
 """
 from __future__ import annotations
 
+import http
 import logging
 import queue
 import random
@@ -34,6 +35,7 @@ from prometheus_client import Counter, Gauge
 from dashboard.kube import mirror, registry
 from dashboard.kube.mirror import Mirrored
 
+from . import admit, destination
 from .models import Cluster
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,14 @@ CHANGES = Counter("kubedash_follow_changes_total", "Upstream changes a follower 
                   ["cluster"])
 LIVE = Gauge("kubedash_follow_live", "1 while every kind of a followed cluster is being watched (the leader)",
              ["cluster"], multiprocess_mode="livemax")
+SKIPPED = Counter("kubedash_follow_skipped_total", "Upstream objects a follower could not store (skipped, "
+                  "reported by name on the Clusters page and in the log)", ["cluster"])
 LAST_EVENT = Gauge("kubedash_follow_last_change_timestamp_seconds", "When a follower last wrote an upstream change",
                    ["cluster"], multiprocess_mode="livemax")
+
+
+class NotAList(Exception):
+    """Upstream's answer is not a Kubernetes list or watch stream."""
 
 
 class Gone(Exception):
@@ -63,7 +71,19 @@ class Gone(Exception):
 
 
 class Upstream(Exception):
-    """Upstream answered with an error Status."""
+    """Upstream answered with an error (its HTTP status code; its words are not kept)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+class Refused(Exception):
+    """The server (or proxy) is not one the follower may connect to (follow/destination.py)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
 
 
 @dataclass
@@ -72,6 +92,14 @@ class Relisted:
 
     res: registry.Resource
     objects: list[dict]
+
+
+@dataclass
+class Skipped:
+    """Upstream objects of one kind that cannot be stored: (namespace/name, why) each."""
+
+    res: registry.Resource
+    objects: list[tuple[str, str]]
 
 
 @dataclass
@@ -124,6 +152,9 @@ class Reflector:
 
     def _get(self, query: list, timeout):
         client = self.follower.client
+        for url, what in ((client.configuration.host, "the server"), (client.configuration.proxy, "the proxy")):
+            if url and (why := destination.refusal(url, what)):
+                raise Refused(why)
         method, url, headers, body, post = client.param_serialize(
             method="GET", resource_path=self.path, query_params=query,
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
@@ -134,18 +165,33 @@ class Reflector:
 
     def relist(self) -> str:
         """List every object (in pages); hand the whole list to the writer; its resourceVersion."""
-        objects, token, started = [], "", time.monotonic()
+        objects, token, started, skipped = [], "", time.monotonic(), []
         while True:
             query = [("limit", PAGE_SIZE)] + ([("continue", token)] if token else [])
             page = orjson.loads(self._get(query, (CONNECT_TIMEOUT_SECONDS, 60)).data)
-            objects.extend(page.get("items") or ())
+            if not isinstance(page, dict) or not isinstance(page.get("items") or [], list):
+                raise NotAList()
+            objects.extend(self.admitted(page.get("items") or (), skipped))
             meta = page.get("metadata") or {}
+            if not isinstance(meta, dict):
+                raise NotAList()
             token = meta.get("continue") or ""
             if not token:
                 log.info("follow %s: listed %d %s in %.2f s", self.follower.name, len(objects), self.res.plural,
                          time.monotonic() - started)
+                self.follower.put(Skipped(self.res, skipped))   # (none: an earlier report is over)
                 self.follower.put(Relisted(self.res, objects))
-                return meta.get("resourceVersion") or "0"
+                return str(meta.get("resourceVersion") or "0")
+
+    def admitted(self, objects, skipped: list) -> list[dict]:
+        """The objects that may be stored (follow/admit.py); the others added to `skipped`."""
+        out = []
+        for obj in objects:
+            try:
+                out.append(admit.admit(self.res, obj))
+            except admit.Refused as why:
+                skipped.append((admit.shown_key(obj), why.reason))
+        return out
 
     def watch(self) -> None:
         query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", self.rv),
@@ -160,19 +206,31 @@ class Reflector:
                 if not line:
                     continue
                 event = orjson.loads(line)
+                if not isinstance(event, dict) or not isinstance(event.get("object") or {}, dict):
+                    raise NotAList()
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
-                    if obj.get("code") == 410:
+                    code = obj.get("code")
+                    if code == 410:
                         raise Gone()
-                    raise Upstream(f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    raise Upstream(code if isinstance(code, int) else 0)
+                meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+                rv = meta.get("resourceVersion")
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    m = obj["metadata"]
-                    self.follower.put(Mirrored(self.res, m.get("namespace", ""), m["name"],
-                                               None if kind == "DELETED" else obj))
+                    key = admit.key_of(obj)
+                    if kind == "DELETED":
+                        if key is not None:
+                            self.follower.put(Mirrored(self.res, key[0], key[1], None))
+                    elif admitted := self.admitted([obj], skipped := []):
+                        self.follower.put(Mirrored(self.res, key[0], key[1], admitted[0]))
+                    else:
+                        self.follower.put(Skipped(self.res, skipped))
+                        if key is not None:
+                            # What it is now cannot be stored: its last good copy must not pass for current.
+                            self.follower.put(Mirrored(self.res, key[0], key[1], None))
                 else:
                     self.follower.put(None)   # a bookmark: proof of life
-                if rv:
+                if isinstance(rv, str) and rv:
                     self.rv = rv
         finally:
             self.response = None
@@ -201,7 +259,9 @@ class ClusterFollower:
         self.threads: list[threading.Thread] = []
         self.watching: dict[str, bool] = {}
         self.failure = ""
+        self.skipped: dict[str, list[tuple[str, str]]] = {}   # plural -> objects not stored (the latest report)
         self.state = ""             # as last written to the Cluster row
+        self.message = ""           # as last written to the Cluster row
         self.event_at = None        # the last change read (to write)
         self.written_at = 0.0       # when the row was last written (monotonic)
 
@@ -220,6 +280,7 @@ class ClusterFollower:
         self.changes.put(None)
         for thread in self.threads:
             thread.join(timeout=5)
+        self.client.close()   # (its key material with it: follow/keys.py)
 
     def relist_all(self) -> None:
         for reflector in self.reflectors:
@@ -273,6 +334,8 @@ class ClusterFollower:
                 self.event_at, pending = timezone.now(), []
             if isinstance(item, Relisted):
                 self.reconcile(item)
+            elif isinstance(item, Skipped):
+                self.skip(item)
             elif isinstance(item, State):
                 self.watching[item.res.kind] = item.watching
                 if not item.watching:
@@ -315,11 +378,29 @@ class ClusterFollower:
         log.info("follow %s: reconciled %d %s with the list: %d written in %.2f s", self.name,
                  len(relisted.objects), res.plural, len(changes), time.monotonic() - started)
 
+    def skip(self, item: Skipped) -> None:
+        """Report objects that cannot be stored, by name and reason (the log, the Clusters page)."""
+        for name, why in item.objects:
+            log.warning("follow %s: skipped %s %s: %s", self.name, item.res.singular, name, why)
+        SKIPPED.labels(self.name).inc(len(item.objects))
+        self.skipped[item.res.plural] = item.objects
+
+    def skipped_text(self) -> str:
+        if not any(self.skipped.values()):
+            return ""
+        parts = []
+        for plural, objects in self.skipped.items():
+            if objects:
+                name, why = objects[-1]
+                more = f" and {len(objects) - 1} more" if len(objects) > 1 else ""
+                parts.append(f"{plural} {name} ({why}){more}")
+        return "skipped what cannot be stored: " + "; ".join(parts)
+
     def save_state(self) -> None:
         """The cluster's state for the pages: live when every kind is being watched."""
         live = len(self.watching) == len(self.reflectors) and all(self.watching.values())
         if live:
-            state, message = Cluster.LIVE, ""
+            state, message = Cluster.LIVE, self.skipped_text()
         elif any(r.failures for r in self.reflectors):
             state, message = Cluster.STALE, self.failure
         else:
@@ -332,7 +413,9 @@ class ClusterFollower:
         LIVE.labels(self.name).set(1 if live else 0)
         fields = {"heartbeat_at": timezone.now()} if live else {}
         if state != self.state:
-            fields.update(state=state, state_since=timezone.now(), message=message[:1000])
+            fields.update(state=state, state_since=timezone.now())
+        if state != self.state or message != self.message:
+            fields["message"], self.message = message[:1000], message
         if self.event_at is not None:
             fields["last_event_at"], self.event_at = self.event_at, None
         if fields:
@@ -341,25 +424,61 @@ class ClusterFollower:
 
 
 def _status_error(code: int, data: bytes) -> Exception:
-    try:
-        status = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        status = {}
+    """The exception for an HTTP error answer: its status code only. Its body is another server's
+    text (an internal service's page, a secret) and is never shown, logged or kept."""
     if code == 410:
         return Gone()
-    return Upstream(f"{code} {status.get('reason') or ''}: {status.get('message') or data[:200]!r}")
+    return Upstream(code)
+
+
+# What a follower says when it fails: a fixed vocabulary (what failed, the HTTP status, when).
+# Library exception texts are never shown: they can hold a request's headers (a bearer token in
+# "Invalid header value b'Bearer …'"), a URL with a password, or what the server answered.
+_CAUSES = (   # (words in the exception chain's texts or class names, what is shown)
+    (("Connection refused", "ConnectionRefused"), "cannot connect to the API server (connection refused)"),
+    (("NameResolutionError", "Name or service not known", "gaierror", "nodename nor servname"),
+     "cannot find the API server (its name does not resolve)"),
+    (("Read timed out", "ReadTimeoutError", "ConnectTimeout", "timed out"), "the API server stopped answering (timed out)"),
+    (("CERTIFICATE_VERIFY_FAILED", "certificate verify failed"),
+     "the API server's certificate is not trusted by the kubeconfig's CA"),
+    (("SSLError", "SSL", "TLS"), "the TLS handshake with the API server failed"),
+    (("ProtocolError", "Connection aborted", "IncompleteRead", "ended prematurely", "Connection reset",
+      "RemoteDisconnected", "BadStatusLine"), "the connection to the API server was lost"),
+    (("ProxyError",), "the proxy refused or failed the connection"),
+)
+
+
+def _chain_texts(err: BaseException) -> str:
+    texts, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        texts.append(f"{type(err).__name__}: {err}")
+        reason = getattr(err, "reason", None)
+        if isinstance(reason, BaseException):
+            texts.append(f"{type(reason).__name__}: {reason}")
+            reason_cause = reason.__cause__ or reason.__context__
+            if reason_cause is not None:
+                texts.append(f"{type(reason_cause).__name__}: {reason_cause}")
+        err = err.__cause__ or err.__context__
+    return " | ".join(texts)
 
 
 def _describe(err: Exception) -> str:
-    """A failure in a sentence, for the banner: never a traceback, never credentials."""
-    text = str(err) or type(err).__name__
-    if "Connection refused" in text or "NewConnectionError" in text:
-        return "cannot connect to the API server (connection refused)"
-    if "Read timed out" in text or "ReadTimeoutError" in text:
-        return "the API server stopped answering (read timed out)"
-    if "CERTIFICATE_VERIFY_FAILED" in text:
-        return "the API server's certificate is not trusted by the kubeconfig's CA"
-    if any(s in text for s in ("ProtocolError", "Connection aborted", "IncompleteRead", "ended prematurely",
-                               "Connection reset")):
-        return "the connection to the API server was lost"
-    return text[:300]
+    """A failure in a sentence from a fixed vocabulary, for the banner, the Clusters page and the
+    log: what failed, the HTTP status, when. Never a traceback, a library's text or upstream's."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    if isinstance(err, Upstream):
+        try:
+            phrase = " " + http.HTTPStatus(err.code).phrase
+        except ValueError:
+            phrase = ""
+        what = f"the API server answered HTTP {err.code}{phrase}" if err.code else "the API server answered an error"
+    elif isinstance(err, Refused):
+        what = f"not followed: {err.why}"
+    elif isinstance(err, (NotAList, orjson.JSONDecodeError)):
+        what = "the API server's answer is not a Kubernetes list or watch"
+    else:
+        texts = _chain_texts(err)
+        what = next((shown for words, shown in _CAUSES if any(w in texts for w in words)),
+                    "the request to the API server failed")
+    return f"{what} (at {when})"

@@ -17,14 +17,20 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from django.conf import settings
 
 from dashboard.kube import codec
 
-MAX_FILE_BYTES = 1 << 20   # a certificate, key or token file larger than this is not one
+from . import destination
+from .keys import KeyFiles
+
+MAX_FILE_BYTES = 1 << 20
+MAX_SERVER, MAX_CONTEXT = 1000, 253   # Cluster.server, Cluster.context   # a certificate, key or token file larger than this is not one
 
 EXEC_REFUSED = (
     "exec plugins are not supported: kubedash follows clusters with a token or client certificate; "
@@ -43,6 +49,15 @@ FILE_KEYS = {
     "client-key": ("client-key-data", True),
     "tokenFile": ("token", False),
 }
+
+
+# A bearer token as HTTP carries it (RFC 6750's b64token; kube's tokens, JWTs): nothing that could
+# end or split the Authorization header. Checked when the kubeconfig is taken, so a bad token is
+# refused there, in words that never repeat it, instead of failing in the HTTP library later
+# with the header (and the token) in its error text.
+TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+TOKEN_REFUSED = ("the user's token is not a valid bearer token: it may hold only letters, digits and - . _ ~ + / "
+                 "(then = signs), with no spaces or line breaks inside")
 
 
 class KubeconfigError(ValueError):
@@ -140,6 +155,12 @@ def _inline(entry: dict, keys: tuple[str, ...], base_dir: Path | None) -> dict:
         elif key in ("token", "username", "password", "server", "tls-server-name", "proxy-url"):
             if not isinstance(value, str):
                 raise KubeconfigError(f"{key} must be a string")
+            if key != "token" and not value.isprintable():
+                raise KubeconfigError(f"{key} must not hold line breaks or other control characters")
+    if "token" in out:
+        out["token"] = out["token"].strip()
+        if not TOKEN_RE.fullmatch(out["token"]):
+            raise KubeconfigError(TOKEN_REFUSED)
     return out
 
 
@@ -166,6 +187,8 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
             raise KubeconfigError("the kubeconfig's current-context must be a string", "context")
     if context not in available:
         raise KubeconfigError(f"context {context!r} is not in the kubeconfig; its contexts: {listing}", "context")
+    if len(context) > MAX_CONTEXT:
+        raise KubeconfigError(f"the context's name is longer than {MAX_CONTEXT} characters", "context")
     ctx = _named(config, "contexts", context, "context")
 
     cluster_name = ctx.get("cluster")
@@ -186,9 +209,18 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
     if not isinstance(server, str) or not server.strip():
         raise KubeconfigError(f"cluster {cluster_name!r} has no server address")
     server = server.strip().rstrip("/")
-    parts = urlsplit(server)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise KubeconfigError(f"cluster {cluster_name!r}: the server must be an http:// or https:// URL, not {server!r}")
+    if len(server) > MAX_SERVER:
+        raise KubeconfigError(f"cluster {cluster_name!r}: the server URL is longer than {MAX_SERVER} characters")
+    # (the URL is never repeated: it may hold a password)
+    if why := destination.refusal(server):
+        raise KubeconfigError(f"cluster {cluster_name!r}: {why}")
+    proxy = cluster.get("proxy-url")
+    if proxy not in (None, ""):
+        if not settings.KUBEDASH_FOLLOW_ALLOW_PROXY:
+            raise KubeconfigError(f"cluster {cluster_name!r}: proxy-url is not allowed here (an admin may allow it: "
+                                  "KUBEDASH_FOLLOW_ALLOW_PROXY=1, docs/OPERATIONS.md)")
+        if not isinstance(proxy, str) or (why := destination.refusal(proxy.strip(), "the proxy")):
+            raise KubeconfigError(f"cluster {cluster_name!r}: {why or 'proxy-url must be a string'}")
 
     kept_cluster = _inline({**cluster, "server": server}, CLUSTER_KEYS, base_dir)
     if not isinstance(kept_cluster.get("insecure-skip-tls-verify", False), bool):
@@ -217,16 +249,54 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
 
 
 def api_client(config: dict):
-    """A kubernetes.client.ApiClient for a reduced kubeconfig (its current-context). The
-    client library writes certificate and key data to its own temporary files (0600)."""
+    """A kubernetes.client.ApiClient for a reduced kubeconfig (its only context). Built here, not
+    by the client's kubeconfig loader, which writes decrypted keys to /tmp: the CA stays in
+    memory and the client certificate and key go to in-memory files (follow/keys.py), removed
+    by the client's close(). Raises KubeconfigError (what is wrong, never a secret)."""
     # (deferred: the kubernetes package takes seconds to import; the pages import this module)
     from kubernetes import client as kube_client
-    from kubernetes import config as kube_config
 
-    configuration = kube_client.Configuration()
-    kube_config.load_kube_config_from_dict(copy.deepcopy(config), context=config.get("current-context"),
-                                           client_configuration=configuration, persist_config=False)
+    class Client(kube_client.ApiClient):
+        def close(self):
+            super().close()
+            keys.close()
+
+    keys = KeyFiles()
+    try:
+        return Client(_configuration(config, keys, kube_client.Configuration))
+    except BaseException:
+        keys.close()
+        raise
+
+
+def _configuration(config: dict, keys: KeyFiles, Configuration):
+    cluster = config["clusters"][0]["cluster"]
+    user = config["users"][0]["user"]
+    server = cluster["server"]
+    if why := destination.url_refusal(server):
+        raise KubeconfigError(why)
+    configuration = Configuration(host=server)
+    if server.startswith("https"):
+        configuration.verify_ssl = not cluster.get("insecure-skip-tls-verify", False)
+        if cluster.get("certificate-authority-data"):
+            configuration.ca_cert_data = base64.b64decode(cluster["certificate-authority-data"]).decode("ascii", "replace")
+        if cluster.get("tls-server-name"):
+            configuration.tls_server_name = cluster["tls-server-name"]
+        if user.get("client-certificate-data"):
+            configuration.cert_file = keys.file(base64.b64decode(user["client-certificate-data"]))
+            configuration.key_file = keys.file(base64.b64decode(user["client-key-data"]))
+    if cluster.get("proxy-url"):
+        if not settings.KUBEDASH_FOLLOW_ALLOW_PROXY:
+            raise KubeconfigError("proxy-url is not allowed here (KUBEDASH_FOLLOW_ALLOW_PROXY)")
+        configuration.proxy = cluster["proxy-url"]
+    if user.get("token"):
+        if not TOKEN_RE.fullmatch(user["token"]):
+            raise KubeconfigError(TOKEN_REFUSED)
+        configuration.api_key = {"BearerToken": f"Bearer {user['token']}"}
+    elif user.get("username"):
+        basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode("ascii")
+        configuration.api_key = {"BearerToken": f"Basic {basic}"}
     # No retries inside the client: the informers back off and resume themselves (and report
     # the failure), instead of urllib3 retrying each request three times, noisily.
     configuration.retries = 0
-    return kube_client.ApiClient(configuration)
+    return configuration

@@ -13,9 +13,12 @@ import time
 from django.db import DatabaseError
 from django.utils import timezone
 
+from . import destination, keys
 from .clusters import cluster_api_client
 from .informer import ClusterFollower
+from .kubeconfig import KubeconfigError
 from .models import Cluster
+from .secrets import CredentialsError
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +27,7 @@ RETRY_SECONDS = 30   # a cluster whose follower could not start is tried again a
 
 class Followers:
     def __init__(self):
+        keys.clean_stale()   # key material a process killed while following left behind
         self.running: dict[str, tuple[int, ClusterFollower]] = {}   # name -> (row id, follower)
         self.retry_at: dict[int, float] = {}   # row id -> when to try a cluster that failed to start
 
@@ -53,14 +57,17 @@ class Followers:
             follower = ClusterFollower(cluster, cluster_api_client(cluster))
         except Exception as err:   # noqa: BLE001 - a wrong key, a kubeconfig the client refuses
             self.retry_at[cluster.pk] = time.monotonic() + RETRY_SECONDS
-            message = f"cannot use its credentials: {err}"[:1000]
+            # Our own words only: a library's text may hold the credentials themselves.
+            why = str(err) if isinstance(err, (CredentialsError, KubeconfigError)) else \
+                f"the client library refused them ({type(err).__name__})"
+            message = f"cannot use its credentials: {why}"[:1000]
             log.warning("follow %s: %s", cluster.name, message)
             Cluster.objects.filter(pk=cluster.pk).update(state=Cluster.STALE, state_since=timezone.now(),
                                                           message=message)
             return None
         self.retry_at.pop(cluster.pk, None)
         follower.start()
-        log.warning("follow: following %s (%s)", cluster.name, cluster.server)
+        log.warning("follow: following %s (%s)", cluster.name, destination.shown(cluster.server))
         return follower
 
     def stop(self) -> None:

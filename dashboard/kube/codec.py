@@ -9,7 +9,8 @@ parse it. The API's bodies and apply patches and the dashboard's YAML editor all
 Every decoded value is bounded (check_value): at most MAX_DEPTH levels of objects and lists,
 and only what JSON can hold (no lone surrogates, no NaN or Infinity, integers within 64 bits),
 so nothing deeper or stranger reaches the patchers, the schema walker or storage (docs/SERVING.md,
-"Limits").
+"Limits"). YAML's aliases are limited before anything is built (_check_yaml_depth): an alias
+bomb is refused in milliseconds, on every path that reads YAML.
 """
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ YAMLError = yaml.YAMLError
 # recursively (copy.deepcopy, the patchers, the schema walker) must stay far from the
 # interpreter's recursion limit.
 MAX_DEPTH = 100
+# YAML aliases (anchors reused: `*a`) are what makes a small body expand into a huge value;
+# kube-apiserver limits them since CVE-2019-11253 (go-yaml: "excessive aliasing"). No served
+# kind needs many. MAX_YAML_NODES bounds every node, expanded: more than a 3 MiB body of
+# plain YAML can hold (2 bytes a node at the least).
+MAX_YAML_ALIASES = 1000
+MAX_YAML_ALIAS_NODES = 100_000
+MAX_YAML_NODES = 2_000_000
 INT_RANGE = (-(2**63), 2**64 - 1)   # int64 and uint64, what Go decodes an integer into
 _OPENS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSES = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
@@ -150,19 +158,51 @@ def _json_key(key: Any, path: tuple) -> str:
 
 
 def _check_yaml_depth(text: str | bytes) -> None:
-    """Refuse deep YAML before composing it: libyaml's composer recurses in C (a crash at
-    ~100,000 levels) and its scanner is quadratic in the depth of flow collections. The
-    event stream is read only as far as MAX_DEPTH levels."""
+    """Refuse deep or alias-bombed YAML before composing it, reading only its event stream:
+    - depth: libyaml's composer recurses in C (a crash at ~100,000 levels) and its scanner is
+      quadratic in the depth of flow collections; read only as far as MAX_DEPTH levels;
+    - aliases (CVE-2019-11253, "billion laughs"): at most MAX_YAML_ALIASES of them, and what
+      they expand to (each alias counts the nodes of its anchor's value) at most
+      MAX_YAML_ALIAS_NODES; all nodes, expanded, at most MAX_YAML_NODES. A few hundred bytes
+      that would expand to millions of nodes are refused after a few hundred events, before
+      any object is built (and before anything walks the expanded value)."""
     too_deep = f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels"
-    depth = 0
+    depth = aliases = alias_nodes = nodes = 0
+    sizes: dict[str, int] = {}     # anchor -> nodes its value expands to
+    open_: list[list] = []         # the open collections: [anchor, nodes so far]
     try:
         for event in yaml.parse(text, Loader=_KubeYamlLoader):
             if isinstance(event, _OPENS):
                 depth += 1
                 if depth > MAX_DEPTH:
                     raise Unrepresentable(too_deep)
-            elif isinstance(event, _CLOSES):
+                open_.append([event.anchor, 1])
+                nodes += 1
+                continue
+            if isinstance(event, _CLOSES):
                 depth -= 1
+                anchor, size = open_.pop()
+            elif isinstance(event, yaml.ScalarEvent):
+                anchor, size = event.anchor, 1
+                nodes += 1
+            elif isinstance(event, yaml.AliasEvent):
+                aliases += 1
+                anchor, size = None, sizes.get(event.anchor, 1)
+                alias_nodes += size
+                nodes += size
+                if aliases > MAX_YAML_ALIASES:
+                    raise Unrepresentable(f"it has too many aliases: at most {MAX_YAML_ALIASES} are allowed")
+                if alias_nodes > MAX_YAML_ALIAS_NODES:
+                    raise Unrepresentable(f"its aliases expand to too many nodes: at most {MAX_YAML_ALIAS_NODES} "
+                                          "are allowed")
+            else:
+                continue
+            if nodes > MAX_YAML_NODES:
+                raise Unrepresentable(f"it has too many nodes: at most {MAX_YAML_NODES} are allowed")
+            if anchor:
+                sizes[anchor] = size
+            if open_:
+                open_[-1][1] += size
     except yaml.MarkedYAMLError as exc:
         # libyaml 0.2.6 (in PyYAML 6.0.4's wheels) has a nesting limit of its own, met in its
         # scanner before the events reach the count above: the same answer, in our words.

@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from dashboard.access import clusters
 from dashboard.access.authentication import BearerTokenAuthentication, token_principal
 from dashboard.access.models import hash_token
 from dashboard.access.principals import principal_for
@@ -217,8 +218,10 @@ def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
     stream re-checks it and, if it no longer works, ends with an ERROR event (401, or 403 when
     the principal may no longer watch this), as kube-apiserver ends a watch it cannot continue."""
     namespace = sub.namespace
+    cluster = clusters.current()   # the stream's cluster (/clusters/<name>/...): the hub re-checks in a fresh context
 
     async def recheck():
+        clusters.enter(cluster)
         principal, subjects, deadline = await sync_to_async(refresh)()
         if principal is None:
             err = unauthorized()

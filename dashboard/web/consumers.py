@@ -28,7 +28,7 @@ from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
 from dashboard.kube.hub import CLOSE, Guard, Subscriber, hub
 
-from . import cluster_scope, kinds, live, scope, share
+from . import cluster_scope, kinds, live, scope, share, socket_limits
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +203,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
         record = self.scope.get("kubedash.record")   # the websocket's log line (server/observe.py)
         if record is not None:
             record["user"] = self.principal.username
+        self.budgets = [subjects[0] if subjects else self.principal.username]   # whose budget (socket_limits)
+        if not socket_limits.may_connect(self.budgets[0]):
+            await self.accept()   # (to say why: a refused handshake reaches the page as 1006)
+            await self.close(code=socket_limits.CLOSE_TOO_MANY)
+            return
         if not live.may_view(self.principal, self.spec.namespace, self.spec.kinds) or \
                 not await sync_to_async(cluster_known)(self.spec.cluster):
             await self.close(code=4403)
@@ -266,9 +271,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if getattr(self, "banner_task", None) is not None:
             self.banner_task.cancel()
 
-    async def receive(self, text_data=None, bytes_data=None):
-        # Pages only listen; anything a client sends is ignored (no writes over this socket).
-        return
+    async def websocket_receive(self, message):
+        # Pages only listen (web/socket_limits.py): a frame is not a page's. Closed on the
+        # first, charged to its user; what follows before the close completes costs nothing.
+        if self.closing:
+            return
+        self.closing = True
+        socket_limits.stray_frame(getattr(self, "budgets", ()))
+        for sub in getattr(self, "subscribers", ()):
+            hub.unregister(sub)
+        await self.close(code=socket_limits.CLOSE_POLICY)
 
     async def _recheck(self):
         """The access this page was opened with changed or expired: close, narrow, or carry on."""

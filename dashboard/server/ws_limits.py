@@ -1,0 +1,74 @@
+"""Page sockets at the protocol: what a client may make Daphne do before the application runs.
+
+A flood of frames costs the reactor their parsing and the application a queue entry each (20
+sockets sending 1.1 million frames in 6 s cut Lease renewals from 481/s to 6/s); reconnecting
+costs a handshake and the session and user reads of Channels' auth. So, in Daphne's protocol:
+- the handshake is refused with 429 over a budget per session cookie (or per client address
+  without one): KUBEDASH_WEBSOCKET_CONNECT_BURST at once, KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND
+  after, before the application or the database is reached;
+- pages send nothing (web/socket_limits.py), so the first data frame ends the socket: reading
+  stops at once (the transport is paused: what the client sends next is never read), the
+  frame is not passed on, the close code 4008 is sent, and the frame costs its session
+  FRAME_COST handshakes; the connection is dropped after autobahn's close-handshake timeout;
+- a frame over KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES gets autobahn's 1009 close frame
+  (failByDrop off: serve.py), not a TCP reset.
+install(server) puts this protocol in Daphne's websocket factory.
+"""
+from __future__ import annotations
+
+from http.cookies import CookieError, SimpleCookie
+
+from autobahn.websocket.types import ConnectionDeny
+from daphne.ws_protocol import WebSocketProtocol
+from django.conf import settings
+
+from dashboard.access.budgets import Budget
+
+CLOSE_POLICY = 4008   # as web/socket_limits.CLOSE_POLICY: a frame from a client
+FRAME_COST = 10
+
+_handshakes: Budget | None = None
+
+
+def handshakes() -> Budget:
+    global _handshakes
+    if _handshakes is None:
+        _handshakes = Budget(settings.KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND, settings.KUBEDASH_WEBSOCKET_CONNECT_BURST)
+    return _handshakes
+
+
+def _key(request) -> str:
+    try:
+        cookie = SimpleCookie(request.headers.get("cookie", ""))
+    except CookieError:
+        cookie = None
+    session = cookie.get(settings.SESSION_COOKIE_NAME) if cookie else None
+    if session is not None and session.value:
+        return f"session:{session.value}"
+    peer = getattr(request, "peer", "") or ""
+    return f"client:{peer.rsplit(':', 1)[0]}"
+
+
+class LimitedWebSocketProtocol(WebSocketProtocol):
+    budget_key = ""
+    refused = False
+
+    def onConnect(self, request):
+        self.budget_key = _key(request)
+        if not handshakes().take(self.budget_key):
+            raise ConnectionDeny(429, "Too Many Requests")
+        return super().onConnect(request)
+
+    def onMessage(self, payload, isBinary):
+        if self.refused:
+            return
+        self.refused = self.muted = True
+        handshakes().take(self.budget_key, FRAME_COST)
+        self.transport.pauseProducing()
+        self.sendClose(code=CLOSE_POLICY)
+
+
+def install(server) -> None:
+    """Daphne's websocket factory builds this protocol; protocol errors get their close code."""
+    server.ws_factory.protocol = LimitedWebSocketProtocol
+    server.ws_factory.setProtocolOptions(failByDrop=False)
