@@ -534,6 +534,8 @@ def direct_route(path: str) -> tuple[type, dict] | None:
     if "" in rest or "" in kw.values() or rest[0] == "watch":
         return None
     if len(rest) == 1:
+        if registry.lookup(kw.get("group", ""), kw["version"], rest[0]) is None:
+            return None   # not a kind's collection (an access review, a 404): the resolver answers
         return CollectionView, {**kw, "plural": rest[0]}
     if rest[0] != "namespaces" or len(rest) > 5:
         return None

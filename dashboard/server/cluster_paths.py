@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError
 
 from dashboard.access import clusters
+from dashboard.kube import reviews
 from dashboard.kube.errors import ApiError, unauthorized
 
 PATH = re.compile(r"^/clusters/([^/]+)(/(?:api|apis|openapi|version)(?:/.*)?)$")
@@ -52,7 +53,8 @@ class ClusterPaths:
         if match is None:
             return await self.app(scope, receive, send)
         name, rest = match.groups()
-        if scope["method"] not in READ_METHODS:
+        if scope["method"] not in READ_METHODS and not (scope["method"] == "POST" and reviews.by_path(rest)):
+            # (an access review writes nothing: "what may I do in this cluster" is answered)
             return await _refuse(send, ApiError(
                 405, "MethodNotAllowed",
                 f'cluster "{name}" is served read-only here: {scope["method"]} is not allowed; '
