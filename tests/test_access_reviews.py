@@ -185,7 +185,7 @@ def test_kubectl_auth_can_i(kubectl_as, user, args, answer):
 def test_kubectl_auth_can_i_list(kubectl_as):
     out = kubectl_as("viewer", "auth", "can-i", "--list", binary=KUBECTL_131)
     assert out.returncode == 0, out.stderr
-    lines = {line.split()[0]: line.split()[-1] for line in out.stdout.splitlines()[1:] if line.strip()}
+    lines = {line.split()[0]: line[line.rindex("["):].strip() for line in out.stdout.splitlines()[1:] if "[" in line}
     assert lines["leases.coordination.k8s.io"] == "[get list watch]"
     assert lines["selfsubjectaccessreviews.authorization.k8s.io"] == "[create]"
 
