@@ -203,3 +203,25 @@ def test_kubectl_132_auth_can_i_is_refused_clearly(kubectl_as):
     """kubectl 1.32 sends the SelfSubjectAccessReview as protobuf: refused with 415 naming JSON."""
     out = kubectl_as("admin", "auth", "can-i", "create", "leases")
     assert out.returncode != 0 and "not read from protobuf" in out.stderr
+
+
+def test_reviews_under_a_cluster_path(kube_server):
+    """/clusters/<name>/...: the review is answered there (its POST writes nothing), and writes
+    are not allowed, as the API under that prefix serves reads only."""
+    token = kube_server.token("cluster-path-editor", "editor")
+    for verb, allowed in (("get", True), ("list", True), ("create", False), ("delete", False)):
+        body = {"spec": {"resourceAttributes": {"namespace": "default", "verb": verb,
+                                                "group": "coordination.k8s.io", "resource": "leases"}}}
+        status, _, out = kube_server.request("POST", f"/clusters/local{SSAR}", body, token=token)
+        assert status == 201 and out["status"]["allowed"] is allowed, (verb, out)
+    assert "read-only" in out["status"]["reason"]
+    status, _, rules = kube_server.request("POST", f"/clusters/local{SSRR}", {"spec": {"namespace": "default"}},
+                                           token=token)
+    leases = next(r for r in rules["status"]["resourceRules"] if r["apiGroups"] == ["coordination.k8s.io"])
+    assert leases["verbs"] == ["get", "list", "watch"]
+    status, _, _ = kube_server.request("POST", f"/clusters/local{SSAR}", body, token=token)
+    assert status == 201
+    # Other writes there are still refused before the body.
+    status, _, _ = kube_server.request("POST", "/clusters/local/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                                       {"metadata": {"name": "x"}}, token=token)
+    assert status == 405

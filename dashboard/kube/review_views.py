@@ -23,4 +23,5 @@ class ReviewView(KubeAPIView):
             body = {}   # kube's envelope around an empty SelfSubjectReview: nothing to read
         else:
             body = read_body(request)
-        return json_response(reviews.answer(self.review, request.user, body), 201, request=request)
+        read_only = request.META.get("kubedash.cluster") or ""   # (cluster_paths.py: reads only there)
+        return json_response(reviews.answer(self.review, request.user, body, read_only), 201, request=request)

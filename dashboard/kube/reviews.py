@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dashboard.access.principals import READ_VERBS
+
 from . import registry
 from .errors import bad_request, invalid, invalid_object
 
@@ -71,8 +73,9 @@ def group_versions() -> dict[tuple[str, str], list[Review]]:
 # The answers
 
 
-def answer(review: Review, principal, body: dict) -> dict:
-    """The review `body` (already decoded) answered for `principal`: the object kube returns."""
+def answer(review: Review, principal, body: dict, read_only: str = "") -> dict:
+    """The review `body` (already decoded) answered for `principal`: the object kube returns.
+    read_only: the cluster when the API is served read-only (`/clusters/<name>/...`): no writes."""
     if body.get("apiVersion") not in (None, review.api_version) or body.get("kind") not in (None, review.kind):
         raise bad_request(f"the object sent is not a {review.kind} ({review.api_version})")
     spec = body.get("spec") or {}
@@ -84,11 +87,28 @@ def answer(review: Review, principal, body: dict) -> dict:
         out["status"] = {"userInfo": user_info(principal)}
     elif review is ACCESS:
         out["spec"] = spec
-        out["status"] = access_status(principal, spec)
+        out["status"] = access_status(_ReadOnly(principal, read_only) if read_only else principal, spec)
     else:
         out["spec"] = spec
-        out["status"] = rules_status(principal, spec.get("namespace") or "")
+        out["status"] = rules_status(_ReadOnly(principal, read_only) if read_only else principal,
+                                     spec.get("namespace") or "")
     return out
+
+
+class _ReadOnly:
+    """A principal as seen through `/clusters/<name>/`, where the API serves reads only."""
+
+    def __init__(self, principal, cluster: str):
+        self._principal, self._cluster = principal, cluster
+
+    def __getattr__(self, name):
+        return getattr(self._principal, name)
+
+    def may(self, verb: str, namespace, kind=None) -> str | None:
+        why = self._principal.may(verb, namespace, kind)
+        if why is None and verb not in READ_VERBS:
+            return f'cluster "{self._cluster}" is served read-only under /clusters/{self._cluster}/'
+        return why
 
 
 def user_info(principal) -> dict:
