@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from . import codec, reviews
 from .errors import unsupported_media_type
-from .views import KubeAPIView, json_response, read_body
+from .views import KubeAPIView, json_response, read_body, write_options
 
 
 class ReviewView(KubeAPIView):
     review: reviews.Review = reviews.ACCESS
 
     def post(self, request, **kw):
+        write_options(request, "CreateOptions")   # (kube validates every create's options; nothing is written)
         ctype = codec.content_type(request.META.get("CONTENT_TYPE", ""))
         if ctype == codec.PROTOBUF:
             if self.review is not reviews.WHOAMI or not request.body.startswith(b"k8s\x00"):

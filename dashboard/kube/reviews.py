@@ -34,6 +34,7 @@ class Review:
     kind: str
     plural: str
     singular: str
+    definition: str                # its OpenAPI definition (openapi.py publishes it)
     namespaced: bool = False
     verbs: tuple[str, ...] = ("create",)
     short_names: tuple[str, ...] = ()
@@ -44,15 +45,19 @@ class Review:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
+    def prefix(self) -> str:
+        return f"/apis/{self.group}/{self.version}"
+
     def path(self) -> str:
-        return f"/apis/{self.group}/{self.version}/{self.plural}"
+        return f"{self.prefix()}/{self.plural}"
 
 
 ACCESS = Review("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
-                "selfsubjectaccessreview")
+                "selfsubjectaccessreview", "io.k8s.api.authorization.v1.SelfSubjectAccessReview")
 RULES = Review("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews",
-               "selfsubjectrulesreview")
-WHOAMI = Review("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview")
+               "selfsubjectrulesreview", "io.k8s.api.authorization.v1.SelfSubjectRulesReview")
+WHOAMI = Review("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview",
+                "io.k8s.api.authentication.v1.SelfSubjectReview")
 REVIEWS = (WHOAMI, ACCESS, RULES)
 _BY_PATH = {r.path(): r for r in REVIEWS}
 
