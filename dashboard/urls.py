@@ -3,6 +3,8 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from dashboard.kube import discovery_views as disc
+from dashboard.kube import reviews
+from dashboard.kube.review_views import ReviewView
 from dashboard.kube.views import NotFoundView, ObjectView
 from dashboard.kube.watch_views import collection_or_watch, watch_path
 from dashboard.server.metrics import metrics
@@ -45,6 +47,7 @@ urlpatterns = [
     path("openapi/v3", disc.OpenAPIv3RootView.as_view()),
     re_path(r"^openapi/v3/(?P<gv>.+)$", disc.OpenAPIv3DocView.as_view()),
     path("openapi/v2", disc.OpenAPIv2View.as_view()),
+    *[path(r.path()[1:], ReviewView.as_view(review=r)) for r in reviews.REVIEWS],
     *kube_paths("api/<str:version>"),
     *kube_paths("apis/<str:group>/<str:version>"),
     re_path(r"^(api|apis|openapi)(/.*)?$", NotFoundView.as_view()),

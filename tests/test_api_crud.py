@@ -117,8 +117,8 @@ def test_endpoints_put_creates_when_missing(api):
     assert r.status_code == 201
 
 
-def test_lease_put_missing_is_404(api):
-    assert api.put(f"{LEASES}/none", lease("none")).status_code == 404
+def test_lease_put_creates_when_missing(api):
+    assert api.put(f"{LEASES}/none", lease("none")).status_code == 201
 
 
 def test_noop_update_keeps_resource_version(api):
@@ -257,7 +257,7 @@ def test_dry_run_persists_nothing(api):
     r = api.delete(f"{LEASES}/l1", {"dryRun": ["All"]})
     assert r.status_code == 200
     assert api.get(f"{LEASES}/l1").json() == before
-    assert api.post(f"{LEASES}?dryRun=Bogus", lease("z")).status_code == 400
+    assert api.post(f"{LEASES}?dryRun=Bogus", lease("z")).status_code == 422
 
 
 def test_field_validation_modes(api):
@@ -273,7 +273,8 @@ def test_field_validation_modes(api):
     body["metadata"]["name"] = "l2"
     r = api.post(f"{LEASES}?fieldValidation=Ignore", body)
     assert r.status_code == 201 and not r.has_header("Warning")
-    assert api.post(f"{LEASES}?fieldValidation=Loud", body).status_code == 400
+    r = api.post(f"{LEASES}?fieldValidation=Loud", body)
+    assert r.status_code == 422 and r.json()["details"]["kind"] == "CreateOptions"
 
 
 JOB_DUP = (b'{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j1"},"spec":{"parallelism":1,'

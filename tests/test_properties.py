@@ -52,12 +52,13 @@ def test_random_writes_keep_rows_log_and_snapshots_consistent(api, ops):
             r = api.post(LEASES, lease(name, labels=labels))
             assert r.status_code == (409 if name in model else 201)
         elif op == "put":
-            if name not in model:
-                assert api.put(path, lease(name)).status_code == 404
-                continue
-            body = dict(model[name], metadata={**model[name]["metadata"], "labels": labels})
-            r = api.put(path, body)
-            assert r.status_code == 200
+            if name not in model:   # a Lease PUT creates a missing one (kube's AllowCreateOnUpdate)
+                r = api.put(path, lease(name, labels=labels))
+                assert r.status_code == 201
+            else:
+                body = dict(model[name], metadata={**model[name]["metadata"], "labels": labels})
+                r = api.put(path, body)
+                assert r.status_code == 200
         elif op == "patch":
             r = api.patch(path, {"metadata": {"labels": labels or None}})
             assert r.status_code == (200 if name in model else 404)

@@ -568,7 +568,8 @@ def walk(node, fn):
 
 def test_v3_root_lists_each_group_version_with_its_hash(kinds):
     root = openapi.v3_root()
-    assert set(root["paths"]) == {"api/v1", "apis/coordination.k8s.io/v1", "apis/batch/v1"}
+    assert set(root["paths"]) == {"api/v1", "apis/coordination.k8s.io/v1", "apis/batch/v1",
+                                  "apis/authorization.k8s.io/v1", "apis/authentication.k8s.io/v1"}  # (+ reviews)
     for gv, entry in root["paths"].items():
         data, digest = openapi.v3_group_version(gv)
         assert entry["serverRelativeURL"] == f"/openapi/v3/{gv}?hash={digest}"
@@ -592,6 +593,16 @@ def test_v3_patch_operations_advertise_field_validation_and_patch_types(kinds):
             assert set(op["requestBody"]["content"]) == {
                 "application/json-patch+json", "application/merge-patch+json",
                 "application/strategic-merge-patch+json", "application/apply-patch+yaml"}
+
+
+def test_v3_access_reviews_are_create_only(kinds):
+    paths = v3("apis/authorization.k8s.io/v1")["paths"]
+    op = paths["/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"]
+    assert set(op) == {"post", "parameters"}
+    assert op["post"]["x-kubernetes-group-version-kind"] == {"group": "authorization.k8s.io",
+                                                             "kind": "SelfSubjectAccessReview", "version": "v1"}
+    assert "io.k8s.api.authorization.v1.SubjectAccessReviewStatus" in v3("apis/authorization.k8s.io/v1")[
+        "components"]["schemas"]
 
 
 def test_v3_paths_and_parameters(kinds):

@@ -163,8 +163,8 @@ def test_kubectl_conflicts_shared_ownership_and_force(kubectl, kube_server):
     assert status == 409 and body["reason"] == "Conflict"
     assert body["message"].startswith("Apply failed with 2 conflicts: conflicts with \"alpha\":")
     assert body["details"]["causes"] == [
-        {"type": "FieldManagerConflict", "message": 'conflict with "alpha"', "field": ".spec.holderIdentity"},
-        {"type": "FieldManagerConflict", "message": 'conflict with "alpha"', "field": ".spec.leaseDurationSeconds"}]
+        {"reason": "FieldManagerConflict", "message": 'conflict with "alpha"', "field": ".spec.holderIdentity"},
+        {"reason": "FieldManagerConflict", "message": 'conflict with "alpha"', "field": ".spec.leaseDurationSeconds"}]
     assert get(kube_server, f"{LEASES}/owned")["spec"]["holderIdentity"] == "a"   # nothing written
 
     # The same value is shared ownership, not a conflict.

@@ -48,16 +48,31 @@ class Principal:
         `kind` is required for principals limited to kinds (share links): without it, or
         with another kind, the answer is no - so a caller that forgets it fails closed.
         """
+        return self.refusal(verb, namespace, kind) is None
+
+    def refusal(self, verb: str, namespace: str | None, kind: str | None = None) -> str | None:
+        """Why `can` says no, in words (None: it says yes)."""
         if self.kinds and kind not in self.kinds:
-            return False
+            return f"{self.username} may see only {', '.join(self.kinds)} objects"
         if not self.sees_cluster(clusters.current()):
-            return False   # the cluster this request is about (access/clusters.py)
+            return f'cluster "{clusters.current()}" is not among this user\'s clusters'   # (access/clusters.py)
         if self.namespaces and (namespace is None or namespace not in self.namespaces):
             # Like a namespaced RoleBinding: no cluster-wide reads, nothing outside the list.
-            return False
-        if verb in READ_VERBS:
-            return True
-        return self.role in (Role.ADMIN, Role.EDITOR)
+            if namespace is None:
+                return "this user is limited to namespaces " + ", ".join(self.namespaces) + ": nothing cluster-wide"
+            return f'namespace "{namespace}" is not among this user\'s namespaces (' + ", ".join(self.namespaces) + ")"
+        if verb in READ_VERBS or self.role in (Role.ADMIN, Role.EDITOR):
+            return None
+        return f'role "{self.role}" may only read (get, list, watch)'
+
+    def may(self, verb: str, namespace: str | None, kind: str | None = None) -> str | None:
+        """What this principal may actually do here, as `refusal` words it (None: allowed):
+        `can`, and writes only to kubedash's own objects (a followed cluster is a read-only
+        copy). The API's access reviews (`kubectl auth can-i`) and the pages' buttons ask this."""
+        why = self.refusal(verb, namespace, kind)
+        if why is None and verb not in READ_VERBS and not clusters.is_local():
+            return f'cluster "{clusters.current()}" is followed read-only: change it in the cluster itself'
+        return why
 
 
 def principal_for(user) -> Principal:

@@ -8,6 +8,7 @@ LEASES = register(Resource(
     group="coordination.k8s.io", version="v1", kind="Lease", plural="leases", singular="lease",
     model=Lease, definition="io.k8s.api.coordination.v1.Lease",
     allow_unconditional_update=False,  # leader election depends on compare-and-swap
+    allow_create_on_update=True,       # as kube's lease strategy: a PUT of a missing Lease creates it
     default=strategy.default,
     prepare_for_create=strategy.prepare_for_create,
     prepare_for_update=strategy.prepare_for_update,

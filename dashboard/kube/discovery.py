@@ -15,7 +15,7 @@ import platform
 import sys
 from typing import Literal
 
-from . import registry
+from . import registry, reviews
 from .tables import media_ranges
 
 DISCOVERY_GROUP = "apidiscovery.k8s.io"
@@ -63,10 +63,15 @@ def _namespaced(r) -> bool:
     return getattr(r, "namespaced", True)
 
 
+def _served() -> dict[tuple[str, str], list]:
+    """{(group, version): [resources]}: the registry's kinds, then the access reviews."""
+    return {**registry.group_versions(), **reviews.group_versions()}
+
+
 def _groups(core: bool) -> dict[str, dict[str, list]]:
     """{group: {version: [resources]}} in registration order, core or named groups only."""
     out: dict[str, dict[str, list]] = {}
-    for (group, version), resources in registry.group_versions().items():
+    for (group, version), resources in _served().items():
         if (group == "") != core:
             continue
         out.setdefault(group, {})[version] = resources
@@ -88,7 +93,7 @@ def _resource_discovery(r) -> dict:
         "responseKind": kind,
         "scope": "Namespaced" if _namespaced(r) else "Cluster",
         "singularResource": r.singular,
-        "verbs": list(VERBS),
+        "verbs": list(getattr(r, "verbs", VERBS)),
     }
     if r.short_names:
         entry["shortNames"] = list(r.short_names)
@@ -156,18 +161,19 @@ def storage_version_hash(group: str, version: str, kind: str) -> str:
 
 def api_resource_list(group: str, version: str) -> dict | None:
     """/api/v1 or /apis/<g>/<v> as APIResourceList; None when not served (-> 404)."""
-    resources = registry.group_versions().get((group, version))
+    resources = _served().get((group, version))
     if not resources:
         return None
     entries = []
     for r in resources:
         main = {"name": r.plural, "singularName": r.singular, "namespaced": _namespaced(r),
-                "kind": r.kind, "verbs": list(VERBS)}
+                "kind": r.kind, "verbs": list(getattr(r, "verbs", VERBS))}
         if r.short_names:
             main["shortNames"] = list(r.short_names)
         if r.categories:
             main["categories"] = list(r.categories)
-        main["storageVersionHash"] = storage_version_hash(r.group, r.version, r.kind)
+        if not isinstance(r, reviews.Review):   # (reviews are not stored)
+            main["storageVersionHash"] = storage_version_hash(r.group, r.version, r.kind)
         entries.append(main)
         if r.has_status:
             entries.append({"name": f"{r.plural}/status", "singularName": "",

@@ -22,8 +22,14 @@ TOO_MANY = "FieldValueTooMany"
 TOO_LONG = "FieldValueTooLong"
 
 
+class Verbatim(str):
+    """A bad value already written as kube prints it (e.g. Go's `[]string{"x"}`)."""
+
+
 def _fmt_value(value: Any) -> str:
     """Render a bad value the way field.ErrorList does (Go %#v-ish)."""
+    if isinstance(value, Verbatim):
+        return str(value)
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if value is None:

@@ -633,7 +633,7 @@ def created(new: dict, empty: dict, root: schema.Node, *, manager: str, subresou
 
 def conflict_error(conflicts: list[tuple[Manager, str]]) -> ApiError:
     """409 Conflict with one FieldManagerConflict cause per field (kube's NewConflictError)."""
-    causes = [{"type": "FieldManagerConflict", "message": f"conflict with {m.describe()}", "field": path}
+    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {m.describe()}", "field": path}
               for m, path in conflicts]
     if len(conflicts) == 1:
         m, path = conflicts[0]

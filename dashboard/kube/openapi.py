@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Any
 
-from . import registry, schema
+from . import registry, reviews, schema
 from .patch import SUPPORTED_PATCH_TYPES
 
 K8S_VERSION = "v1.32.0"
@@ -117,8 +117,14 @@ def _refs(node: Any, out: list[str]) -> None:
             _refs(value, out)
 
 
+def _served() -> list:
+    """What the documents describe: the registry's kinds, then the access reviews (reviews.py)."""
+    return [*registry.all_resources(), *reviews.REVIEWS]
+
+
 def _schemas(resources: list[registry.Resource], ref_prefix: str, v3: bool) -> dict:
-    roots = [d for r in resources for d in (r.definition, r.definition + "List")]
+    roots = [d for r in resources
+             for d in ((r.definition,) if isinstance(r, reviews.Review) else (r.definition, r.definition + "List"))]
     return {name: _definition(name, ref_prefix, v3)
             for name in _closure(roots + list(META_DEFINITIONS))}
 
@@ -190,16 +196,23 @@ def _tag(r: registry.Resource) -> str:
     return f"{(r.group or 'core').removesuffix('.k8s.io').replace('.', '_')}_{r.version}"
 
 
+def _op(action, op_id, desc, params, responses, body=None, consumes=None):
+    return {"action": action, "operationId": op_id, "description": desc,
+            "params": params, "responses": responses, "body": body, "consumes": consumes}
+
+
 def _operations(r: registry.Resource) -> dict[str, dict[str, dict]]:
     """path -> method -> abstract operation (turned into v2 or v3 by the callers)."""
     gv = f"{_camel_group(r.group)}{r.version.capitalize()}"
     kind = r.kind
-    status, delete_options, patch = META + "Status", META + "DeleteOptions", META + "Patch"
     writes = [_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION]
-
-    def op(action, op_id, desc, params, responses, body=None, consumes=None):
-        return {"action": action, "operationId": op_id, "description": desc,
-                "params": params, "responses": responses, "body": body, "consumes": consumes}
+    if isinstance(r, reviews.Review):   # create only, cluster-scoped, nothing stored
+        return _tagged(r, {f"{r.prefix()}/{r.plural}": {
+            "_params": [_PRETTY],
+            "post": _op("post", f"create{gv}{kind}", f"create a {kind}", writes,
+                        {"200": r.definition, "201": r.definition, "202": r.definition}, body=r.definition)}})
+    status, delete_options, patch = META + "Status", META + "DeleteOptions", META + "Patch"
+    op = _op
 
     collection = f"{r.prefix()}/namespaces/{{namespace}}/{r.plural}"
     item = f"{collection}/{{name}}"
@@ -246,7 +259,12 @@ def _operations(r: registry.Resource) -> dict[str, dict[str, dict]]:
                         {"200": r.definition, "201": r.definition}, body=patch,
                         consumes=list(SUPPORTED_PATCH_TYPES)),
         }
-    gvk = {"group": r.group, "kind": kind, "version": r.version}
+    return _tagged(r, paths)
+
+
+def _tagged(r, paths: dict) -> dict:
+    """Each operation of r's paths with its GVK and tag."""
+    gvk = {"group": r.group, "kind": r.kind, "version": r.version}
     for methods in paths.values():
         for method, o in methods.items():
             if method != "_params":
@@ -341,7 +359,7 @@ def _hash(data: bytes) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _group_version_doc(gv_path: str, key: tuple) -> tuple[bytes, str] | None:
-    resources = sorted((r for r in registry.all_resources() if _gv_path(r) == gv_path),
+    resources = sorted((r for r in _served() if _gv_path(r) == gv_path),
                        key=lambda r: r.plural)
     if not resources:
         return None
@@ -363,7 +381,7 @@ def v3_group_version(gv_path: str) -> tuple[bytes, str] | None:
 def v3_root() -> dict:
     """The /openapi/v3 discovery document: one entry per served group-version."""
     paths = {}
-    for gv_path in sorted({_gv_path(r) for r in registry.all_resources()}):
+    for gv_path in sorted({_gv_path(r) for r in _served()}):
         found = v3_group_version(gv_path)
         if found is not None:
             paths[gv_path] = {"serverRelativeURL": f"/openapi/v3/{gv_path}?hash={found[1]}"}
@@ -372,7 +390,7 @@ def v3_root() -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _v2_doc(key: tuple) -> bytes:
-    resources = sorted(registry.all_resources(), key=lambda r: (r.group, r.version, r.plural))
+    resources = sorted(_served(), key=lambda r: (r.group, r.version, r.plural))
     doc = {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION},

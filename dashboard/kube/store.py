@@ -139,6 +139,18 @@ def _check_preconditions(res: Resource, name: str, current: dict, uid: str | Non
                        f"ResourceVersion in object meta: {m.get('resourceVersion')}")
 
 
+def _check_uid_precondition(res: Resource, namespace: str, name: str, current: dict | None, body: dict) -> None:
+    """A PUT body's metadata.uid is a precondition (kube's DefaultUpdatedObjectInfo): it must be
+    the stored object's (a missing object has none), else 409 as kube's storage words it."""
+    uid = (body.get("metadata") or {}).get("uid") if isinstance(body, dict) else None
+    stored = (current or {}).get("metadata", {}).get("uid", "")
+    if uid and uid != stored:
+        raise conflict(res.group, res.plural, name,
+                       f"StorageError: invalid object, Code: 4, Key: /registry/{res.plural}/{namespace}/{name}, "
+                       f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, "
+                       f"UID in object meta: {stored}")
+
+
 def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
            dry_run: bool = False, is_patch: bool = False, manager: str = mf.WEB_MANAGER) -> Result:
     """Replace an object. obj_or_fn is the new object, fn(current) -> new object (PATCH), or
@@ -153,7 +165,12 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
     def work() -> Result:
         sql.lock()
         row_id, current = sql.load(res, namespace, name)
+        if applying is None and not is_patch:
+            _check_uid_precondition(res, namespace, name, current, obj_or_fn)
         if current is None:
+            if applying is not None and (applying.config.get("metadata") or {}).get("uid"):
+                raise conflict(res.group, res.plural, name, "uid mismatch: the provided object specified uid "
+                               f"{applying.config['metadata']['uid']}, and no existing object was found")
             if applying is not None and not subresource:
                 new = copy.deepcopy(applying.config)
                 new.setdefault("metadata", {})["name"] = name

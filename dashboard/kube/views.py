@@ -21,8 +21,9 @@ from dashboard.access.authentication import BearerTokenAuthentication
 
 from . import codec, lists, registry, schema_state, store
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
-from .errors import (ApiError, bad_request, forbidden_request, invalid_object, method_not_allowed,
-                     path_not_found, request_entity_too_large, unauthorized)
+from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, forbidden, forbidden_request, invalid,
+                     invalid_object, method_not_allowed, not_supported, path_not_found,
+                     request_entity_too_large, required, unauthorized)
 from .managed_fields import MAX_MANAGER_LENGTH
 from .meta import now, parse_bool, parse_resource_version
 from .patch import apply_patch, patch_type
@@ -149,17 +150,6 @@ def read_body(request) -> dict:
 
 
 
-def field_validation(request) -> str:
-    value = request.GET.get("fieldValidation", "") or "Warn"
-    if value not in FIELD_VALIDATION:
-        raise bad_request(f'fieldValidation "{value}" is not supported: use one of Ignore, Warn, Strict')
-    return value
-
-
-
-
-
-
 def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse:
     if warnings:
         # Warning: 299 - "text" (RFC 7234), comma-separated; quoted like Go's %q, ASCII only,
@@ -168,43 +158,48 @@ def warning_headers(response: HttpResponse, warnings: list[str]) -> HttpResponse
     return response
 
 
-def dry_run(request, body_value=None) -> bool:
-    values = request.GET.getlist("dryRun")
-    if body_value:
-        values += list(body_value) if isinstance(body_value, list) else [body_value]
-    for value in values:
-        if value != "All":
-            raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
-    return bool(values)
+def _dry_run_causes(values: list) -> list:
+    """kube's ValidateDryRun: every value must be "All" (the value shown as Go's []string)."""
+    if all(v == "All" for v in values):
+        return []
+    shown = "[]string{" + ", ".join(json.dumps(str(v)) for v in values) + "}"
+    return [not_supported("dryRun", Verbatim(shown), ["All"])]
 
 
-def field_manager(request, options: str, *, apply: bool = False) -> str:
-    """The writer's name for managedFields: fieldManager, else the User-Agent up to its first
-    '/' (kube's managerOrUserAgent). Bad options answer kube's 422 for the options kind
-    (CreateOptions, UpdateOptions, PatchOptions)."""
-    manager = request.GET.get("fieldManager", "")
-    errors = []
-    if options == "PatchOptions" and not apply and "force" in request.GET:
-        errors.append("force: Forbidden: may not be specified for non-apply patch")
+def write_options(request, options: str, *, apply: bool = False) -> tuple[str, str, bool]:
+    """(fieldValidation, field manager, dry run) of a create, update or patch, validated as
+    kube's ValidateCreateOptions / ValidateUpdateOptions / ValidatePatchOptions: every bad
+    option in one 422 for the options kind (CreateOptions, UpdateOptions, PatchOptions).
+
+    The manager is fieldManager, else the User-Agent up to its first '/' (kube's
+    managerOrUserAgent)."""
+    params = request.GET
+    manager = params.get("fieldManager", "")
+    causes = []
+    if options == "PatchOptions" and not apply and "force" in params:
+        causes.append(forbidden("force", "may not be specified for non-apply patch"))
     if apply and not manager:
-        errors.append("fieldManager: Required value: is required for apply patch")
+        causes.append(required("fieldManager", "is required for apply patch"))
     if len(manager.encode()) > MAX_MANAGER_LENGTH:
-        errors.append(f"fieldManager: Too long: may not be more than {MAX_MANAGER_LENGTH} bytes")
+        causes.append(Cause(TOO_LONG, "fieldManager", f"may not be more than {MAX_MANAGER_LENGTH} bytes"))
     elif any(not ch.isprintable() for ch in manager):
-        errors.append(f"fieldManager: Invalid value: {json.dumps(manager)}: must only contain printable characters")
-    if errors:
-        causes = [{"reason": "FieldValueInvalid", "message": e.split(": ", 1)[1], "field": e.split(":", 1)[0]}
-                  for e in errors]
-        text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-        raise ApiError(422, "Invalid", f'{options}.meta.k8s.io "" is invalid: {text}',
-                       {"group": "meta.k8s.io", "kind": options, "name": "", "causes": causes})
-    if manager:
-        return manager
+        causes.append(invalid("fieldManager", manager, "must only contain printable characters"))
+    dry = params.getlist("dryRun")
+    causes += _dry_run_causes(dry)
+    mode = params.get("fieldValidation", "")
+    if mode not in ("", *FIELD_VALIDATION):
+        causes.append(not_supported("fieldValidation", mode, ["", "Ignore", "Strict", "Warn"]))
+    if causes:
+        raise invalid_object("meta.k8s.io", options, "", causes)
+    return mode or "Warn", manager or _user_agent_manager(request, MAX_MANAGER_LENGTH), bool(dry)
+
+
+def _user_agent_manager(request, limit: int) -> str:
     agent = request.META.get("HTTP_USER_AGENT", "").split("/", 1)[0]
     out = ""
     for ch in agent:
         if ch.isprintable():
-            if len((out + ch).encode()) > MAX_MANAGER_LENGTH:
+            if len((out + ch).encode()) > limit:
                 break
             out += ch
     return out
@@ -334,9 +329,7 @@ class CollectionView(KubeAPIView):
         if namespace is None:
             raise method_not_allowed("POST")
         authorize(request, res, "create", namespace)
-        mode = field_validation(request)
-        manager = field_manager(request, "CreateOptions")
-        is_dry = dry_run(request)
+        mode, manager, is_dry = write_options(request, "CreateOptions")
         obj = read_body(request)
         check_type_meta(res, obj)
         body_ns = (obj.get("metadata") or {}).get("namespace")
@@ -367,8 +360,8 @@ class CollectionView(KubeAPIView):
 
 
 def delete_options(request) -> dict:
-    """DeleteOptions from the body (kubectl) merged with the query parameters."""
-    body = {}
+    """DeleteOptions from the body (kubectl sends one) or, without a body, from the query, as
+    kube's delete handler reads them; validated as kube's ValidateDeleteOptions (one 422)."""
     if request.body:
         try:
             body = orjson.loads(request.body)
@@ -376,10 +369,24 @@ def delete_options(request) -> dict:
             raise bad_request(f"couldn't decode DeleteOptions: {exc}")
         if not isinstance(body, dict):
             raise bad_request("DeleteOptions must be a JSON object")
-    policy = body.get("propagationPolicy") or request.GET.get("propagationPolicy") or ""
-    if policy and policy not in ("Orphan", "Background", "Foreground"):
-        raise ApiError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"')
-    grace = body.get("gracePeriodSeconds", request.GET.get("gracePeriodSeconds"))
+        dry = body.get("dryRun") or []
+        dry = dry if isinstance(dry, list) else [dry]
+    else:
+        params = request.GET
+        body = {key: params[key] for key in ("propagationPolicy", "gracePeriodSeconds") if key in params}
+        if "orphanDependents" in params:
+            body["orphanDependents"] = parse_bool(params["orphanDependents"], "orphanDependents")
+        dry = params.getlist("dryRun")
+    policy = body.get("propagationPolicy")
+    causes = []
+    if body.get("orphanDependents") is not None and policy is not None:
+        causes.append(invalid("propagationPolicy", policy, "orphanDependents and deletionPropagation cannot be both set"))
+    if policy is not None and policy not in ("Foreground", "Background", "Orphan"):
+        causes.append(not_supported("propagationPolicy", policy, ["Foreground", "Background", "Orphan", "nil"]))
+    causes += _dry_run_causes(dry)
+    if causes:
+        raise invalid_object("meta.k8s.io", "DeleteOptions", "", causes)
+    grace = body.get("gracePeriodSeconds")
     if grace not in (None, ""):
         try:
             grace = int(grace)
@@ -388,7 +395,7 @@ def delete_options(request) -> dict:
     pre = body.get("preconditions") or {}
     if not isinstance(pre, dict):
         raise bad_request("preconditions must be an object")
-    return {"dryRun": dry_run(request, body.get("dryRun")), "propagationPolicy": policy,
+    return {"dryRun": bool(dry), "propagationPolicy": policy or "",
             "gracePeriodSeconds": grace, "uid": pre.get("uid"), "resourceVersion": pre.get("resourceVersion")}
 
 
@@ -416,9 +423,7 @@ class ObjectView(KubeAPIView):
 
     def put(self, request, **kw):
         res, ns, name, sub = self._target(request, kw, "update")
-        mode = field_validation(request)
-        manager = field_manager(request, "UpdateOptions")
-        is_dry = dry_run(request)
+        mode, manager, is_dry = write_options(request, "UpdateOptions")
         obj = read_body(request)
         check_type_meta(res, obj)
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
@@ -427,10 +432,8 @@ class ObjectView(KubeAPIView):
 
     def patch(self, request, **kw):
         res, ns, name, sub = self._target(request, kw, "patch")
-        mode = field_validation(request)
         ctype = patch_type(request.META.get("CONTENT_TYPE", ""))
-        manager = field_manager(request, "PatchOptions", apply=ctype == APPLY_PATCH)
-        is_dry = dry_run(request)
+        mode, manager, is_dry = write_options(request, "PatchOptions", apply=ctype == APPLY_PATCH)
         body = request.body
         if not body:
             raise bad_request("the patch body is empty")
@@ -529,6 +532,8 @@ def direct_route(path: str) -> tuple[type, dict] | None:
     if "" in rest or "" in kw.values() or rest[0] == "watch":
         return None
     if len(rest) == 1:
+        if registry.lookup(kw.get("group", ""), kw["version"], rest[0]) is None:
+            return None   # not a kind's collection (an access review, a 404): the resolver answers
         return CollectionView, {**kw, "plural": rest[0]}
     if rest[0] != "namespaces" or not 3 <= len(rest) <= 5:
         return None   # /namespaces/<ns> itself (no Namespace kind here) and longer paths: the resolver's 404

@@ -30,7 +30,7 @@ from .errors import ApiError, forbidden_request, gone, method_not_allowed, unaut
 from .hub import CLOSE, Event, Guard, Subscriber, direct_subscriber, hub, read_after
 from .meta import now, parse_bool
 from .metrics import WATCH_EVENTS, counted
-from .tables import build_table, negotiate_output, table_version
+from .tables import build_table, negotiate_output
 from .views import authorize, collection, list_query, resolve, status_response
 
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
@@ -182,35 +182,44 @@ def _error_line(err: ApiError) -> bytes:
 
 
 class _Encoder:
-    """Turns (type, event) into stream bytes: plain JSON, or one-row Tables for `kubectl get -w`."""
+    """Turns (type, event) into stream bytes: plain JSON, one-row Tables for `kubectl get -w`,
+    or PartialObjectMetadata for metadata informers (`as=PartialObjectMetadata;g=meta.k8s.io`)."""
 
     def __init__(self, request, res):
         self.res = res
-        self.table = table_version(request.META.get("HTTP_ACCEPT", ""))
+        shape, version = negotiate_output(request.META.get("HTTP_ACCEPT", ""))
+        self.table = version if shape == "Table" else None
+        self.partial = version if shape == "PartialObjectMetadata" else None
         self.first = True
 
     def event(self, kind: str, ev: Event) -> bytes:
-        if self.table is None:
+        if self.table is None and self.partial is None:
             return ev.line(kind)
-        return self._table_line(kind, ev.obj)
+        return self._line(kind, ev.obj)
 
     def added(self, text: bytes) -> bytes:
-        if self.table is None:
+        if self.table is None and self.partial is None:
             return b'{"type":"ADDED","object":' + text + b"}\n"
-        return self._table_line("ADDED", orjson.loads(text))
+        return self._line("ADDED", orjson.loads(text))
 
-    def _table_line(self, kind: str, obj: dict) -> bytes:
+    def _line(self, kind: str, obj: dict) -> bytes:
+        if self.partial is not None:
+            return orjson.dumps({"type": kind, "object": self._partial(obj["metadata"])}) + b"\n"
         table = build_table(self.res, [obj], include_object="Metadata", now=now(), version=self.table,
                             with_columns=self.first)
         self.first = False
         return orjson.dumps({"type": kind, "object": table}) + b"\n"
 
+    def _partial(self, meta: dict) -> dict:
+        return {"kind": "PartialObjectMetadata", "apiVersion": f"meta.k8s.io/{self.partial}", "metadata": meta}
+
     def bookmark(self, rv: int, initial_end: bool = False) -> bytes:
         meta = {"resourceVersion": str(rv)}
         if initial_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        return orjson.dumps({"type": "BOOKMARK", "object": {"kind": self.res.kind, "apiVersion": self.res.api_version,
-                                                             "metadata": meta}}) + b"\n"
+        obj = (self._partial(meta) if self.partial is not None
+               else {"kind": self.res.kind, "apiVersion": self.res.api_version, "metadata": meta})
+        return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"
 
 
 def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:

@@ -220,6 +220,7 @@ class LanedHTTP:
             "wsgi.run_once": False,
             "CONTENT_LENGTH": str(len(body)),
             "kubedash.record": scope.get("kubedash.record"),
+            "kubedash.cluster": scope.get("kubedash.cluster"),   # served under /clusters/<name>/ (read-only)
         }
         for raw_name, raw_value in scope.get("headers", []):
             name = raw_name.decode("latin-1").upper().replace("-", "_")

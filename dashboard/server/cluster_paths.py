@@ -18,6 +18,7 @@ from django.db import DatabaseError, close_old_connections
 
 from dashboard.access import clusters
 from dashboard.follow.models import Cluster
+from dashboard.kube import reviews
 from dashboard.kube.errors import ApiError, unauthorized
 from dashboard.kube.paths import CLUSTER_API_PATH
 
@@ -50,7 +51,8 @@ class ClusterPaths:
         if match is None:
             return await self.app(scope, receive, send)
         name, rest = match.groups()
-        if scope["method"] not in READ_METHODS:
+        if scope["method"] not in READ_METHODS and not (scope["method"] == "POST" and reviews.by_path(rest)):
+            # (an access review writes nothing: "what may I do in this cluster" is answered)
             return await _refuse(send, ApiError(
                 405, "MethodNotAllowed",
                 f'cluster "{name}" is served read-only here: {scope["method"]} is not allowed; '

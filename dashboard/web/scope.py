@@ -2,7 +2,6 @@
 the write pages (edit_views)."""
 from __future__ import annotations
 
-from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.kube.selectors import LabelSelector, parse_label_selector
 
@@ -33,14 +32,13 @@ def list_scope(principal: Principal, namespace: str, kind: str) -> list[str | No
 
 def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> bool:
     """May this principal create a `kind` in `namespace` (or, without one, in any namespace)?
-    Never in a followed cluster: its objects are read-only copies."""
-    if not clusters.is_local():
-        return False
+    Principal.may, as the API's access reviews answer it: never in a followed cluster (its
+    objects are read-only copies)."""
     if namespace:
-        return principal.can("create", namespace, kind)
+        return principal.may("create", namespace, kind) is None
     if principal.namespaces:
-        return any(principal.can("create", ns, kind) for ns in principal.namespaces)
-    return principal.can("create", None, kind)
+        return any(principal.may("create", ns, kind) is None for ns in principal.namespaces)
+    return principal.may("create", None, kind) is None
 
 
 # A share link's label selector: the pages and pushes of its visitor show only matching objects.

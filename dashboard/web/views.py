@@ -405,8 +405,9 @@ class DetailView(View):
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
                    ws_url=ws_url(page.detail_view, rv, namespace=namespace, name=name),
-                   # edit / delete / actions: never for a followed cluster's objects (read-only copies)
-                   can_edit=principal.can("update", namespace, page.kind) and clusters.is_local())
+                   # edit / delete / actions: what `kubectl auth can-i update` answers (Principal.may:
+                   # the role, and never a followed cluster's objects, read-only copies)
+                   can_edit=principal.may("update", namespace, page.kind) is None)
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)

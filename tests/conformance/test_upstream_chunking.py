@@ -226,7 +226,7 @@ def _list_options_case(leases, ns, limit, token, rv, match, compacted_rv):
     return None if count == 10 else f"expected 10 items, got {count}"
 
 
-def test_metadata_client(leases, ns, raw):
+def test_metadata_client(leases, ns, raw, kube_server):
     """TestMetadataClient (test/integration/apiserver): the metadata client lists, gets and
     watches PartialObjectMetadata. Adapted: the Python client has no metadata client, so the
     same Accept headers client-go's metadata client sends are sent through the raw client."""
@@ -240,3 +240,16 @@ def test_metadata_client(leases, ns, raw):
     accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
     status, _, one = raw("GET", f"{path}/meta", accept=accept)
     assert status == 200 and one["kind"] == "PartialObjectMetadata" and one["metadata"]["name"] == "meta"
+    # The watch: every event's object is PartialObjectMetadata, bookmarks too.
+    with kube_server.watch(f"{path}?watch=true&resourceVersion={one['metadata']['resourceVersion']}"
+                           "&allowWatchBookmarks=true",
+                           headers={"Accept": accept}) as w:
+        assert w.status == 200
+        leases.patch_namespaced_lease("meta", ns, {"metadata": {"labels": {"a": "c"}}})
+        ev = w.next()
+        assert ev["type"] == "MODIFIED" and ev["object"]["kind"] == "PartialObjectMetadata"
+        assert ev["object"]["apiVersion"] == "meta.k8s.io/v1" and set(ev["object"]) == {"kind", "apiVersion", "metadata"}
+        assert ev["object"]["metadata"]["labels"] == {"a": "c"}
+        leases.delete_namespaced_lease("meta", ns)
+        ev = w.next()
+        assert ev["type"] == "DELETED" and ev["object"]["kind"] == "PartialObjectMetadata"

@@ -74,7 +74,7 @@ def field_manager_conflicts(err) -> list[str]:
         return []
     out = []
     for cause in (getattr(err, "details", None) or {}).get("causes") or []:
-        if cause.get("reason") != "FieldManagerConflict" and cause.get("type") != "FieldManagerConflict":
+        if cause.get("reason") != "FieldManagerConflict":
             continue
         field = (cause.get("field") or "").lstrip(".") or "a field"
         m = _MANAGER.match(cause.get("message") or "")

@@ -1,0 +1,28 @@
+"""POST of the access reviews (reviews.py): decode the review, answer it for the caller, 201.
+
+kubectl 1.32 sends these as protobuf (its typed clients default to it): a SelfSubjectReview
+carries nothing the answer depends on, so its protobuf envelope is answered unread; the other
+two need their spec, and protobuf bodies are not decoded here (docs/COMPATIBILITY.md).
+"""
+from __future__ import annotations
+
+from . import codec, reviews
+from .errors import unsupported_media_type
+from .views import KubeAPIView, json_response, read_body, write_options
+
+
+class ReviewView(KubeAPIView):
+    review: reviews.Review = reviews.ACCESS
+
+    def post(self, request, **kw):
+        write_options(request, "CreateOptions")   # (kube validates every create's options; nothing is written)
+        ctype = codec.content_type(request.META.get("CONTENT_TYPE", ""))
+        if ctype == codec.PROTOBUF:
+            if self.review is not reviews.WHOAMI or not request.body.startswith(b"k8s\x00"):
+                raise unsupported_media_type(ctype, codec.BODY_TYPES + [
+                    f"(a {self.review.kind} is not read from protobuf here: send it as JSON)"])
+            body = {}   # kube's envelope around an empty SelfSubjectReview: nothing to read
+        else:
+            body = read_body(request)
+        read_only = request.META.get("kubedash.cluster") or ""   # (cluster_paths.py: reads only there)
+        return json_response(reviews.answer(self.review, request.user, body, read_only), 201, request=request)
