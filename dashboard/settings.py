@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "dashboard.coordination",
     "dashboard.core",
     "dashboard.batch",
+    "dashboard.events",
     "dashboard.web",
     "dashboard.follow",
     "dashboard.demo",

@@ -328,7 +328,7 @@ def _gv_path(r: registry.Resource) -> str:
 def _registry_key() -> tuple:
     """What the documents depend on: regenerate when the registered kinds change."""
     return tuple(sorted((r.group, r.version, r.kind, r.plural, r.definition, r.has_status)
-                        for r in registry.all_resources()))
+                        for r in registry.served()))
 
 
 def _serialize(doc: dict) -> bytes:
@@ -341,7 +341,7 @@ def _hash(data: bytes) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _group_version_doc(gv_path: str, key: tuple) -> tuple[bytes, str] | None:
-    resources = sorted((r for r in registry.all_resources() if _gv_path(r) == gv_path),
+    resources = sorted((r for r in registry.served() if _gv_path(r) == gv_path),
                        key=lambda r: r.plural)
     if not resources:
         return None
@@ -363,7 +363,7 @@ def v3_group_version(gv_path: str) -> tuple[bytes, str] | None:
 def v3_root() -> dict:
     """The /openapi/v3 discovery document: one entry per served group-version."""
     paths = {}
-    for gv_path in sorted({_gv_path(r) for r in registry.all_resources()}):
+    for gv_path in sorted({_gv_path(r) for r in registry.served()}):
         found = v3_group_version(gv_path)
         if found is not None:
             paths[gv_path] = {"serverRelativeURL": f"/openapi/v3/{gv_path}?hash={found[1]}"}
@@ -372,7 +372,7 @@ def v3_root() -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _v2_doc(key: tuple) -> bytes:
-    resources = sorted(registry.all_resources(), key=lambda r: (r.group, r.version, r.plural))
+    resources = sorted(registry.served(), key=lambda r: (r.group, r.version, r.plural))
     doc = {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION},

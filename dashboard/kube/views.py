@@ -17,6 +17,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from . import codec, registry, store
+from .registry import backend, from_storage, to_storage
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (ApiError, bad_request, invalid_object, method_not_allowed, path_not_found,
                      request_entity_too_large, unauthorized)
@@ -271,6 +272,8 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
     from .tables import table_content_type, table_of_texts
 
     shape, version = output(request)
+    if res.storage is not None and shape == "object":
+        items = [orjson.dumps(res.from_storage(orjson.loads(t))) for t in items]
     if shape == "PartialObjectMetadata":
         return _partial_metadata(request, items, list_meta, version, single)
     if shape == "Table":
@@ -305,11 +308,12 @@ def _partial_metadata(request, items: list[bytes], list_meta: dict, version: str
 
 
 def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
+    """obj as stored (another version of a kind is converted here)."""
     if output(request)[0] != "object":
         response = render_objects(request, res, [orjson.dumps(obj)], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, single=True)
         response.status_code = status
     else:
-        response = json_response(obj, status, request=request)
+        response = json_response(from_storage(res, obj), status, request=request)
     return warning_headers(response, list(warnings))
 
 
@@ -320,7 +324,7 @@ class CollectionView(KubeAPIView):
         res = resolve(kw)
         namespace = kw.get("namespace")
         authorize(request, res, "list", namespace)
-        page = store.list_objects(res, list_query(request, res, namespace))
+        page = store.list_objects(backend(res), list_query(request, res, namespace))
         meta = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             meta["continue"] = page.continue_token
@@ -343,7 +347,7 @@ class CollectionView(KubeAPIView):
         if body_ns and body_ns != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
-        result = store.create(res, namespace, obj, dry_run=is_dry, manager=manager)
+        result = store.create(backend(res), namespace, to_storage(res, obj), dry_run=is_dry, manager=manager)
         return object_response(request, res, result.object, 201, warnings)
 
     def delete(self, request, **kw):
@@ -355,9 +359,9 @@ class CollectionView(KubeAPIView):
         options = delete_options(request)
         q = list_query(request, res, namespace)
         deleted = []
-        for ns, name in store.keys_matching(res, q):
+        for ns, name in store.keys_matching(backend(res), q):
             try:
-                deleted.append(store.delete(res, ns, name, dry_run=options["dryRun"]).object)
+                deleted.append(from_storage(res, store.delete(backend(res), ns, name, dry_run=options["dryRun"]).object))
             except ApiError as err:
                 if err.code != 404:  # deleted meanwhile: not an error for a collection delete
                     raise
@@ -408,8 +412,8 @@ class ObjectView(KubeAPIView):
 
     def get(self, request, **kw):
         res, ns, name, _ = self._target(request, kw, "get")
-        raw = store.get_raw(res, ns, name)
-        if output(request)[0] != "object":
+        raw = store.get_raw(backend(res), ns, name)
+        if output(request)[0] != "object" or res.storage is not None:
             obj = orjson.loads(raw)
             return render_objects(request, res, [raw], {"resourceVersion": obj["metadata"]["resourceVersion"]}, single=True)
         return json_response(raw, request=request)
@@ -422,7 +426,8 @@ class ObjectView(KubeAPIView):
         obj = read_body(request)
         check_type_meta(res, obj)
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
-        result = store.update(res, ns, name, obj, subresource=sub, dry_run=is_dry, manager=manager)
+        result = store.update(backend(res), ns, name, to_storage(res, obj), subresource=sub, dry_run=is_dry,
+                              manager=manager)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def patch(self, request, **kw):
@@ -443,15 +448,15 @@ class ObjectView(KubeAPIView):
         repeated = duplicate_fields(body, ctype, mode)
 
         def patched(current: dict) -> dict:
-            new = apply_patch(current, body, ctype, res.definition)
+            new = apply_patch(from_storage(res, current), body, ctype, res.definition)
             if not isinstance(new, dict):
                 raise bad_request("the patched object is not a JSON object")
             check_type_meta(res, new)
             new, found = decode_object(res, new, mode, patched=True, duplicates=repeated)
             warnings.extend(found)
-            return new
+            return to_storage(res, new)
 
-        result = store.update(res, ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True,
+        result = store.update(backend(res), ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True,
                               manager=manager)
         return object_response(request, res, result.object, 200, warnings)
 
@@ -477,7 +482,8 @@ class ObjectView(KubeAPIView):
         if am.get("managedFields") is not None:
             raise bad_request("metadata.managedFields must be nil")
         am.pop("resourceVersion", None)
-        result = store.update(res, ns, name, store.Apply(applied, force), subresource=sub, dry_run=is_dry,
+        result = store.update(backend(res), ns, name, store.Apply(to_storage(res, applied), force), subresource=sub,
+                              dry_run=is_dry,
                               is_patch=True, manager=manager)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
@@ -486,10 +492,10 @@ class ObjectView(KubeAPIView):
         if sub:
             raise method_not_allowed("DELETE")
         options = delete_options(request)
-        result = store.delete(res, ns, name, uid=options["uid"], rv=options["resourceVersion"],
+        result = store.delete(backend(res), ns, name, uid=options["uid"], rv=options["resourceVersion"],
                               dry_run=options["dryRun"])
         if not result.deleted:
-            return json_response(result.object, request=request)
+            return json_response(from_storage(res, result.object), request=request)
         m = result.object["metadata"]
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": {"name": name, "group": res.group, "kind": res.plural, "uid": m.get("uid")}},

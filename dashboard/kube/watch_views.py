@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from . import store
 from .errors import ApiError, forbidden_request, gone, unauthorized
 from .meta import parse_bool
+from .registry import backend
 from .metrics import WATCH_EVENTS, counted
 from .views import authorize, collection, list_query, resolve, status_response
 from .watch import CLOSE, Event, Guard, StreamSubscriber, _read_after, hub, response_writer
@@ -125,7 +126,7 @@ def _prepare(request, kw: dict, single_name: str | None):
     q.limit, q.continue_token = None, ""
     if single_name is not None:
         q.names = (single_name,)
-    sub = StreamSubscriber(resource=res, namespace=q.namespace, names=q.names, label_selector=q.label_selector,
+    sub = StreamSubscriber(resource=backend(res), namespace=q.namespace, names=q.names, label_selector=q.label_selector,
                      field_selector=q.field_selector)
     if sub.stateful:
         sub.matching = set()
@@ -135,7 +136,7 @@ def _prepare(request, kw: dict, single_name: str | None):
     if want_initial or (options["send_initial"] is not None and not rv):
         # Start from the current state (a consistent list), optionally sending it as ADDED events.
         q.resource_version, q.resource_version_match = None, ""
-        page = store.list_objects(res, q)
+        page = store.list_objects(backend(res), q)
         start = page.resource_version
         if want_initial:
             initial = page.items
@@ -149,7 +150,7 @@ def _prepare(request, kw: dict, single_name: str | None):
         start = rv
         if sub.matching is not None:
             q.resource_version, q.resource_version_match = rv, "Exact"
-            sub.matching.update(_keys(store.list_objects(res, q).items))
+            sub.matching.update(_keys(store.list_objects(backend(res), q).items))
     sub.start_rv = start
     return res, sub, options, initial, _guard(res, sub, refresh, subjects, deadline)
 
@@ -192,11 +193,15 @@ class _Encoder:
 
     def event(self, kind: str, ev: Event) -> bytes:
         if self.table is None:
+            if self.res.storage is not None:   # another version of the stored kind
+                return orjson.dumps({"type": kind, "object": self.res.from_storage(orjson.loads(ev.text))}) + b"\n"
             return ev.line(kind)
         return self._table_line(kind, ev.obj)
 
     def added(self, text: bytes) -> bytes:
         if self.table is None:
+            if self.res.storage is not None:
+                return orjson.dumps({"type": "ADDED", "object": self.res.from_storage(orjson.loads(text))}) + b"\n"
             return b'{"type":"ADDED","object":' + text + b"}\n"
         return self._table_line("ADDED", orjson.loads(text))
 
