@@ -143,3 +143,28 @@ def test_discovery_and_openapi(api):
     doc = api.get("/openapi/v3/apis/events.k8s.io/v1").json()
     assert "io.k8s.api.events.v1.Event" in doc["components"]["schemas"]
     assert "/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}" in doc["paths"]
+
+
+def test_ttl_after_the_last_write(api, settings):
+    from datetime import timedelta
+
+    from dashboard.kube.expiry import expire
+    from dashboard.kube.meta import now
+    from dashboard.server.maintenance import run_jobs
+
+    settings.KUBEDASH_EVENT_TTL_SECONDS = 600
+    api.post(CORE, core_event())
+    api.post(CORE, core_event("job-b.1", obj="job-b"))
+    assert expire() == 0                                   # younger than the TTL
+    later = now() + timedelta(seconds=601)
+    assert expire(now=later) == 2
+    assert api.get(CORE).json()["items"] == []
+    # The maintenance leader's jobs run it; an event written within the TTL stays.
+    settings.KUBEDASH_EVENT_TTL_SECONDS = 0
+    api.post(CORE, core_event("job-c.1"))
+    run_jobs()
+    assert api.get(CORE).json()["items"] == []
+    settings.KUBEDASH_EVENT_TTL_SECONDS = 600
+    api.post(CORE, core_event("job-d.1"))
+    run_jobs()
+    assert [i["metadata"]["name"] for i in api.get(CORE).json()["items"]] == ["job-d.1"]

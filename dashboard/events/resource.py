@@ -2,6 +2,8 @@
 both in one place too; a write through either is read through both)."""
 from dataclasses import replace
 
+from django.conf import settings
+
 from dashboard.kube.registry import Resource, register
 
 from . import strategy
@@ -18,6 +20,7 @@ EVENTS = register(Resource(
     field_getters=strategy.field_getters,
     typed_columns=strategy.typed_columns,
     columns=strategy.columns, name_and_age_columns=False,
+    ttl_seconds=lambda: settings.KUBEDASH_EVENT_TTL_SECONDS,
 ))
 
 # The same storage as events.k8s.io/v1 asks for it: its stricter rules and field names.

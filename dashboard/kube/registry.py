@@ -69,6 +69,9 @@ class Resource:
     typed_columns: Callable[[dict], dict] = lambda obj: {}
     # Table columns (Name is implicit and first); wide ones have priority 1.
     columns: tuple[Column, ...] = ()
+    # Objects of the kind live this long after their last write (None: for ever); the
+    # maintenance leader deletes older ones (expiry.py), as etcd leases expire kube's Events.
+    ttl_seconds: Callable[[], float | None] | None = None
     # False: `columns` are the whole Table row, in order (no implicit Name and Age: Event's).
     name_and_age_columns: bool = True
     # Another version of a stored kind (events.k8s.io/v1 Event of core/v1 Event): `storage` is

@@ -210,7 +210,14 @@ def clear_sessions() -> int:
     return Session.objects.filter(expire_date__lt=timezone.now()).delete()[0]
 
 
-JOBS = {"compaction": compact_log, "share_links": purge_share_links, "tokens": purge_tokens,
+def expire_objects() -> int:
+    """Events (any kind with a TTL) past their time to live."""
+    from dashboard.kube.expiry import expire
+
+    return expire()
+
+
+JOBS = {"compaction": compact_log, "ttl": expire_objects, "share_links": purge_share_links, "tokens": purge_tokens,
         "sessions": clear_sessions}
 
 
