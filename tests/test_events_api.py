@@ -168,3 +168,57 @@ def test_ttl_after_the_last_write(api, settings):
     api.post(CORE, core_event("job-d.1"))
     run_jobs()
     assert [i["metadata"]["name"] for i in api.get(CORE).json()["items"]] == ["job-d.1"]
+
+
+def test_the_maintenance_elector_records_leader_election_events(api):
+    """client-go's resourcelock with an event recorder: LeaderElection on the Lease, through
+    the store like any client's Events (so through the API and both versions)."""
+    from dashboard.server.maintenance import Elector
+
+    a, b = Elector(holder="host_1"), Elector(holder="host_2")
+    a.lease_duration = b.lease_duration = 1
+    a.step()
+    assert a.leading
+    b.step()
+    assert not b.leading
+    a.release()
+    b.step()
+    assert b.leading
+    selector = "involvedObject.kind=Lease,involvedObject.name=kubedash-maintenance"
+    items = api.get(f"/api/v1/namespaces/kube-system/events?fieldSelector={selector}").json()["items"]
+    assert [(i["reason"], i["message"], i["type"]) for i in sorted(items, key=lambda i: i["metadata"]["name"])] == [
+        ("LeaderElection", "host_1 became leader", "Normal"),
+        ("LeaderElection", "host_1 stopped leading", "Normal"),
+        ("LeaderElection", "host_2 became leader", "Normal")]
+    lease = api.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubedash-maintenance").json()
+    assert {i["involvedObject"]["uid"] for i in items} == {lease["metadata"]["uid"]}
+    assert all(i["source"] == {"component": "kubedash-maintenance"} and i["count"] == 1 for i in items)
+    v1 = api.get(f"/apis/events.k8s.io/v1/namespaces/kube-system/events?fieldSelector="
+                 "regarding.kind=Lease,reportingController=kubedash-maintenance").json()["items"]
+    assert len(v1) == 3 and {i["regarding"]["name"] for i in v1} == {"kubedash-maintenance"}
+
+
+def test_recorder_correlates_identical_events(api):
+    """client-go's correlator: the same event again is a PATCH of count and lastTimestamp."""
+    from dashboard.events.recorder import WARNING, Recorder
+
+    def create(namespace, event):
+        return api.post(f"/api/v1/namespaces/{namespace}/events", event).status_code == 201
+
+    def patch(namespace, name, change):
+        return api.patch(f"/api/v1/namespaces/{namespace}/events/{name}", change,
+                         content_type="application/strategic-merge-patch+json").status_code == 200
+
+    rec = Recorder("job-controller", "", create, patch)
+    job = {"kind": "Job", "apiVersion": "batch/v1", "metadata": {"namespace": "ev", "name": "j", "uid": "u"}}
+    for _ in range(3):
+        assert rec.event(job, WARNING, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    assert rec.event(job, WARNING, "DeadlineExceeded", "Job was active longer than specified deadline")
+    items = sorted(api.get(CORE).json()["items"], key=lambda i: i["reason"])
+    assert [(i["reason"], i["count"]) for i in items] == [("BackoffLimitExceeded", 3), ("DeadlineExceeded", 1)]
+    assert items[0]["lastTimestamp"] >= items[0]["firstTimestamp"]
+    assert items[0]["metadata"]["name"].startswith("j.")
+    # The event expired meanwhile (TTL): the recorder creates it anew.
+    api.delete(f"{CORE}/{items[0]['metadata']['name']}")
+    assert rec.event(job, WARNING, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    assert sorted(i["count"] for i in api.get(CORE).json()["items"]) == [1, 1]

@@ -15,7 +15,10 @@ shows on the Leases page and in watches like any other Lease). Its semantics are
 - every write is conditional on the resourceVersion read (409: someone else won);
 - the leader renews every retry period and stops leading when it could not renew within the
   renew deadline; on shutdown it releases the Lease (no holder, duration 1 s) so another
-  process takes over at once.
+  process takes over at once;
+- like client-go's resourcelock with an event recorder, it records `LeaderElection` Events on
+  the Lease ("<identity> became leader", "<identity> stopped leading"), through the store as
+  any client's Events (dashboard/events/recorder.py: client-go's recorder and correlator).
 
 While it leads, a second thread runs the periodic jobs every KUBEDASH_MAINTENANCE_INTERVAL,
 and a third keeps a follower running for each followed cluster (stopping them all when it
@@ -36,6 +39,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from prometheus_client import Counter, Gauge
 
+from dashboard.events.recorder import NORMAL, Recorder
 from dashboard.kube import registry, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.formats import format_micro_time
@@ -63,6 +67,30 @@ def _leases():
     return registry.lookup("coordination.k8s.io", "v1", "leases")
 
 
+EVENT_COMPONENT = "kubedash-maintenance"   # the recorder's source.component (the field manager too)
+
+
+def _event_writer():
+    """The recorder's two writes of core/v1 Events, through the store; False when refused."""
+    def create(namespace: str, event: dict) -> bool:
+        try:
+            store.create(registry.lookup("", "v1", "events"), namespace, event, manager=EVENT_COMPONENT)
+            return True
+        except (ApiError, DatabaseError):
+            log.warning("maintenance: could not record an event", exc_info=True)
+            return False
+
+    def patch(namespace: str, name: str, change: dict) -> bool:
+        try:
+            store.update(registry.lookup("", "v1", "events"), namespace, name, lambda current: {**current, **change},
+                         is_patch=True, manager=EVENT_COMPONENT)
+            return True
+        except (ApiError, DatabaseError):
+            return False
+
+    return create, patch
+
+
 class Elector:
     """client-go's LeaderElector over a Lease in the store (see the module docstring)."""
 
@@ -77,6 +105,8 @@ class Elector:
         self.renewed_at = 0.0                  # our last successful acquire/renew
         self.leading = False
         self.stopped = threading.Event()
+        self.lease: dict | None = None         # the Lease as we last wrote it (the events' object)
+        self.recorder = Recorder(EVENT_COMPONENT, "", *_event_writer())
 
     def is_leader(self) -> bool:
         return self.leading and time.monotonic() - self.renewed_at < self.renew_deadline
@@ -92,9 +122,9 @@ class Elector:
             spec = {"holderIdentity": self.holder, "leaseDurationSeconds": int(self.lease_duration),
                     "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0}
             try:
-                store.create(res, self.namespace, {"apiVersion": res.api_version, "kind": res.kind,
-                                                   "metadata": {"name": self.name, "namespace": self.namespace},
-                                                   "spec": spec})
+                self.lease = store.create(res, self.namespace, {
+                    "apiVersion": res.api_version, "kind": res.kind,
+                    "metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}).object
             except ApiError:
                 return False   # another process created it first
             self._observe((self.holder, stamp), renewed=True)
@@ -115,8 +145,8 @@ class Elector:
             if current["metadata"].get(key):
                 meta[key] = current["metadata"][key]
         try:
-            store.update(res, self.namespace, self.name,
-                         {"apiVersion": res.api_version, "kind": res.kind, "metadata": meta, "spec": spec})
+            self.lease = store.update(res, self.namespace, self.name, {
+                "apiVersion": res.api_version, "kind": res.kind, "metadata": meta, "spec": spec}).object
         except ApiError as err:
             if err.code in (404, 409):
                 return False   # changed (or deleted) since we read it: someone else acted
@@ -131,12 +161,18 @@ class Elector:
         if renewed:
             self.renewed_at = now
 
+    def record(self, what: str) -> None:
+        """client-go's LeaseLock.RecordEvent: a Normal LeaderElection Event on the Lease."""
+        if self.lease is not None:
+            self.recorder.event(self.lease, NORMAL, "LeaderElection", f"{self.holder} {what}")
+
     def release(self) -> None:
         """client-go's release(): no holder, a 1 s duration, so the next candidate takes over now."""
         if not self.leading:
             return
         self.leading = False
         LEADER.set(0)
+        self.record("stopped leading")
 
         def change(current: dict) -> dict:
             spec = dict(current.get("spec") or {})
@@ -164,10 +200,12 @@ class Elector:
             self.leading = True
             LEADER.set(1)
             log.warning("maintenance: %s leads (%s/%s)", self.holder, self.namespace, self.name)
+            self.record("became leader")
         elif not ok and self.leading and time.monotonic() - self.renewed_at >= self.renew_deadline:
             self.leading = False
             LEADER.set(0)
             log.warning("maintenance: %s lost the lease", self.holder)
+            self.record("stopped leading")
 
     def run(self) -> None:
         close_old_connections()
