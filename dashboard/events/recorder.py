@@ -61,14 +61,15 @@ class Recorder:
     name, merge patch) send the writes and return True when the server took them."""
 
     def __init__(self, component: str, host: str, create: Callable[[str, dict], bool],
-                 patch: Callable[[str, str, dict], bool], clock: Callable[[], float] = time.monotonic):
+                 patch: Callable[[str, str, dict], bool], clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
         self.component, self.host = component, host
-        self.create, self.patch, self.clock = create, patch, clock
+        self.create, self.patch, self.clock, self.wall = create, patch, clock, wall
         self.seen: OrderedDict[tuple, tuple[str, int, float]] = OrderedDict()   # key -> (name, count, when)
 
     def event(self, obj_or_ref: dict, type_: str, reason: str, message: str, *, field_path: str = "") -> bool:
         ref = reference(obj_or_ref) if "metadata" in obj_or_ref else obj_or_ref
-        now = datetime.now(timezone.utc)
+        now = self.wall()
         event = make_event(ref, type_, reason, message, component=self.component, host=self.host, moment=now,
                            field_path=field_path)
         key, tick = _key(event), self.clock()
