@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
-from dashboard.kube.registry import Resource, register
+from dashboard.kube.registry import Resource, all_resources, register
 
 from . import strategy
 from .models import Event
@@ -21,6 +21,8 @@ EVENTS = register(Resource(
     typed_columns=strategy.typed_columns,
     columns=strategy.columns, name_and_age_columns=False,
     ttl_seconds=lambda: settings.KUBEDASH_EVENT_TTL_SECONDS,
+    follow_selectors=lambda: tuple((f"involvedObject.kind={r.kind}", {"involved_kind": r.kind})
+                                   for r in all_resources() if r.kind != "Event"),
 ))
 
 # The same storage as events.k8s.io/v1 asks for it: its stricter rules and field names.

@@ -72,6 +72,10 @@ class Resource:
     # Objects of the kind live this long after their last write (None: for ever); the
     # maintenance leader deletes older ones (expiry.py), as etcd leases expire kube's Events.
     ttl_seconds: Callable[[], float | None] | None = None
+    # How followers copy the kind from a followed cluster (dashboard/follow): None, all of it;
+    # else one (fieldSelector, typed-column filter) per part wanted (Events: those about the
+    # kinds kubedash follows, so a big cluster's Pod events are not copied).
+    follow_selectors: Callable[[], tuple[tuple[str, dict], ...]] | None = None
     # False: `columns` are the whole Table row, in order (no implicit Name and Age: Event's).
     name_and_age_columns: bool = True
     # Another version of a stored kind (events.k8s.io/v1 Event of core/v1 Event): `storage` is
