@@ -1,0 +1,118 @@
+"""Events on the pages (dashboard/events/web.py through web.kinds.Timeline): an object's History
+view is one timeline of its revisions and its Events, filterable (changes only, warnings only),
+pushed live over the page's websocket; warnings counted on the overview."""
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from manifests import JOBS, job
+from test_history_web import _connect, _receive_until, login  # noqa: F401  (login: a fixture)
+
+
+def text(html: str) -> str:
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html))).strip()
+
+
+def timeline(html: str) -> list[str]:
+    """The timeline's entries, newest first: revisions as "rev <event>", Events as their text."""
+    out = []
+    for attrs, body in re.findall(r'<li class="rev([^"]*)" id="[^"]+">(.*?)</li>', html, re.S):
+        out.append(text(body) if "happening" in attrs else "rev " + text(body).split()[0])
+    return out
+
+
+def event(name, reason, message, type_="Normal", minutes_ago=0, count=1, obj="tl"):
+    from datetime import datetime, timedelta, timezone
+
+    when = (datetime.now(timezone.utc) - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Job", "namespace": "default", "name": obj, "apiVersion": "batch/v1"},
+            "reason": reason, "message": message, "type": type_, "count": count,
+            "source": {"component": "job-controller"}, "firstTimestamp": when, "lastTimestamp": when}
+
+
+EVENTS = "/api/v1/namespaces/default/events"
+
+
+@pytest.mark.django_db
+def test_history_is_one_timeline_with_the_events(api, login):
+    assert api.post(JOBS, job("tl")).status_code == 201
+    assert api.post(EVENTS, event("tl.1", "SuccessfulCreate", "Created pod: tl-abcde")).status_code == 201
+    r = api.patch(f"{JOBS}/tl/status", {"status": {"failed": 3}})
+    assert r.status_code == 200, r.content
+    assert api.post(EVENTS, event("tl.2", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
+                                  "Warning", count=2)).status_code == 201
+    assert api.post(EVENTS, event("other.1", "Completed", "Job completed", obj="other")).status_code == 201
+    c = login("viewer")
+    html = c.get("/jobs/default/tl/history/").content.decode()
+    got = timeline(html)
+    assert got[0].startswith("Warning BackoffLimitExceeded") and "×2" in got[0] and "job-controller" in got[0]
+    assert "Job has reached the specified backoff limit" in got[0]
+    assert any(e.startswith("Normal SuccessfulCreate") and "Created pod: tl-abcde" in e for e in got)
+    assert sum(e.startswith("rev ") for e in got) == 2 and not any("Job completed" in e for e in got)
+    assert "History and events" in html
+    warnings = timeline(c.get("/jobs/default/tl/history/?show=warnings").content.decode())
+    assert len(warnings) == 1 and warnings[0].startswith("Warning BackoffLimitExceeded")
+    changes = timeline(c.get("/jobs/default/tl/history/?show=changes").content.decode())
+    assert changes == ["rev modified", "rev created"]
+    page = c.get("/jobs/default/tl/history/?show=warnings").content.decode()
+    assert '<a href="?show=warnings" aria-current="page">Warnings only</a>' in page
+    assert "show=warnings" in re.search(r'ws-connect="([^"]+)"', page).group(1)   # live, filtered the same
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_events_reach_the_timeline_live():
+    from dashboard.access.tokens import ensure_user
+    from dashboard.batch.resource import JOBS as JOB_RES
+    from dashboard.events.resource import EVENTS as EVENT_RES
+    from dashboard.kube import store
+
+    def create_job():
+        return int(store.create(JOB_RES, "default", job("tl")).object["metadata"]["resourceVersion"])
+
+    def record(name, reason, type_="Normal", count=1):
+        body = event(name, reason, f"{reason} happened", type_, count=count)
+        if count == 1:
+            return store.create(EVENT_RES, "default", body).object["metadata"]["uid"]
+
+        def change(obj):
+            obj["count"] = count
+            return obj
+        return store.update(EVENT_RES, "default", name, change, is_patch=True).object["metadata"]["uid"]
+
+    user = await sync_to_async(ensure_user)("tl-viewer", "viewer")
+    rv = await sync_to_async(create_job)()
+    comm = await _connect(user, f"view=job&namespace=default&name=tl&tab=history&rv={rv}")
+    try:
+        uid = await sync_to_async(record)("tl.1", "BackoffLimitExceeded", "Warning")
+        html = await _receive_until(comm, f'id="event-{uid}"')
+        assert 'hx-swap-oob="afterbegin:#history-entries"' in html and "BackoffLimitExceeded happened" in html
+        # Seen again (the correlator's count + 1): the entry moves to the top with its count.
+        await sync_to_async(record)("tl.1", "BackoffLimitExceeded", "Warning", count=2)
+        html = await _receive_until(comm, "×2")
+        assert html.index(f'<li id="event-{uid}" hx-swap-oob="delete"></li>') < html.index("afterbegin")
+    finally:
+        await comm.disconnect()
+    # A page filtered to the changes is pushed the revisions, not the Events.
+    comm = await _connect(user, f"view=job&namespace=default&name=tl&tab=history&show=changes&rv={rv}")
+
+    def suspend():
+        def change(obj):
+            obj["spec"]["suspend"] = True
+            return obj
+        return int(store.update(JOB_RES, "default", "tl", change, is_patch=True).object["metadata"]["resourceVersion"])
+
+    try:
+        await sync_to_async(record)("tl.2", "Completed")
+        new_rv = await sync_to_async(suspend)()
+        seen = []
+        while f'id="rev-{new_rv}"' not in "".join(seen):
+            seen.append(await comm.receive_from(timeout=15))
+        assert "Completed happened" not in "".join(seen) and "spec.suspend" in text("".join(seen))
+    finally:
+        await comm.disconnect()
