@@ -116,3 +116,20 @@ async def test_events_reach_the_timeline_live():
         assert "Completed happened" not in "".join(seen) and "spec.suspend" in text("".join(seen))
     finally:
         await comm.disconnect()
+
+
+@pytest.mark.django_db
+def test_warnings_on_list_rows_and_the_overview(api, login):
+    for name in ("w1", "w2", "ok"):
+        assert api.post(JOBS, job(name)).status_code == 201
+    api.post(EVENTS, event("w1.1", "BackoffLimitExceeded", "limit", "Warning", obj="w1", count=3))
+    api.post(EVENTS, event("w2.1", "DeadlineExceeded", "deadline", "Warning", obj="w2"))
+    api.post(EVENTS, event("w2.2", "Old", "an hour ago", "Warning", obj="ok", minutes_ago=61))
+    api.post(EVENTS, event("ok.1", "Completed", "Job completed", obj="ok"))
+    c = login("viewer")
+    page = c.get("/jobs/").content.decode()
+    rows = {m.group(1): text(m.group(0)) for m in re.finditer(r'<tr[^>]*id="job-default--(\w+)".*?</tr>', page, re.S)}
+    assert "3 warnings" in rows["w1"] and "1 warning about w2" in rows["w2"] and "warning" not in rows["ok"]
+    assert 'href="/jobs/default/w1/history/?show=warnings"' in page
+    overview = c.get("/").content.decode()
+    assert "2 jobs with warnings in the last hour" in text(overview)

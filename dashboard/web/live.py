@@ -17,7 +17,7 @@ from dashboard.access import clusters
 from dashboard.kube import registry, revlog, store
 from dashboard.kube.meta import now
 
-from . import kinds, scope
+from . import kinds, scope, warnings
 from .kinds import OVERVIEW
 from .present import dom_id, object_yaml, present
 
@@ -170,8 +170,9 @@ def _event_item(kind: str, ev, oob: str, moment) -> str:
 
 
 def _item(kind: str, obj: dict, oob: str, moment) -> str:
-    return render_to_string(kinds.by_kind(kind).list_template + "#item",
-                            {"item": present(kind, obj, moment), "oob": oob})
+    item = present(kind, obj, moment)
+    warnings.annotate(kind, [item], moment)
+    return render_to_string(kinds.by_kind(kind).list_template + "#item", {"item": item, "oob": oob})
 
 
 def _detail(kind: str, obj: dict | None, moment, spec=None) -> str:
