@@ -133,3 +133,30 @@ def test_warnings_on_list_rows_and_the_overview(api, login):
     assert 'href="/jobs/default/w1/history/?show=warnings"' in page
     overview = c.get("/").content.decode()
     assert "2 jobs with warnings in the last hour" in text(overview)
+
+
+@pytest.mark.django_db
+def test_a_share_link_shows_the_timeline_of_its_objects_only(api, login):
+    from django.test import Client
+
+    from manifests import LEASES, lease
+
+    team = LEASES.replace("/default/", "/team-e/")
+    assert api.post(team, lease("web-1", ns="team-e", labels={"app": "web"})).status_code == 201
+    assert api.post(team, lease("db-1", ns="team-e", labels={"app": "db"})).status_code == 201
+    for obj, reason in (("web-1", "LeaderElection"), ("db-1", "SecretReason")):
+        body = event(f"{obj}.1", reason, f"{reason} of {obj}", "Warning", obj=obj)
+        body["metadata"]["namespace"] = body["involvedObject"]["namespace"] = "team-e"
+        body["involvedObject"].update(kind="Lease", apiVersion="coordination.k8s.io/v1")
+        assert api.post("/api/v1/namespaces/team-e/events", body).status_code == 201
+    r = login("editor").post("/share/new/", {"kind": "Lease", "namespace": "team-e", "labelSelector": "app=web",
+                                             "label": "on-call", "expiry": "1d"})
+    token = re.search(r"/s/([A-Za-z0-9_\-]+)/", r.content.decode()).group(1)
+    visitor = Client()
+    assert visitor.get(f"/s/{token}/").status_code == 302
+    html = visitor.get("/leases/team-e/web-1/history/?show=warnings").content.decode()
+    assert "LeaderElection of web-1" in html and "SecretReason" not in html
+    resp = visitor.get("/leases/team-e/db-1/history/")
+    assert resp.status_code == 404 and b"SecretReason" not in resp.content
+    # Events themselves are no page of their own, and the link reaches no API.
+    assert visitor.get("/api/v1/namespaces/team-e/events").status_code in (401, 403)
