@@ -222,3 +222,16 @@ def test_recorder_correlates_identical_events(api):
     api.delete(f"{CORE}/{items[0]['metadata']['name']}")
     assert rec.event(job, WARNING, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
     assert sorted(i["count"] for i in api.get(CORE).json()["items"]) == [1, 1]
+
+
+def test_deletecollection_through_events_k8s_io(api):
+    api.post(CORE, core_event())
+    api.post(CORE, core_event("job-b.1", obj="job-b"))
+    api.post(V1, v1_event())
+    r = api.delete(f"{V1}?fieldSelector=regarding.kind%3DJob")
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert body["kind"] == "EventList" and body["apiVersion"] == "events.k8s.io/v1"
+    assert sorted(i["metadata"]["name"] for i in body["items"]) == ["job-a.1", "job-b.1"]
+    assert all("regarding" in i and "involvedObject" not in i for i in body["items"])
+    assert [i["metadata"]["name"] for i in api.get(CORE).json()["items"]] == ["lease-a.1"]

@@ -361,7 +361,8 @@ class CollectionView(KubeAPIView):
         deleted = []
         for ns, name in store.keys_matching(backend(res), q):
             try:
-                deleted.append(from_storage(res, store.delete(backend(res), ns, name, dry_run=options["dryRun"]).object))
+                gone = store.delete(backend(res), ns, name, dry_run=options["dryRun"]).object
+                deleted.append(from_storage(res, gone))
             except ApiError as err:
                 if err.code != 404:  # deleted meanwhile: not an error for a collection delete
                     raise
