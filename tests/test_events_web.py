@@ -160,3 +160,26 @@ def test_a_share_link_shows_the_timeline_of_its_objects_only(api, login):
     assert resp.status_code == 404 and b"SecretReason" not in resp.content
     # Events themselves are no page of their own, and the link reaches no API.
     assert visitor.get("/api/v1/namespaces/team-e/events").status_code in (401, 403)
+
+
+@pytest.mark.django_db
+def test_an_endpoints_timeline_shows_its_targets_probe_failures(api, login):
+    """The kubelet reports a failed readiness probe on the Pod; the Endpoints that targets the
+    Pod shows it among its own history (what the demo's kubelets record)."""
+    from manifests import ENDPOINTS, endpoints
+
+    body = endpoints("web", ips=("10.1.0.1",), not_ready=("10.1.0.2",))
+    body["subsets"][0]["notReadyAddresses"][0]["targetRef"] = {"kind": "Pod", "namespace": "default",
+                                                               "name": "web-abc12"}
+    assert api.post(ENDPOINTS, body).status_code == 201
+    probe = event("web-abc12.1", "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503",
+                  "Warning", obj="web-abc12")
+    probe["involvedObject"].update(kind="Pod", apiVersion="v1")
+    probe["source"] = {"component": "kubelet", "host": "node-a"}
+    assert api.post(EVENTS, probe).status_code == 201
+    other = event("web-zzz99.1", "Unhealthy", "not ours", "Warning", obj="web-zzz99")
+    other["involvedObject"].update(kind="Pod", apiVersion="v1")
+    assert api.post(EVENTS, other).status_code == 201
+    got = timeline(login("viewer").get("/endpoints/default/web/history/").content.decode())
+    assert got[0].startswith("Warning Unhealthy on Pod web-abc12") and "kubelet, node-a" in got[0]
+    assert not any("not ours" in e for e in got)
