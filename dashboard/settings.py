@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "dashboard.coordination",
     "dashboard.core",
     "dashboard.batch",
+    "dashboard.events",
     "dashboard.web",
     "dashboard.follow",
     "dashboard.demo",
@@ -129,6 +130,9 @@ KUBEDASH_MAINTENANCE_LEASE_SECONDS = float(os.environ.get("KUBEDASH_MAINTENANCE_
 KUBEDASH_MAINTENANCE_RENEW_DEADLINE = float(os.environ.get("KUBEDASH_MAINTENANCE_RENEW_DEADLINE", "10"))
 KUBEDASH_MAINTENANCE_RETRY_PERIOD = float(os.environ.get("KUBEDASH_MAINTENANCE_RETRY_PERIOD", "2"))
 KUBEDASH_MAINTENANCE_INTERVAL = float(os.environ.get("KUBEDASH_MAINTENANCE_INTERVAL", "60"))
+# Events live this long after their last write (kube-apiserver's --event-ttl, 1 h by default);
+# the maintenance leader deletes older ones (dashboard/kube/expiry.py).
+KUBEDASH_EVENT_TTL_SECONDS = float(os.environ.get("KUBEDASH_EVENT_TTL_SECONDS", "3600"))
 KUBEDASH_SHUTDOWN_GRACE_SECONDS = float(os.environ.get("KUBEDASH_SHUTDOWN_GRACE_SECONDS", "10"))
 
 ROOT_URLCONF = "dashboard.urls"

@@ -74,7 +74,7 @@ def test_get_missing_is_404_status(api):
 
 def test_unknown_paths_answer_status(api):
     for path in ("/api/v1/namespaces/default/pods", "/apis/nope/v1", "/apis/batch/v1/namespaces/default/jobs/x/log",
-                 "/api/v1/namespaces/default/events"):
+                 "/api/v1/namespaces/default/configmaps"):
         r = api.get(path)
         assert r.status_code == 404, path
         assert r.json()["kind"] == "Status"

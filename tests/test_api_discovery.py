@@ -28,8 +28,8 @@ def test_aggregated_discovery(client):
 def test_legacy_discovery(client):
     assert client.get("/api", HTTP_ACCEPT="application/json").json()["versions"] == ["v1"]
     groups = client.get("/apis", HTTP_ACCEPT="application/json").json()
-    assert {g["name"] for g in groups["groups"]} == {"coordination.k8s.io", "batch", "authentication.k8s.io",
-                                                     "authorization.k8s.io"}   # (+ the access reviews)
+    assert {g["name"] for g in groups["groups"]} == {"coordination.k8s.io", "batch", "events.k8s.io",
+                                                     "authentication.k8s.io", "authorization.k8s.io"}   # (+ the access reviews)
     res = client.get("/apis/batch/v1").json()
     assert {r["name"] for r in res["resources"]} >= {"jobs", "jobs/status"}
     assert client.get("/api/v1").json()["resources"][0]["shortNames"] == ["ep"]

@@ -169,6 +169,54 @@ def test_upstream_deletes_propagate(upstream, here):
     assert holders(here, "/clusters/prod") == holders(up)
 
 
+def test_events_about_the_followed_kinds_are_followed(upstream, here):
+    """Events come along for the three kinds (field-selected by involvedObject.kind upstream,
+    so a Pod's are not copied), and leave when upstream deletes them (its TTL)."""
+    up = upstream.server
+
+    def event(name, kind, obj, reason, type_="Normal"):
+        body = {"metadata": {"name": name}, "involvedObject": {"kind": kind, "namespace": "team", "name": obj},
+                "reason": reason, "message": f"{reason} of {obj}", "type": type_, "count": 1,
+                "source": {"component": "job-controller"}}
+        status, _, out = up.request("POST", "/api/v1/namespaces/team/events", body)
+        assert status == 201, out
+
+    job = {"metadata": {"name": "batch-1"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    assert up.request("POST", f"{JOBS}/namespaces/team/jobs", job)[0] == 201
+    event("batch-1.1", "Job", "batch-1", "BackoffLimitExceeded", "Warning")
+    event("l00.1", "Lease", "l00", "LeaderElection")
+    event("batch-1-abcde.1", "Pod", "batch-1-abcde", "Pulled")
+
+    def copied():
+        status, _, body = here.request("GET", "/clusters/prod/api/v1/namespaces/team/events")
+        assert status == 200, body
+        return sorted(i["metadata"]["name"] for i in body["items"])
+
+    eventually(lambda: copied() == ["batch-1.1", "l00.1"], 20, "the Job's and the Lease's events")
+    status, _, body = here.request("GET", "/clusters/prod/apis/events.k8s.io/v1/namespaces/team/events"
+                                          "?fieldSelector=regarding.kind%3DJob")
+    assert [(i["reason"], i["type"]) for i in body["items"]] == [("BackoffLimitExceeded", "Warning")]
+    # On the local pages: the Job's timeline in prod shows why it failed.
+    import http.client
+
+    from conftest import log_in_form
+
+    shell(here, "from dashboard.access.tokens import ensure_user\n"
+                "u = ensure_user('prod-viewer', 'viewer'); u.set_password('pw-prod-viewer'); u.save()\nprint(1)")
+    conn = http.client.HTTPConnection("127.0.0.1", here.http_port, timeout=30)
+    cookie = log_in_form(conn, here.http_url, "prod-viewer", "pw-prod-viewer")
+    conn.request("GET", "/jobs/team/batch-1/history/?cluster=prod&show=warnings", headers={"Cookie": cookie})
+    resp = conn.getresponse()
+    page = resp.read().decode()
+    conn.close()
+    assert resp.status == 200, page[:500]
+    assert "BackoffLimitExceeded" in page and "BackoffLimitExceeded of batch-1" in page
+    assert up.request("DELETE", "/api/v1/namespaces/team/events/batch-1.1")[0] == 200
+    eventually(lambda: copied() == ["l00.1"], 20, "the upstream deletion")
+    assert "live" in follow_state(here)
+
+
 def test_followed_cluster_is_read_only_through_the_api(here):
     for method, path in [("POST", f"{LEASES}/namespaces/team/leases"),
                          ("PUT", f"{LEASES}/namespaces/team/leases/l00"),

@@ -117,6 +117,22 @@ def test_the_lease_is_an_ordinary_lease_with_client_go_fields(pair):
     assert event["object"]["spec"]["renewTime"] > spec["renewTime"]
 
 
+def test_the_leader_records_leader_election_events_on_its_lease(pair):
+    """As client-go's resourcelock with an event recorder: a LeaderElection Event on the Lease,
+    through the API like any client's, readable through both Event groups."""
+    leader, follower, spec = leader_and_follower(pair)
+    path = ("/api/v1/namespaces/kube-system/events?fieldSelector="
+            "involvedObject.kind%3DLease,involvedObject.name%3Dkubedash-maintenance,reason%3DLeaderElection")
+    items = wait_for(lambda: [i for i in follower.request("GET", path)[2]["items"]
+                              if i["message"] == f"{spec['holderIdentity']} became leader"], 30, "the event")
+    assert items[0]["type"] == "Normal" and items[0]["source"] == {"component": "kubedash-maintenance"}
+    lease = follower.request("GET", MAINTENANCE)[2]
+    assert items[0]["involvedObject"]["uid"] == lease["metadata"]["uid"]
+    status, _, v1 = leader.request("GET", "/apis/events.k8s.io/v1/namespaces/kube-system/events"
+                                          "?fieldSelector=regarding.name%3Dkubedash-maintenance")
+    assert status == 200 and any(e["note"] == items[0]["message"] for e in v1["items"])
+
+
 def test_exactly_one_process_does_the_maintenance(pair):
     leader, follower, _ = leader_and_follower(pair)
     wait_for(lambda: sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction") >= 2, 60,

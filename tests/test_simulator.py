@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -58,13 +59,14 @@ class FakeApi(Client):
         from dashboard.batch import strategy as jobs
         from dashboard.coordination import strategy as leases
         from dashboard.core import strategy as endpoints
+        from dashboard.events import strategy as events
 
         path, _, _query = path.partition("?")
-        self.log.append((method, path, _without_times(body)))
+        self.log.append((method, re.sub(r"\.[0-9a-f]{14,}$", "._", path), _without_times(body)))
         body = copy.deepcopy(body)
         subresource = "status" if path.endswith("/status") else ""
         path = path.removesuffix("/status")
-        plurals = {"leases": leases, "endpoints": endpoints, "jobs": jobs}
+        plurals = {"leases": leases, "endpoints": endpoints, "jobs": jobs, "events": events}
         parts = path.strip("/").split("/")
         collection = parts[-1] in plurals          # .../namespaces/NS/PLURAL[/NAME]
         strategy = plurals[parts[-1] if collection else parts[-2]]
@@ -89,7 +91,10 @@ class FakeApi(Client):
             if current is None:
                 return Response(404, {"reason": "NotFound"})
             new = copy.deepcopy(current)
-            new["spec"].update(body["spec"])
+            if "spec" in body:
+                new["spec"].update(body["spec"])
+            else:
+                new.update(body)      # (an Event's count and lastTimestamp)
             return self._store(path, new, strategy, current, 200)
         # PUT
         if current is None:
@@ -125,16 +130,25 @@ class FakeApi(Client):
 
 
 def _without_times(body):
-    """A request minus what depends on the wall clock (timestamps, resourceVersions)."""
+    """A request minus what depends on the wall clock (timestamps, resourceVersions, Event
+    names: <object>.<nanoseconds in hex>)."""
     text = json.dumps(body, sort_keys=True) if body is not None else ""
+    text = re.sub(r'\.[0-9a-f]{14,}"', '._"', text)
     return re.sub(r'"(\d{4}-[^"]*Z|\d+)"', '"_"', text)
 
 
-def fake_run(seed: int, speed: float, seconds: float) -> FakeApi:
+def fake_run(seed: int, speed: float, seconds: float, story_seconds: float | None = None) -> FakeApi:
+    """Run for `seconds`; with story_seconds, until that much cluster life has passed (the
+    timeline pauses its story when this loaded machine stalls it), for at most `seconds`."""
     api = FakeApi()
     sim = Simulation(api, ["demo", "payments", "batch"], speed=speed, seed=seed)
     sim.setup()
-    sim.run(duration=seconds)
+    if story_seconds is None:
+        sim.run(duration=seconds)
+        return api
+    deadline = time.monotonic() + seconds
+    while sim.now * speed < story_seconds and time.monotonic() < deadline:
+        sim.run(duration=0.25)
     return api
 
 
@@ -148,9 +162,10 @@ def test_a_seed_replays_the_same_story():
 
 
 def test_a_long_run_keeps_to_the_rules():
-    """Ten minutes of cluster life in two seconds: every write passes the kinds' validation
-    (Job status transitions included), and the number of Jobs stays bounded."""
-    api = fake_run(3, 300, 2.0)
+    """Ten minutes of cluster life (two seconds, or more on a loaded machine): every write passes
+    the kinds' validation (Job status transitions and Events included), and the number of Jobs
+    stays bounded."""
+    api = fake_run(3, 300, 60.0, story_seconds=600)
     stats = api.stats
     assert stats.errors == 0, stats.by_kind
     assert stats.writes > 1000
@@ -162,6 +177,11 @@ def test_a_long_run_keeps_to_the_rules():
                for c in json.loads(b).get("status", {}).get("conditions", [])}
     # Every ending was taken, each through the interim condition the status rules require.
     assert {"CompletionsReached", "BackoffLimitExceeded", "FailedIndexes", "JobSuspended", "JobResumed"} <= reasons
+    # ... and recorded as the job controller, the kubelets and the electors would (client-go's recorder).
+    recorded = {json.loads(b)["reason"] for m, p, b in api.log if m == "POST" and p.endswith("/events")}
+    assert {"SuccessfulCreate", "Completed", "BackoffLimitExceeded", "FailedIndexes", "Suspended", "Resumed",
+            "Unhealthy", "LeaderElection"} <= recorded
+    assert any(m == "PATCH" and p.split("/")[-2] == "events" for m, p, _ in api.log), "correlated: count + 1"
 
 
 # -- against the live server ----------------------------------------------------------------

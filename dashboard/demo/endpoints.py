@@ -124,7 +124,20 @@ class EndpointsController:
             if not_ready and (not ready or rng.random() < 0.6):
                 rng.choice(not_ready).ready = True
             else:
-                rng.choice(ready).ready = False
+                failing = rng.choice(ready)
+                failing.ready = False
+                self._probe_failed(failing)
+
+    def _probe_failed(self, b: Backend) -> None:
+        """The kubelet on the pod's node reports the failed readiness probe on the Pod (the
+        Endpoints' target): a Warning Unhealthy Event (a real node, so none for external ones)."""
+        if self.kind == "external":
+            return
+        port = self.ports[0][1]
+        self.sim.record({"kind": "Pod", "namespace": self.namespace, "name": b.name, "uid": b.uid, "apiVersion": "v1"},
+                        "Warning", "Unhealthy",
+                        f"Readiness probe failed: Get \"http://{b.ip}:{port}/ready\": context deadline exceeded",
+                        component="kubelet", host=b.node, field_path=f"spec.containers{{{self.name}}}")
 
     def _publish(self) -> None:
         resp = self.sim.client.call("PUT", self.path, self.manifest(), what="endpoints")

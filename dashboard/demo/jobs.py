@@ -2,6 +2,7 @@
 a JobSim whose Pods it reports through /status until the Job completes, fails or is suspended."""
 from __future__ import annotations
 
+import hashlib
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -10,12 +11,15 @@ from urllib.parse import quote
 
 from dashboard.batch.strategy import parse_index_intervals
 from dashboard.demo import MANAGED_BY, MANAGER
+from dashboard.events.recorder import NORMAL, WARNING
 from dashboard.kube import formats
 
 if TYPE_CHECKING:
     from dashboard.demo.timeline import Timeline
 
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+JOB_CONTROLLER = "job-controller"          # the recorder's component, as kube-controller-manager names it
+POD_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def kube_time(ts: float) -> str:
@@ -152,6 +156,7 @@ class JobSim:
         self.state = "new"      # new | running | suspended | ending | finished | gone
         self._final: tuple[bool, str, str] | None = None     # how an "ending" job ends
         self.suspended_by_us = False
+        self.pods_created = 0
         # The plan: how failure-prone its pods are, and whether we will pause it.
         rng = self.sim.rng
         if self.backoff_limit_per_index is not None:
@@ -324,8 +329,22 @@ class JobSim:
             pending = self._pending_indexes()
             if pending:
                 self.pods.append(Pod(pending[0]))
+                self._event(NORMAL, "SuccessfulCreate", f"Created pod: {self._pod_name(pending[0])}")
         elif self._work_left() > 0:
             self.pods.append(Pod(None))
+            self._event(NORMAL, "SuccessfulCreate", f"Created pod: {self._pod_name(None)}")
+
+    def _pod_name(self, index: int | None) -> str:
+        """A pod name as the controller generates it (from a counter: the story's RNG is not drawn)."""
+        self.pods_created += 1
+        digest = hashlib.sha1(f"{self.name}/{self.pods_created}".encode()).digest()
+        suffix = "".join(POD_SUFFIX_CHARS[b % len(POD_SUFFIX_CHARS)] for b in digest[:5])
+        return f"{self.name}-{index}-{suffix}" if index is not None else f"{self.name}-{suffix}"
+
+    def _event(self, type_: str, reason: str, message: str) -> None:
+        """What the job controller records on its Job (through the API, like client-go)."""
+        if self.obj is not None:
+            self.sim.record(self.obj, type_, reason, message, component=JOB_CONTROLLER)
 
     def _fill(self) -> None:
         while len(self.pods) < self.parallelism and self._work_left() > 0:
@@ -418,6 +437,10 @@ class JobSim:
         else:
             self._condition("Failed", "True", reason, message)
         if self.write_status():
+            if success:
+                self._event(NORMAL, "Completed", "Job completed")
+            else:
+                self._event(WARNING, reason, message)
             self.state = "finished"
             # Keep it on the page a while, then clean up (like ttlSecondsAfterFinished).
             self.sim.after(self.sim.uniform(15.0, 40.0), self.delete)
@@ -454,6 +477,7 @@ class JobSim:
         self.start_time = None
         self._condition("Suspended", "True", "JobSuspended", "Job suspended")
         if self.write_status():
+            self._event(NORMAL, "Suspended", "Job suspended")
             if self.suspended_by_us:
                 self.sim.after(self.sim.uniform(10.0, 30.0), self.resume)
             else:
@@ -489,6 +513,7 @@ class JobSim:
         self.state = "running"
         self.start_time = self.sim.wall()
         self._condition("Suspended", "False", "JobResumed", "Job resumed")
+        self._event(NORMAL, "Resumed", "Job resumed")
         self._fill()
         if self.write_status():
             self._next_progress()

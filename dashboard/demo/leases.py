@@ -145,9 +145,16 @@ class Candidate:
 
     # -- as the leader ----------------------------------------------------------------
 
+    def _record(self, what: str) -> None:
+        """client-go's LeaseLock.RecordEvent: a LeaderElection Event on the Lease."""
+        if self.observed is not None:
+            self.sim.record(self.observed, "Normal", "LeaderElection", f"{self.identity} {what}",
+                            component=self.election.name)
+
     def _lead(self, lease: dict) -> None:
         self.leader = True
         self.observed = lease
+        self._record("became leader")
         self.term_end = self.sim.now + self.sim.scaled(self.sim.uniform(*self.election.tenure))
         self._next_renewal()
 
@@ -189,6 +196,7 @@ class Candidate:
 
     def _step_down(self) -> None:
         self.leader = False
+        self._record("stopped leading")
         self._retry()
 
     def crash(self) -> None:
@@ -203,6 +211,7 @@ class Candidate:
         """A clean shutdown (ReleaseOnCancel): clear the holder, then restart shortly."""
         now = datetime.fromtimestamp(self.sim.wall(), timezone.utc)
         self._call("PUT", self._with_spec(released(self._spec(), now)), expect=(404,))
+        self._record("stopped leading")
         self._go_down(self.sim.uniform(3.0, 10.0))
 
     def _go_down(self, seconds: float) -> None:

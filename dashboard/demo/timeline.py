@@ -5,9 +5,13 @@ from __future__ import annotations
 import heapq
 import random
 import time
+from datetime import datetime, timezone
 from typing import Callable
 
 from dashboard.demo.client import Client
+from dashboard.events.recorder import Recorder
+
+EVENTS = "/api/v1/namespaces/{ns}/events"
 
 
 class Timeline:
@@ -30,6 +34,24 @@ class Timeline:
         self._seq = 0                       # ties on the heap run in the order scheduled
         self._wall0 = time.time()
         self._mono0 = time.monotonic()
+        self._recorders: dict[tuple[str, str], Recorder] = {}
+
+    def record(self, obj_or_ref: dict, type_: str, reason: str, message: str, *, component: str,
+               host: str = "", field_path: str = "") -> None:
+        """An Event, as the component's client-go recorder sends it (over HTTP, correlated)."""
+        recorder = self._recorders.get((component, host))
+        if recorder is None:
+            recorder = self._recorders[(component, host)] = Recorder(
+                component, host, self._post_event, self._patch_event, clock=lambda: self.now,
+                wall=lambda: datetime.fromtimestamp(self.wall(), timezone.utc))
+        recorder.event(obj_or_ref, type_, reason, message, field_path=field_path)
+
+    def _post_event(self, namespace: str, event: dict) -> bool:
+        return self.client.call("POST", EVENTS.format(ns=namespace), event, what="event").ok
+
+    def _patch_event(self, namespace: str, name: str, change: dict) -> bool:
+        return self.client.call("PATCH", EVENTS.format(ns=namespace) + "/" + name, change, what="event",
+                                expect=(404,), content_type="application/strategic-merge-patch+json").ok
 
     def namespace(self, slot: int) -> str:
         """The namespace an actor plays in: slots wrap around, so one namespace is enough."""

@@ -88,10 +88,12 @@ class Refused(Exception):
 
 @dataclass
 class Relisted:
-    """A complete list of one kind (in its namespace): reconcile the copy with it."""
+    """A complete list of one kind (in its namespace; `only`: the part a field selector
+    listed, as typed-column filters): reconcile the copy with it."""
 
     res: registry.Resource
     objects: list[dict]
+    only: dict | None = None
 
 
 @dataclass
@@ -109,6 +111,7 @@ class State:
     res: registry.Resource
     watching: bool
     message: str = ""
+    selector: str = ""
 
 
 def collection_path(res: registry.Resource, namespace: str) -> str:
@@ -119,10 +122,13 @@ def collection_path(res: registry.Resource, namespace: str) -> str:
 
 
 class Reflector:
-    """List then watch one kind of one cluster (see the module docstring)."""
+    """List then watch one kind of one cluster (see the module docstring); with a field
+    selector, the part of the kind it selects (Resource.follow_selectors)."""
 
-    def __init__(self, follower: "ClusterFollower", res: registry.Resource):
+    def __init__(self, follower: "ClusterFollower", res: registry.Resource, selector: str = "",
+                 only: dict | None = None):
         self.follower, self.res = follower, res
+        self.selector, self.only = selector, only
         self.path = collection_path(res, follower.namespace)
         self.rv: str | None = None        # resume point; None: list first
         self.response = None              # the open watch, closed by stop()
@@ -139,14 +145,15 @@ class Reflector:
             except Gone:
                 log.info("follow %s: %s expired upstream at %s; relisting", self.follower.name, self.res.plural, self.rv)
                 self.rv = None
-                self.follower.put(State(self.res, False, f"relisting {self.res.plural}: the watch expired upstream"))
+                self.follower.put(State(self.res, False, f"relisting {self.res.plural}: the watch expired upstream",
+                                        self.selector))
             except Exception as err:   # noqa: BLE001 - any failure: report, back off, resume
                 if stop.is_set():
                     break
                 self.failures += 1
                 message = f"{self.res.plural}: {_describe(err)}"
                 log.warning("follow %s: %s", self.follower.name, message)
-                self.follower.put(State(self.res, False, message))
+                self.follower.put(State(self.res, False, message, self.selector))
                 low, high = BACKOFF_SECONDS
                 stop.wait(min(high, low * 2 ** (self.failures - 1)) * (0.5 + random.random()))
 
@@ -155,6 +162,8 @@ class Reflector:
         for url, what in ((client.configuration.host, "the server"), (client.configuration.proxy, "the proxy")):
             if url and (why := destination.refusal(url, what)):
                 raise Refused(why)
+        if self.selector:
+            query = query + [("fieldSelector", self.selector)]
         method, url, headers, body, post = client.param_serialize(
             method="GET", resource_path=self.path, query_params=query,
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
@@ -180,7 +189,7 @@ class Reflector:
                 log.info("follow %s: listed %d %s in %.2f s", self.follower.name, len(objects), self.res.plural,
                          time.monotonic() - started)
                 self.follower.put(Skipped(self.res, skipped))   # (none: an earlier report is over)
-                self.follower.put(Relisted(self.res, objects))
+                self.follower.put(Relisted(self.res, objects, self.only))
                 return str(meta.get("resourceVersion") or "0")
 
     def admitted(self, objects, skipped: list) -> list[dict]:
@@ -201,7 +210,7 @@ class Reflector:
         try:
             if self.follower.stopped.is_set():
                 return
-            self.follower.put(State(self.res, True))
+            self.follower.put(State(self.res, True, "", self.selector))
             for line in iter_resp_lines(response):
                 if not line:
                     continue
@@ -255,7 +264,8 @@ class ClusterFollower:
         self.client = client
         self.changes: queue.Queue = queue.Queue()
         self.stopped = threading.Event()
-        self.reflectors = [Reflector(self, res) for res in registry.all_resources()]
+        self.reflectors = [Reflector(self, res, selector, only) for res in registry.all_resources()
+                           for selector, only in (res.follow_selectors() if res.follow_selectors else [("", None)])]
         self.threads: list[threading.Thread] = []
         self.watching: dict[str, bool] = {}
         self.failure = ""
@@ -266,7 +276,8 @@ class ClusterFollower:
         self.written_at = 0.0       # when the row was last written (monotonic)
 
     def start(self) -> None:
-        self.threads = [threading.Thread(target=r.run, name=f"follow-{self.name}-{r.res.plural}", daemon=True)
+        self.threads = [threading.Thread(target=r.run, name=f"follow-{self.name}-{r.res.plural}{r.selector and '-'}"
+                                                            f"{r.selector}", daemon=True)
                         for r in self.reflectors]
         self.threads.append(threading.Thread(target=self.write, name=f"follow-{self.name}", daemon=True))
         for thread in self.threads:
@@ -337,7 +348,7 @@ class ClusterFollower:
             elif isinstance(item, Skipped):
                 self.skip(item)
             elif isinstance(item, State):
-                self.watching[item.res.kind] = item.watching
+                self.watching[(item.res.kind, item.selector)] = item.watching
                 if not item.watching:
                     self.failure = item.message
         if pending:
@@ -362,7 +373,7 @@ class ClusterFollower:
     def reconcile(self, relisted: Relisted) -> None:
         """Make the copy of one kind exactly the list: write what differs, delete what is gone."""
         res = relisted.res
-        held = mirror.mirrored_keys(self.name, res, self.namespace or None)
+        held = mirror.mirrored_keys(self.name, res, self.namespace or None, relisted.only)
         changes, listed = [], set()
         for obj in relisted.objects:
             m = obj["metadata"]

@@ -120,11 +120,13 @@ def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]
     return out
 
 
-def mirrored_keys(cluster: str, res: Resource, namespace: str | None = None) -> dict[tuple[str, str], str]:
+def mirrored_keys(cluster: str, res: Resource, namespace: str | None = None,
+                  only: dict | None = None) -> dict[tuple[str, str], str]:
     """(namespace, name) -> upstream resourceVersion of every object held for cluster (a relist
-    compares it with what upstream listed)."""
+    compares it with what upstream listed); `only`: a filter on the typed columns (the part of
+    the kind a field-selected reflector lists: Resource.follow_selectors)."""
     with clusters.within(cluster):
-        rows = res.model.objects.all()
+        rows = res.model.objects.filter(**(only or {}))
         if namespace:
             rows = rows.filter(namespace=namespace)
         return {(ns, name): urv for ns, name, urv in rows.values_list("namespace", "name", "current__upstream_rv")}

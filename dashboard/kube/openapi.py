@@ -118,8 +118,9 @@ def _refs(node: Any, out: list[str]) -> None:
 
 
 def _served() -> list:
-    """What the documents describe: the registry's kinds, then the access reviews (reviews.py)."""
-    return [*registry.all_resources(), *reviews.REVIEWS]
+    """What the documents describe: every served resource (other versions of a stored kind
+    included), then the access reviews (reviews.py)."""
+    return [*registry.served(), *reviews.REVIEWS]
 
 
 def _schemas(resources: list[registry.Resource], ref_prefix: str, v3: bool) -> dict:
@@ -346,7 +347,7 @@ def _gv_path(r: registry.Resource) -> str:
 def _registry_key() -> tuple:
     """What the documents depend on: regenerate when the registered kinds change."""
     return tuple(sorted((r.group, r.version, r.kind, r.plural, r.definition, r.has_status)
-                        for r in registry.all_resources()))
+                        for r in _served()))
 
 
 def _serialize(doc: dict) -> bytes:

@@ -69,6 +69,21 @@ class Resource:
     typed_columns: Callable[[dict], dict] = lambda obj: {}
     # Table columns (Name is implicit and first); wide ones have priority 1.
     columns: tuple[Column, ...] = ()
+    # Objects of the kind live this long after their last write (None: for ever); the
+    # maintenance leader deletes older ones (expiry.py), as etcd leases expire kube's Events.
+    ttl_seconds: Callable[[], float | None] | None = None
+    # How followers copy the kind from a followed cluster (dashboard/follow): None, all of it;
+    # else one (fieldSelector, typed-column filter) per part wanted (Events: those about the
+    # kinds kubedash follows, so a big cluster's Pod events are not copied).
+    follow_selectors: Callable[[], tuple[tuple[str, dict], ...]] | None = None
+    # False: `columns` are the whole Table row, in order (no implicit Name and Age: Event's).
+    name_and_age_columns: bool = True
+    # Another version of a stored kind (events.k8s.io/v1 Event of core/v1 Event): `storage` is
+    # the Resource the store reads and writes for it (kind, model, rules as this version asks),
+    # to_storage / from_storage convert an object between this version and the stored one.
+    storage: "Resource | None" = None
+    to_storage: Callable[[dict], dict] | None = None
+    from_storage: Callable[[dict], dict] | None = None
 
     @property
     def api_version(self) -> str:
@@ -93,7 +108,8 @@ _by_kind: dict[str, Resource] = {}
 
 def register(resource: Resource) -> Resource:
     _by_path[(resource.group, resource.version, resource.plural)] = resource
-    _by_kind[resource.kind] = resource
+    if resource.storage is None:   # (a kind is stored once: its other versions are served only)
+        _by_kind[resource.kind] = resource
     return resource
 
 
@@ -106,7 +122,26 @@ def by_kind(kind: str) -> Resource | None:
 
 
 def all_resources() -> list[Resource]:
+    """The stored kinds, one Resource each (what the store, compaction and followers walk)."""
+    return [r for r in _by_path.values() if r.storage is None]
+
+
+def served() -> list[Resource]:
+    """Every resource the API serves, other versions of a stored kind included (OpenAPI)."""
     return list(_by_path.values())
+
+
+def backend(res: Resource) -> Resource:
+    """The Resource whose rows hold res's objects (itself, or its storage)."""
+    return res.storage or res
+
+
+def to_storage(res: Resource, obj: dict) -> dict:
+    return res.to_storage(obj) if res.storage is not None else obj
+
+
+def from_storage(res: Resource, obj: dict) -> dict:
+    return res.from_storage(obj) if res.storage is not None else obj
 
 
 def group_versions() -> dict[tuple[str, str], list[Resource]]:

@@ -163,6 +163,8 @@ def _ordered_columns(resource) -> tuple[list, list]:
 def column_definitions(resource) -> list[dict]:
     """columnDefinitions: Name, priority-0 columns, Age, then wide columns."""
     docs = _object_meta_docs()
+    if not getattr(resource, "name_and_age_columns", True):
+        return [_column(c.name, c.type, c.format, c.description, c.priority) for c in resource.columns]
     narrow, wide = _ordered_columns(resource)
     out = [_column("Name", "string", "name", docs.get("name", ""))]
     out += [_column(c.name, c.type, c.format, c.description, c.priority) for c in narrow]
@@ -184,6 +186,8 @@ def check_include_object(value: str | None) -> str:
 
 def _cells(resource, obj: dict, now: datetime) -> list:
     meta = obj.get("metadata") or {}
+    if not getattr(resource, "name_and_age_columns", True):
+        return [c.cell(obj, now) for c in resource.columns]
     narrow, wide = _ordered_columns(resource)
     cells: list = [meta.get("name", "")]
     cells += [c.cell(obj, now) for c in narrow]
@@ -271,10 +275,14 @@ def _row_of(resource, text: bytes) -> _Row:
         return row
     obj = orjson.loads(text)
     meta = obj.get("metadata") or {}
-    narrow, wide = _ordered_columns(resource)
-    cells: list = [meta.get("name", "")]
+    if getattr(resource, "name_and_age_columns", True):
+        narrow, wide = _ordered_columns(resource)
+        cells: list = [meta.get("name", "")]
+        columns = (*narrow, None, *wide)           # None: Age, filled in at each request
+    else:
+        cells, columns = [], resource.columns
     timed = []
-    for column in (*narrow, None, *wide):          # None: Age, filled in at each request
+    for column in columns:
         if column is None:
             cells.append(None)
         elif column.freeze is not None:
@@ -300,13 +308,14 @@ def table_of_texts(resource, texts: list[bytes], *, list_meta: dict, include_obj
                            include_object=include, now=now, version=version)
     now = now or datetime.now(timezone.utc)
     api_version = f"{TABLE_GROUP}/{version}"
-    age_at = 1 + len(_ordered_columns(resource)[0])
+    age_at = 1 + len(_ordered_columns(resource)[0]) if getattr(resource, "name_and_age_columns", True) else None
     head = b'{"kind":"PartialObjectMetadata","apiVersion":"' + api_version.encode() + b'","metadata":'
     rows = []
     for text in texts:
         r = _row_of(resource, text)
         cells = list(r.cells)
-        cells[age_at] = "<unknown>" if r.created is None else human_duration((now - r.created).total_seconds())
+        if age_at is not None:
+            cells[age_at] = "<unknown>" if r.created is None else human_duration((now - r.created).total_seconds())
         for index, at, frozen in r.timed:
             cells[index] = at(frozen, now)
         row: dict[str, Any] = {"cells": cells}

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from dashboard.access.authentication import BearerTokenAuthentication
 
 from . import codec, lists, registry, schema_state, store
+from .registry import backend, from_storage, to_storage
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, forbidden, forbidden_request, invalid,
                      invalid_object, method_not_allowed, not_supported, path_not_found,
@@ -266,6 +267,8 @@ def render_objects(request, res: registry.Resource, items: list[bytes], list_met
     """A list (or a single object) as JSON, or as the meta.k8s.io Table or
     PartialObjectMetadata(List) the client asked for."""
     shape, version = output(request)
+    if res.storage is not None and shape == "object":
+        items = [orjson.dumps(res.from_storage(orjson.loads(t))) for t in items]
     if shape == "PartialObjectMetadata":
         return _partial_metadata(request, items, list_meta, version, single)
     if shape == "Table":
@@ -300,11 +303,12 @@ def _partial_metadata(request, items: list[bytes], list_meta: dict, version: str
 
 
 def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
+    """obj as stored (another version of a kind is converted here)."""
     if output(request)[0] != "object":
         response = render_objects(request, res, [orjson.dumps(obj)], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, single=True)
         response.status_code = status
     else:
-        response = json_response(obj, status, request=request)
+        response = json_response(from_storage(res, obj), status, request=request)
     return warning_headers(response, list(warnings))
 
 
@@ -315,7 +319,7 @@ class CollectionView(KubeAPIView):
         res = resolve(kw)
         namespace = kw.get("namespace")
         authorize(request, res, "list", namespace)
-        page = lists.list_objects(res, list_query(request, res, namespace))
+        page = lists.list_objects(backend(res), list_query(request, res, namespace))
         meta = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             meta["continue"] = page.continue_token
@@ -336,7 +340,7 @@ class CollectionView(KubeAPIView):
         if body_ns and body_ns != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
-        result = store.create(res, namespace, obj, dry_run=is_dry, manager=manager)
+        result = store.create(backend(res), namespace, to_storage(res, obj), dry_run=is_dry, manager=manager)
         return object_response(request, res, result.object, 201, warnings)
 
     def delete(self, request, **kw):
@@ -348,9 +352,10 @@ class CollectionView(KubeAPIView):
         options = delete_options(request)
         q = list_query(request, res, namespace)
         deleted = []
-        for ns, name in lists.keys_matching(res, q):
+        for ns, name in lists.keys_matching(backend(res), q):
             try:
-                deleted.append(store.delete(res, ns, name, dry_run=options["dryRun"]).object)
+                gone = store.delete(backend(res), ns, name, dry_run=options["dryRun"]).object
+                deleted.append(from_storage(res, gone))
             except ApiError as err:
                 if err.code != 404:  # deleted meanwhile: not an error for a collection delete
                     raise
@@ -415,8 +420,8 @@ class ObjectView(KubeAPIView):
 
     def get(self, request, **kw):
         res, ns, name, _ = self._target(request, kw, "get")
-        raw = store.get_raw(res, ns, name)
-        if output(request)[0] != "object":
+        raw = store.get_raw(backend(res), ns, name)
+        if output(request)[0] != "object" or res.storage is not None:
             obj = orjson.loads(raw)
             return render_objects(request, res, [raw], {"resourceVersion": obj["metadata"]["resourceVersion"]}, single=True)
         return json_response(raw, request=request)
@@ -427,7 +432,8 @@ class ObjectView(KubeAPIView):
         obj = read_body(request)
         check_type_meta(res, obj)
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
-        result = store.update(res, ns, name, obj, subresource=sub, dry_run=is_dry, manager=manager)
+        result = store.update(backend(res), ns, name, to_storage(res, obj), subresource=sub, dry_run=is_dry,
+                              manager=manager)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def patch(self, request, **kw):
@@ -444,15 +450,15 @@ class ObjectView(KubeAPIView):
         repeated = duplicate_fields(body, ctype, mode)
 
         def patched(current: dict) -> dict:
-            new = apply_patch(current, body, ctype, res.definition)
+            new = apply_patch(from_storage(res, current), body, ctype, res.definition)
             if not isinstance(new, dict):
                 raise bad_request("the patched object is not a JSON object")
             check_type_meta(res, new)
             new, found = decode_object(res, new, mode, patched=True, duplicates=repeated)
             warnings.extend(found)
-            return new
+            return to_storage(res, new)
 
-        result = store.update(res, ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True,
+        result = store.update(backend(res), ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True,
                               manager=manager)
         return object_response(request, res, result.object, 200, warnings)
 
@@ -478,7 +484,8 @@ class ObjectView(KubeAPIView):
         if am.get("managedFields") is not None:
             raise bad_request("metadata.managedFields must be nil")
         am.pop("resourceVersion", None)
-        result = store.update(res, ns, name, store.Apply(applied, force), subresource=sub, dry_run=is_dry,
+        result = store.update(backend(res), ns, name, store.Apply(to_storage(res, applied), force), subresource=sub,
+                              dry_run=is_dry,
                               is_patch=True, manager=manager)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
@@ -487,10 +494,10 @@ class ObjectView(KubeAPIView):
         if sub:
             raise method_not_allowed("DELETE")
         options = delete_options(request)
-        result = store.delete(res, ns, name, uid=options["uid"], rv=options["resourceVersion"],
+        result = store.delete(backend(res), ns, name, uid=options["uid"], rv=options["resourceVersion"],
                               dry_run=options["dryRun"])
         if not result.deleted:
-            return json_response(result.object, request=request)
+            return json_response(from_storage(res, result.object), request=request)
         m = result.object["metadata"]
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": {"name": name, "group": res.group, "kind": res.plural, "uid": m.get("uid")}},

@@ -29,6 +29,7 @@ from . import lists, revlog, schema_state, store
 from .errors import ApiError, forbidden_request, gone, method_not_allowed, unauthorized
 from .hub import CLOSE, Event, Guard, Subscriber, direct_subscriber, hub, read_after
 from .meta import now, parse_bool
+from .registry import backend
 from .metrics import WATCH_EVENTS, counted
 from .tables import build_table, negotiate_output
 from .views import authorize, collection, list_query, resolve, status_response
@@ -126,7 +127,7 @@ def _prepare(request, kw: dict, single_name: str | None, make_subscriber):
     q.limit, q.continue_token = None, ""
     if single_name is not None:
         q.names = (single_name,)
-    sub = make_subscriber(resource=res, namespace=q.namespace, names=q.names, label_selector=q.label_selector,
+    sub = make_subscriber(resource=backend(res), namespace=q.namespace, names=q.names, label_selector=q.label_selector,
                           field_selector=q.field_selector)
     if sub.stateful:
         sub.matching = set()
@@ -136,7 +137,7 @@ def _prepare(request, kw: dict, single_name: str | None, make_subscriber):
     if want_initial or (options["send_initial"] is not None and not rv):
         # Start from the current state (a consistent list), optionally sending it as ADDED events.
         q.resource_version, q.resource_version_match = None, ""
-        page = lists.list_objects(res, q)
+        page = lists.list_objects(backend(res), q)
         start = page.resource_version
         if want_initial:
             initial = page.items
@@ -150,7 +151,7 @@ def _prepare(request, kw: dict, single_name: str | None, make_subscriber):
         start = rv
         if sub.matching is not None:
             q.resource_version, q.resource_version_match = rv, "Exact"
-            sub.matching.update(_keys(lists.list_objects(res, q).items))
+            sub.matching.update(_keys(lists.list_objects(backend(res), q).items))
     sub.start_rv = start
     return res, sub, options, initial, _guard(res, sub, refresh, subjects, deadline)
 
@@ -194,11 +195,15 @@ class _Encoder:
 
     def event(self, kind: str, ev: Event) -> bytes:
         if self.table is None and self.partial is None:
+            if self.res.storage is not None:   # another version of the stored kind
+                return orjson.dumps({"type": kind, "object": self.res.from_storage(orjson.loads(ev.text))}) + b"\n"
             return ev.line(kind)
         return self._line(kind, ev.obj)
 
     def added(self, text: bytes) -> bytes:
         if self.table is None and self.partial is None:
+            if self.res.storage is not None:
+                return orjson.dumps({"type": "ADDED", "object": self.res.from_storage(orjson.loads(text))}) + b"\n"
             return b'{"type":"ADDED","object":' + text + b"}\n"
         return self._line("ADDED", orjson.loads(text))
 

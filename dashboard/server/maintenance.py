@@ -17,6 +17,9 @@ shows on the Leases page and in watches like any other Lease). Its semantics are
 - the leader renews every retry period and stops leading when it could not renew within the
   renew deadline; on shutdown it releases the Lease (coordination's do_release_lease: no
   holder, duration 1 s) so another process takes over at once.
+- like client-go's resourcelock with an event recorder, it records `LeaderElection` Events on
+  the Lease ("<identity> became leader", "<identity> stopped leading"), through the store as
+  any client's Events (dashboard/events/recorder.py: client-go's recorder and correlator).
 
 While it leads, a second thread runs the periodic jobs every KUBEDASH_MAINTENANCE_INTERVAL,
 and a third keeps a follower running for each followed cluster (stopping them all when it
@@ -43,8 +46,9 @@ from dashboard.access.models import ApiToken, ShareLink
 from dashboard.coordination.actions import do_release_lease
 from dashboard.coordination.resource import LEASES
 from dashboard.coordination.strategy import expiry
+from dashboard.events.recorder import NORMAL, Recorder
 from dashboard.follow.runner import Followers
-from dashboard.kube import store
+from dashboard.kube import registry, store
 from dashboard.kube.compaction import compact
 from dashboard.kube.errors import ApiError
 from dashboard.kube.formats import format_micro_time
@@ -74,6 +78,30 @@ def _own_clock(seconds: float | None = None) -> datetime:
     return datetime.fromtimestamp(time.monotonic() if seconds is None else seconds, dt_timezone.utc)
 
 
+EVENT_COMPONENT = "kubedash-maintenance"   # the recorder's source.component (the field manager too)
+
+
+def _event_writer():
+    """The recorder's two writes of core/v1 Events, through the store; False when refused."""
+    def create(namespace: str, event: dict) -> bool:
+        try:
+            store.create(registry.lookup("", "v1", "events"), namespace, event, manager=EVENT_COMPONENT)
+            return True
+        except (ApiError, DatabaseError):
+            log.warning("maintenance: could not record an event", exc_info=True)
+            return False
+
+    def patch(namespace: str, name: str, change: dict) -> bool:
+        try:
+            store.update(registry.lookup("", "v1", "events"), namespace, name, lambda current: {**current, **change},
+                         is_patch=True, manager=EVENT_COMPONENT)
+            return True
+        except (ApiError, DatabaseError):
+            return False
+
+    return create, patch
+
+
 class Elector:
     """client-go's LeaderElector over a Lease in the store (see the module docstring)."""
 
@@ -88,6 +116,8 @@ class Elector:
         self.renewed_at = 0.0                  # our last successful acquire/renew
         self.leading = False
         self.stopped = threading.Event()
+        self.lease: dict | None = None         # the Lease as we last wrote it (the events' object)
+        self.recorder = Recorder(EVENT_COMPONENT, "", *_event_writer())
 
     def is_leader(self) -> bool:
         return self.leading and time.monotonic() - self.renewed_at < self.renew_deadline
@@ -103,9 +133,9 @@ class Elector:
             spec = {"holderIdentity": self.holder, "leaseDurationSeconds": int(self.lease_duration),
                     "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 0}
             try:
-                store.create(res, self.namespace, {"apiVersion": res.api_version, "kind": res.kind,
-                                                   "metadata": {"name": self.name, "namespace": self.namespace},
-                                                   "spec": spec})
+                self.lease = store.create(res, self.namespace, {
+                    "apiVersion": res.api_version, "kind": res.kind,
+                    "metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}).object
             except ApiError:
                 return False   # another process created it first
             self._observe((self.holder, stamp), renewed=True)
@@ -126,8 +156,8 @@ class Elector:
             if current["metadata"].get(key):
                 meta[key] = current["metadata"][key]
         try:
-            store.update(res, self.namespace, self.name,
-                         {"apiVersion": res.api_version, "kind": res.kind, "metadata": meta, "spec": spec})
+            self.lease = store.update(res, self.namespace, self.name, {
+                "apiVersion": res.api_version, "kind": res.kind, "metadata": meta, "spec": spec}).object
         except ApiError as err:
             if err.code in (404, 409):
                 return False   # changed (or deleted) since we read it: someone else acted
@@ -142,12 +172,18 @@ class Elector:
         if renewed:
             self.renewed_at = now
 
+    def record(self, what: str) -> None:
+        """client-go's LeaseLock.RecordEvent: a Normal LeaderElection Event on the Lease."""
+        if self.lease is not None:
+            self.recorder.event(self.lease, NORMAL, "LeaderElection", f"{self.holder} {what}")
+
     def release(self) -> None:
         """client-go's release(): no holder, a 1 s duration, so the next candidate takes over now."""
         if not self.leading:
             return
         self.leading = False
         LEADER.set(0)
+        self.record("stopped leading")
         try:
             do_release_lease(self.namespace, self.name, holder=self.holder)
         except (ApiError, DatabaseError):
@@ -165,10 +201,12 @@ class Elector:
             self.leading = True
             LEADER.set(1)
             log.warning("maintenance: %s leads (%s/%s)", self.holder, self.namespace, self.name)
+            self.record("became leader")
         elif not ok and self.leading and time.monotonic() - self.renewed_at >= self.renew_deadline:
             self.leading = False
             LEADER.set(0)
             log.warning("maintenance: %s lost the lease", self.holder)
+            self.record("stopped leading")
 
     def run(self) -> None:
         close_old_connections()
@@ -201,7 +239,14 @@ def clear_sessions() -> int:
     return Session.objects.filter(expire_date__lt=timezone.now()).delete()[0]
 
 
-JOBS = {"compaction": compact_log, "share_links": purge_share_links, "tokens": purge_tokens,
+def expire_objects() -> int:
+    """Events (any kind with a TTL) past their time to live."""
+    from dashboard.kube.expiry import expire
+
+    return expire()
+
+
+JOBS = {"compaction": compact_log, "ttl": expire_objects, "share_links": purge_share_links, "tokens": purge_tokens,
         "sessions": clear_sessions}
 
 

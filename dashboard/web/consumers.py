@@ -73,6 +73,7 @@ class PageSpec:
     last: tuple[str, str] | None = None
     announced: int = 0
     tab: str = ""   # a detail page's History or Field owners view (kinds.DETAIL_TABS)
+    show: str = ""  # the History view's filter (web/history.py SHOW: changes only, warnings only)
     # A sorted view (views.KindListView.sorted): its rows are those the sorted page holds when
     # the socket connects (`members`); they change in place and never move.
     sort: str = ""
@@ -105,7 +106,8 @@ def parse_spec(query: bytes) -> PageSpec:
                     q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
                     paged=params.get("paged") == "1" or bool(sort), first=_key(params.get("first", "")),
                     last=_key(params.get("last", "")),
-                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "")
+                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "",
+                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "")
 
 
 def page_access(scope, fresh: bool = False):
@@ -245,6 +247,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
                              predicate=live.page_predicate(self.principal, self.spec.q), queue=self.queue)
             sub.matching = set()
             hub.register(sub)            # buffered until the snapshot below is taken
+            self.subscribers.append(sub)
+        timeline = kinds.timeline()
+        if self.spec.tab == kinds.DETAIL_TABS[0] and self.spec.name and timeline is not None:
+            # The History view is one timeline: the Events about its object push it too.
+            sub = Subscriber(resource=registry.by_kind(timeline.kind), namespace=self.spec.namespace,
+                             field_selector=timeline.selector(self.spec.kinds[0], self.spec.name), queue=self.queue)
+            sub.matching = set()
+            hub.register(sub)
             self.subscribers.append(sub)
         if self.spec.sort:
             self.spec.members = await sync_to_async(live.sorted_members)(self.spec, self.principal)

@@ -155,7 +155,7 @@ def entry(rv: int, event: str, obj: dict, when: datetime, previous: dict | None,
           previous_hidden: bool = False) -> dict:
     """One revision as the history shows it. previous: the revision before it (None when this
     is the first, or when the log no longer has it: known_previous says which)."""
-    out = {"rv": rv, "event": event, "when": clock(when), "when_iso": iso(when), "changes": [],
+    out = {"rv": rv, "at": when, "event": event, "when": clock(when), "when_iso": iso(when), "changes": [],
            "writer": None, "note": "", "recorded": bool(_entries(obj))}
     if event == revlog.DELETED:
         out["note"] = "Deleted (the API does not record who deletes)."
@@ -209,7 +209,7 @@ def _entries_of(visible: Callable[[dict], bool], rows: list, older: tuple | None
     out = []
     for i, (rv, event, obj, when) in enumerate(rows):
         if not seen[i]:
-            out.append({"rv": rv, "hidden": True, "when": clock(when), "when_iso": iso(when)})
+            out.append({"rv": rv, "at": when, "hidden": True, "when": clock(when), "when_iso": iso(when)})
             continue
         has_prev = i + 1 < len(chain) and event != revlog.ADDED   # a re-created object starts afresh
         prev = chain[i + 1][2] if has_prev else None
@@ -226,6 +226,39 @@ def newer_entries(kind: str, namespace: str, name: str, visible: Callable[[dict]
         return []
     older = revlog.object_revisions(kind, namespace, name, 1, before=rows[-1][0])
     return _entries_of(visible, rows[:PAGE], older[0] if older else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# One timeline: the revisions and what happened to the object (its Events: kinds.Timeline)
+
+SHOW = ("", "changes", "warnings")   # ?show=: everything, the revisions only, the warnings only
+
+
+def merge(revisions: list[dict], happenings: list[dict], show: str = "", *, since=None, until=None) -> list[dict]:
+    """Revisions and Events in one list, newest first, filtered by `show`. Events are kept to
+    the span the revisions cover (after `since`, up to `until`; None: open-ended), so a page of
+    older revisions shows the Events of its own time."""
+    if show == "warnings":
+        revisions = []
+    kept = [e for e in happenings if (since is None or (e["at"] is not None and e["at"] >= since))
+            and (until is None or (e["at"] is not None and e["at"] <= until))
+            and (show != "warnings" or e["warning"]) and show != "changes"]
+    merged = revisions + kept
+    # By the second (an Event's times have no fraction), then by revision: what was written
+    # in the same second stays in the order it was written.
+    merged.sort(key=lambda e: (e["at"] is not None, int(e["at"].timestamp()) if e["at"] else 0, e["rv"]),
+                reverse=True)
+    return merged
+
+
+def timeline_page(page: dict, happenings: list[dict], show: str) -> list[dict]:
+    """A history page's entries merged with the Events of its span."""
+    revisions = page["entries"]
+    if not revisions:
+        return merge([], happenings, show)
+    oldest = revisions[-1]["at"] if page["older"] is not None else None   # the whole history: every Event
+    newest = revisions[0]["at"] if page["paged"] else None
+    return merge(revisions, happenings, show, since=oldest, until=newest)
 
 
 def latest(kind: str, namespace: str, name: str) -> tuple[int, str, dict, datetime] | None:

@@ -66,13 +66,18 @@ def tab_view(tab: str):
 @tab_view(HISTORY)
 def history_view(request, namespace: str, name: str, web: kinds.KindWeb, principal, ctx, rv, newest):
     before = request.GET.get("before", "")
+    show = request.GET.get("show", "")
+    show = show if show in history.SHOW else ""
     page = history.history_page(web.kind, namespace, name, lambda o: scope.sees(principal, web.kind, o),
                                 before=int(before) if before.isdigit() else None)
     if page is None:
         raise Http404(f"no history of {web.kind} {namespace}/{name}")
-    ctx.update(history=page, rv=rv)
+    timeline = kinds.timeline()
+    if timeline is not None:   # one timeline: the object's Events among its revisions
+        page["entries"] = history.timeline_page(page, timeline.entries(web.kind, namespace, name, None), show)
+    ctx.update(history=page, rv=rv, show=show, timeline=timeline is not None)
     if not page["paged"]:   # the newest page follows new revisions; an older one stays as it is
-        ctx["ws_url"] = ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=HISTORY)
+        ctx["ws_url"] = ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=HISTORY, show=show)
     return render(request, "web/_history.html", ctx)
 
 
@@ -92,11 +97,20 @@ def live_fragment(spec, kind: str, obj: dict | None) -> str:
         def visible(o):
             return selector is None or selector.matches((o.get("metadata") or {}).get("labels") or {})
 
+        kind = spec.kinds[0]   # (a change of an Event about the object comes here too)
         entries = history.newer_entries(kind, spec.namespace, spec.name, visible, spec.rv)
-        if not entries:
+        timeline = kinds.timeline()
+        happenings = timeline.entries(kind, spec.namespace, spec.name, spec.rv) if timeline is not None else []
+        if not entries and not happenings:
             return ""
-        spec.rv = max(spec.rv, entries[0]["rv"])
-        html = render_to_string("web/_history.html#entries", {"entries": entries})
+        spec.rv = max([spec.rv] + [e["rv"] for e in entries + happenings])
+        shown = history.merge(entries, happenings, getattr(spec, "show", ""))
+        # An Event seen again (count + 1) moves to the top: its old entry goes first.
+        moved = "".join(f'<li id="event-{e["key"]}" hx-swap-oob="delete"></li>' for e in happenings)
+        if not shown:
+            return moved
+        entries = [e for e in entries if e in shown]
+        html = render_to_string("web/_history.html#entries", {"entries": shown})
         # The page keeps the newest PAGE revisions (a Lease renewed every 2 s would otherwise
         # grow it without end): those pushed off the bottom go, and "Older revisions" moves.
         off = revlog.revision_numbers(kind, spec.namespace, spec.name, len(entries) + 1, offset=history.PAGE - 1)
@@ -105,7 +119,7 @@ def live_fragment(spec, kind: str, obj: dict | None) -> str:
         tail = render_to_string("web/_history.html#count", {"oob": "true", "history": {"total": total}})
         if len(off) > 1:
             tail += render_to_string("web/_history.html#pager", {"oob": "true", "history": {"older": off[0]}})
-        return f'<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{gone}{tail}'
+        return f'{moved}<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{gone}{tail}'
     newest = history.latest(kind, spec.namespace, spec.name)
     owners = history.field_owners(newest[2], kind) if newest else {"lines": [], "managers": [], "recorded": False}
     deleted = newest is None or newest[1] == revlog.DELETED

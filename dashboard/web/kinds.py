@@ -218,6 +218,39 @@ def view_kinds(view: str) -> tuple[str, ...] | None:
     return (web.kind,) if web is not None else None
 
 
+@dataclass(frozen=True)
+class Timeline:
+    """What happened to an object, from another kind whose objects are about others (Events),
+    merged into the object's History view and counted on the lists and the overview. Declared
+    by that kind's web.py (dashboard/events/web.py); web/ names no kind.
+
+    entries(kind, namespace, name, after_rv) -> the entries about that object (each with "at":
+    a datetime to order by, "rv", "key": a DOM-safe id, "warning": bool), those written after
+    after_rv only when it is given; selector(kind, name) -> the field selector of the objects
+    about it (the History view's live subscription); warnings(kind, since) -> {(namespace,
+    name): how many warnings about it since}.
+    """
+
+    kind: str
+    entries: Callable[[str, str, str, int | None], list[dict]]
+    selector: Callable[[str, str], Any]
+    warnings: Callable[[str, datetime], dict[tuple[str, str], int]]
+    window: str = "the last hour"        # what warnings() counts, in words
+    window_seconds: int = 3600
+
+
+_timeline: list[Timeline] = []
+
+
+def register_timeline(timeline: Timeline) -> Timeline:
+    _timeline[:] = [timeline]
+    return timeline
+
+
+def timeline() -> Timeline | None:
+    return _timeline[0] if _timeline else None
+
+
 # A detail page's other views: /<plural>/<namespace>/<name>/<tab>/, URL name "<detail_view>-<tab>"
 # (web/history_views.py); their websockets say tab=<tab>.
 DETAIL_TABS = ("history", "fields")

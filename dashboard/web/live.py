@@ -19,7 +19,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
 from dashboard.kube.hub import Event
 
-from . import kinds, scope
+from . import kinds, scope, warnings
 from .history_views import live_fragment
 from .kinds import OVERVIEW
 from .present import dom_id, object_yaml, present
@@ -172,8 +172,9 @@ def _event_item(kind: str, ev, oob: str, moment) -> str:
 
 
 def _item(kind: str, obj: dict, oob: str, moment) -> str:
-    return render_to_string(kinds.by_kind(kind).list_template + "#item",
-                            {"item": present(kind, obj, moment), "oob": oob})
+    item = present(kind, obj, moment)
+    warnings.annotate(kind, [item], moment)
+    return render_to_string(kinds.by_kind(kind).list_template + "#item", {"item": item, "oob": oob})
 
 
 def _detail(kind: str, obj: dict | None, moment, spec=None) -> str:

@@ -40,7 +40,7 @@ from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import label_selector_q, parse_label_selector
 
-from . import cluster_scope, kinds, scope
+from . import cluster_scope, kinds, scope, warnings
 from . import present as p
 from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
@@ -313,6 +313,7 @@ class KindListView(View):
             return render(request, page.list_template, ctx, status=exc.code if exc.code in (400, 410) else 400)
         now = utcnow()
         ctx.update(p.page_context(page.kind, fetched.objects, now))
+        warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
         if fetched.next_token:
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
@@ -346,6 +347,7 @@ class KindListView(View):
         fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
                                       filters.limit, now)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
+        warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
         before, shown = (filters.page - 1) * filters.limit, len(fetched.objects)
         paged = total > filters.limit or filters.page > 1
@@ -551,6 +553,6 @@ def overview(request):
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=p.overview_totals(cards),
+               totals=p.overview_totals(cards), warnings=warnings.overview(now, only),
                cluster_rows=cluster_rows(principal, now, None if namespace else cards))
     return render(request, "web/overview.html", ctx)

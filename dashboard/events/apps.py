@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class EventsConfig(AppConfig):
+    name = "dashboard.events"
+    label = "events"
+
+    def ready(self):
+        from . import resource  # noqa: F401  (registers the kind, as v1 and events.k8s.io/v1)

@@ -1,0 +1,100 @@
+"""Events on the pages: an object's Events merged into its History view (one timeline), and
+the warnings the lists and the overview count, declared to web.kinds (web/ names no kind)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import orjson
+from django.db.models import Q
+
+from dashboard.kube import registry, store
+from dashboard.kube.errors import ApiError
+from dashboard.kube.selectors import parse_field_selector
+from dashboard.web import kinds
+from dashboard.web.present import clock, iso
+
+from . import strategy
+from .models import Event
+from .resource import EVENTS
+
+TIMELINE_EVENTS = 500    # the newest Events of one object a timeline reads
+
+
+def _entry(obj: dict, rv: int, kind: str = "", name: str = "") -> dict:
+    meta = obj.get("metadata") or {}
+    involved = obj.get("involvedObject") or {}
+    if (involved.get("kind"), involved.get("name")) == (kind, name):
+        involved = {}
+    seen = strategy.last_seen(obj) or strategy.first_seen(obj)
+    first = strategy.first_seen(obj)
+    source = obj.get("source") or {}
+    component = source.get("component") or obj.get("reportingComponent") or ""
+    host = source.get("host") or obj.get("reportingInstance") or ""
+    type_ = obj.get("type") or ""
+    count = strategy.count(obj)
+    return {
+        "is_event": True, "rv": rv, "key": meta.get("uid") or f"{meta.get('namespace')}-{meta.get('name')}",
+        "at": seen, "when": clock(seen), "when_iso": iso(seen), "first": clock(first), "first_iso": iso(first),
+        "type": type_, "warning": type_ == strategy.WARNING, "reason": obj.get("reason") or "",
+        "message": (obj.get("message") or "").strip(), "count": count, "repeated": count > 1,
+        "source": f"{component}, {host}" if host else component, "name": meta.get("name", ""),
+        # An Event about another object (an Endpoints address's Pod) says which.
+        "about": f"{involved.get('kind', '')} {involved.get('name', '')}".strip() if involved else "",
+    }
+
+
+def _targets(value, out: set) -> set:
+    """The objects an object points at through `targetRef`s (an Endpoints address's Pod), as
+    (kind, name): what happens to them is part of what happens to it (a failed readiness probe)."""
+    if isinstance(value, dict):
+        ref = value.get("targetRef")
+        if isinstance(ref, dict) and ref.get("kind") and ref.get("name"):
+            out.add((str(ref["kind"]), str(ref["name"])))
+        for item in value.values():
+            _targets(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _targets(item, out)
+    return out
+
+
+def _about(kind: str, namespace: str, name: str) -> Q:
+    """The Events about the object, and about the objects it targets (its current version's)."""
+    about = Q(involved_kind=kind, involved_name=name)
+    res = registry.by_kind(kind)
+    if res is not None:
+        try:
+            obj = store.get(res, namespace, name)
+        except ApiError:
+            obj = None
+        for target_kind, target_name in sorted(_targets(obj, set()) if obj else ()):
+            about |= Q(involved_kind=target_kind, involved_name=target_name)
+    return about
+
+
+def entries(kind: str, namespace: str, name: str, after_rv: int | None = None) -> list[dict]:
+    """The Events about one object and its targets (the newest TIMELINE_EVENTS), newest last
+    seen first."""
+    rows = Event.objects.filter(_about(kind, namespace, name), involved_namespace=namespace)
+    if after_rv is not None:
+        rows = rows.filter(current_id__gt=after_rv)
+    rows = rows.order_by("-last_seen", "-current_id").values_list("current_id", "current__object")[:TIMELINE_EVENTS]
+    return [_entry(orjson.loads(text), rv, kind, name) for rv, text in rows]
+
+
+def selector(kind: str, name: str):
+    allowed = {"metadata.name", "metadata.namespace", *EVENTS.field_getters}
+    return parse_field_selector(f"involvedObject.kind={kind},involvedObject.name={name}", allowed, kind="Event")
+
+
+def warnings(kind: str, since: datetime) -> dict[tuple[str, str], int]:
+    """{(namespace, name): Warning Events about it last seen since `since`} for one kind."""
+    out: dict[tuple[str, str], int] = {}
+    rows = Event.objects.filter(involved_kind=kind, type=strategy.WARNING, last_seen__gte=since)
+    for namespace, name, count in rows.values_list("involved_namespace", "involved_name", "count"):
+        out[(namespace, name)] = out.get((namespace, name), 0) + (count or 1)
+    return out
+
+
+EVENT_TIMELINE = kinds.register_timeline(kinds.Timeline(kind="Event", entries=entries, selector=selector,
+                                                        warnings=warnings))
