@@ -54,9 +54,13 @@ class Followers:
         row, for the Clusters page and the banner; try again after RETRY_SECONDS)."""
         from .clusters import cluster_api_client
 
+        client = None
         try:
-            follower = ClusterFollower(cluster, cluster_api_client(cluster))
+            client = cluster_api_client(cluster)
+            follower = ClusterFollower(cluster, client)
         except Exception as err:   # noqa: BLE001 - a wrong key, a kubeconfig the client refuses
+            if client is not None:
+                client.close()   # (its key material with it)
             self.retry_at[cluster.pk] = time.monotonic() + RETRY_SECONDS
             # Our own words only: a library's text may hold the credentials themselves.
             why = str(err) if isinstance(err, (CredentialsError, KubeconfigError)) else \
