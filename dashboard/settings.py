@@ -225,8 +225,8 @@ KUBEDASH_IDLE_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_IDLE_TIMEOUT_SECO
 # frames get 1009 from the protocol. Each user may open sockets in bursts of CONNECT_BURST,
 # refilled at CONNECTS_PER_SECOND (a page load or a reconnect is one).
 KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES", str(64 * 1024)))
-KUBEDASH_WEBSOCKET_CONNECT_BURST = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECT_BURST", "60"))
-KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND", "2"))
+KUBEDASH_WEBSOCKET_CONNECT_BURST = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECT_BURST", "100"))
+KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND", "5"))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
 KUBE_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))

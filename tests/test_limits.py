@@ -516,6 +516,14 @@ def test_page_socket_handshakes_are_budgeted_per_session(server):
     ws.close()
     with pytest.raises(websocket.WebSocketBadStatusException):
         _page_socket(server, other)
+    # Every socket closed this way ended its page too (its subscriptions with it).
+    deadline = time.monotonic() + 30
+    while True:
+        status, _, metrics = server.request("GET", "/metrics")
+        if status == 200 and "kubedash_websockets_open 0.0" in metrics.decode():
+            break
+        assert time.monotonic() < deadline, metrics.decode()[-2000:]
+        time.sleep(0.5)
 
 
 def test_large_body_with_a_valid_session_is_read(server):

@@ -53,9 +53,13 @@ class Followers:
     def _start(self, cluster: Cluster) -> ClusterFollower | None:
         """A running follower, or None: its credentials cannot be used (say why on the cluster's
         row, for the Clusters page and the banner; try again after RETRY_SECONDS)."""
+        client = None
         try:
-            follower = ClusterFollower(cluster, cluster_api_client(cluster))
+            client = cluster_api_client(cluster)
+            follower = ClusterFollower(cluster, client)
         except Exception as err:   # noqa: BLE001 - a wrong key, a kubeconfig the client refuses
+            if client is not None:
+                client.close()   # (its key material with it)
             self.retry_at[cluster.pk] = time.monotonic() + RETRY_SECONDS
             # Our own words only: a library's text may hold the credentials themselves.
             why = str(err) if isinstance(err, (CredentialsError, KubeconfigError)) else \

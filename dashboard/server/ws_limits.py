@@ -51,21 +51,29 @@ def _key(request) -> str:
 
 class LimitedWebSocketProtocol(WebSocketProtocol):
     budget_key = ""
-    refused = False
+    denied = False    # the handshake was refused: Daphne never knew this connection
+    refused = False   # a frame came: closing
 
     def onConnect(self, request):
         self.budget_key = _key(request)
         if not handshakes().take(self.budget_key):
+            self.denied = True
             raise ConnectionDeny(429, "Too Many Requests")
         return super().onConnect(request)
 
     def onMessage(self, payload, isBinary):
+        # (not passed on; not `muted` either, which would keep the application from hearing of
+        # the disconnect and unsubscribing)
         if self.refused:
             return
-        self.refused = self.muted = True
+        self.refused = True
         handshakes().take(self.budget_key, FRAME_COST)
         self.transport.pauseProducing()
         self.sendClose(code=CLOSE_POLICY)
+
+    def onClose(self, wasClean, code, reason):
+        if not self.denied:
+            super().onClose(wasClean, code, reason)
 
 
 def install(server) -> None:
