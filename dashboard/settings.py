@@ -196,7 +196,9 @@ KUBEDASH_MAX_HEADER_BYTES = int(os.environ.get("KUBEDASH_MAX_HEADER_BYTES", str(
 # and between requests on a kept-alive connection (kube-apiserver: IdleTimeout 90 s).
 KUBEDASH_HEADER_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_HEADER_TIMEOUT_SECONDS", "32"))
 KUBEDASH_IDLE_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_IDLE_TIMEOUT_SECONDS", "90"))
-# Live pages only listen (web/consumers.py ignores what a browser sends).
+# A live page's heartbeat (web/consumers.py): the server's beat, the page's "not live" after two missed.
+KUBEDASH_LIVE_HEARTBEAT_SECONDS = float(os.environ.get("KUBEDASH_LIVE_HEARTBEAT_SECONDS", "5"))
+# Live pages only listen (web/consumers.py takes what a browser sends as its heartbeat answer).
 KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES", str(64 * 1024)))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))

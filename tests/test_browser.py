@@ -429,7 +429,7 @@ def test_reconnect_shows_state_and_converges(page, kube_server, ns):
     api(kube_server, "DELETE", leases_path(ns, "beta"))
     api(kube_server, "POST", leases_path(ns), held_lease(ns, "gamma", "node-g"))
     assert page.locator(dom("lease", ns, "alpha") + " .holder").inner_text() == "node-a"
-    expect(page.locator("#live-stale")).to_contain_text("Not live: showing the state as of")
+    expect(page.locator("#live-stale")).to_contain_text("Not live since")
 
     # It comes back by itself, says so, and shows exactly the current state.
     page.evaluate("window.__kdDown = false")

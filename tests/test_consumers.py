@@ -356,3 +356,27 @@ async def test_a_busy_page_gets_a_few_pushes_a_second_with_every_change(user, st
     assert seen == last, "a change was lost"
     assert pushes <= (time.monotonic() - started) / PUSH_INTERVAL_SECONDS + 2, (pushes, writes)
     await comm.disconnect()
+
+
+async def test_heartbeat_beats_and_a_silent_client_is_closed(user, store_ops, settings):
+    """The server beats every KUBEDASH_LIVE_HEARTBEAT_SECONDS (live.js answers each); a client
+    that answers nothing for SILENT_BEATS beats is closed with 4408 (reconnect and catch up)."""
+    from dashboard.web.consumers import BEAT, CLOSE_BEHIND, PONG, SILENT_BEATS
+
+    settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS = 0.2
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
+    assert ok
+    # A client that answers stays open through many beats.
+    for _ in range(2 * SILENT_BEATS):
+        assert await comm.receive_from(timeout=5) == BEAT
+        await comm.send_to(text_data=PONG)
+    # Then it stops answering: a few more beats, then the server closes it.
+    got = []
+    while True:
+        out = await comm.receive_output(timeout=5)
+        if out["type"] == "websocket.close":
+            break
+        got.append(out["text"])
+    assert out["code"] == CLOSE_BEHIND
+    assert got and set(got) == {BEAT} and len(got) <= SILENT_BEATS + 1, got

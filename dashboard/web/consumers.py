@@ -45,6 +45,16 @@ PUSH_INTERVAL_SECONDS = 0.25
 CLOSE_SIGNED_OUT = 4401
 CLOSE_BEHIND = 4408
 
+# The heartbeat (docs/ARCHITECTURE.md, live.js "heartbeat"): every HEARTBEAT_SECONDS
+# (settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS) the server sends BEAT, the page answers PONG. A page
+# that hears nothing (no beat, no push) for two beats says it is not live, freezes its clocks
+# and reconnects, so a server that stopped answering without closing the socket is noticed; a
+# client that answers nothing for SILENT_BEATS beats is closed by the server (4408: a page
+# that comes back reconnects and catches up).
+BEAT = "beat"
+PONG = "pong"
+SILENT_BEATS = 3
+
 SIGNED_OUT_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Signed out</h1></div>'
                        '<p class="alert" role="alert">You have been signed out. '
                        '<a href="/accounts/login/">Sign in again</a></p></main>')
@@ -224,6 +234,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for sub in self.subscribers:
             sub.release_buffer()
         self.pump = asyncio.get_running_loop().create_task(self._pump())
+        self.heard_at = asyncio.get_running_loop().time()
+        self.beat_task = asyncio.get_running_loop().create_task(self._heartbeat())
         if self.spec.cluster != clusters.LOCAL:
             self.banner_task = asyncio.get_running_loop().create_task(self._watch_banner())
         if hub.access_generation != generation:
@@ -266,10 +278,31 @@ class LiveConsumer(AsyncWebsocketConsumer):
             self.flush_task.cancel()   # a render for a socket that is gone: its send would fail
         if getattr(self, "banner_task", None) is not None:
             self.banner_task.cancel()
+        if getattr(self, "beat_task", None) is not None:
+            self.beat_task.cancel()
 
     async def receive(self, text_data=None, bytes_data=None):
-        # Pages only listen; anything a client sends is ignored (no writes over this socket).
-        return
+        # Pages only listen: whatever a client sends (its PONG) only says that it is still there.
+        self.heard_at = asyncio.get_running_loop().time()
+
+    async def _heartbeat(self):
+        """BEAT every HEARTBEAT_SECONDS; close a client that answered none of the last SILENT_BEATS."""
+        from django.conf import settings
+
+        interval = settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS
+        loop = asyncio.get_running_loop()
+        while not self.closing:
+            await asyncio.sleep(interval)
+            if self.closing:
+                return
+            if loop.time() - self.heard_at > SILENT_BEATS * interval:
+                self.closing = True
+                await self.close(code=CLOSE_BEHIND)
+                return
+            try:
+                await self.send(text_data=BEAT)
+            except Exception:   # gone meanwhile
+                return
 
     async def _recheck(self):
         """The access this page was opened with changed or expired: close, narrow, or carry on."""

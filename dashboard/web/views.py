@@ -23,6 +23,7 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 import orjson
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
@@ -64,7 +65,8 @@ def ws_url(view: str, rv: int | str | None, **params: str) -> str:
 
 def base_context(request, principal: Principal, active: str) -> dict:
     return {"principal": principal, "active": active, "server_now": p.iso(utcnow()),
-            "share_link": getattr(request, "share_link", None)}
+            "share_link": getattr(request, "share_link", None),
+            "heartbeat_ms": int(settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS * 1000)}   # live.js
 
 
 def share_url(principal: Principal, kind: str, namespace: str, label_selector: str, q: str = "") -> str:

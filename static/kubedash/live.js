@@ -5,6 +5,7 @@
 //     browser's time zone once the viewer ticks "Local time" (#tz-local; kept in localStorage).
 //  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
 //     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
+//     A heartbeat: a socket that stays open but silent for two beats counts as down too.
 //  3. Reconnects resume from the newest revision the page has seen (#live-rv).
 //  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
 //  5. Keyboard shortcuts (the help dialog, #shortcuts, is in base.html).
@@ -62,6 +63,18 @@
   // While the live connection is down, time stands still on the page (see setStale).
   var frozenAt = null;
 
+  // The heartbeat (dashboard/web/consumers.py): the server sends BEAT every beatMs, the page
+  // answers PONG. Time on a live page runs only as far as the server vouches for it: up to
+  // one beat (and a little) past the last thing heard (a beat, a push); a page that heard
+  // nothing for two beats is not live (see "the websocket" below).
+  var BEAT = "beat", PONG = "pong", livePage = !!document.getElementById("live-status");
+  var beatMs = +(document.body.dataset.heartbeatMs || 0) || 5000, BEAT_SLACK_MS = 1500;
+  var LOST_MS = 2 * beatMs + BEAT_SLACK_MS;
+  var heardAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
+  function confirmedUntil() {
+    return livePage ? heardAt + beatMs + BEAT_SLACK_MS : Infinity;
+  }
+
   // Rows out of view keep their time texts until they scroll into view: rewriting 2,000 texts
   // a second re-lays out a 1,000-row table (long main-thread tasks, dropped frames). State
   // flips (held -> expired) still happen everywhere, so the counts stay right.
@@ -92,7 +105,7 @@
 
   function tick() {
     var real = Date.now() + skew, asOf = clusterAsOf();
-    var now = frozenAt !== null ? frozenAt : (isNaN(asOf) ? real : Math.min(asOf, real));
+    var now = frozenAt !== null ? frozenAt : Math.min(isNaN(asOf) ? real : Math.min(asOf, real), confirmedUntil());
     each("[data-ago-since]", function (el) {
       setText(el, human(Math.max(real - Date.parse(el.dataset.agoSince), 0)));
     });
@@ -189,7 +202,7 @@
   document.addEventListener("htmx:wsAfterMessage", function () { showTimes(false); });
 
   tick();
-  setInterval(tick, 1000);
+  setInterval(function () { tick(); watchdog(); }, 1000);
 
   // --- copy buttons: [data-copy] names the field (its value) or element (its text) copied --
   function copied(button, ok) {
@@ -421,17 +434,47 @@
     setText(status, text);
   }
 
+  // "21:03:04" (UTC, or the browser's zone with "Local time").
+  function clock(ms) {
+    var d = new Date(ms);
+    return localTimes ? pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds())
+                      : d.toISOString().slice(11, 19) + " UTC";
+  }
+
   function setStale(down) {
     if (down === (frozenAt !== null)) return;
-    frozenAt = down ? Date.now() + skew : null;
+    // Time stops where the server last vouched for it (never later than now).
+    frozenAt = down ? Math.min(Date.now() + skew, confirmedUntil()) : null;
     document.body.classList.toggle("is-stale", down);
     if (staleNote) {
       setText(document.getElementById("live-stale-text"),
-              down ? "Live updates paused — reconnecting. Not live: showing the state as of " +
-                     exact(lastEventAt) + "; countdowns paused." : "");
+              down ? "Not live since " + clock(Math.min(heardAt, Date.now() + skew)) +
+                     " — reconnecting. Showing the state as of " + exact(lastEventAt) + "; countdowns paused." : "");
       staleNote.hidden = !down;
     }
     tick();
+  }
+
+  // The socket in use (open), the wrapper that reopens it, and when the one being opened started.
+  var current = null, wrapper = null, pendingSince = 0;
+  // Nothing heard for two beats: the server stopped answering without closing the socket (a
+  // paused or wedged process, a dead network path). Drop that socket (its late messages and
+  // close are ignored) and reconnect, catching up as after any reconnect. A socket that does
+  // not open within the same time is given up too (the extension then tries again).
+  function watchdog() {
+    var now = Date.now() + skew;
+    if (current && current.readyState === 1 && now - heardAt > LOST_MS) {
+      var gone = current;
+      current = null;
+      gone.onclose = gone.onerror = null;
+      try { gone.close(); } catch (e) { /* already closing */ }
+      show("down", "Reconnecting…");
+      setStale(true);
+      if (wrapper) wrapper.reconnect();
+    } else if (pending && pending.readyState === 0 && pendingSince && Date.now() - pendingSince > LOST_MS) {
+      pendingSince = 0;
+      pending.close();
+    }
   }
 
   // The delay before attempt n (0-based): doubling from RETRY_FIRST_MS, capped, jittered to
@@ -449,10 +492,12 @@
     if (pending && pending.readyState === WebSocket.CONNECTING) pending.close();
   });
 
-  document.addEventListener("htmx:wsOpen", function () {
+  document.addEventListener("htmx:wsOpen", function (e) {
     everOpen = true;
     attempts = 0;
-    lastEventAt = Date.now() + skew;
+    current = pending;
+    wrapper = e.detail && e.detail.socketWrapper;
+    lastEventAt = heardAt = Date.now() + skew;
     show("live", "Live");
     setStale(false);
   });
@@ -495,6 +540,18 @@
       var socket = new WebSocket(url, []);
       socket.binaryType = htmx.config.wsBinaryType;
       pending = socket;
+      pendingSince = Date.now();
+      // Before the extension's own listener: a dropped socket's messages are ignored; a beat
+      // is answered and goes no further; anything heard keeps the page live.
+      socket.addEventListener("message", function (e) {
+        if (socket !== current) { e.stopImmediatePropagation(); return; }
+        heardAt = Date.now() + skew;
+        if (e.data === BEAT) {
+          e.stopImmediatePropagation();
+          try { socket.send(PONG); } catch (err) { /* closing */ }
+          tick();
+        }
+      });
       return socket;
     };
   }
