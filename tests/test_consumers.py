@@ -66,7 +66,11 @@ async def test_write_pushes_the_row_fragment(user, store_ops):
     await _write(store_ops.patch, "a", holder="new-holder")
     html = await comm.receive_from(timeout=5)
     assert 'id="lease-default--a"' in html and 'hx-swap-oob="true"' in html and "new-holder" in html
-    assert '<span id="live-rv" data-rv="' in html  # the page's revision moves with each push
+    # The heading counts of the whole view follow (the lease's expiry moved), with the page's
+    # revision (it moves with each push), in a message after the rows.
+    more = await comm.receive_from(timeout=5)
+    assert '<dl id="list-totals"' in more and "<strong>1 lease</strong>" in more
+    assert '<span id="live-rv" data-rv="' in more
     await comm.disconnect()
 
 

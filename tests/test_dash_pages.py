@@ -93,7 +93,8 @@ def test_suspended_jobs_show_and_count_as_suspended(login):
     page = text(c.get("/jobs/?namespace=demo"))
     row = re.search(r'<tr id="job-demo--paused"[^>]*>.*?</tr>', page, re.S).group(0)
     assert 'class="idle"' in row and '<span class="badge">Suspended</span>' in row
-    assert re.search(r'data-count-of="#items > tr.run">1<', page)
+    totals = re.search(r'<dl id="list-totals".*?</dl>', page, re.S).group(0)
+    assert "<strong>2 jobs</strong>" in totals and "1&nbsp;running" in totals and "1&nbsp;suspended" in totals
     overview = text(c.get("/?namespace=demo"))
     assert "1&nbsp;running" in overview and "1&nbsp;suspended" in overview
     detail = text(c.get("/jobs/demo/paused/"))

@@ -53,7 +53,7 @@ CLOSE_BEHIND = 4408
 # that comes back reconnects and catches up).
 BEAT = "beat"
 PONG = "pong"
-SILENT_BEATS = 3
+SILENT_BEATS = 6   # (30 s by default: a busy browser or machine is not a gone client)
 
 SIGNED_OUT_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Signed out</h1></div>'
                        '<p class="alert" role="alert">You have been signed out. '
@@ -89,6 +89,12 @@ class PageSpec:
     limit: int = 0
     members: set | None = None
     cluster: str = "local"   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
+    # The list's namespaces for its heading counts (scope.list_scope for the viewer), and the
+    # rows before the page (its pager's "Rows 101–200 of N"; None: the page has no pager).
+    namespaces: list | None = None
+    offset: int | None = None
+    principal: object = None   # the viewer (the overview's clusters panel)
+    totals_sent: str | None = None   # the last heading counts pushed (live.render_changes)
 
 
 def _key(text: str) -> tuple[str, str] | None:
@@ -109,6 +115,7 @@ def parse_spec(query: bytes) -> PageSpec:
         raise ValueError(f"bad cluster {cluster!r}")
     return PageSpec(cluster=cluster, sort=sort, page=int(page) if page.isdigit() else 1, limit=int(limit) if limit.isdigit() else 0,
                     announced=int(params["announced"]) if params.get("announced", "").isdigit() else 0,
+                    offset=int(params["offset"]) if params.get("offset", "").isdigit() else None,
                     view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
                     q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
@@ -244,6 +251,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _subscribe(self):
         """Subscribe to what the page shows for self.principal; the snapshot it starts from."""
         self.spec.allowed = tuple(self.principal.namespaces)
+        self.spec.principal = self.principal
+        if not kinds.is_detail_view(self.spec.view) and self.spec.view != kinds.OVERVIEW:
+            self.spec.namespaces = scope.list_scope(self.principal, self.spec.namespace or "", self.spec.kinds[0])
         # A share link's selector narrows whatever the page asked for (never widens).
         self.spec.label_selector = scope.narrow(self.principal, self.spec.label_selector)
         for kind in self.spec.kinds:

@@ -112,6 +112,23 @@ def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
     return render_to_string(f"{web.list_template}#{web.summary_partial}", {**summary, "oob": "true"})
 
 
+def totals_fragment(spec, shown: list) -> str:
+    """A list page's heading counts and pager position, for the whole filtered view as it is
+    now (views.view_totals), as oob swaps: sent with every change, so "1,100 leases" and
+    "Rows 1–100 of 1,100" stay exact through live creates and deletes."""
+    from .views import view_totals
+
+    if getattr(spec, "namespaces", None) is None:
+        return ""
+    totals = view_totals(kinds.by_view(spec.view), spec.namespaces, spec.label_selector, spec.q, now())
+    html = render_to_string("web/_list_totals.html", {"totals": totals, "oob": True})
+    if spec.offset is not None:
+        html += render_to_string("web/_pager_position.html", {
+            "rows_from": f"{spec.offset + 1:,}" if shown else "0", "rows_to": f"{spec.offset + len(shown):,}",
+            "rows_total": f"{max(totals['total'], spec.offset + len(shown)):,}", "oob": True})
+    return html
+
+
 def sorted_members(spec, principal) -> set:
     """The (namespace, name) keys of a sorted view's page, as it is now (views.page_keys)."""
     from .views import page_keys
@@ -228,8 +245,9 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
                                                                orjson.dumps(obj).decode()))
     known = {k for keys in then.keys.values() for k in keys}
     shown = sorted(k for k in known if on_page(spec, k))
-    messages = render_changes(spec, pending, shown, known) if pending else []
-    return messages + [revision_marker(state.rv)]
+    messages = render_changes(spec, pending, shown, known) if pending else [""]
+    messages[-1] += revision_marker(state.rv)   # (after the changes' own marker: it wins)
+    return messages
 
 
 def render_refresh(spec, state: Snapshot) -> str:
@@ -246,7 +264,9 @@ def render_refresh(spec, state: Snapshot) -> str:
     objects = [o for o in state.objects[kind] if on_page(spec, (o["metadata"]["namespace"], o["metadata"]["name"]))]
     rows = "".join(_item(kind, o, "", moment) for o in objects)
     summary = _summary_fragment(kind, objects, moment)
-    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary + marker
+    shown = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]
+    return (_wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary
+            + totals_fragment(spec, shown) + marker)
 
 
 def render_changes(spec, pending: dict, shown: list, known: set | None = None) -> list[str]:
@@ -306,6 +326,11 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         parts.append(_empty_marker(not shown))
     if not detail and kinds.by_kind(spec.kinds[0]).summary_partial:
         parts.append(_summary(spec, shown))   # the totals move with any item
+    if not detail:
+        totals = totals_fragment(spec, shown)
+        if totals != getattr(spec, "totals_sent", None):   # (unchanged counts are not sent again)
+            spec.totals_sent = totals
+            parts.append(totals)
     if not rows:
         return ["".join(parts) + marker]
     return ["".join(rows)] + ["".join(parts) + marker] if parts else ["".join(rows) + marker]

@@ -190,6 +190,21 @@ def view_rows(kind: str, namespaces: list[str | None], selector, q: str):
     return (rows.filter(pushed) if pushed is not None else rows), selector
 
 
+def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, now: datetime) -> dict:
+    """The whole filtered view's counts, not one page's: its number of objects (`text`: "1
+    lease") and the kind's overview part over them (e.g. held / expired, with the expiry
+    instants live.js recounts as time passes), for the list's heading and pager. The live push
+    sends them again after every change (live.totals_fragment), so they stay exact."""
+    rows, rest = view_rows(web.kind, namespaces, selector, q)
+    if rest is not None:
+        rows = rows.filter(id__in=[pk for pk, labels in rows.values_list("id", "labels") if rest.matches(labels)])
+    part = _summed([web.overview.card(found, now) for found in web.overview.counts(rows).values()]) \
+        or web.overview.card(None, now)
+    total = part.get(web.overview.count_key) or 0
+    return {"total": total, "text": web.counted(total), "part": part,
+            "template": f"{web.list_template}#{web.overview.partial}"}
+
+
 def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str,
                 now: datetime) -> list[tuple[int, str, str]]:
     """(row id, namespace, name) of the whole view in `sort` order (see kinds.Sort)."""
@@ -320,6 +335,7 @@ class KindListView(View):
         now = utcnow()
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         ctx["rv"] = fetched.resource_version
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
         if fetched.next_token:
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
@@ -329,6 +345,7 @@ class KindListView(View):
             start = store.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
             where = position(page.kind, namespaces, selector, filters.q, start, filters.limit)
             shown = len(fetched.objects)
+            ctx["offset"] = where["before"]
             ctx["rows_from"] = f"{where['before'] + 1:,}" if shown else "0"
             ctx["rows_to"] = f"{where['before'] + shown:,}"
             ctx["rows_total"] = f"{max(where['total'], where['before'] + shown):,}"
@@ -341,7 +358,8 @@ class KindListView(View):
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, paged="1" if paged else "",
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
-                               last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "")
+                               last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
+                               offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
                                      filters.q)
         return render(request, page.list_template, ctx)
@@ -353,9 +371,11 @@ class KindListView(View):
                                       filters.limit, now)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         ctx["rv"] = fetched.resource_version
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
         before, shown = (filters.page - 1) * filters.limit, len(fetched.objects)
         paged = total > filters.limit or filters.page > 1
         if paged:
+            ctx["offset"] = before
             ctx["rows_from"] = f"{before + 1:,}" if shown else "0"
             ctx["rows_to"] = f"{before + shown:,}"
             ctx["rows_total"] = f"{total:,}"
@@ -366,7 +386,7 @@ class KindListView(View):
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, sort=filters.sort,
-                               page=str(filters.page), limit=str(filters.limit))
+                               page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
                                      filters.q)
         return render(request, page.list_template, ctx)
