@@ -372,23 +372,23 @@ def test_partials_render_one_item_with_oob(api):
     obj = fresh_lease("one")
     obj["metadata"]["resourceVersion"] = "7"
     item = p.present("Lease", obj, datetime.now(timezone.utc))
-    html = render_to_string("web/leases.html#item", {"item": item, "oob": "true"}).strip()
+    html = render_to_string("coordination/leases.html#item", {"item": item, "oob": "true"}).strip()
     assert html.startswith('<tr id="lease-default--one"') and 'hx-swap-oob="true"' in html.split(">")[0]
     assert html.endswith("</tr>")
-    plain = render_to_string("web/leases.html#item", {"item": item})
+    plain = render_to_string("coordination/leases.html#item", {"item": item})
     assert "hx-swap-oob" not in plain
 
     ep = {"metadata": {"name": "svc.x", "namespace": "default"},
           "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 80, "protocol": "TCP"}]}]}
-    card = render_to_string("web/endpoints.html#item", {"item": p.present("Endpoints", ep, NOW), "oob": "outerHTML"})
+    card = render_to_string("core/endpoints.html#item", {"item": p.present("Endpoints", ep, NOW), "oob": "outerHTML"})
     assert card.strip().startswith('<article id="endpoints-default--svc_x"') and 'hx-swap-oob="outerHTML"' in card
 
     j = job("j1")
     j["metadata"]["namespace"] = "default"
-    rendered = render_to_string("web/jobs.html#item", {"item": p.present("Job", j, NOW), "oob": "true"})
+    rendered = render_to_string("batch/jobs.html#item", {"item": p.present("Job", j, NOW), "oob": "true"})
     assert rendered.strip().startswith('<tr id="job-default--j1"')
 
-    detail = render_to_string("web/lease_detail.html#detail",
+    detail = render_to_string("coordination/lease_detail.html#detail",
                               {"item": item, "yaml": p.object_yaml(obj), "oob": "true"})
     assert detail.strip().startswith('<div id="detail"') and 'hx-swap-oob="true"' in detail
     assert 'data-rv="7"' in detail

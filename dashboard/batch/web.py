@@ -325,6 +325,7 @@ def recreatable(obj: dict) -> dict:
 JOB_PAGES = kinds.register(kinds.KindWeb(
     kind="Job", plural="jobs", detail_view="job", title="Jobs", heading="Job progress",
     noun="job", list_noun="jobs",
+    stylesheets=("batch/jobs.css",),
     present=present_job, count_by="phase_class", form=JobForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="failed"),
     create_initial={"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},

@@ -318,6 +318,7 @@ def bulk_release(namespace: str, name: str, principal):
 LEASE_PAGES = kinds.register(kinds.KindWeb(
     kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
     noun="lease", list_noun="leases",
+    stylesheets=("coordination/leases.css",), scripts=("coordination/leases.js",),
     present=present_lease, count_by="state", form=LeaseForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
     create_initial={"duration": "15"},

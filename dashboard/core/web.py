@@ -340,13 +340,14 @@ ENDPOINTS_SORTS = (
 ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     kind="Endpoints", plural="endpoints", detail_view="endpoints_detail", title="Endpoints",
     heading="Endpoints readiness", noun="Endpoints object", list_noun="Endpoints objects",
+    stylesheets=("core/endpoints.css",),
     present=present_endpoints, count_by="health", form=EndpointsForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="objects",
                             warn_key="not_ready"),
     create_initial={"subsets": "1"},
     yaml_skeleton={"subsets": [{"addresses": [{"ip": "10.0.0.1"}],
                                 "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]},
-    # Its buttons are in the detail page's readiness panel (web/edit/_actions.html#readiness).
+    # Its buttons are in the detail page's readiness panel (core/endpoints_detail.html#readiness).
     actions=(kinds.Action("readiness", "endpoints_readiness", readiness, toolbar=False),),
     wrapper="div",   # cards
     summarize=summarize, summary_partial="rollup",

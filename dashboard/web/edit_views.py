@@ -428,23 +428,27 @@ def run_action(request, principal: Principal, info: KindWeb, namespace: str, nam
 # The detail pages' action panels, refreshed by htmx after each live update
 
 
-ACTION_PARTS = ("toolbar", "readiness")
-
-
 @require_http_methods(["GET"])
 @editor_view
 def actions(request, principal: Principal, info: KindWeb, namespace: str, name: str):
     if not principal.can("update", namespace, info.kind):
         return _denied(request, principal, info, "update", namespace)
+    # The common toolbar, or the panel of a kind's action that has no toolbar button (a
+    # partial of the kind's detail template named after the action).
     part = request.GET.get("part", "toolbar")
-    if part not in ACTION_PARTS:
+    action = info.action(part)
+    if part == "toolbar":
+        template = "web/edit/_actions.html#toolbar"
+    elif action is not None and not action.toolbar:
+        template = f"{info.detail_template}#{part}"
+    else:
         raise Http404("no such part")
     try:
         ctx = {"item": present(info.kind, _load(info, namespace, name), utcnow())}
     except Http404:
         # Deleted while the page was open (the live push said so): the buttons, disabled.
         ctx = {"item": {"kind": info.kind, "url": detail_url(info.kind, namespace, name)}, "gone": True}
-    html = render_to_string(f"web/edit/_actions.html#{part}", {**ctx, "can_edit": True}, request=request)
+    html = render_to_string(template, {**ctx, "can_edit": True}, request=request)
     return HttpResponse(html)
 
 

@@ -108,8 +108,12 @@ class KindWeb:
     count_by: str           # the item key whose values the list page's summary counts
     form: type              # an ObjectForm subclass
     overview: Overview
-    list_template: str = ""     # has partial "item" (a row or card); default web/<plural>.html
-    detail_template: str = ""   # has partial "detail"; default web/<singular>_detail.html
+    # The kind app owns its templates (<app>/templates/<app>/…), its stylesheets and its part of the
+    # live-page script (<app>/static/<app>/…); every page links every kind's static (base.html).
+    list_template: str = ""     # has partial "item" (a row or card); default <app>/<plural>.html
+    detail_template: str = ""   # has partial "detail"; default <app>/<singular>_detail.html
+    stylesheets: tuple[str, ...] = ()   # static paths, linked after the common app.css
+    scripts: tuple[str, ...] = ()       # static paths, run after live.js (they register with it)
     wrapper: str = "tbody"      # the element a non-replacing oob swap of items needs: "tbody" rows, "div" cards
     create_initial: Mapping[str, str] = field(default_factory=dict)   # a new object's form values
     yaml_skeleton: Mapping[str, Any] = field(default_factory=dict)    # a new object's YAML (beyond metadata)
@@ -130,10 +134,11 @@ class KindWeb:
     search_columns: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
+        app = self.resource.model._meta.app_label
         if not self.list_template:
-            object.__setattr__(self, "list_template", f"web/{self.plural}.html")
+            object.__setattr__(self, "list_template", f"{app}/{self.plural}.html")
         if not self.detail_template:
-            object.__setattr__(self, "detail_template", f"web/{self.resource.singular}_detail.html")
+            object.__setattr__(self, "detail_template", f"{app}/{self.resource.singular}_detail.html")
 
     @property
     def list_url(self) -> str:

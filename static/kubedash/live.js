@@ -1,6 +1,7 @@
 // kubedash live.js: the little the pages need beyond htmx.
 //  1. Time-based state, every second, with no server round trip: "renewed 12s ago",
-//     "expires in 4s" / "expired 3s ago", ages, and a lease row flipping from held to expired.
+//     ages, and whatever the kinds' scripts add (kubedash.onTick: e.g. the Lease pages' "renewed
+//     12s ago", "expires in 4s" and a lease row flipping from held to expired, coordination/leases.js).
 //     Exact times (time[data-abs], and the hover titles of relative ones) in UTC, or in the
 //     browser's time zone once the viewer ticks "Local time" (#tz-local; kept in localStorage).
 //  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
@@ -103,6 +104,7 @@
     return banner ? Date.parse(banner.dataset.asOf) : NaN;
   }
 
+  var ticks = [];
   function tick() {
     var real = Date.now() + skew, asOf = clusterAsOf();
     var now = frozenAt !== null ? frozenAt : Math.min(isNaN(asOf) ? real : Math.min(asOf, real), confirmedUntil());
@@ -112,33 +114,9 @@
     each("[data-age-since]", function (el) {
       if (shown(el)) setText(el, human(Math.max(now - Date.parse(el.dataset.ageSince), 0)));
     });
-    each("[data-renewed-at]", function (el) {
-      if (!shown(el)) return;
-      var t = now - Date.parse(el.dataset.renewedAt);
-      setText(el, "renewed " + (t < 1000 ? "just now" : human(t) + " ago"));
-    });
-    each("[data-expires-at]", function (el) {
-      var left = Date.parse(el.dataset.expiresAt) - now;
-      if (shown(el)) {
-        setText(el, left > 0 ? "expires in " + human(Math.ceil(left / 1000) * 1000) : "expired " + human(-left) + " ago");
-      }
-      // A lease row (or the detail summary) flips held <-> expired: class and text.
-      var row = el.closest("[data-lease-live]");
-      if (row && row.classList.contains("is-held") !== left > 0) {
-        row.classList.toggle("is-held", left > 0);
-        row.classList.toggle("is-expired", left <= 0);
-        setText(row.querySelector("[data-state-label]"), left > 0 ? "held" : "expired");
-      }
-    });
-    // Overview cards: held / expired counted from the leases' expiry instants (epoch ms).
-    each("[data-expiries]", function (el) {
-      var held = +(el.dataset.heldBase || 0), expired = 0;
-      el.dataset.expiries.split(" ").forEach(function (t) {
-        if (t) { if (+t > now) held++; else expired++; }
-      });
-      count(el.querySelector("[data-held]"), held);
-      count(el.querySelector("[data-expired]"), expired);
-    });
+    // The kinds' own time-based state (their scripts, declared by KindWeb.scripts, register
+    // with kubedash.onTick: e.g. a Lease row flipping from held to expired).
+    ticks.forEach(function (fn) { fn(now); });
     // Counters that follow the rows on the page (they change with pushes and flips).
     each("[data-count-of]", function (el) {
       setText(el, String(document.querySelectorAll(el.dataset.countOf).length));
@@ -165,8 +143,9 @@
     return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
       pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + " " + zoneName(d);
   }
-  var TITLED = [["[data-renewed-at]", "renewedAt", ""], ["[data-expires-at]", "expiresAt", ""],
-                ["[data-age-since]", "ageSince", "created "]];
+  // [selector, the data attribute holding the instant, the title's prefix]; kinds add theirs
+  // (kubedash.titled).
+  var TITLED = [["[data-age-since]", "ageSince", "created "]];
   // Rewrites what is not yet in the chosen zone: all of it after a switch, the pushed rows
   // after a push. A page that never left UTC has nothing to do (the server wrote UTC).
   var zoneShown = "utc";
@@ -203,6 +182,18 @@
 
   tick();
   setInterval(function () { tick(); watchdog(); }, 1000);
+
+  // What a kind's script (KindWeb.scripts, loaded after this one) builds on.
+  window.kubedash = {
+    human: human, each: each, setText: setText, count: count, shown: shown,
+    // fn(now) every second (now: the server's clock, frozen while the page is stale).
+    onTick: function (fn) { ticks.push(fn); tick(); },
+    // Elements whose data-<key> instant is also their exact time's hover title.
+    titled: function (selector, key, prefix) {
+      TITLED.push([selector, key, prefix || ""]);
+      if (zoneShown !== "utc") showTimes(true);
+    }
+  };
 
   // --- copy buttons: [data-copy] names the field (its value) or element (its text) copied --
   function copied(button, ok) {

@@ -1,4 +1,4 @@
-"""The Endpoints cards' readiness matrix (templates/web/endpoints.html), built in Python.
+"""The Endpoints cards' readiness matrix (core/templates/core/endpoints.html), built in Python.
 
 The same markup the template partial wrote: a list page of 1,000 cards rendered some 50
 template nodes per card, most of the page's 300 ms server render (docs/BENCHMARKS.md, issue
