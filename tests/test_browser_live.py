@@ -14,9 +14,17 @@ import time
 
 import pytest
 
+from manifests import lease
 from test_browser import (  # noqa: F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, chromium, dom, held_lease, leases_path, log_in, now_micro, open_live,
+    TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, dom, held_lease, leases_path, log_in, login_user,
+    now_micro, ns, open_live, page, session_state,
 )
+
+
+def lease_without_holder(ns: str, name: str) -> dict:
+    obj = lease(name=name, ns=ns)
+    obj["spec"].pop("holderIdentity", None)
+    return obj
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +101,43 @@ def test_a_paused_server_is_shown_not_live_and_countdowns_freeze(lone_page, lone
         merge=True)
     expect(row.locator(".holder")).to_have_text("node-c")
     expect(state).to_have_text("held")
+
+
+# ---------------------------------------------------------------------------------------------
+# Headings, totals and pagers count the whole filtered list, live
+
+
+def test_totals_and_pager_stay_exact_through_creates_and_deletes(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    for i in range(5):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, f"l{i}", "node-a"))
+    api(kube_server, "POST", leases_path(ns), lease_without_holder(ns, "free"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&limit=2")
+    totals, position = page.locator("#list-totals"), page.locator("#pager-position")
+    # The heading counts the list, not the page's two rows.
+    expect(totals.locator("dt")).to_have_text("6 leases")
+    expect(totals.locator("[data-held]")).to_have_text("5")
+    expect(position).to_have_text("Rows 1–2 of 6")
+
+    # A create after this page: announced, and counted.
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "zz", "node-b"))
+    expect(totals.locator("dt")).to_have_text("7 leases")
+    expect(totals.locator("[data-held]")).to_have_text("6")
+    expect(position).to_have_text("Rows 1–2 of 7")
+    # A delete on this page: the row goes, the page and the list count one less.
+    api(kube_server, "DELETE", leases_path(ns, "l0"))
+    expect(page.locator(dom("lease", ns, "l0"))).to_have_count(0)
+    expect(totals.locator("dt")).to_have_text("6 leases")
+    expect(position).to_have_text("Rows 1–1 of 6")
+    # A delete elsewhere in the list, and a lease released (held -> no holder).
+    api(kube_server, "DELETE", leases_path(ns, "l4"))
+    api(kube_server, "PATCH", leases_path(ns, "l3"), {"spec": {"holderIdentity": None}}, merge=True)
+    expect(totals.locator("dt")).to_have_text("5 leases")
+    expect(totals.locator("[data-held]")).to_have_text("3")
+    expect(position).to_have_text("Rows 1–1 of 5")
+    # One left: "1 lease".
+    for name in ("l1", "l2", "l3", "zz"):
+        api(kube_server, "DELETE", leases_path(ns, name))
+    expect(totals.locator("dt")).to_have_text("1 lease")
+    assert_not_reloaded(page)

@@ -117,10 +117,6 @@
     // The kinds' own time-based state (their scripts, declared by KindWeb.scripts, register
     // with kubedash.onTick: e.g. a Lease row flipping from held to expired).
     ticks.forEach(function (fn) { fn(now); });
-    // Counters that follow the rows on the page (they change with pushes and flips).
-    each("[data-count-of]", function (el) {
-      setText(el, String(document.querySelectorAll(el.dataset.countOf).length));
-    });
   }
 
   // --- exact times: UTC (as the server renders them) or the browser's time zone ------------
