@@ -21,6 +21,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard.kube import registry
 from dashboard.kube.errors import ApiError
+from dashboard.kube.meta import now
 from dashboard.kube.selectors import parse_label_selector
 from dashboard.access import clusters
 from dashboard.access.principals import principal_for
@@ -313,6 +314,19 @@ class LiveConsumer(AsyncWebsocketConsumer):
                 await self.send(text_data=BEAT)
             except Exception:   # gone meanwhile
                 return
+            if self.spec.view == kinds.OVERVIEW:
+                await self._send_clusters_panel()
+
+    async def _send_clusters_panel(self):
+        """The Overview's clusters panel, when it changed since last sent."""
+        try:
+            panel = await sync_to_async(live.clusters_fragment)(self.spec, now())
+            if panel and panel != getattr(self, "panel_sent", None) and not self.closing:
+                self.panel_sent = panel
+                await self.send(text_data=panel)
+        except Exception:
+            if not self.closing:
+                log.warning("the overview's clusters panel push failed", exc_info=True)
 
     async def _recheck(self):
         """The access this page was opened with changed or expired: close, narrow, or carry on."""

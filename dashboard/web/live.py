@@ -255,7 +255,7 @@ def render_refresh(spec, state: Snapshot) -> str:
     moment = now()
     marker = revision_marker(state.rv)
     if spec.view == OVERVIEW:
-        return _namespaces(overview_namespaces(state), moment) + marker
+        return overview_fragment(spec, overview_namespaces(state), moment) + marker
     if kinds.is_detail_view(spec.view):
         kind = spec.kinds[0]
         objects = state.objects[kind]
@@ -283,7 +283,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == OVERVIEW:
         # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
-        return [_namespaces(visible_namespaces(spec), moment) + marker]
+        return [overview_fragment(spec, visible_namespaces(spec), moment) + marker]
     detail = kinds.is_detail_view(spec.view)
     rows, parts = [], []    # rows: <tr hx-swap-oob> replacements (table context)
     inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
@@ -353,12 +353,28 @@ def visible_namespaces(spec) -> list[str]:
     return sorted(names)
 
 
-def _namespaces(namespaces: list[str], moment) -> str:
+def overview_fragment(spec, namespaces: list[str], moment) -> str:
+    """Everything the Overview shows live: its namespace cards, its totals and (when clusters
+    are followed) its clusters panel, as it is now."""
+    from .present import overview_totals
     from .views import namespace_cards
 
-    cards = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""})
-                    for card in (namespace_cards(moment, namespaces) if namespaces else []))
-    return f'<div hx-swap-oob="innerHTML:#namespaces">{cards}</div>'
+    cards = namespace_cards(moment, namespaces) if namespaces else []
+    html = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""}) for card in cards)
+    html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
+    html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
+    return html + clusters_fragment(spec, moment, None if spec.namespace else cards)
+
+
+def clusters_fragment(spec, moment, cards=None) -> str:
+    """The Overview's clusters panel now ("" when no cluster is followed): with every change,
+    and every heartbeat (a followed cluster's state and objects change without a local event)."""
+    from .views import cluster_rows
+
+    if getattr(spec, "principal", None) is None:
+        return ""
+    rows = cluster_rows(spec.principal, moment, cards)
+    return render_to_string("web/overview.html#clusters", {"cluster_rows": rows, "oob": True}) if rows else ""
 
 
 
