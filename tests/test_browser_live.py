@@ -141,3 +141,47 @@ def test_totals_and_pager_stay_exact_through_creates_and_deletes(page, kube_serv
         api(kube_server, "DELETE", leases_path(ns, name))
     expect(totals.locator("dt")).to_have_text("1 lease")
     assert_not_reloaded(page)
+
+
+# ---------------------------------------------------------------------------------------------
+# Selections are state
+
+
+def test_selected_rows_stay_selected_through_renewals(page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    names = [f"s{i}" for i in range(8)]
+    for name in names:
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}")
+
+    def box(name):
+        return page.get_by_role("checkbox", name=f"Select {ns}/{name}")
+
+    count = page.locator("[data-bulk-count]")
+    box("s1").click()
+    box("s4").click(modifiers=["Shift"])     # a range: s1..s4
+    box("s6").click()
+    expect(count).to_have_text("5 selected:")
+    chosen = ["s1", "s2", "s3", "s4", "s6"]
+
+    # Renewals of every lease, several rounds: each row is replaced by a push, and stays selected.
+    for round_ in range(3):
+        for name in names:
+            api(kube_server, "PATCH", leases_path(ns, name),
+                {"spec": {"holderIdentity": f"node-{round_}", "renewTime": now_micro()}}, merge=True)
+        for name in names:
+            expect(page.locator(dom("lease", ns, name) + " .holder")).to_have_text(f"node-{round_}")
+        for name in names:
+            (expect(box(name)).to_be_checked if name in chosen else expect(box(name)).not_to_be_checked)()
+        expect(count).to_have_text("5 selected:")
+
+    # A selected object deleted: it leaves the selection, and the bar says so.
+    api(kube_server, "DELETE", leases_path(ns, "s3"))
+    expect(page.locator(dom("lease", ns, "s3"))).to_have_count(0)
+    expect(count).to_have_text("4 selected:")
+    expect(page.locator("[data-bulk-note]")).to_contain_text(f"{ns}/s3")
+    # What a bulk action would act on: exactly the four still selected.
+    checked = page.eval_on_selector_all("input[data-bulk-row]:checked", "els => els.map(e => e.value)")
+    assert checked == [f"{ns}/{n}" for n in ("s1", "s2", "s4", "s6")]
+    assert_not_reloaded(page)

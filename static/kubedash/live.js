@@ -585,26 +585,63 @@
 })();
 
 // Bulk actions on the list pages (templates/web/_bulk.html, web/bulk_views.py): "select all on
-// this page" and the action bar shown only while rows are selected. Without JS the bar is
-// always there and the server asks to select rows first.
+// this page", shift-click for a range, and the action bar shown only while rows are selected.
+// Without JS the bar is always there and the server asks to select rows first.
+// Selections are state, not DOM: a Set of the selected objects' keys ("namespace/name", the
+// checkboxes' values). A live push that replaces a row checks it again from the set; the count
+// is the set's; a selected object whose row leaves the page (deleted, or out of the view)
+// leaves the set, and the bar says so.
 (function () {
+  var selected = new Set(), anchor = null;
+  function boxes(form) { return Array.from(form.querySelectorAll("input[data-bulk-row]")); }
   function sync(form) {
-    const rows = form.querySelectorAll("input[data-bulk-row]");
-    const n = Array.from(rows).filter((b) => b.checked).length;
-    const bar = form.querySelector("[data-bulk-bar]");
-    if (bar) bar.hidden = n === 0;
-    const count = form.querySelector("[data-bulk-count]");
+    var rows = boxes(form), onPage = new Set(), left = [];
+    rows.forEach(function (b) { onPage.add(b.value); b.checked = selected.has(b.value); });
+    selected.forEach(function (key) { if (!onPage.has(key)) left.push(key); });
+    left.forEach(function (key) { selected.delete(key); });
+    var n = selected.size;
+    var bar = form.querySelector("[data-bulk-bar]");
+    var note = form.querySelector("[data-bulk-note]");
+    if (note && left.length) {
+      note.textContent = left.join(", ") + (left.length === 1 ? " is" : " are") +
+        " no longer in this view (deleted?) and no longer selected.";
+      note.hidden = false;
+    }
+    if (bar) bar.hidden = n === 0 && !(note && !note.hidden);
+    var count = form.querySelector("[data-bulk-count]");
     if (count) count.textContent = n + " selected:";
-    const all = form.querySelector("input[data-bulk-all]");
+    form.querySelectorAll("[data-bulk-bar] button[name=action]").forEach(function (b) { b.disabled = n === 0; });
+    var all = form.querySelector("input[data-bulk-all]");
     if (all) { all.checked = n > 0 && n === rows.length; all.indeterminate = n > 0 && n < rows.length; }
   }
-  document.addEventListener("change", (e) => {
-    const form = e.target.closest && e.target.closest("form.bulk-form");
+  function clearNote(form) {
+    var note = form.querySelector("[data-bulk-note]");
+    if (note) { note.hidden = true; note.textContent = ""; }
+  }
+  document.addEventListener("click", function (e) {
+    var box = e.target.closest && e.target.closest("input[data-bulk-row]");
+    var form = box && box.closest("form.bulk-form");
     if (!form) return;
-    if (e.target.matches("input[data-bulk-all]")) {
-      form.querySelectorAll("input[data-bulk-row]").forEach((b) => { b.checked = e.target.checked; });
-    }
+    var rows = boxes(form), at = rows.indexOf(box), from = anchor ? rows.indexOf(anchor) : -1;
+    // Shift-click: every row between the last clicked one and this one takes this one's state.
+    var range = e.shiftKey && from >= 0 ? rows.slice(Math.min(from, at), Math.max(from, at) + 1) : [box];
+    range.forEach(function (b) { if (box.checked) selected.add(b.value); else selected.delete(b.value); });
+    anchor = box;
+    clearNote(form);
     sync(form);
   });
-  document.addEventListener("DOMContentLoaded", () => document.querySelectorAll("form.bulk-form").forEach(sync));
+  document.addEventListener("change", function (e) {
+    var form = e.target.closest && e.target.closest("form.bulk-form");
+    if (!form || !e.target.matches("input[data-bulk-all]")) return;
+    boxes(form).forEach(function (b) { if (e.target.checked) selected.add(b.value); else selected.delete(b.value); });
+    clearNote(form);
+    sync(form);
+  });
+  function syncAll() { document.querySelectorAll("form.bulk-form").forEach(sync); }
+  document.addEventListener("DOMContentLoaded", function () {
+    // (a page restored with boxes already checked, e.g. back/forward)
+    document.querySelectorAll("form.bulk-form input[data-bulk-row]:checked").forEach(function (b) { selected.add(b.value); });
+    syncAll();
+  });
+  document.addEventListener("htmx:wsAfterMessage", syncAll);
 })();
