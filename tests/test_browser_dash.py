@@ -426,12 +426,12 @@ def test_sorting_by_header_with_paging_and_live_updates(wide_page, kube_server, 
     open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&q=&limit=2")
     header = page.get_by_role("columnheader", name="Holder")
     expect(header).not_to_have_attribute("aria-sort", re.compile("."))
-    header.get_by_role("button", name="Holder").click()
+    header.get_by_role("link", name="Holder").click()
     expect(header).to_have_attribute("aria-sort", "ascending")
     assert "sort=holder" in page.url
     expect(page.locator(".pager-position")).to_have_text("Rows 1–2 of 5")
     assert [i.split("--")[-1] for i in row_ids(page)] == ["d", "b"]      # node-a, node-b
-    page.get_by_role("button", name="Holder").click()
+    page.get_by_role("columnheader", name="Holder").get_by_role("link", name="Holder").click()
     expect(page.get_by_role("columnheader", name="Holder")).to_have_attribute("aria-sort", "descending")
     assert [i.split("--")[-1] for i in row_ids(page)] == ["c", "a"]      # node-e, node-d
     # The second page of the descending order, live.

@@ -185,3 +185,48 @@ def test_selected_rows_stay_selected_through_renewals(page, kube_server, ns):
     checked = page.eval_on_selector_all("input[data-bulk-row]:checked", "els => els.map(e => e.value)")
     assert checked == [f"{ns}/{n}" for n in ("s1", "s2", "s4", "s6")]
     assert_not_reloaded(page)
+
+
+# ---------------------------------------------------------------------------------------------
+# One URL per view
+
+
+def test_a_share_link_keeps_sort_filter_size_and_page(chromium, page, kube_server, ns):
+    from playwright.sync_api import expect
+
+    base = kube_server.http_url
+    for i, holder in enumerate(["node-d", "node-b", "node-e", "node-a", "node-c"]):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, f"x{i}", holder))
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "other", "node-z"))
+    page.goto(f"{base}/leases/?namespace={ns}&q=x&limit=2")
+    # Header clicks replace the order (one sort parameter), twice: descending.
+    holder = page.get_by_role("columnheader", name="Holder")
+    holder.get_by_role("link", name="Holder").click()
+    expect(holder).to_have_attribute("aria-sort", "ascending")
+    page.get_by_role("columnheader", name="Holder").get_by_role("link", name="Holder").click()
+    expect(page.get_by_role("columnheader", name="Holder")).to_have_attribute("aria-sort", "descending")
+    assert page.url == f"{base}/leases/?namespace={ns}&q=x&sort=-holder&limit=2"
+    page.get_by_role("link", name="Next page →").click()
+    view = f"{base}/leases/?namespace={ns}&q=x&sort=-holder&limit=2&page=2"
+    expect(page).to_have_url(view)
+    rows = [i.split("--")[-1] for i in page.eval_on_selector_all("#items > *", "els => els.map(e => e.id)")]
+    assert rows == ["x4", "x1"]   # node-e, node-d | node-c, node-b | node-a
+
+    page.get_by_role("link", name="Share this view").click()
+    page.fill("#id_label", f"view {ns}")
+    page.get_by_role("button", name="Create link").click()
+    url = page.input_value("#share-url")
+    visitor_ctx = chromium.new_context()
+    try:
+        visitor = visitor_ctx.new_page()
+        visitor.goto(url)
+        expect(visitor).to_have_url(view)   # the same view: filter, order, size, page
+        expect(visitor.get_by_role("columnheader", name="Holder")).to_have_attribute("aria-sort", "descending")
+        expect(visitor.locator("#pager-position")).to_have_text("Rows 3–4 of 5")
+        shown = [i.split("--")[-1] for i in visitor.eval_on_selector_all("#items > *", "els => els.map(e => e.id)")]
+        assert shown == rows
+    finally:
+        visitor_ctx.close()
+    # An unknown order says so.
+    page.goto(f"{base}/leases/?namespace={ns}&sort=nonsense")
+    expect(page.get_by_role("alert")).to_contain_text("Sort: “nonsense” is not an order of this list")

@@ -246,7 +246,7 @@ def test_a_detail_pages_delete_can_be_undone_from_the_list(two_jobs, login):
         store.get(_jobs(), "default", "a")
     html = c.get(done["Location"]).content.decode()
     assert "Job default/a deleted. Undo below creates it again." in html
-    assert "Undo the last delete (1 jobs)" in html
+    assert "Undo the last delete (1 job)" in html
     undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
     c.post("/jobs/bulk-undo/", {"undo": undo_id})
     again = store.get(_jobs(), "default", "a")

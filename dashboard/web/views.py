@@ -69,12 +69,12 @@ def base_context(request, principal: Principal, active: str) -> dict:
             "heartbeat_ms": int(settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS * 1000)}   # live.js
 
 
-def share_url(principal: Principal, kind: str, namespace: str, label_selector: str, q: str = "") -> str:
-    """The "Share this view" target, for those who may share this view (else "")."""
-    if not principal.can(SHARE_VERB, namespace or None, kind):
+def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
+    """The "Share this view" target, for those who may share this view (else ""): the link's
+    scope (namespace, selector) and the view it opens (name search, order, size, page)."""
+    if not principal.can(SHARE_VERB, filters.namespace or None, kind):
         return ""
-    query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector, "q": q}
-    return cluster_scope.in_cluster("/share/new/?" + urlencode({k: v for k, v in query.items() if v}))
+    return cluster_scope.in_cluster(f"/share/new/?kind={kind}&" + filters.query(page=str(filters.page) if filters.page > 1 else ""))
 
 
 @dataclass
@@ -87,25 +87,47 @@ class Filters:
     sort: str = ""      # "" (namespace, name), "key" or "-key"
     page: int = 1       # of a sorted view
 
+    # What is wrong with the address's view settings: (the filter field, what to say).
+    errors: tuple = ()
+
     @classmethod
     def from_request(cls, request, web: kinds.KindWeb | None = None) -> "Filters":
+        """The view an address asks for. Each setting is one parameter (the last one, if
+        repeated: views.canonical_redirect then drops the rest); a value that is no setting of
+        this list (an unknown sort, a page size or page that is no number) is an error the
+        page says, never silently another view."""
         g = request.GET
-        try:
-            limit = int(g.get("limit") or PAGE_SIZE)
-        except ValueError:
-            limit = PAGE_SIZE
-        try:
-            page = max(1, int(g.get("page") or 1))
-        except ValueError:
-            page = 1
-        # A header's sort button submits the filter form beside its own hidden sort: the
-        # button's value comes last. An unknown or default key is the default order.
-        sort = (g.getlist("sort") or [""])[-1].strip()
-        if web is None or web.sort(sort.lstrip("-")) is None or sort == "namespace":
+        errors = []
+
+        def last(name: str) -> str:
+            return (g.getlist(name) or [""])[-1].strip()
+
+        def number(name: str, what: str, default: int) -> int:
+            text = last(name)
+            if not text:
+                return default
+            if text.isdigit() and int(text) >= 1:
+                return int(text)
+            errors.append((name, f"{what}: “{text}” is not a number of at least 1."))
+            return default
+
+        limit, page = number("limit", "Per page", PAGE_SIZE), number("page", "Page", 1)
+        sort = last("sort")
+        if sort and web is not None and web.sort(sort.lstrip("-")) is None:
+            known = ", ".join(s.key for s in web.all_sorts())
+            errors.append(("sort", f"Sort: “{sort}” is not an order of this list (one of {known}, or -key for "
+                                   "the reverse order)."))
             sort = ""
-        return cls(namespace=(g.get("namespace") or "").strip(), label_selector=(g.get("labelSelector") or "").strip(),
-                   q=(g.get("q") or "").strip(), limit=max(1, min(limit, MAX_PAGE_SIZE)),
-                   continue_token="" if sort else g.get("continue") or "", sort=sort, page=page if sort else 1)
+        if web is None or sort == "namespace":
+            sort = ""   # the default order, (namespace, name): no parameter
+        return cls(namespace=last("namespace"), label_selector=last("labelSelector"),
+                   q=last("q"), limit=min(limit, MAX_PAGE_SIZE),
+                   continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
+                   errors=tuple(errors))
+
+    def canonical(self) -> str:
+        """This view's one address (its query string): each setting once, defaults left out."""
+        return self.query(page=str(self.page) if self.page > 1 else "", **{"continue": self.continue_token})
 
     @property
     def custom_limit(self) -> int | None:
@@ -122,7 +144,23 @@ class Filters:
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
+        if params["sort"] == "namespace":
+            params["sort"] = ""   # the default order
         return urlencode({k: v for k, v in params.items() if v})
+
+
+def canonical_redirect(request, filters: Filters):
+    """A redirect to the view's one address when this one says it another way (a setting
+    repeated or empty, a default spelled out: `sort=&sort=expiry`, `limit=100`); else None."""
+    from urllib.parse import parse_qsl
+
+    from django.shortcuts import redirect
+
+    given = sorted((k, v) for k, values in request.GET.lists() if k != cluster_scope.PARAM for v in values)
+    canonical = filters.canonical()
+    if given == sorted(parse_qsl(canonical)):
+        return None
+    return redirect(cluster_scope.in_cluster(request.path + (f"?{canonical}" if canonical else "")))
 
 
 @dataclass
@@ -307,6 +345,10 @@ class KindListView(View):
         page = self.web
         principal = page_principal(request)
         filters = Filters.from_request(request, page)
+        if not filters.errors:
+            moved = canonical_redirect(request, filters)
+            if moved is not None:
+                return moved
         ctx = base_context(request, principal, page.plural)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="",
                    page_sizes=PAGE_SIZES, sorting=sort_headers(page, filters.sort),
@@ -315,6 +357,10 @@ class KindListView(View):
         namespaces = list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.plural, filters.namespace)
+        if filters.errors:
+            ctx["error_field"], ctx["error"] = filters.errors[0]
+            ctx["first_page"] = "?" + filters.query()   # the same view without what was wrong
+            return render(request, page.list_template, ctx, status=400)
         try:
             # A share link's own selector always applies; the visitor can only narrow it.
             selector = scope.narrow(principal, parse_label_selector(filters.label_selector))
@@ -360,8 +406,7 @@ class KindListView(View):
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
                                last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
                                offset=str(ctx.get("offset", "")))
-        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
-                                     filters.q)
+        ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
 
     def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal):
@@ -387,8 +432,7 @@ class KindListView(View):
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, sort=filters.sort,
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
-        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
-                                     filters.q)
+        ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
 
 

@@ -375,7 +375,16 @@
       clearTimeout(typingTimer);
       typingTimer = setTimeout(function () { applyFilters(e.target); }, TYPING_PAUSE_MS);
     });
-    filters.addEventListener("submit", function () { clearTimeout(typingTimer); });
+    // The view's one address: the settings chosen, empty ones left out (the server sends
+    // any other spelling to the same address, views.canonical_redirect).
+    filters.addEventListener("submit", function (e) {
+      clearTimeout(typingTimer);
+      e.preventDefault();
+      var query = new URLSearchParams();
+      new FormData(filters).forEach(function (value, key) { if (value !== "") query.set(key, value); });
+      var text = query.toString();
+      location.href = location.pathname + (text ? "?" + text : "");
+    });
     window.addEventListener("pagehide", function () {
       if (!applying || document.activeElement !== applying) return;
       try {
