@@ -127,7 +127,7 @@ def bulk(request, principal, info: KindWeb):
 
 def _report(request, info, action, done, failed, prefix=""):
     if done:
-        messages.success(request, f"{prefix}{info.kind} {action.done}: {', '.join(done)}.")
+        messages.success(request, f"{prefix}{info.counted(len(done))} {action.done}: {', '.join(done)}.")
     for line in failed:
         messages.error(request, f"{prefix}Not {action.done}: {line}")
 
