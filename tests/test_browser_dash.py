@@ -615,6 +615,10 @@ def test_keyboard_shortcuts(wide_page, kube_server, ns):
     page.keyboard.press("/")
     search = page.get_by_label("Name contains")
     expect(search).to_be_focused()
+    # ... as the page says: the name search names the key, the header's search does not.
+    expect(search).to_have_attribute("placeholder", "Press / to search")
+    expect(page.locator("#site-q")).to_have_attribute("placeholder", "Search all kinds")
+    expect(page.locator("#site-q")).not_to_have_attribute("aria-keyshortcuts", "/")
     page.keyboard.type("gj?k")
     expect(search).to_have_value("gj?k")
     expect(help_dialog).to_be_hidden()
@@ -678,6 +682,7 @@ def test_search_across_kinds_from_the_header(wide_page, kube_server, ns):
     page.keyboard.press("/")      # no list filter here: "/" is the header's search
     box = page.get_by_role("searchbox", name="Search all kinds")
     expect(box).to_be_focused()
+    expect(box).to_have_attribute("placeholder", "Search (/)")
     box.fill(ns)
     box.press("Enter")
     page.wait_for_url(re.compile(r"/search/\?q="))

@@ -149,3 +149,20 @@ def test_pages_say_where_they_are_and_go_back(login):
     # The page size is a control of the filters form.
     assert re.search(r'<select id="f-limit" name="limit">.*<option value="50">50</option>', first, re.S)
     assert '<option value="3" selected>3</option>' in first
+
+
+def test_the_search_links_to_every_match_of_a_kind(login):
+    leases = by_kind("Lease")
+    for i in range(60):
+        store.create(leases, "srch", lease(f"match-{i:02d}", ns="srch"))
+    store.create(by_kind("Job"), "srch", job("match-job", ns="srch"))
+    c = login("viewer")
+    page = unescape(text(c.get("/search/?q=match")))
+    assert "(60, the first 50 shown)" in page
+    link = re.search(r'<a href="([^"]+)">Show all 60 leases matching “match”</a>', page).group(1)
+    assert link == "/search/?q=match&kind=Lease"
+    assert "Show all 1 job" not in page   # every match of that kind is shown already
+    everything = unescape(text(c.get(link)))
+    assert len(re.findall(r'<a href="/leases/srch/match-\d\d/">', everything)) == 60
+    assert "match-job" not in everything and "Show all" not in everything
+    assert '<a href="/search/?q=match">Search all kinds</a>' in everything

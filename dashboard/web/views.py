@@ -350,7 +350,8 @@ class KindListView(View):
             if moved is not None:
                 return moved
         ctx = base_context(request, principal, page.plural)
-        ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="",
+        # list_search: "/" is this list's name search, not the header's (base.html says so)
+        ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="", list_search=True,
                    page_sizes=PAGE_SIZES, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
@@ -485,10 +486,11 @@ class DetailView(View):
 # ---------------------------------------------------------------------------------------------
 # Search across kinds
 
-SEARCH_SHOWN = 50   # results shown per kind
+SEARCH_SHOWN = 50   # results shown per kind (all of one kind's: ?kind=<Kind>, up to SEARCH_ALL)
+SEARCH_ALL = 5000
 
 
-def search_kind(web: kinds.KindWeb, principal: Principal, term: str) -> dict | None:
+def search_kind(web: kinds.KindWeb, principal: Principal, term: str, shown: int = SEARCH_SHOWN) -> dict | None:
     """One kind's part of the search: objects whose name, namespace, a label (key, value or
     "key=value") or one of the kind's search columns contain `term` (case-insensitive),
     within what the principal may list; None when it may list none of this kind."""
@@ -517,7 +519,8 @@ def search_kind(web: kinds.KindWeb, principal: Principal, term: str) -> dict | N
                 if value and needle in str(value).lower()]
         if why:   # (the labels' JSON text can match on its punctuation alone)
             found.append({"namespace": ns, "name": name, "url": web.detail_url(ns, name), "why": why})
-    return {"web": web, "total": len(found), "items": found[:SEARCH_SHOWN]}
+    return {"web": web, "total": len(found), "items": found[:shown], "shown": min(shown, len(found)),
+            "all_url": "/search/?" + urlencode({"q": term, "kind": web.kind})}
 
 
 @method_decorator(viewer_required, name="dispatch")
@@ -526,8 +529,13 @@ class SearchView(View):
         principal = page_principal(request)
         term = (request.GET.get("q") or "").strip()[:253]
         ctx = base_context(request, principal, "search")
-        groups = [g for g in (search_kind(web, principal, term) for web in kinds.registered()) if g] if term else []
-        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), shown=SEARCH_SHOWN)
+        # ?kind=<Kind>: every match of that kind (the "Show all" link of its section).
+        only = kinds.by_kind(request.GET.get("kind") or "")
+        searched = [only] if only else kinds.registered()
+        shown = SEARCH_ALL if only else SEARCH_SHOWN
+        groups = [g for g in (search_kind(web, principal, term, shown) for web in searched) if g] if term else []
+        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), only=only,
+                   all_kinds_url=cluster_scope.in_cluster("/search/?" + urlencode({"q": term})))
         return render(request, "web/search.html", ctx)
 
 
