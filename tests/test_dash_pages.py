@@ -166,3 +166,29 @@ def test_the_search_links_to_every_match_of_a_kind(login):
     assert len(re.findall(r'<a href="/leases/srch/match-\d\d/">', everything)) == 60
     assert "match-job" not in everything and "Show all" not in everything
     assert '<a href="/search/?q=match">Search all kinds</a>' in everything
+
+
+def test_a_deleted_objects_page_says_when_shows_its_yaml_and_creates_it_again(login):
+    leases = by_kind("Lease")
+    store.create(leases, "gone", lease("old-leader", holder="node-q", ns="gone"))
+    uid = store.get(leases, "gone", "old-leader")["metadata"]["uid"]
+    store.delete(leases, "gone", "old-leader")
+    viewer = login("viewer", "del-viewer")
+    r = viewer.get("/leases/gone/old-leader/")
+    page = unescape(text(r))
+    assert r.status_code == 404
+    assert "This lease was deleted" in page and "data-ago-since" in page
+    assert "holderIdentity: node-q" in page and "Last known YAML" in page
+    assert "Create it again" not in page                           # a viewer may not
+    assert viewer.get("/leases/gone/never-was/").status_code == 404
+    assert "was deleted" not in text(viewer.get("/leases/gone/never-was/"))
+    editor = login("editor", "del-editor")
+    page = text(editor.get("/leases/gone/old-leader/"))
+    assert 'action="/leases/gone/old-leader/restore/"' in page and "Create it again" in page
+    assert viewer.post("/leases/gone/old-leader/restore/").status_code == 403
+    done = editor.post("/leases/gone/old-leader/restore/")
+    assert done.status_code == 302 and done["Location"] == "/leases/gone/old-leader/"
+    again = store.get(leases, "gone", "old-leader")
+    assert again["spec"]["holderIdentity"] == "node-q" and again["metadata"]["uid"] != uid
+    page = text(editor.get("/leases/gone/old-leader/"))
+    assert "created again" in page and "was deleted" not in page

@@ -197,7 +197,8 @@ def _detail(kind: str, obj: dict | None, moment, spec=None) -> str:
         return live_fragment(spec, kind, obj)
     if obj is None:
         return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
-                "This object has been deleted.</p></section>")
+                "This object has been deleted. <a href=\"\">Reload</a> for when, its last YAML and "
+                "an undo.</p></section>")
     return render_to_string(kinds.by_kind(kind).detail_template + "#detail", {
         "item": present(kind, obj, moment), "oob": "true", "yaml": object_yaml(obj)})
 

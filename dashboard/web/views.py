@@ -464,7 +464,7 @@ class DetailView(View):
             obj = store.get(page.resource, namespace, name)
         except ApiError as exc:
             if exc.code == 404:
-                raise Http404(f"{page.kind} {namespace}/{name} not found")
+                return deleted_page(request, principal, page, namespace, name)
             raise
         if not scope.sees(principal, page.kind, obj):
             # Outside a share link's selector: as if it did not exist.
@@ -481,6 +481,34 @@ class DetailView(View):
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)
+
+
+def last_deletion(web: kinds.KindWeb, namespace: str, name: str):
+    """(the object as it was when deleted, when) from the revision log, when the object's last
+    logged write is its deletion; else None (never there, or its history compacted away)."""
+    from dashboard.kube import revlog
+
+    last = revlog.object_revisions(web.kind, namespace, name, 1)
+    if not last or last[0][1] != revlog.DELETED:
+        return None
+    return last[0][2], last[0][3]
+
+
+def deleted_page(request, principal: Principal, web: kinds.KindWeb, namespace: str, name: str):
+    """A deleted object's address: when it was deleted, its last known YAML (the revision log),
+    and, for those who may create it, "Create it again" (bulk_views.restore). 404 all the same;
+    a plain 404 when the log does not know it (or a share link's selector does not cover it)."""
+    found = last_deletion(web, namespace, name)
+    if found is None or not scope.sees(principal, web.kind, found[0]):
+        raise Http404(f"{web.kind} {namespace}/{name} not found")
+    obj, when = found
+    now = utcnow()
+    ctx = base_context(request, principal, web.plural)
+    ctx.update(web=web, namespace=namespace, name=name, yaml=p.object_yaml(obj), deleted_at=p.iso(when),
+               deleted_clock=p.clock(when), deleted_ago=p.age(when, now),
+               list_url=cluster_scope.in_cluster(f"{web.list_url}?namespace={namespace}"),
+               can_restore=principal.can("create", namespace, web.kind) and clusters.is_local())
+    return render(request, "web/deleted.html", ctx, status=404)
 
 
 # ---------------------------------------------------------------------------------------------
