@@ -15,6 +15,7 @@ import time
 import pytest
 
 from manifests import lease
+from test_browser_clusters import prod  # noqa: F401  (a followed cluster: the overview's clusters panel)
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, dom, held_lease, leases_path, log_in, login_user,
     now_micro, ns, open_live, page, session_state,
@@ -230,3 +231,44 @@ def test_a_share_link_keeps_sort_filter_size_and_page(chromium, page, kube_serve
     # An unknown order says so.
     page.goto(f"{base}/leases/?namespace={ns}&sort=nonsense")
     expect(page.get_by_role("alert")).to_contain_text("Sort: “nonsense” is not an order of this list")
+
+
+# ---------------------------------------------------------------------------------------------
+# On a phone
+
+
+@pytest.fixture
+def phone(chromium, session_state):
+    from test_browser import signed_in_page
+
+    yield from signed_in_page(chromium, session_state, width=390, is_mobile=True, has_touch=True,
+                              device_scale_factor=2)
+
+
+def test_phone_first_row_in_the_first_screen_and_nothing_scrolls_sideways(phone, kube_server, ns, prod):
+    from playwright.sync_api import expect
+
+    page, base = phone, kube_server.http_url
+    page.set_viewport_size({"width": 390, "height": 844})
+    for i in range(3):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, f"phone-{i}-with-a-rather-long-name", f"node-{i}"))
+    for path in (f"/leases/?namespace={ns}", "/", f"/leases/{ns}/phone-0-with-a-rather-long-name/",
+                 f"/jobs/?namespace={ns}", f"/search/?q={ns}"):
+        page.goto(base + path)
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        name = path.strip("/").replace("/", "-").split("?")[0][:20] or "overview"
+        page.screenshot(path=f"/tmp/kubedash-phone-{name}.png", full_page=True)
+        over = page.evaluate("""() => Array.from(document.querySelectorAll('body *')).filter(e => {
+            const r = e.getBoundingClientRect(); return r.right > 391 && r.width > 0;
+        }).slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))""")
+        assert wide <= 390, f"{path}: the page is {wide}px wide at 390px: {over}"
+    page.goto(f"{base}/leases/?namespace={ns}")
+    first = page.locator("#items > *").first
+    expect(first).to_be_visible()
+    top = first.bounding_box()["y"]
+    assert top < 844 - 60, f"the first row starts {top:.0f}px down"
+    # The filters are one tap away, and work.
+    filters = page.locator("#list-filters")
+    expect(filters).to_be_hidden()
+    page.get_by_text("Filters", exact=False).first.click()
+    expect(page.get_by_label("Name contains")).to_be_visible()

@@ -359,6 +359,10 @@
   // pause in typing; the label selector (half-typed, it is an error) on Enter, or Apply.
   // Applying loads the first page of the new view; the field keeps the focus (and what was
   // typed meanwhile) across that load: sessionStorage "kubedash.refocus".
+  // On a phone the filters wait behind their "Filters" disclosure (open without JS, after an
+  // error in them, or when coming back to a field being typed in).
+  var filtersBox = document.getElementById("filters-box");
+  var phone = window.matchMedia && window.matchMedia("(max-width: 640px)").matches;
   var REFOCUS_KEY = "kubedash.refocus", TYPING_PAUSE_MS = 600;
   var filters = document.getElementById("list-filters"), typingTimer = 0, applying = null;
   function applyFilters(field) {
@@ -397,6 +401,9 @@
     try { back = JSON.parse(sessionStorage.getItem(REFOCUS_KEY) || "null"); sessionStorage.removeItem(REFOCUS_KEY); }
     catch (e) { back = null; }
     var field = back && back.path === location.pathname && document.getElementById(back.id);
+    if (filtersBox && phone && !filtersBox.hasAttribute("data-keep-open") && !(field && filters.contains(field))) {
+      filtersBox.open = false;
+    }
     if (field && filters.contains(field)) {
       field.focus();
       if (field.matches("[data-search]") && field.value !== back.value) {
