@@ -694,7 +694,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if simulator is not None:
                 simulator.terminate()
-                simulator.wait(20)
+                try:
+                    simulator.wait(20)
+                except subprocess.TimeoutExpired:   # (a loaded machine): the figures still count
+                    simulator.kill()
+                    simulator.wait(20)
     finally:
         server.stop()
         if args.keep:
