@@ -352,7 +352,7 @@ class KindListView(View):
         ctx = base_context(request, principal, page.plural)
         # list_search: "/" is this list's name search, not the header's (base.html says so)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="", list_search=True,
-                   page_sizes=PAGE_SIZES, sorting=sort_headers(page, filters.sort),
+                   page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
         namespaces = list_scope(principal, filters.namespace, page.kind)

@@ -379,13 +379,15 @@
       clearTimeout(typingTimer);
       typingTimer = setTimeout(function () { applyFilters(e.target); }, TYPING_PAUSE_MS);
     });
-    // The view's one address: the settings chosen, empty ones left out (the server sends
+    // The view's one address: the settings chosen, empty and default ones left out (the server sends
     // any other spelling to the same address, views.canonical_redirect).
     filters.addEventListener("submit", function (e) {
       clearTimeout(typingTimer);
       e.preventDefault();
       var query = new URLSearchParams();
-      new FormData(filters).forEach(function (value, key) { if (value !== "") query.set(key, value); });
+      Array.prototype.forEach.call(filters.elements, function (el) {
+        if (el.name && !el.disabled && el.value !== "" && el.value !== el.dataset.default) query.set(el.name, el.value);
+      });
       var text = query.toString();
       location.href = location.pathname + (text ? "?" + text : "");
     });
