@@ -221,9 +221,11 @@ KUBEDASH_MAX_HEADER_BYTES = int(os.environ.get("KUBEDASH_MAX_HEADER_BYTES", str(
 # and between requests on a kept-alive connection (kube-apiserver: IdleTimeout 90 s).
 KUBEDASH_HEADER_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_HEADER_TIMEOUT_SECONDS", "32"))
 KUBEDASH_IDLE_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_IDLE_TIMEOUT_SECONDS", "90"))
-# Live pages only listen: a frame from a client closes its socket (web/socket_limits.py); larger
-# frames get 1009 from the protocol. Each user may open sockets in bursts of CONNECT_BURST,
-# refilled at CONNECTS_PER_SECOND (a page load or a reconnect is one).
+# A live page's heartbeat (web/consumers.py): the server's beat, the page's "not live" after two missed.
+KUBEDASH_LIVE_HEARTBEAT_SECONDS = float(os.environ.get("KUBEDASH_LIVE_HEARTBEAT_SECONDS", "5"))
+# Live pages only listen but for their heartbeat's answer: any other frame from a client closes its
+# socket (web/socket_limits.py); larger frames get 1009 from the protocol. Each user may open sockets
+# in bursts of CONNECT_BURST, refilled at CONNECTS_PER_SECOND (a page load or a reconnect is one).
 KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES", str(64 * 1024)))
 KUBEDASH_WEBSOCKET_CONNECT_BURST = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECT_BURST", "100"))
 KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND", "5"))

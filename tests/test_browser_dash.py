@@ -307,7 +307,7 @@ def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable)
         restartable.stop()
         status = page.locator("#live-status")
         expect(status).to_have_text("Reconnecting…")
-        expect(page.locator("#live-stale")).to_contain_text("Not live: showing the state as of")
+        expect(page.locator("#live-stale")).to_contain_text("Not live since")
         expect(page.get_by_role("button", name="Retry now")).to_be_visible()
         frozen = countdown.inner_text()
         page.screenshot(path="/tmp/kubedash-stale.png")
@@ -431,12 +431,12 @@ def test_sorting_by_header_with_paging_and_live_updates(wide_page, kube_server, 
     open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}&q=&limit=2")
     header = page.get_by_role("columnheader", name="Holder")
     expect(header).not_to_have_attribute("aria-sort", re.compile("."))
-    header.get_by_role("button", name="Holder").click()
+    header.get_by_role("link", name="Holder").click()
     expect(header).to_have_attribute("aria-sort", "ascending")
     assert "sort=holder" in page.url
     expect(page.locator(".pager-position")).to_have_text("Rows 1–2 of 5")
     assert [i.split("--")[-1] for i in row_ids(page)] == ["d", "b"]      # node-a, node-b
-    page.get_by_role("button", name="Holder").click()
+    page.get_by_role("columnheader", name="Holder").get_by_role("link", name="Holder").click()
     expect(page.get_by_role("columnheader", name="Holder")).to_have_attribute("aria-sort", "descending")
     assert [i.split("--")[-1] for i in row_ids(page)] == ["c", "a"]      # node-e, node-d
     # The second page of the descending order, live.
@@ -620,6 +620,10 @@ def test_keyboard_shortcuts(wide_page, kube_server, ns):
     page.keyboard.press("/")
     search = page.get_by_label("Name contains")
     expect(search).to_be_focused()
+    # ... as the page says: the name search names the key, the header's search does not.
+    expect(search).to_have_attribute("placeholder", "Press / to search")
+    expect(page.locator("#site-q")).to_have_attribute("placeholder", "Search all kinds")
+    expect(page.locator("#site-q")).not_to_have_attribute("aria-keyshortcuts", "/")
     page.keyboard.type("gj?k")
     expect(search).to_have_value("gj?k")
     expect(help_dialog).to_be_hidden()
@@ -683,6 +687,7 @@ def test_search_across_kinds_from_the_header(wide_page, kube_server, ns):
     page.keyboard.press("/")      # no list filter here: "/" is the header's search
     box = page.get_by_role("searchbox", name="Search all kinds")
     expect(box).to_be_focused()
+    expect(box).to_have_attribute("placeholder", "Search (/)")
     box.fill(ns)
     box.press("Enter")
     page.wait_for_url(re.compile(r"/search/\?q="))

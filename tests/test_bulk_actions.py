@@ -50,12 +50,12 @@ def test_confirm_then_suspend_then_undo(two_jobs, login):
     assert done.status_code == 302 and done["Location"] == "/jobs/?sort=name"
     assert _suspended("a") and _suspended("b")
     html = _messages(c)
-    assert "Job suspended: default/a, default/b." in html
+    assert "2 jobs suspended: default/a, default/b." in html
     undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
     c.post("/jobs/bulk-undo/", {"undo": undo_id})
     assert not _suspended("a") and not _suspended("b")
     html = _messages(c)
-    assert "Undone: Job resumed: default/a, default/b." in html and 'name="undo"' not in html
+    assert "Undone: 2 jobs resumed: default/a, default/b." in html and 'name="undo"' not in html
     # An undo happens once.
     c.post("/jobs/bulk-undo/", {"undo": undo_id})
     assert "Nothing to undo" in _messages(c)
@@ -70,7 +70,7 @@ def test_delete_reports_a_vanished_object_and_undo_recreates(two_jobs, login):
     done = c.post("/jobs/bulk/", {"action": "delete", "selected": ["default/a", "default/gone"], "confirm": "1"})
     assert done.status_code == 302
     html = _messages(c)
-    assert "Job deleted: default/a." in html and "Not deleted: default/gone: it no longer exists" in html
+    assert "1 job deleted: default/a." in html and "Not deleted: default/gone: it no longer exists" in html
     with pytest.raises(Exception):
         store.get(_jobs(), "default", "a")
     undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
@@ -92,7 +92,7 @@ def test_release_has_no_undo_and_says_so(db, login):
     c.post("/leases/bulk/", {"action": "release", "selected": ["default/l1"], "confirm": "1"})
     assert not store.get(by_kind("Lease"), "default", "l1")["spec"].get("holderIdentity")
     html = c.get("/leases/").content.decode()
-    assert "Lease released: default/l1." in html and 'name="undo"' not in html
+    assert "1 lease released: default/l1." in html and 'name="undo"' not in html
 
 
 def test_viewers_and_other_namespaces_get_403(two_jobs, login):
@@ -144,7 +144,7 @@ def test_endpoints_cards_have_checkboxes_for_editors_delete_and_undo(db, login):
         with pytest.raises(Exception):
             store.get(eps, "default", name)
     html = c.get("/endpoints/").content.decode()
-    assert "Endpoints deleted: default/web, default/api." in html or "Endpoints deleted: default/api, default/web." in html
+    assert "2 Endpoints objects deleted: default/web, default/api." in html or "2 Endpoints objects deleted: default/api, default/web." in html
     undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
     c.post("/endpoints/bulk-undo/", {"undo": undo_id})
     again = store.get(eps, "default", "web")
@@ -194,10 +194,10 @@ def test_browser_select_two_jobs_suspend_and_undo(wide_page, kube_server, ns):
     expect(page.get_by_role("heading", name="Suspend 2 jobs?")).to_be_visible()
     assert axe_violations(page) == []
     page.get_by_role("button", name="Suspend 2 jobs").click()
-    expect(page.locator(".flash-success")).to_contain_text(f"Job suspended: {ns}/one, {ns}/two.")
+    expect(page.locator(".flash-success")).to_contain_text(f"2 jobs suspended: {ns}/one, {ns}/two.")
     assert suspended("one") and suspended("two") and not suspended("three")
     page.get_by_role("button", name=re.compile("Undo the last suspend")).click()
-    expect(page.locator(".flash-success")).to_contain_text(f"Undone: Job resumed: {ns}/one, {ns}/two.")
+    expect(page.locator(".flash-success")).to_contain_text(f"Undone: 2 jobs resumed: {ns}/one, {ns}/two.")
     assert not suspended("one") and not suspended("two")
     assert axe_violations(page) == []
 
@@ -246,9 +246,42 @@ def test_a_detail_pages_delete_can_be_undone_from_the_list(two_jobs, login):
         store.get(_jobs(), "default", "a")
     html = c.get(done["Location"]).content.decode()
     assert "Job default/a deleted. Undo below creates it again." in html
-    assert "Undo the last delete (1 jobs)" in html
+    assert "Undo the last delete (1 job)" in html
     undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
     c.post("/jobs/bulk-undo/", {"undo": undo_id})
     again = store.get(_jobs(), "default", "a")
     assert again["metadata"]["uid"] != uid
     assert "created again (new uid and resourceVersion): default/a" in _messages(c)
+
+
+def test_a_finished_job_is_not_offered_suspend(login):
+    """A failed (or complete) Job has nothing to suspend: its page offers no Suspend, a bulk
+    Suspend says why it left it alone, and the action refuses it (409)."""
+    from dashboard.batch.actions import do_suspend_job
+    from dashboard.kube import store
+    from dashboard.kube.errors import ApiError
+
+    jobs = _jobs()
+    store.create(jobs, "default", job("broken"))
+    store.create(jobs, "default", job("busy"))
+
+    def failed(obj):
+        obj["status"] = {"failed": 1, "startTime": "2026-01-01T00:00:00Z", "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
+             "lastTransitionTime": "2026-01-01T00:01:00Z"},
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+             "lastTransitionTime": "2026-01-01T00:01:00Z"}]}
+        return obj
+    store.update(jobs, "default", "broken", failed, subresource="status")
+    c = login("admin")
+    page = c.get("/jobs/default/broken/").content.decode()
+    assert "Failed" in page and ">Suspend</button>" not in page
+    assert ">Suspend</button>" in c.get("/jobs/default/busy/").content.decode()
+    with pytest.raises(ApiError) as err:
+        do_suspend_job("default", "broken", suspend=True)
+    assert err.value.code == 409 and "has finished (Failed)" in err.value.message
+    c.post("/jobs/bulk/", {"action": "suspend", "selected": ["default/broken", "default/busy"], "next": "/jobs/",
+                           "confirm": "1"})
+    done = _messages(c)
+    assert "1 job suspended: default/busy." in done
+    assert "Not suspended: default/broken" in done and "has finished (Failed)" in done

@@ -554,3 +554,40 @@ async def test_websocket_closes_when_the_viewer_loses_the_cluster(world):
             assert out["code"] == 4403
             break
         assert not any(s in out.get("text", "") for s in PROD_SECRETS)
+
+
+@pytest.mark.asyncio
+async def test_overview_clusters_panel_and_totals_follow_writes_and_state(world, login, settings):
+    """The Overview's clusters panel and totals are live: a local write pushes them with the
+    namespace cards; a followed cluster's objects and state (no local event) come with the
+    next heartbeat."""
+    from dashboard.follow.models import Cluster
+
+    settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS = 0.3
+    admin = await sync_to_async(login)("admin", "ov-admin")
+    page = html(await sync_to_async(admin.get)("/"))
+    ws = re.search(r'ws-connect="/ws/live/\?([^"]+)"', page).group(1).replace("&amp;", "&")
+    comm, ok, _ = await open_socket(admin, ws)
+    assert ok
+
+    async def until(predicate, what):
+        for _ in range(50):
+            text = await comm.receive_from(timeout=5)
+            if predicate(text):
+                return text
+        raise AssertionError(f"no push with {what}")
+
+    await sync_to_async(local)("Lease", lease("local-two", holder="h2", ns="team-b"))
+    pushed = await until(lambda t: 'id="overview-totals"' in t, "the totals")
+    assert 'id="ns-team-b"' in pushed                            # the cards
+    totals = pushed.split('id="overview-totals"')[1].split("</ul>")[0]
+    assert '<span class="n">2</span><span class="l">leases</span>' in totals
+    local_row = pushed.split('id="cluster-local"')[1].split("</tr>")[0]
+    assert 'href="/leases/">2<' in local_row                    # the clusters panel, this cluster's row
+    # Upstream writes and a follower's state: no local event, the next beat brings them.
+    await sync_to_async(mirror)("prod", "Lease", upstream(lease("prod-third", holder="p3", ns="team-a"), 160, "u-9"))
+    await sync_to_async(Cluster.objects.filter(name="staging").update)(state=Cluster.STALE, message="refused")
+    panel = await until(lambda t: 'id="clusters-panel"' in t and 'href="/leases/?cluster=prod">3<' in t
+                        and '<tr id="cluster-staging" class="is-stale">' in t, "prod's 3 leases and staging stale")
+    assert 'hx-swap-oob="true"' in panel
+    await comm.disconnect()

@@ -65,7 +65,11 @@ async def test_write_pushes_the_row_fragment(user, store_ops):
     await _write(store_ops.patch, "a", holder="new-holder")
     html = await comm.receive_from(timeout=5)   # the first message: the page was current, no refresh
     assert 'id="lease-default--a"' in html and 'hx-swap-oob="true"' in html and "new-holder" in html
-    assert '<span id="live-rv" data-rv="' in html  # the page's revision moves with each push
+    # The heading counts of the whole view follow (the lease's expiry moved), with the page's
+    # revision (it moves with each push), in a message after the rows.
+    more = await comm.receive_from(timeout=5)
+    assert '<dl id="list-totals"' in more and "<strong>1 lease</strong>" in more
+    assert '<span id="live-rv" data-rv="' in more
     await comm.disconnect()
 
 
@@ -396,3 +400,27 @@ async def test_each_user_has_a_budget_of_sockets(user, store_ops, monkeypatch, t
     assert (await comm.receive_output(timeout=5))["code"] == 4429
     for comm in opened:
         await comm.disconnect()
+
+
+async def test_heartbeat_beats_and_a_silent_client_is_closed(user, store_ops, settings):
+    """The server beats every KUBEDASH_LIVE_HEARTBEAT_SECONDS (live.js answers each); a client
+    that answers nothing for SILENT_BEATS beats is closed with 4408 (reconnect and catch up)."""
+    from dashboard.web.consumers import BEAT, CLOSE_BEHIND, PONG, SILENT_BEATS
+
+    settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS = 0.2
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&rv={rv}")
+    assert ok
+    # A client that answers stays open through many beats.
+    for _ in range(2 * SILENT_BEATS):
+        assert await comm.receive_from(timeout=5) == BEAT
+        await comm.send_to(text_data=PONG)
+    # Then it stops answering: a few more beats, then the server closes it.
+    got = []
+    while True:
+        out = await comm.receive_output(timeout=5)
+        if out["type"] == "websocket.close":
+            break
+        got.append(out["text"])
+    assert out["code"] == CLOSE_BEHIND
+    assert got and set(got) == {BEAT} and len(got) <= SILENT_BEATS + 1, got

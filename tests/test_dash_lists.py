@@ -61,12 +61,12 @@ def test_sort_by_holder_both_ways_with_aria_sort(viewer):
     r = viewer.get("/leases/?namespace=s1&sort=holder")
     assert names(r) == ["b", "d", "a", "c"]       # no holder sorts last
     assert 'aria-sort="ascending"' in th(r, "Holder")
-    assert 'value="-holder"' in th(r, "Holder")    # the button asks for the other way
-    assert "aria-sort" not in th(r, "Lease") and 'value="name"' in th(r, "Lease")
+    assert '?namespace=s1&amp;sort=-holder"' in th(r, "Holder")    # the link asks for the other way
+    assert "aria-sort" not in th(r, "Lease") and '?namespace=s1&amp;sort=name"' in th(r, "Lease")
     r = viewer.get("/leases/?namespace=s1&sort=-holder")
     assert names(r) == ["a", "d", "b", "c"]       # ... in either direction
     assert 'aria-sort="descending"' in th(r, "Holder")
-    assert 'value="holder"' in th(r, "Holder")
+    assert '?namespace=s1&amp;sort=holder"' in th(r, "Holder")
     # The default order is (namespace, name), which no single column is: no header claims it.
     r = viewer.get("/leases/?namespace=s1")
     assert names(r) == ["a", "b", "c", "d"]
@@ -77,12 +77,24 @@ def test_sort_by_holder_both_ways_with_aria_sort(viewer):
     assert names(r) == ["d", "c", "b", "a"]
 
 
-def test_the_header_button_wins_over_the_forms_sort(viewer):
-    """A header's button submits the filter form, whose own "Sort by" comes first."""
+def test_one_address_per_view(viewer):
+    """Each setting is one parameter: an address that repeats one (the last wins), leaves one
+    empty or spells out a default is sent to the view's one address."""
     add_leases("s2", {"a": ("node-c", 10), "b": ("node-a", 30)})
-    r = viewer.get("/leases/?namespace=s2&sort=duration&sort=holder")
-    assert names(r) == ["b", "a"]
+    for given, canonical in (("namespace=s2&sort=duration&sort=holder", "namespace=s2&sort=holder"),
+                             ("sort=&sort=expiry&namespace=s2", "namespace=s2&sort=expiry"),
+                             ("namespace=s2&labelSelector=&q=&limit=100&sort=namespace", "namespace=s2"),
+                             ("q=%20a%20&namespace=s2&page=1&sort=-age", "namespace=s2&q=a&sort=-age"),
+                             ("namespace=s2&continue=&page=2", "namespace=s2")):
+        r = viewer.get("/leases/?" + given)
+        assert r.status_code == 302 and r["Location"] == "/leases/?" + canonical, (given, r.get("Location"))
+    r = viewer.get("/leases/?namespace=s2&sort=holder")
+    assert r.status_code == 200 and names(r) == ["b", "a"]
     assert 'aria-sort="ascending"' in th(r, "Holder")
+    # The header links are canonical too: the filters, one sort, the first page.
+    r = viewer.get("/leases/?namespace=s2&sort=holder&limit=1&page=2")
+    assert '?namespace=s2&amp;sort=-holder&amp;limit=1"' in th(r, "Holder")
+    assert '?namespace=s2&amp;sort=expiry&amp;limit=1"' in th(r, "Renewal")
 
 
 def test_sorted_pages_compose_with_paging_and_filters(viewer):
@@ -111,10 +123,17 @@ def test_sorted_pages_compose_with_paging_and_filters(viewer):
     assert "sort=holder" in ws and "page=1" in ws
 
 
-def test_unknown_sort_is_the_default_order(viewer):
+def test_an_unknown_view_setting_says_so(viewer):
     add_leases("s4", {"b": ("x", 1), "a": ("y", 2)})
-    assert names(viewer.get("/leases/?namespace=s4&sort=nonsense")) == ["a", "b"]
-    assert names(viewer.get("/leases/?namespace=s4&sort=namespace")) == ["a", "b"]
+    for query, says in (("sort=nonsense", "Sort: “nonsense” is not an order of this list"),
+                        ("limit=lots", "Per page: “lots” is not a number"),
+                        ("sort=holder&page=0", "Page: “0” is not a number")):
+        r = viewer.get(f"/leases/?namespace=s4&{query}")
+        assert r.status_code == 400, query
+        assert says in unescape(r.content.decode()) and 'role="alert"' in r.content.decode()
+        assert names(r) == []
+    r = viewer.get("/leases/?namespace=s4&sort=namespace")
+    assert r.status_code == 302 and r["Location"] == "/leases/?namespace=s4"
 
 
 def test_jobs_sort_by_progress_and_status(viewer):

@@ -93,7 +93,8 @@ def test_suspended_jobs_show_and_count_as_suspended(login):
     page = text(c.get("/jobs/?namespace=demo"))
     row = re.search(r'<tr id="job-demo--paused"[^>]*>.*?</tr>', page, re.S).group(0)
     assert 'class="idle"' in row and '<span class="badge">Suspended</span>' in row
-    assert re.search(r'data-count-of="#items > tr.run">1<', page)
+    totals = re.search(r'<dl id="list-totals".*?</dl>', page, re.S).group(0)
+    assert "<strong>2 jobs</strong>" in totals and "1&nbsp;running" in totals and "1&nbsp;suspended" in totals
     overview = text(c.get("/?namespace=demo"))
     assert "1&nbsp;running" in overview and "1&nbsp;suspended" in overview
     detail = text(c.get("/jobs/demo/paused/"))
@@ -148,3 +149,46 @@ def test_pages_say_where_they_are_and_go_back(login):
     # The page size is a control of the filters form.
     assert re.search(r'<select id="f-limit" name="limit">.*<option value="50">50</option>', first, re.S)
     assert '<option value="3" selected>3</option>' in first
+
+
+def test_the_search_links_to_every_match_of_a_kind(login):
+    leases = by_kind("Lease")
+    for i in range(60):
+        store.create(leases, "srch", lease(f"match-{i:02d}", ns="srch"))
+    store.create(by_kind("Job"), "srch", job("match-job", ns="srch"))
+    c = login("viewer")
+    page = unescape(text(c.get("/search/?q=match")))
+    assert "(60, the first 50 shown)" in page
+    link = re.search(r'<a href="([^"]+)">Show all 60 leases matching “match”</a>', page).group(1)
+    assert link == "/search/?q=match&kind=Lease"
+    assert "Show all 1 job" not in page   # every match of that kind is shown already
+    everything = unescape(text(c.get(link)))
+    assert len(re.findall(r'<a href="/leases/srch/match-\d\d/">', everything)) == 60
+    assert "match-job" not in everything and "Show all" not in everything
+    assert '<a href="/search/?q=match">Search all kinds</a>' in everything
+
+
+def test_a_deleted_objects_page_says_when_shows_its_yaml_and_creates_it_again(login):
+    leases = by_kind("Lease")
+    store.create(leases, "gone", lease("old-leader", holder="node-q", ns="gone"))
+    uid = store.get(leases, "gone", "old-leader")["metadata"]["uid"]
+    store.delete(leases, "gone", "old-leader")
+    viewer = login("viewer", "del-viewer")
+    r = viewer.get("/leases/gone/old-leader/")
+    page = unescape(text(r))
+    assert r.status_code == 404
+    assert "This lease was deleted" in page and "data-ago-since" in page
+    assert "holderIdentity: node-q" in page and "Last known YAML" in page
+    assert "Create it again" not in page                           # a viewer may not
+    assert viewer.get("/leases/gone/never-was/").status_code == 404
+    assert "was deleted" not in text(viewer.get("/leases/gone/never-was/"))
+    editor = login("editor", "del-editor")
+    page = text(editor.get("/leases/gone/old-leader/"))
+    assert 'action="/leases/gone/old-leader/restore/"' in page and "Create it again" in page
+    assert viewer.post("/leases/gone/old-leader/restore/").status_code == 403
+    done = editor.post("/leases/gone/old-leader/restore/")
+    assert done.status_code == 302 and done["Location"] == "/leases/gone/old-leader/"
+    again = store.get(leases, "gone", "old-leader")
+    assert again["spec"]["holderIdentity"] == "node-q" and again["metadata"]["uid"] != uid
+    page = text(editor.get("/leases/gone/old-leader/"))
+    assert "created again" in page and "was deleted" not in page

@@ -172,6 +172,9 @@ class Page:
             self.closed_at = time.time()
             return None
         if opcode == websocket.ABNF.OPCODE_TEXT:
+            if data == b"beat":   # the heartbeat, answered as live.js does
+                self.ws.send("pong")
+                return opcode
             self.texts.append(data.decode())
         return opcode
 

@@ -4,7 +4,7 @@ a client that goes over HTTP (dashboard/demo) reuses."""
 from __future__ import annotations
 
 from dashboard.kube import store
-from dashboard.kube.errors import forbidden_request
+from dashboard.kube.errors import conflict, forbidden_request
 from dashboard.kube.codec import decode_object
 
 from .resource import JOBS
@@ -15,13 +15,25 @@ def with_suspend(spec: dict, suspend: bool) -> dict:
     return {**spec, "suspend": suspend}
 
 
+def finished(obj: dict) -> str:
+    """"Complete" or "Failed" for a Job that has finished (nothing left to suspend), else ""."""
+    from .strategy import phase
+
+    shown = phase(obj)
+    return shown if shown in ("Complete", "Failed") else ""
+
+
 def do_suspend_job(namespace: str, name: str, *, suspend: bool, acting=None) -> store.Result:
     """Suspend or resume a Job: a patch of the current object inside the store's write
-    transaction. 403 if the acting principal (None: the system) may not patch it."""
+    transaction. 403 if the acting principal (None: the system) may not patch it; 409 to
+    suspend a Job that has finished (the pages never offer it)."""
     if acting is not None and not acting.can("patch", namespace, JOBS.kind):
         raise forbidden_request(acting.username, "patch", JOBS.group, JOBS.plural, namespace)
 
     def change(current: dict) -> dict:
+        done = finished(current)
+        if suspend and done:
+            raise conflict(JOBS.group, JOBS.plural, name, f"the job has finished ({done}): nothing to suspend")
         current["spec"] = with_suspend(current.get("spec") or {}, suspend)
         return decode_object(JOBS, current, "Strict")[0]
 

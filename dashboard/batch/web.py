@@ -14,7 +14,7 @@ from dashboard.web.forms import (ObjectForm, field_text, format_env, line_list_f
                                  put)
 from dashboard.web.present import base_item
 
-from .actions import do_suspend_job
+from .actions import do_suspend_job, finished
 from .strategy import completions_text, duration_text, parse_index_intervals, phase
 
 # Index grids beyond this many cells show a text summary for the rest (a 100,000-index job
@@ -113,6 +113,7 @@ def present_job(obj: dict, now: datetime) -> dict:
         "backoff_limit": spec.get("backoffLimit"),
         "backoff_limit_per_index": spec.get("backoffLimitPerIndex"),
         "suspended": bool(spec.get("suspend")),
+        "finished": finished(obj),   # (a finished Job is not offered Suspend)
         "duration": duration_text(obj, now),
         "start_time": parse_time(status.get("startTime")),
         "completion_time": parse_time(status.get("completionTime")),

@@ -6,10 +6,12 @@ costs a handshake and the session and user reads of Channels' auth. So, in Daphn
 - the handshake is refused with 429 over a budget per session cookie (or per client address
   without one): KUBEDASH_WEBSOCKET_CONNECT_BURST at once, KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND
   after, before the application or the database is reached;
-- pages send nothing (web/socket_limits.py), so the first data frame ends the socket: reading
-  stops at once (the transport is paused: what the client sends next is never read), the
-  frame is not passed on, the close code 4008 is sent, and the frame costs its session
-  FRAME_COST handshakes; the connection is dropped after autobahn's close-handshake timeout;
+- pages send one thing, PONG, their answer to each heartbeat BEAT (web/consumers.py): it is
+  passed on at most PONGS_PER_BEAT a beat (a per-socket budget); any other data frame, or a
+  faster stream of PONGs, ends the socket: reading stops at once (the transport is paused:
+  what the client sends next is never read), the frame is not passed on, the close code 4008
+  is sent, and the frame costs its session FRAME_COST handshakes; the connection is dropped
+  after autobahn's close-handshake timeout;
 - a frame over KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES gets autobahn's 1009 close frame
   (failByDrop off: serve.py), not a TCP reset.
 install(server) puts this protocol in Daphne's websocket factory.
@@ -26,6 +28,8 @@ from dashboard.access.budgets import Budget
 
 CLOSE_POLICY = 4008   # as web/socket_limits.CLOSE_POLICY: a frame from a client
 FRAME_COST = 10
+PONG = b"pong"        # as web/consumers.PONG: the page's answer to a heartbeat
+PONGS_PER_BEAT = 2    # a page answers once a beat; twice allows for beats it heard late
 
 _handshakes: Budget | None = None
 
@@ -61,15 +65,25 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
             raise ConnectionDeny(429, "Too Many Requests")
         return super().onConnect(request)
 
+    pongs: Budget | None = None
+
     def onMessage(self, payload, isBinary):
-        # (not passed on; not `muted` either, which would keep the application from hearing of
-        # the disconnect and unsubscribing)
         if self.refused:
             return
+        if not isBinary and payload == PONG and self._pong_allowed():
+            return super().onMessage(payload, isBinary)
+        # (not passed on; not `muted` either, which would keep the application from hearing of
+        # the disconnect and unsubscribing)
         self.refused = True
         handshakes().take(self.budget_key, FRAME_COST)
         self.transport.pauseProducing()
         self.sendClose(code=CLOSE_POLICY)
+
+    def _pong_allowed(self) -> bool:
+        if self.pongs is None:
+            beat = settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS
+            self.pongs = Budget(PONGS_PER_BEAT / beat, PONGS_PER_BEAT)
+        return self.pongs.take("")
 
     def onClose(self, wasClean, code, reason):
         if not self.denied:

@@ -127,7 +127,7 @@ def bulk(request, principal, info: KindWeb):
 
 def _report(request, info, action, done, failed, prefix=""):
     if done:
-        messages.success(request, f"{prefix}{info.kind} {action.done}: {', '.join(done)}.")
+        messages.success(request, f"{prefix}{info.counted(len(done))} {action.done}: {', '.join(done)}.")
     for line in failed:
         messages.error(request, f"{prefix}Not {action.done}: {line}")
 
@@ -165,3 +165,29 @@ def undo(request, principal, info: KindWeb):
     else:
         _report(request, info, _action(info, first.undo), done, failed, prefix="Undone: ")
     return _back(info, request)
+
+
+@require_POST
+@editor_view
+def restore(request, principal, info: KindWeb, namespace: str, name: str):
+    """A deleted object's page's "Create it again": the object as the revision log last knew
+    it, created anew (new uid), as the list's Undo of a delete does."""
+    from .views import last_deletion
+
+    if refused := _read_only(request, principal, info):
+        return refused
+    if not principal.can("create", namespace, info.kind):
+        return forbidden(request, principal, info, f"Your role ({principal.role}) may not create "
+                                                   f"{info.list_noun} in “{namespace}”.")
+    url = info.detail_url(namespace, name)
+    found = last_deletion(info, namespace, name)
+    if found is None:
+        messages.info(request, f"{info.kind} {namespace}/{name} is not deleted: nothing to create again.")
+        return redirect(url)
+    try:
+        _recreate(info, namespace, name, found[0], principal)
+    except ApiError as err:
+        messages.error(request, f"Not created again: {err.message}")
+        return redirect(url)
+    messages.success(request, f"{info.kind} {namespace}/{name} created again (new uid and resourceVersion).")
+    return redirect(url)

@@ -22,6 +22,7 @@ from django.template.loader import render_to_string
 
 from dashboard.kube import registry
 from dashboard.kube.errors import ApiError
+from dashboard.kube.meta import now
 from dashboard.kube.selectors import parse_label_selector
 from dashboard.access import clusters
 from dashboard.access.principals import principal_for
@@ -45,6 +46,16 @@ PUSH_INTERVAL_SECONDS = 0.25
 # malformed page address, 4408 fell behind (reconnect and refresh).
 CLOSE_SIGNED_OUT = 4401
 CLOSE_BEHIND = 4408
+
+# The heartbeat (docs/ARCHITECTURE.md, live.js "heartbeat"): every HEARTBEAT_SECONDS
+# (settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS) the server sends BEAT, the page answers PONG. A page
+# that hears nothing (no beat, no push) for two beats says it is not live, freezes its clocks
+# and reconnects, so a server that stopped answering without closing the socket is noticed; a
+# client that answers nothing for SILENT_BEATS beats is closed by the server (4408: a page
+# that comes back reconnects and catches up).
+BEAT = "beat"
+PONG = "pong"
+SILENT_BEATS = 6   # (30 s by default: a busy browser or machine is not a gone client)
 
 SIGNED_OUT_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Signed out</h1></div>'
                        '<p class="alert" role="alert">You have been signed out. '
@@ -81,6 +92,12 @@ class PageSpec:
     limit: int = 0
     members: set | None = None
     cluster: str = "local"   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
+    # The list's namespaces for its heading counts (scope.list_scope for the viewer), and the
+    # rows before the page (its pager's "Rows 101–200 of N"; None: the page has no pager).
+    namespaces: list | None = None
+    offset: int | None = None
+    principal: object = None   # the viewer (the overview's clusters panel)
+    totals_sent: str | None = None   # the last heading counts pushed (live.render_changes)
 
 
 def _key(text: str) -> tuple[str, str] | None:
@@ -101,6 +118,7 @@ def parse_spec(query: bytes) -> PageSpec:
         raise ValueError(f"bad cluster {cluster!r}")
     return PageSpec(cluster=cluster, sort=sort, page=int(page) if page.isdigit() else 1, limit=int(limit) if limit.isdigit() else 0,
                     announced=int(params["announced"]) if params.get("announced", "").isdigit() else 0,
+                    offset=int(params["offset"]) if params.get("offset", "").isdigit() else None,
                     view=view, kinds=shown, namespace=params.get("namespace") or None,
                     label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
                     q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
@@ -230,6 +248,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for sub in self.subscribers:
             sub.release_buffer()
         self.pump = asyncio.get_running_loop().create_task(self._pump())
+        self.heard_at = asyncio.get_running_loop().time()
+        self.beat_task = asyncio.get_running_loop().create_task(self._heartbeat())
         if self.spec.cluster != clusters.LOCAL:
             self.banner_task = asyncio.get_running_loop().create_task(self._watch_banner())
         if hub.access_generation != generation:
@@ -238,6 +258,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _subscribe(self):
         """Subscribe to what the page shows for self.principal; the snapshot it starts from."""
         self.spec.allowed = tuple(self.principal.namespaces)
+        self.spec.principal = self.principal
+        if not kinds.is_detail_view(self.spec.view) and self.spec.view != kinds.OVERVIEW:
+            self.spec.namespaces = scope.list_scope(self.principal, self.spec.namespace or "", self.spec.kinds[0])
         # A share link's selector narrows whatever the page asked for (never widens).
         self.spec.label_selector = scope.narrow(self.principal, self.spec.label_selector)
         for kind in self.spec.kinds:
@@ -280,17 +303,55 @@ class LiveConsumer(AsyncWebsocketConsumer):
             self.flush_task.cancel()   # a render for a socket that is gone: its send would fail
         if getattr(self, "banner_task", None) is not None:
             self.banner_task.cancel()
+        if getattr(self, "beat_task", None) is not None:
+            self.beat_task.cancel()
 
     async def websocket_receive(self, message):
-        # Pages only listen (web/socket_limits.py): a frame is not a page's. Closed on the
-        # first, charged to its user; what follows before the close completes costs nothing.
+        # A page sends one thing: PONG, its answer to each BEAT (the heartbeat), at most a few a
+        # beat (server/ws_limits.py refuses a faster stream at the protocol, before it gets here).
+        # Anything else is not a page's (web/socket_limits.py): closed on the first, charged to
+        # its user; what follows before the close completes costs nothing.
         if self.closing:
+            return
+        if message.get("text") == PONG:
+            self.heard_at = asyncio.get_running_loop().time()
             return
         self.closing = True
         socket_limits.stray_frame(getattr(self, "budgets", ()))
         for sub in getattr(self, "subscribers", ()):
             hub.unregister(sub)
         await self.close(code=socket_limits.CLOSE_POLICY)
+    async def _heartbeat(self):
+        """BEAT every HEARTBEAT_SECONDS; close a client that answered none of the last SILENT_BEATS."""
+        from django.conf import settings
+
+        interval = settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS
+        loop = asyncio.get_running_loop()
+        while not self.closing:
+            await asyncio.sleep(interval)
+            if self.closing:
+                return
+            if loop.time() - self.heard_at > SILENT_BEATS * interval:
+                self.closing = True
+                await self.close(code=CLOSE_BEHIND)
+                return
+            try:
+                await self.send(text_data=BEAT)
+            except Exception:   # gone meanwhile
+                return
+            if self.spec.view == kinds.OVERVIEW:
+                await self._send_clusters_panel()
+
+    async def _send_clusters_panel(self):
+        """The Overview's clusters panel, when it changed since last sent."""
+        try:
+            panel = await sync_to_async(live.clusters_fragment)(self.spec, now())
+            if panel and panel != getattr(self, "panel_sent", None) and not self.closing:
+                self.panel_sent = panel
+                await self.send(text_data=panel)
+        except Exception:
+            if not self.closing:
+                log.warning("the overview's clusters panel push failed", exc_info=True)
 
     async def _recheck(self):
         """The access this page was opened with changed or expired: close, narrow, or carry on."""

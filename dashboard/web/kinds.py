@@ -160,6 +160,10 @@ class KindWeb:
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)
 
+    def counted(self, n: int) -> str:
+        """"1 lease", "1,100 leases"."""
+        return f"{n:,} {self.noun if n == 1 else self.list_noun}"
+
 
 _by_kind: dict[str, KindWeb] = {}
 _by_plural: dict[str, KindWeb] = {}

@@ -22,9 +22,9 @@ from dashboard.kube.hub import Event
 from . import kinds, scope, warnings
 from .history_views import live_fragment
 from .kinds import OVERVIEW
-from .present import dom_id, object_yaml, present
+from .present import dom_id, object_yaml, overview_totals, present
 from .scope import list_scope
-from .views import namespace_cards, page_keys
+from .views import cluster_rows, namespace_cards, page_keys
 
 
 def _wrapped(kind: str, swap: str, html: str) -> str:
@@ -117,6 +117,23 @@ def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
     return render_to_string(f"{web.list_template}#{web.summary_partial}", {**summary, "oob": "true"})
 
 
+def totals_fragment(spec, shown: list) -> str:
+    """A list page's heading counts and pager position, for the whole filtered view as it is
+    now (views.view_totals), as oob swaps: sent with every change, so "1,100 leases" and
+    "Rows 1–100 of 1,100" stay exact through live creates and deletes."""
+    from .views import view_totals
+
+    if getattr(spec, "namespaces", None) is None:
+        return ""
+    totals = view_totals(kinds.by_view(spec.view), spec.namespaces, spec.label_selector, spec.q, now())
+    html = render_to_string("web/_list_totals.html", {"totals": totals, "oob": True})
+    if spec.offset is not None:
+        html += render_to_string("web/_pager_position.html", {
+            "rows_from": f"{spec.offset + 1:,}" if shown else "0", "rows_to": f"{spec.offset + len(shown):,}",
+            "rows_total": f"{max(totals['total'], spec.offset + len(shown)):,}", "oob": True})
+    return html
+
+
 def sorted_members(spec, principal) -> set:
     """The (namespace, name) keys of a sorted view's page, as it is now (views.page_keys)."""
     web = kinds.by_view(spec.view)
@@ -182,7 +199,8 @@ def _detail(kind: str, obj: dict | None, moment, spec=None) -> str:
         return live_fragment(spec, kind, obj)
     if obj is None:
         return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
-                "This object has been deleted.</p></section>")
+                "This object has been deleted. <a href=\"\">Reload</a> for when, its last YAML and "
+                "an undo.</p></section>")
     return render_to_string(kinds.by_kind(kind).detail_template + "#detail", {
         "item": present(kind, obj, moment), "oob": "true", "yaml": object_yaml(obj)})
 
@@ -227,8 +245,9 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
                                                                orjson.dumps(obj).decode()))
     known = {k for keys in then.keys.values() for k in keys}
     shown = sorted(k for k in known if on_page(spec, k))
-    messages = render_changes(spec, pending, shown, known) if pending else []
-    return messages + [revision_marker(state.rv)]
+    messages = render_changes(spec, pending, shown, known) if pending else [""]
+    messages[-1] += revision_marker(state.rv)   # (after the changes' own marker: it wins)
+    return messages
 
 
 def render_refresh(spec, state: Snapshot) -> str:
@@ -236,7 +255,7 @@ def render_refresh(spec, state: Snapshot) -> str:
     moment = now()
     marker = revision_marker(state.rv)
     if spec.view == OVERVIEW:
-        return _namespaces(overview_namespaces(state), moment) + marker
+        return overview_fragment(spec, overview_namespaces(state), moment) + marker
     if kinds.is_detail_view(spec.view):
         kind = spec.kinds[0]
         objects = state.objects[kind]
@@ -245,7 +264,9 @@ def render_refresh(spec, state: Snapshot) -> str:
     objects = [o for o in state.objects[kind] if on_page(spec, (o["metadata"]["namespace"], o["metadata"]["name"]))]
     rows = "".join(_item(kind, o, "", moment) for o in objects)
     summary = _summary_fragment(kind, objects, moment)
-    return _wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary + marker
+    shown = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]
+    return (_wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary
+            + totals_fragment(spec, shown) + marker)
 
 
 def render_changes(spec, pending: dict, shown: list, known: set | None = None) -> list[str]:
@@ -262,7 +283,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == OVERVIEW:
         # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
-        return [_namespaces(visible_namespaces(spec), moment) + marker]
+        return [overview_fragment(spec, visible_namespaces(spec), moment) + marker]
     detail = kinds.is_detail_view(spec.view)
     rows, parts = [], []    # rows: <tr hx-swap-oob> replacements (table context)
     inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
@@ -305,6 +326,11 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         parts.append(_empty_marker(not shown))
     if not detail and kinds.by_kind(spec.kinds[0]).summary_partial:
         parts.append(_summary(spec, shown))   # the totals move with any item
+    if not detail:
+        totals = totals_fragment(spec, shown)
+        if totals != getattr(spec, "totals_sent", None):   # (unchanged counts are not sent again)
+            spec.totals_sent = totals
+            parts.append(totals)
     if not rows:
         return ["".join(parts) + marker]
     return ["".join(rows)] + ["".join(parts) + marker] if parts else ["".join(rows) + marker]
@@ -327,10 +353,23 @@ def visible_namespaces(spec) -> list[str]:
     return sorted(names)
 
 
-def _namespaces(namespaces: list[str], moment) -> str:
-    cards = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""})
-                    for card in (namespace_cards(moment, namespaces) if namespaces else []))
-    return f'<div hx-swap-oob="innerHTML:#namespaces">{cards}</div>'
+def overview_fragment(spec, namespaces: list[str], moment) -> str:
+    """Everything the Overview shows live: its namespace cards, its totals and (when clusters
+    are followed) its clusters panel, as it is now."""
+    cards = namespace_cards(moment, namespaces) if namespaces else []
+    html = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""}) for card in cards)
+    html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
+    html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
+    return html + clusters_fragment(spec, moment, None if spec.namespace else cards)
+
+
+def clusters_fragment(spec, moment, cards=None) -> str:
+    """The Overview's clusters panel now ("" when no cluster is followed): with every change,
+    and every heartbeat (a followed cluster's state and objects change without a local event)."""
+    if getattr(spec, "principal", None) is None:
+        return ""
+    rows = cluster_rows(spec.principal, moment, cards)
+    return render_to_string("web/overview.html#clusters", {"cluster_rows": rows, "oob": True}) if rows else ""
 
 
 

@@ -106,10 +106,16 @@ def share_principal(link: ShareLink) -> Principal:
                      clusters=(link.cluster,), label_selector=link.label_selector, share_id=link.pk)
 
 
-def page_url(link: ShareLink, q: str = "") -> str:
-    """Where the link lands: its list page, in its namespace (the selector is implied), with
-    the name search it was shared with (q, carried by the link's address)."""
-    query = urlencode({k: v for k, v in (("namespace", link.namespace), ("q", q)) if v})
+# The view a link opens, carried by its address (/s/<token>/?q=…&sort=…), not its scope: the
+# visitor may change them. The list page checks them as any address's (views.Filters).
+VIEW_PARAMS = ("q", "sort", "limit", "page")
+
+
+def page_url(link: ShareLink, view: dict | None = None) -> str:
+    """Where the link lands: its list page, in its namespace (the selector is implied), in the
+    view it was shared with (VIEW_PARAMS)."""
+    view = view or {}
+    query = urlencode({k: v for k, v in (("namespace", link.namespace), *((p, view.get(p)) for p in VIEW_PARAMS)) if v})
     return reverse(kinds.by_kind(link.kind).plural) + (f"?{query}" if query else "")
 
 

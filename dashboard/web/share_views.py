@@ -28,6 +28,9 @@ class ShareForm(forms.Form):
     # The name search: not a limit of the link (the visitor may clear it) but where it opens,
     # so it travels in the link's address (/s/<token>/?q=…), not in the link's scope.
     q = forms.CharField(required=False, max_length=253, widget=forms.HiddenInput)
+    sort = forms.CharField(required=False, max_length=60, widget=forms.HiddenInput)     # (and the
+    limit = forms.CharField(required=False, max_length=10, widget=forms.HiddenInput)    # rest of
+    page = forms.CharField(required=False, max_length=10, widget=forms.HiddenInput)     # the view)
     label = forms.CharField(max_length=100, help_text="Who or what the link is for, e.g. “on-call team”.")
     expiry = forms.ChoiceField(choices=[(k, v[0]) for k, v in share.EXPIRY_CHOICES.items()],
                                initial=share.DEFAULT_EXPIRY, widget=forms.RadioSelect)
@@ -83,7 +86,8 @@ def share_new(request):
     if request.method == "GET":
         form = ShareForm(initial={"kind": request.GET.get("kind", ""), "namespace": request.GET.get("namespace", ""),
                                   "labelSelector": request.GET.get("labelSelector", ""),
-                                  "q": request.GET.get("q", ""), "expiry": share.DEFAULT_EXPIRY})
+                                  **{p: request.GET.get(p, "") for p in share.VIEW_PARAMS},
+                                  "expiry": share.DEFAULT_EXPIRY})
         kind, namespace = request.GET.get("kind", ""), request.GET.get("namespace", "")
         if kinds.by_kind(kind) is None:
             raise Http404("Open a list page and use its “Share this view” button.")
@@ -109,7 +113,8 @@ def share_new(request):
     data = form.cleaned_data
     link, token = share.create_link(request.user, kind=kind, namespace=namespace, label_selector=selector,
                                     label=data["label"], expiry=data["expiry"])
-    url = request.build_absolute_uri(f"/s/{token}/" + (f"?{urlencode({'q': q})}" if q else ""))
+    view = urlencode({p: data[p].strip() for p in share.VIEW_PARAMS if data[p].strip()})
+    url = request.build_absolute_uri(f"/s/{token}/" + (f"?{view}" if view else ""))
     return _no_store(render(request, "web/share/created.html", _context(request, link=link, url=url,
                                                                         scope=ctx["scope"])))
 
@@ -143,7 +148,7 @@ def share_open(request, token: str):
     if not request.user.is_authenticated:
         request.session.set_expiry(link.expires)
     # Redirect: the token leaves the address bar (and any Referer) at once.
-    return redirect(share.page_url(link, q=request.GET.get("q", "").strip()))
+    return redirect(share.page_url(link, {p: request.GET.get(p, "").strip() for p in share.VIEW_PARAMS}))
 
 
 @require_POST

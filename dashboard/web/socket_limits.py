@@ -1,11 +1,12 @@
-"""What a page socket may cost: the frames it may send (none) and how often a user may open one.
+"""What a page socket may cost: the frames it may send (its heartbeat answers only) and how often a
+user may open one.
 
 Under Daphne the protocol enforces both first, before the application or the database is
-reached (server/ws_limits.py: handshakes per session cookie, the first frame closes); what is
-here holds for any server and per user (whichever session or token).
+reached (server/ws_limits.py: handshakes per session cookie, PONGs per socket, any other frame
+closes); what is here holds for any server and per user (whichever session or token).
 
-Pages only listen: live.js and the htmx extension send nothing over the socket. So a frame
-from a client is not a page's: the socket is closed with CLOSE_POLICY (4008) on the first one,
+Pages only listen, but for PONG, live.js's answer to each heartbeat BEAT (web/consumers.py);
+the htmx extension sends nothing over the socket. So any other frame from a client is not a page's: the socket is closed with CLOSE_POLICY (4008) on the first one,
 whatever it holds, before anything is parsed, and the frame costs its sender the price of
 FRAME_COST connections. Opening a socket costs a session read, a subscription and a
 snapshot of the page, so each user (or share link) has a budget of connections, a token

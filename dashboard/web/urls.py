@@ -11,6 +11,7 @@ urlpatterns = [
     path("", include("dashboard.web.edit_urls")),
     path("<kind:plural>/bulk/", bulk_views.bulk, name="bulk"),
     path("<kind:plural>/bulk-undo/", bulk_views.undo, name="bulk_undo"),
+    path("<kind:plural>/<str:namespace>/<str:name>/restore/", bulk_views.restore, name="object_restore"),
 ]
 for web in kinds.registered():
     urlpatterns += [

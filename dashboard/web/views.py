@@ -23,6 +23,7 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 import orjson
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.http import Http404, HttpResponse
@@ -66,15 +67,16 @@ def ws_url(view: str, rv: int | str | None, **params: str) -> str:
 
 def base_context(request, principal: Principal, active: str) -> dict:
     return {"principal": principal, "active": active, "server_now": p.iso(utcnow()),
-            "share_link": getattr(request, "share_link", None)}
+            "share_link": getattr(request, "share_link", None),
+            "heartbeat_ms": int(settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS * 1000)}   # live.js
 
 
-def share_url(principal: Principal, kind: str, namespace: str, label_selector: str, q: str = "") -> str:
-    """The "Share this view" target, for those who may share this view (else "")."""
-    if not principal.can(SHARE_VERB, namespace or None, kind):
+def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
+    """The "Share this view" target, for those who may share this view (else ""): the link's
+    scope (namespace, selector) and the view it opens (name search, order, size, page)."""
+    if not principal.can(SHARE_VERB, filters.namespace or None, kind):
         return ""
-    query = {"kind": kind, "namespace": namespace, "labelSelector": label_selector, "q": q}
-    return cluster_scope.in_cluster("/share/new/?" + urlencode({k: v for k, v in query.items() if v}))
+    return cluster_scope.in_cluster(f"/share/new/?kind={kind}&" + filters.query(page=str(filters.page) if filters.page > 1 else ""))
 
 
 @dataclass
@@ -87,25 +89,47 @@ class Filters:
     sort: str = ""      # "" (namespace, name), "key" or "-key"
     page: int = 1       # of a sorted view
 
+    # What is wrong with the address's view settings: (the filter field, what to say).
+    errors: tuple = ()
+
     @classmethod
     def from_request(cls, request, web: kinds.KindWeb | None = None) -> "Filters":
+        """The view an address asks for. Each setting is one parameter (the last one, if
+        repeated: views.canonical_redirect then drops the rest); a value that is no setting of
+        this list (an unknown sort, a page size or page that is no number) is an error the
+        page says, never silently another view."""
         g = request.GET
-        try:
-            limit = int(g.get("limit") or PAGE_SIZE)
-        except ValueError:
-            limit = PAGE_SIZE
-        try:
-            page = max(1, int(g.get("page") or 1))
-        except ValueError:
-            page = 1
-        # A header's sort button submits the filter form beside its own hidden sort: the
-        # button's value comes last. An unknown or default key is the default order.
-        sort = (g.getlist("sort") or [""])[-1].strip()
-        if web is None or web.sort(sort.lstrip("-")) is None or sort == "namespace":
+        errors = []
+
+        def last(name: str) -> str:
+            return (g.getlist(name) or [""])[-1].strip()
+
+        def number(name: str, what: str, default: int) -> int:
+            text = last(name)
+            if not text:
+                return default
+            if text.isdigit() and int(text) >= 1:
+                return int(text)
+            errors.append((name, f"{what}: “{text}” is not a number of at least 1."))
+            return default
+
+        limit, page = number("limit", "Per page", PAGE_SIZE), number("page", "Page", 1)
+        sort = last("sort")
+        if sort and web is not None and web.sort(sort.lstrip("-")) is None:
+            known = ", ".join(s.key for s in web.all_sorts())
+            errors.append(("sort", f"Sort: “{sort}” is not an order of this list (one of {known}, or -key for "
+                                   "the reverse order)."))
             sort = ""
-        return cls(namespace=(g.get("namespace") or "").strip(), label_selector=(g.get("labelSelector") or "").strip(),
-                   q=(g.get("q") or "").strip(), limit=max(1, min(limit, MAX_PAGE_SIZE)),
-                   continue_token="" if sort else g.get("continue") or "", sort=sort, page=page if sort else 1)
+        if web is None or sort == "namespace":
+            sort = ""   # the default order, (namespace, name): no parameter
+        return cls(namespace=last("namespace"), label_selector=last("labelSelector"),
+                   q=last("q"), limit=min(limit, MAX_PAGE_SIZE),
+                   continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
+                   errors=tuple(errors))
+
+    def canonical(self) -> str:
+        """This view's one address (its query string): each setting once, defaults left out."""
+        return self.query(page=str(self.page) if self.page > 1 else "", **{"continue": self.continue_token})
 
     @property
     def custom_limit(self) -> int | None:
@@ -122,7 +146,23 @@ class Filters:
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
+        if params["sort"] == "namespace":
+            params["sort"] = ""   # the default order
         return urlencode({k: v for k, v in params.items() if v})
+
+
+def canonical_redirect(request, filters: Filters):
+    """A redirect to the view's one address when this one says it another way (a setting
+    repeated or empty, a default spelled out: `sort=&sort=expiry`, `limit=100`); else None."""
+    from urllib.parse import parse_qsl
+
+    from django.shortcuts import redirect
+
+    given = sorted((k, v) for k, values in request.GET.lists() if k != cluster_scope.PARAM for v in values)
+    canonical = filters.canonical()
+    if given == sorted(parse_qsl(canonical)):
+        return None
+    return redirect(cluster_scope.in_cluster(request.path + (f"?{canonical}" if canonical else "")))
 
 
 @dataclass
@@ -186,6 +226,21 @@ def view_rows(kind: str, namespaces: list[str | None], selector, q: str):
         return rows, None
     pushed = label_selector_q(selector)
     return (rows.filter(pushed) if pushed is not None else rows), selector
+
+
+def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, now: datetime) -> dict:
+    """The whole filtered view's counts, not one page's: its number of objects (`text`: "1
+    lease") and the kind's overview part over them (e.g. held / expired, with the expiry
+    instants live.js recounts as time passes), for the list's heading and pager. The live push
+    sends them again after every change (live.totals_fragment), so they stay exact."""
+    rows, rest = view_rows(web.kind, namespaces, selector, q)
+    if rest is not None:
+        rows = rows.filter(id__in=[pk for pk, labels in rows.values_list("id", "labels") if rest.matches(labels)])
+    part = _summed([web.overview.card(found, now) for found in web.overview.counts(rows).values()]) \
+        or web.overview.card(None, now)
+    total = part.get(web.overview.count_key) or 0
+    return {"total": total, "text": web.counted(total), "part": part,
+            "template": f"{web.list_template}#{web.overview.partial}"}
 
 
 def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str,
@@ -286,14 +341,23 @@ class KindListView(View):
         page = self.web
         principal = page_principal(request)
         filters = Filters.from_request(request, page)
+        if not filters.errors:
+            moved = canonical_redirect(request, filters)
+            if moved is not None:
+                return moved
         ctx = base_context(request, principal, page.plural)
-        ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="",
-                   page_sizes=PAGE_SIZES, sorting=sort_headers(page, filters.sort),
+        # list_search: "/" is this list's name search, not the header's (base.html says so)
+        ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="", list_search=True,
+                   page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
         namespaces = list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.plural, filters.namespace)
+        if filters.errors:
+            ctx["error_field"], ctx["error"] = filters.errors[0]
+            ctx["first_page"] = "?" + filters.query()   # the same view without what was wrong
+            return render(request, page.list_template, ctx, status=400)
         try:
             # A share link's own selector always applies; the visitor can only narrow it.
             selector = scope.narrow(principal, parse_label_selector(filters.label_selector))
@@ -315,6 +379,7 @@ class KindListView(View):
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
         if fetched.next_token:
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
@@ -324,6 +389,7 @@ class KindListView(View):
             start = lists.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
             where = position(page.kind, namespaces, selector, filters.q, start, filters.limit)
             shown = len(fetched.objects)
+            ctx["offset"] = where["before"]
             ctx["rows_from"] = f"{where['before'] + 1:,}" if shown else "0"
             ctx["rows_to"] = f"{where['before'] + shown:,}"
             ctx["rows_total"] = f"{max(where['total'], where['before'] + shown):,}"
@@ -336,9 +402,9 @@ class KindListView(View):
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, paged="1" if paged else "",
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
-                               last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "")
-        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
-                                     filters.q)
+                               last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
+                               offset=str(ctx.get("offset", "")))
+        ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
 
     def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal):
@@ -349,9 +415,11 @@ class KindListView(View):
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
         before, shown = (filters.page - 1) * filters.limit, len(fetched.objects)
         paged = total > filters.limit or filters.page > 1
         if paged:
+            ctx["offset"] = before
             ctx["rows_from"] = f"{before + 1:,}" if shown else "0"
             ctx["rows_to"] = f"{before + shown:,}"
             ctx["rows_total"] = f"{total:,}"
@@ -362,9 +430,8 @@ class KindListView(View):
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, sort=filters.sort,
-                               page=str(filters.page), limit=str(filters.limit))
-        ctx["share_url"] = share_url(principal, page.kind, filters.namespace, filters.label_selector,
-                                     filters.q)
+                               page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
+        ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
 
 
@@ -395,7 +462,7 @@ class DetailView(View):
             obj = store.get(page.resource, namespace, name)
         except ApiError as exc:
             if exc.code == 404:
-                raise Http404(f"{page.kind} {namespace}/{name} not found")
+                return deleted_page(request, principal, page, namespace, name)
             raise
         if not scope.sees(principal, page.kind, obj):
             # Outside a share link's selector: as if it did not exist.
@@ -415,13 +482,42 @@ class DetailView(View):
         return render(request, page.detail_template, ctx)
 
 
+def last_deletion(web: kinds.KindWeb, namespace: str, name: str):
+    """(the object as it was when deleted, when) from the revision log, when the object's last
+    logged write is its deletion; else None (never there, or its history compacted away)."""
+    from dashboard.kube import revlog
+
+    last = revlog.object_revisions(web.kind, namespace, name, 1)
+    if not last or last[0][1] != revlog.DELETED:
+        return None
+    return last[0][2], last[0][3]
+
+
+def deleted_page(request, principal: Principal, web: kinds.KindWeb, namespace: str, name: str):
+    """A deleted object's address: when it was deleted, its last known YAML (the revision log),
+    and, for those who may create it, "Create it again" (bulk_views.restore). 404 all the same;
+    a plain 404 when the log does not know it (or a share link's selector does not cover it)."""
+    found = last_deletion(web, namespace, name)
+    if found is None or not scope.sees(principal, web.kind, found[0]):
+        raise Http404(f"{web.kind} {namespace}/{name} not found")
+    obj, when = found
+    now = utcnow()
+    ctx = base_context(request, principal, web.plural)
+    ctx.update(web=web, namespace=namespace, name=name, yaml=p.object_yaml(obj), deleted_at=p.iso(when),
+               deleted_clock=p.clock(when), deleted_ago=p.age(when, now),
+               list_url=cluster_scope.in_cluster(f"{web.list_url}?namespace={namespace}"),
+               can_restore=principal.can("create", namespace, web.kind) and clusters.is_local())
+    return render(request, "web/deleted.html", ctx, status=404)
+
+
 # ---------------------------------------------------------------------------------------------
 # Search across kinds
 
-SEARCH_SHOWN = 50   # results shown per kind
+SEARCH_SHOWN = 50   # results shown per kind (all of one kind's: ?kind=<Kind>, up to SEARCH_ALL)
+SEARCH_ALL = 5000
 
 
-def search_kind(web: kinds.KindWeb, principal: Principal, term: str) -> dict | None:
+def search_kind(web: kinds.KindWeb, principal: Principal, term: str, shown: int = SEARCH_SHOWN) -> dict | None:
     """One kind's part of the search: objects whose name, namespace, a label (key, value or
     "key=value") or one of the kind's search columns contain `term` (case-insensitive),
     within what the principal may list; None when it may list none of this kind."""
@@ -448,7 +544,8 @@ def search_kind(web: kinds.KindWeb, principal: Principal, term: str) -> dict | N
                 if value and needle in str(value).lower()]
         if why:   # (the labels' JSON text can match on its punctuation alone)
             found.append({"namespace": ns, "name": name, "url": web.detail_url(ns, name), "why": why})
-    return {"web": web, "total": len(found), "items": found[:SEARCH_SHOWN]}
+    return {"web": web, "total": len(found), "items": found[:shown], "shown": min(shown, len(found)),
+            "all_url": "/search/?" + urlencode({"q": term, "kind": web.kind})}
 
 
 @method_decorator(viewer_required, name="dispatch")
@@ -457,8 +554,13 @@ class SearchView(View):
         principal = page_principal(request)
         term = (request.GET.get("q") or "").strip()[:253]
         ctx = base_context(request, principal, "search")
-        groups = [g for g in (search_kind(web, principal, term) for web in kinds.registered()) if g] if term else []
-        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), shown=SEARCH_SHOWN)
+        # ?kind=<Kind>: every match of that kind (the "Show all" link of its section).
+        only = kinds.by_kind(request.GET.get("kind") or "")
+        searched = [only] if only else kinds.registered()
+        shown = SEARCH_ALL if only else SEARCH_SHOWN
+        groups = [g for g in (search_kind(web, principal, term, shown) for web in searched) if g] if term else []
+        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), only=only,
+                   all_kinds_url=cluster_scope.in_cluster("/search/?" + urlencode({"q": term})))
         return render(request, "web/search.html", ctx)
 
 

@@ -6,6 +6,7 @@
 //     browser's time zone once the viewer ticks "Local time" (#tz-local; kept in localStorage).
 //  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
 //     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
+//     A heartbeat: a socket that stays open but silent for two beats counts as down too.
 //  3. Reconnects resume from the newest revision the page has seen (#live-rv).
 //  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
 //  5. Keyboard shortcuts (the help dialog, #shortcuts, is in base.html).
@@ -63,6 +64,18 @@
   // While the live connection is down, time stands still on the page (see setStale).
   var frozenAt = null;
 
+  // The heartbeat (dashboard/web/consumers.py): the server sends BEAT every beatMs, the page
+  // answers PONG. Time on a live page runs only as far as the server vouches for it: up to
+  // one beat (and a little) past the last thing heard (a beat, a push); a page that heard
+  // nothing for two beats is not live (see "the websocket" below).
+  var BEAT = "beat", PONG = "pong", livePage = !!document.getElementById("live-status");
+  var beatMs = +(document.body.dataset.heartbeatMs || 0) || 5000, BEAT_SLACK_MS = 1500;
+  var LOST_MS = 2 * beatMs + BEAT_SLACK_MS;
+  var heardAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
+  function confirmedUntil() {
+    return livePage ? heardAt + beatMs + BEAT_SLACK_MS : Infinity;
+  }
+
   // Rows out of view keep their time texts until they scroll into view: rewriting 2,000 texts
   // a second re-lays out a 1,000-row table (long main-thread tasks, dropped frames). State
   // flips (held -> expired) still happen everywhere, so the counts stay right.
@@ -94,7 +107,7 @@
   var ticks = [];
   function tick() {
     var real = Date.now() + skew, asOf = clusterAsOf();
-    var now = frozenAt !== null ? frozenAt : (isNaN(asOf) ? real : Math.min(asOf, real));
+    var now = frozenAt !== null ? frozenAt : Math.min(isNaN(asOf) ? real : Math.min(asOf, real), confirmedUntil());
     each("[data-ago-since]", function (el) {
       setText(el, human(Math.max(real - Date.parse(el.dataset.agoSince), 0)));
     });
@@ -104,10 +117,6 @@
     // The kinds' own time-based state (their scripts, declared by KindWeb.scripts, register
     // with kubedash.onTick: e.g. a Lease row flipping from held to expired).
     ticks.forEach(function (fn) { fn(now); });
-    // Counters that follow the rows on the page (they change with pushes and flips).
-    each("[data-count-of]", function (el) {
-      setText(el, String(document.querySelectorAll(el.dataset.countOf).length));
-    });
   }
 
   // --- exact times: UTC (as the server renders them) or the browser's time zone ------------
@@ -168,7 +177,7 @@
   document.addEventListener("htmx:wsAfterMessage", function () { showTimes(false); });
 
   tick();
-  setInterval(tick, 1000);
+  setInterval(function () { tick(); watchdog(); }, 1000);
 
   // What a kind's script (KindWeb.scripts, loaded after this one) builds on.
   window.kubedash = {
@@ -350,6 +359,10 @@
   // pause in typing; the label selector (half-typed, it is an error) on Enter, or Apply.
   // Applying loads the first page of the new view; the field keeps the focus (and what was
   // typed meanwhile) across that load: sessionStorage "kubedash.refocus".
+  // On a phone the filters wait behind their "Filters" disclosure (open without JS, after an
+  // error in them, or when coming back to a field being typed in).
+  var filtersBox = document.getElementById("filters-box");
+  var phone = window.matchMedia && window.matchMedia("(max-width: 640px)").matches;
   var REFOCUS_KEY = "kubedash.refocus", TYPING_PAUSE_MS = 600;
   var filters = document.getElementById("list-filters"), typingTimer = 0, applying = null;
   function applyFilters(field) {
@@ -366,7 +379,18 @@
       clearTimeout(typingTimer);
       typingTimer = setTimeout(function () { applyFilters(e.target); }, TYPING_PAUSE_MS);
     });
-    filters.addEventListener("submit", function () { clearTimeout(typingTimer); });
+    // The view's one address: the settings chosen, empty and default ones left out (the server sends
+    // any other spelling to the same address, views.canonical_redirect).
+    filters.addEventListener("submit", function (e) {
+      clearTimeout(typingTimer);
+      e.preventDefault();
+      var query = new URLSearchParams();
+      Array.prototype.forEach.call(filters.elements, function (el) {
+        if (el.name && !el.disabled && el.value !== "" && el.value !== el.dataset.default) query.set(el.name, el.value);
+      });
+      var text = query.toString();
+      location.href = location.pathname + (text ? "?" + text : "");
+    });
     window.addEventListener("pagehide", function () {
       if (!applying || document.activeElement !== applying) return;
       try {
@@ -379,6 +403,9 @@
     try { back = JSON.parse(sessionStorage.getItem(REFOCUS_KEY) || "null"); sessionStorage.removeItem(REFOCUS_KEY); }
     catch (e) { back = null; }
     var field = back && back.path === location.pathname && document.getElementById(back.id);
+    if (filtersBox && phone && !filtersBox.hasAttribute("data-keep-open") && !(field && filters.contains(field))) {
+      filtersBox.open = false;
+    }
     if (field && filters.contains(field)) {
       field.focus();
       if (field.matches("[data-search]") && field.value !== back.value) {
@@ -412,17 +439,47 @@
     setText(status, text);
   }
 
+  // "21:03:04" (UTC, or the browser's zone with "Local time").
+  function clock(ms) {
+    var d = new Date(ms);
+    return localTimes ? pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds())
+                      : d.toISOString().slice(11, 19) + " UTC";
+  }
+
   function setStale(down) {
     if (down === (frozenAt !== null)) return;
-    frozenAt = down ? Date.now() + skew : null;
+    // Time stops where the server last vouched for it (never later than now).
+    frozenAt = down ? Math.min(Date.now() + skew, confirmedUntil()) : null;
     document.body.classList.toggle("is-stale", down);
     if (staleNote) {
       setText(document.getElementById("live-stale-text"),
-              down ? "Live updates paused — reconnecting. Not live: showing the state as of " +
-                     exact(lastEventAt) + "; countdowns paused." : "");
+              down ? "Not live since " + clock(Math.min(heardAt, Date.now() + skew)) +
+                     " — reconnecting. Showing the state as of " + exact(lastEventAt) + "; countdowns paused." : "");
       staleNote.hidden = !down;
     }
     tick();
+  }
+
+  // The socket in use (open), the wrapper that reopens it, and when the one being opened started.
+  var current = null, wrapper = null, pendingSince = 0;
+  // Nothing heard for two beats: the server stopped answering without closing the socket (a
+  // paused or wedged process, a dead network path). Drop that socket (its late messages and
+  // close are ignored) and reconnect, catching up as after any reconnect. A socket that does
+  // not open within the same time is given up too (the extension then tries again).
+  function watchdog() {
+    var now = Date.now() + skew;
+    if (current && current.readyState === 1 && now - heardAt > LOST_MS) {
+      var gone = current;
+      current = null;
+      gone.onclose = gone.onerror = null;
+      try { gone.close(); } catch (e) { /* already closing */ }
+      show("down", "Reconnecting…");
+      setStale(true);
+      if (wrapper) wrapper.reconnect();
+    } else if (pending && pending.readyState === 0 && pendingSince && Date.now() - pendingSince > LOST_MS) {
+      pendingSince = 0;
+      pending.close();
+    }
   }
 
   // The delay before attempt n (0-based): doubling from RETRY_FIRST_MS, capped, jittered to
@@ -440,10 +497,12 @@
     if (pending && pending.readyState === WebSocket.CONNECTING) pending.close();
   });
 
-  document.addEventListener("htmx:wsOpen", function () {
+  document.addEventListener("htmx:wsOpen", function (e) {
     everOpen = true;
     attempts = 0;
-    lastEventAt = Date.now() + skew;
+    current = pending;
+    wrapper = e.detail && e.detail.socketWrapper;
+    lastEventAt = heardAt = Date.now() + skew;
     show("live", "Live");
     setStale(false);
   });
@@ -486,6 +545,18 @@
       var socket = new WebSocket(url, []);
       socket.binaryType = htmx.config.wsBinaryType;
       pending = socket;
+      pendingSince = Date.now();
+      // Before the extension's own listener: a dropped socket's messages are ignored; a beat
+      // is answered and goes no further; anything heard keeps the page live.
+      socket.addEventListener("message", function (e) {
+        if (socket !== current) { e.stopImmediatePropagation(); return; }
+        heardAt = Date.now() + skew;
+        if (e.data === BEAT) {
+          e.stopImmediatePropagation();
+          try { socket.send(PONG); } catch (err) { /* closing */ }
+          tick();
+        }
+      });
       return socket;
     };
   }
@@ -532,26 +603,63 @@
 })();
 
 // Bulk actions on the list pages (templates/web/_bulk.html, web/bulk_views.py): "select all on
-// this page" and the action bar shown only while rows are selected. Without JS the bar is
-// always there and the server asks to select rows first.
+// this page", shift-click for a range, and the action bar shown only while rows are selected.
+// Without JS the bar is always there and the server asks to select rows first.
+// Selections are state, not DOM: a Set of the selected objects' keys ("namespace/name", the
+// checkboxes' values). A live push that replaces a row checks it again from the set; the count
+// is the set's; a selected object whose row leaves the page (deleted, or out of the view)
+// leaves the set, and the bar says so.
 (function () {
+  var selected = new Set(), anchor = null;
+  function boxes(form) { return Array.from(form.querySelectorAll("input[data-bulk-row]")); }
   function sync(form) {
-    const rows = form.querySelectorAll("input[data-bulk-row]");
-    const n = Array.from(rows).filter((b) => b.checked).length;
-    const bar = form.querySelector("[data-bulk-bar]");
-    if (bar) bar.hidden = n === 0;
-    const count = form.querySelector("[data-bulk-count]");
+    var rows = boxes(form), onPage = new Set(), left = [];
+    rows.forEach(function (b) { onPage.add(b.value); b.checked = selected.has(b.value); });
+    selected.forEach(function (key) { if (!onPage.has(key)) left.push(key); });
+    left.forEach(function (key) { selected.delete(key); });
+    var n = selected.size;
+    var bar = form.querySelector("[data-bulk-bar]");
+    var note = form.querySelector("[data-bulk-note]");
+    if (note && left.length) {
+      note.textContent = left.join(", ") + (left.length === 1 ? " is" : " are") +
+        " no longer in this view (deleted?) and no longer selected.";
+      note.hidden = false;
+    }
+    if (bar) bar.hidden = n === 0 && !(note && !note.hidden);
+    var count = form.querySelector("[data-bulk-count]");
     if (count) count.textContent = n + " selected:";
-    const all = form.querySelector("input[data-bulk-all]");
+    form.querySelectorAll("[data-bulk-bar] button[name=action]").forEach(function (b) { b.disabled = n === 0; });
+    var all = form.querySelector("input[data-bulk-all]");
     if (all) { all.checked = n > 0 && n === rows.length; all.indeterminate = n > 0 && n < rows.length; }
   }
-  document.addEventListener("change", (e) => {
-    const form = e.target.closest && e.target.closest("form.bulk-form");
+  function clearNote(form) {
+    var note = form.querySelector("[data-bulk-note]");
+    if (note) { note.hidden = true; note.textContent = ""; }
+  }
+  document.addEventListener("click", function (e) {
+    var box = e.target.closest && e.target.closest("input[data-bulk-row]");
+    var form = box && box.closest("form.bulk-form");
     if (!form) return;
-    if (e.target.matches("input[data-bulk-all]")) {
-      form.querySelectorAll("input[data-bulk-row]").forEach((b) => { b.checked = e.target.checked; });
-    }
+    var rows = boxes(form), at = rows.indexOf(box), from = anchor ? rows.indexOf(anchor) : -1;
+    // Shift-click: every row between the last clicked one and this one takes this one's state.
+    var range = e.shiftKey && from >= 0 ? rows.slice(Math.min(from, at), Math.max(from, at) + 1) : [box];
+    range.forEach(function (b) { if (box.checked) selected.add(b.value); else selected.delete(b.value); });
+    anchor = box;
+    clearNote(form);
     sync(form);
   });
-  document.addEventListener("DOMContentLoaded", () => document.querySelectorAll("form.bulk-form").forEach(sync));
+  document.addEventListener("change", function (e) {
+    var form = e.target.closest && e.target.closest("form.bulk-form");
+    if (!form || !e.target.matches("input[data-bulk-all]")) return;
+    boxes(form).forEach(function (b) { if (e.target.checked) selected.add(b.value); else selected.delete(b.value); });
+    clearNote(form);
+    sync(form);
+  });
+  function syncAll() { document.querySelectorAll("form.bulk-form").forEach(sync); }
+  document.addEventListener("DOMContentLoaded", function () {
+    // (a page restored with boxes already checked, e.g. back/forward)
+    document.querySelectorAll("form.bulk-form input[data-bulk-row]:checked").forEach(function (b) { selected.add(b.value); });
+    syncAll();
+  });
+  document.addEventListener("htmx:wsAfterMessage", syncAll);
 })();

@@ -22,6 +22,12 @@ def action_buttons(kind: str) -> list[str]:
     return [f"{web.detail_template}#{action.name}" for action in web.actions if action.toolbar] if web else []
 
 
+@register.filter
+def counted(n: int, web) -> str:
+    """{{ n|counted:page }}: "1 lease", "1,100 leases" (web.kinds.KindWeb.counted)."""
+    return web.counted(n or 0)
+
+
 @register.simple_tag(takes_context=True)
 def visitor(context):
     """Who is looking, for pages rendered outside the views (Django's 404 page): the signed-in
