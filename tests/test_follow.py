@@ -248,8 +248,13 @@ def test_a_viewer_limited_to_local_sees_nothing_of_prod(here):
                         "token = issue_token('local-viewer', 'viewer')\n"
                         "Profile.objects.filter(user__username='local-viewer').update(clusters=['local'])\n"
                         "print(token)\n")
-    status, _, body = here.request("GET", f"/clusters/prod{LEASES}/leases", token=token)
-    assert status == 403, body
+    # Issue 29: a followed cluster this user may not see answers as one that is not followed
+    # (404, the same Status), discovery included: names cannot be told apart by probing.
+    _, _, unknown = here.request("GET", f"/clusters/nope{LEASES}/leases", token=token)
+    for path in (f"{LEASES}/leases", "/apis", "/api"):
+        status, _, body = here.request("GET", f"/clusters/prod{path}", token=token)
+        assert status == 404 and body["reason"] == unknown["reason"] == "NotFound", (path, body)
+        assert body["message"] == unknown["message"].replace('"nope"', '"prod"'), body
     status, _, body = here.request("GET", f"{LEASES}/leases", token=token)
     assert status == 200 and "local-only" in {i["metadata"]["name"] for i in body["items"]}
     assert not {i["metadata"]["name"] for i in body["items"]} & set(holders(here, "/clusters/prod"))

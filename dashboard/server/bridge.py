@@ -40,6 +40,8 @@ from django.utils.module_loading import import_string
 from rest_framework.exceptions import AuthenticationFailed
 
 from dashboard.access.authentication import BearerTokenAuthentication
+from dashboard.access.principals import Principal, principal_for
+from dashboard.access.sessions import reload_session, session_user
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.paths import API_ROOTS
 from dashboard.kube.views import INLINE, bearer_route, serve_direct
@@ -372,6 +374,23 @@ def size_refusal(path: str, length: int | None) -> ApiError | None:
     limit = body_limit(path)
     if length is not None and length > limit:
         return request_entity_too_large(limit)
+    return None
+
+
+def caller_principal(headers) -> Principal | None:
+    """The Principal behind a request's token or session, None without valid credentials (for
+    answers that depend on who asks before the request is read: cluster_paths.py). Runs on a
+    lane's thread; a DatabaseError is the caller's to answer."""
+    bearer, session = _credentials(headers)
+    if bearer:
+        try:
+            found = BearerTokenAuthentication().authenticate(SimpleNamespace(META={"HTTP_AUTHORIZATION": bearer}))
+        except AuthenticationFailed:
+            return None
+        return found[0] if found else None
+    if session:
+        user = session_user(reload_session(session))
+        return principal_for(user) if user is not None else None
     return None
 
 

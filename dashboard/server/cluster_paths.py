@@ -5,8 +5,10 @@
 discovery, lists, Tables and watches below answer as for local objects, and runs the request
 as work about that cluster (access/clusters.py: the store's queries, watch subscriptions and
 Principal.can follow it). Writes are refused before the body is read: a followed cluster
-changes only in the cluster itself. An unknown name is 404 to a caller with valid credentials
-and 401 to anyone else, so cluster names cannot be probed anonymously. "local" names kubedash's own objects, read-only here too.
+changes only in the cluster itself. Names cannot be probed: without valid credentials every
+name is 401; with them, a name that is not followed and one the caller may not see (a user
+limited to other clusters) get the same 404, discovery included. "local" names kubedash's own
+objects, read-only here too.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from dashboard.kube import reviews
 from dashboard.kube.errors import ApiError, unauthorized
 from dashboard.kube.paths import CLUSTER_API_PATH
 
-from .bridge import credentials_valid
+from .bridge import caller_principal
 
 READ_METHODS = ("GET", "HEAD")
 NAMES_TTL_SECONDS = 1.0   # a cluster added or removed is seen here within this
@@ -59,15 +61,15 @@ class ClusterPaths:
                 "change its objects in the cluster itself", headers={"Allow": "GET, HEAD"}))
         try:
             known = name == clusters.LOCAL or name in await self.names()
+            caller = await sync_to_async(caller_principal, thread_sensitive=False)(scope.get("headers", ()))
         except DatabaseError:
             return await _refuse(send, ApiError(503, "ServiceUnavailable",
                                                 "the store is unavailable: try again shortly",
                                                 headers={"Retry-After": "1"}))
-        if not known:
-            # Whether a cluster is followed is for those who may ask: 401 first, as kube would.
-
-            if not await sync_to_async(credentials_valid, thread_sensitive=False)(scope.get("headers", ())):
-                return await _refuse(send, unauthorized())
+        if not known and caller is None:
+            return await _refuse(send, unauthorized())   # 401 first, as kube would
+        if not known or (caller is not None and not caller.sees_cluster(name)):
+            # The same answer for a cluster that is not followed and one this caller may not see.
             return await _refuse(send, ApiError(
                 404, "NotFound", f'cluster "{name}" is not followed here (`manage.py follow list` shows those that are)'))
         scope = {**scope, "path": rest, "raw_path": rest.encode(), "kubedash.cluster": name}
