@@ -237,6 +237,18 @@ class WatchStream:
         self.close()
 
 
+def eventually(check, timeout: float = 30.0, what: str = "condition"):
+    """check()'s first true value within timeout, polled every 0.1 s; else fail naming what."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
 def server_env(data_dir: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env["KUBEDASH_DATA_DIR"] = str(data_dir)

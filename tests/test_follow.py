@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, require_kubectl, served, server_env
+from conftest import ROOT, eventually, require_kubectl, served, server_env
 from test_browser import chromium  # noqa: F401  (the module's Chromium, a fixture used by name)
 
 LEASES = "/apis/coordination.k8s.io/v1"
@@ -29,17 +29,6 @@ def set_holder(server, name: str, holder: str) -> None:
     status, _, body = server.request("PATCH", f"{LEASES}/namespaces/team/leases/{name}",
                                      {"spec": {"holderIdentity": holder}}, content_type="application/merge-patch+json")
     assert status == 200, body
-
-
-def eventually(check, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def holders(server, prefix: str = "") -> dict:

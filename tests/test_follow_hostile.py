@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import served, server_env
+from conftest import eventually, served, server_env
 
 LEASES = "/apis/coordination.k8s.io/v1"
 SECRET_BODY = "INTERNAL-SECRET-7f3a: db password is hunter2"
@@ -128,17 +128,6 @@ def row(here, name: str) -> dict:
         f"c = Cluster.objects.filter(name={name!r}).values('state', 'message', 'server').first(); "
         "print(json.dumps(c))"))
     return json.loads(out.strip().splitlines()[-1])
-
-
-def eventually(check, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def log_text(here) -> str:

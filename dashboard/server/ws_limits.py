@@ -25,20 +25,12 @@ from daphne.ws_protocol import WebSocketProtocol
 from django.conf import settings
 
 from dashboard.access.budgets import Budget
+from dashboard.web import socket_limits
 
-CLOSE_POLICY = 4008   # as web/socket_limits.CLOSE_POLICY: a frame from a client
-FRAME_COST = 10
+CLOSE_POLICY = socket_limits.CLOSE_POLICY   # a frame from a client
+FRAME_COST = socket_limits.FRAME_COST
 PONG = b"pong"        # as web/consumers.PONG: the page's answer to a heartbeat
 PONGS_PER_BEAT = 2    # a page answers once a beat; twice allows for beats it heard late
-
-_handshakes: Budget | None = None
-
-
-def handshakes() -> Budget:
-    global _handshakes
-    if _handshakes is None:
-        _handshakes = Budget(settings.KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND, settings.KUBEDASH_WEBSOCKET_CONNECT_BURST)
-    return _handshakes
 
 
 def _key(request) -> str:
@@ -60,7 +52,7 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
 
     def onConnect(self, request):
         self.budget_key = _key(request)
-        if not handshakes().take(self.budget_key):
+        if not socket_limits.connects().take(self.budget_key):
             self.denied = True
             raise ConnectionDeny(429, "Too Many Requests")
         return super().onConnect(request)
@@ -75,7 +67,7 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
         # (not passed on; not `muted` either, which would keep the application from hearing of
         # the disconnect and unsubscribing)
         self.refused = True
-        handshakes().take(self.budget_key, FRAME_COST)
+        socket_limits.connects().take(self.budget_key, FRAME_COST)
         self.transport.pauseProducing()
         self.sendClose(code=CLOSE_POLICY)
 
