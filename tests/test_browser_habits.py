@@ -47,7 +47,7 @@ def test_ages_everywhere_and_a_local_time_option(tokyo_page, kube_server, ns):
         expect(age).to_have_attribute("title", f"created {created_utc}" if kind == "lease" else re.compile(
             r"^created \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
         if kind != "endpoints":
-            expect(page.get_by_role("columnheader", name="Age").get_by_role("button", name="Age")).to_be_visible()
+            expect(page.get_by_role("columnheader", name="Age").get_by_role("link", name="Age")).to_be_visible()
         page.screenshot(path=f"/tmp/kubedash-age-{kind}.png")
     # The age moves on by itself.
     first = int(age.inner_text()[:-1])

@@ -222,7 +222,7 @@ def test_browser_select_endpoints_cards_and_delete(wide_page, kube_server, ns):
     bar.get_by_role("button", name="Delete…").click()
     expect(page.get_by_role("heading", name=re.compile("Delete 2 Endpoints"))).to_be_visible()
     page.get_by_role("button", name=re.compile("^Delete 2")).click()
-    expect(page.locator(".flash-success")).to_contain_text("Endpoints deleted")
+    expect(page.locator(".flash-success")).to_contain_text("2 Endpoints objects deleted")
     names = lambda: {o["metadata"]["name"] for o in kube_server.request(  # noqa: E731
         "GET", f"/api/v1/namespaces/{ns}/endpoints")[2]["items"]}
     assert names() == {"beta"}

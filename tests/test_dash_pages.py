@@ -147,7 +147,7 @@ def test_pages_say_where_they_are_and_go_back(login):
     sel = text(c.get("/leases/?namespace=pg&limit=2&q=l&labelSelector=app%21%3Dnone"))
     assert re.search(r"Rows <strong>1–2</strong> of <strong>7</strong>", sel)
     # The page size is a control of the filters form.
-    assert re.search(r'<select id="f-limit" name="limit">.*<option value="50">50</option>', first, re.S)
+    assert re.search(r'<select id="f-limit" name="limit" data-default="100">.*<option value="50">50</option>', first, re.S)
     assert '<option value="3" selected>3</option>' in first
 
 
