@@ -3,7 +3,6 @@ focus to the summary, secrets with copy buttons, confirmations, honest reconnect
 titles, and the states of pages whose object was deleted. Fixtures come from test_browser."""
 from __future__ import annotations
 
-
 import re
 import time
 from pathlib import Path
