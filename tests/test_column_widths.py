@@ -33,6 +33,10 @@ BOUNDS = {
     "core.Endpoints": {**OBJECT_ROW},
     "batch.Job": {**OBJECT_ROW, "completion_mode": (10, "NonIndexed | Indexed (validated)"),
                   "phase": (32, "batch/strategy.py: the computed phase's words")},
+    "events.Event": {**OBJECT_ROW, **{column: (width, "events/strategy.typed_columns cuts it to the column")
+                                      for column, width in (("involved_kind", 63), ("involved_namespace", 253),
+                                                            ("involved_name", 253), ("involved_uid", 36),
+                                                            ("type", 32), ("reason", 128))}},
     "access.Profile": {"role": (8, "Role.choices")},
     "access.ApiToken": {"name": (100, "the form's / command's max_length"), "token_hash": (64, "sha256 hex")},
     "access.ShareLink": {"token_hash": (64, "sha256 hex"), "label": (100, "the form's max_length"),
