@@ -177,20 +177,24 @@ _rendered: OrderedDict = OrderedDict()
 RENDERED_KEEP = 4096
 
 
-def _event_item(kind: str, ev, oob: str, moment) -> str:
+def _event_item(kind: str, ev, oob: str, moment, badges: dict) -> str:
     # (a revision number alone is unique only per database; the cluster's links differ in the HTML)
     key = (kind, ev.rv, ev.namespace, ev.name, oob, clusters.current())
     html = _rendered.get(key)
     if html is None:
-        html = _rendered[key] = _item(kind, ev.obj, oob, moment)
+        html = _rendered[key] = _item(kind, ev.obj, oob, moment, badges)
         if len(_rendered) > RENDERED_KEEP:
             _rendered.popitem(last=False)
     return html
 
 
-def _item(kind: str, obj: dict, oob: str, moment) -> str:
+def _item(kind: str, obj: dict, oob: str, moment, badges: dict) -> str:
+    """One row; badges: kind -> warnings.recent(kind), filled on first use, so a snapshot or a
+    push batch reads the warnings once per kind, not once per row."""
     item = present(kind, obj, moment)
-    warnings.annotate(kind, [item], moment)
+    if kind not in badges:
+        badges[kind] = warnings.recent(kind, moment)
+    item["warnings"] = badges[kind].get((item.get("namespace"), item.get("name")), 0)
     return render_to_string(kinds.by_kind(kind).list_template + "#item", {"item": item, "oob": oob})
 
 
@@ -262,7 +266,8 @@ def render_refresh(spec, state: Snapshot) -> str:
         return _detail(kind, objects[0] if objects else None, moment, spec) + marker
     kind = spec.kinds[0]
     objects = [o for o in state.objects[kind] if on_page(spec, (o["metadata"]["namespace"], o["metadata"]["name"]))]
-    rows = "".join(_item(kind, o, "", moment) for o in objects)
+    badges: dict = {}
+    rows = "".join(_item(kind, o, "", moment, badges) for o in objects)
     summary = _summary_fragment(kind, objects, moment)
     shown = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]
     return (_wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary
@@ -280,6 +285,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
     any <div> or <p>, for the same reason (a <tbody> after a <div> is dropped; a <div>
     after a <tbody> is kept)."""
     moment = now()
+    badges: dict = {}   # (see _item)
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if spec.view == OVERVIEW:
         # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
@@ -312,13 +318,13 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
                 parts.append(f'<div id="{dom_id(kind, namespace, name)}" hx-swap-oob="delete"></div>')
             continue
         if present_now:
-            (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_event_item(kind, ev, "true", moment))
+            (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_event_item(kind, ev, "true", moment, badges))
             continue
         # A new row goes right after its predecessor in (namespace, name) order.
         target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
         shown.insert(at, key)
         (inserts if kinds.by_kind(kind).wrapper == "tbody" else parts).append(
-            _wrapped(kind, target, _event_item(kind, ev, "", moment)))
+            _wrapped(kind, target, _event_item(kind, ev, "", moment, badges)))
     parts = inserts + parts
     if spec.announced != announced:
         parts.append(_announcement(spec.announced))
