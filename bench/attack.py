@@ -207,6 +207,8 @@ def main() -> int:
     parser.add_argument("--bombers", type=int, default=4)
     parser.add_argument("--attacker-nice", type=int, default=19,
                         help="the attackers' niceness (0: they compete with the server for CPU as equals)")
+    parser.add_argument("--profile-attack", choices=("flood", "bomb"),
+                        help="run only this attack, no renewals (to profile the server meanwhile)")
     add_backend_arguments(parser)
     args = parser.parse_args()
     NICE[0] = args.attacker_nice
@@ -227,6 +229,11 @@ def main() -> int:
             assert conn.getresponse().status == 201
             conn.close()
         renewers(server.port, server.token, args.renewers, 2)   # warm up
+        if args.profile_attack:   # (e.g. py-spy record --pid <the server's>) the attack alone
+            {"flood": flood, "bomb": bomb}[args.profile_attack](
+                server.port, server.session if args.profile_attack == "flood" else server.token,
+                args.sockets if args.profile_attack == "flood" else args.bombers, args.seconds, multiprocessing.Queue())
+            return 0
         base, base_p99, base_tally = phase(server, args)
         flooded, flood_p99, flood_tally = phase(server, args, (flood, server.port, server.session, args.sockets))
         bombed, bomb_p99, bomb_tally = phase(server, args, (bomb, server.port, server.token, args.bombers))

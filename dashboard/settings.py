@@ -229,6 +229,9 @@ KUBEDASH_LIVE_HEARTBEAT_SECONDS = float(os.environ.get("KUBEDASH_LIVE_HEARTBEAT_
 KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES", str(64 * 1024)))
 KUBEDASH_WEBSOCKET_CONNECT_BURST = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECT_BURST", "100"))
 KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND = float(os.environ.get("KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND", "5"))
+# Refusals only a hostile client earns (a body over the decoding limits, a handshake over the
+# socket budget) are answered this much later (server/tarpit.py); 0 answers them at once.
+KUBEDASH_TARPIT_SECONDS = float(os.environ.get("KUBEDASH_TARPIT_SECONDS", "1"))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
 KUBE_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))

@@ -174,6 +174,7 @@ from conftest import ROOT, LiveServer, free_port, server_env  # noqa: E402
 HEADER_TIMEOUT = 2
 SOCKET_BURST = 6   # page sockets a session may open at once (server/ws_limits.py)
 IDLE_TIMEOUT = 3
+TARPIT = 3         # seconds a hostile body's or handshake's refusal is held (server/tarpit.py)
 MIB = 1024 * 1024
 
 
@@ -183,7 +184,8 @@ def server(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("kubedash-limits")
     env = {**server_env(data_dir), "KUBEDASH_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
            "KUBEDASH_IDLE_TIMEOUT_SECONDS": str(IDLE_TIMEOUT), "KUBEDASH_WATCH_BOOKMARK_SECONDS": "3600",
-           "KUBEDASH_WEBSOCKET_CONNECT_BURST": str(SOCKET_BURST), "KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND": "0.01"}
+           "KUBEDASH_WEBSOCKET_CONNECT_BURST": str(SOCKET_BURST), "KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND": "0.01",
+           "KUBEDASH_TARPIT_SECONDS": str(TARPIT)}
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
     http_port, tls_port = free_port(), free_port()
     log = open(data_dir / "server.log", "wb")
@@ -623,3 +625,58 @@ def test_alias_bombs_in_the_yaml_editor_and_a_pasted_kubeconfig(login):
     with pytest.raises(kubeconfig.KubeconfigError) as err:
         kubeconfig.reduce(alias_bomb() + "current-context: x\n")
     assert "aliases expand to too many nodes" in str(err.value)
+
+
+def _tarpit_held(server, what: str) -> float:
+    status, _, metrics = server.request("GET", "/metrics")
+    assert status == 200
+    for line in metrics.decode().splitlines():
+        if line.startswith(f'kubedash_tarpit_held_total{{what="{what}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_hostile_refusals_are_answered_after_the_tarpit(server):
+    """Issue 29: a client looping on alias bombs or on refused handshakes must not take the
+    server's CPU by being answered at once. The refusal is held TARPIT seconds (a lower bound:
+    load can only make it later), off the lane: a request sent meanwhile on another connection
+    is answered first. An ordinary bad body is answered at once (nothing held)."""
+    import http.client
+
+    import websocket
+
+    held = _tarpit_held(server, "body")
+    path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    bomb = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
+    started = time.monotonic()
+    bomb.request("POST", path, body=BOMB_LEASE.encode(),
+                 headers={"Authorization": f"Bearer {server.admin_token}", "Content-Type": "application/yaml"})
+    status, _, _ = server.request("GET", "/version")   # served while the bomb's answer is held
+    answered_meanwhile = time.monotonic() - started
+    response = bomb.getresponse()
+    body = orjson.loads(response.read())
+    elapsed = time.monotonic() - started
+    bomb.close()
+    assert status == 200
+    assert response.status == 400 and "aliases expand to too many nodes" in body["message"], body
+    assert elapsed >= TARPIT, f"the bomb was answered after {elapsed:.2f} s, not held {TARPIT} s"
+    assert answered_meanwhile < elapsed, "a request sent during the hold waited for the bomb's answer"
+    assert _tarpit_held(server, "body") == held + 1
+    # An ordinary mistake is not hostile: answered at once, nothing held.
+    status, _, body = server.request("POST", path, b"{not json", content_type="application/json")
+    assert status == 400
+    assert _tarpit_held(server, "body") == held + 1
+
+    # A handshake over its session's budget: refused with 429 after the hold.
+    session = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "tarpit-viewer")).strip().splitlines()[-1]
+    ws = _page_socket(server, session)
+    ws.send("x")              # a stray frame: closed (4008), and the session's budget is spent
+    assert _close_code(ws) == 4008
+    ws.close()
+    handshakes = _tarpit_held(server, "websocket_handshake")
+    started = time.monotonic()
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        _page_socket(server, session)
+    assert refused.value.status_code == 429
+    assert time.monotonic() - started >= TARPIT
+    assert _tarpit_held(server, "websocket_handshake") == handshakes + 1

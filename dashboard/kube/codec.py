@@ -15,6 +15,7 @@ bomb is refused in milliseconds, on every path that reads YAML.
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -70,6 +71,20 @@ class Unrepresentable(YAMLError, ValueError):
         self.problem = problem
 
 
+# Set for the request being served when its body met a limit that no honest body meets (nesting,
+# alias expansion, node count): the server answers that refusal slowly (server/tarpit.py), so a
+# client looping on such bodies costs the server a few requests a second, not a core.
+over_limit: ContextVar[bool] = ContextVar("kubedash_over_limit", default=False)
+
+
+class OverLimit(Unrepresentable):
+    """A body over a decoding limit (MAX_DEPTH, the YAML alias and node limits)."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        over_limit.set(True)
+
+
 def _path(parts: tuple) -> str:
     out = ""
     for part in parts:
@@ -108,7 +123,7 @@ def check_value(value: Any, scalars: bool = True) -> Any:
     while stack:
         node, depth, path = stack.pop()
         if depth > MAX_DEPTH:
-            raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
+            raise OverLimit(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
         if isinstance(node, dict):
             if scalars and not all(type(k) is str for k in node):
                 fixed = {_json_key(k, path): v for k, v in node.items()}
@@ -135,7 +150,7 @@ def _check_depth(value: Any) -> Any:
     level, depth = ([value] if isinstance(value, (dict, list)) else []), 1
     while level:
         if depth > MAX_DEPTH:
-            raise Unrepresentable(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
+            raise OverLimit(f"it is nested too deeply: objects and lists may nest at most {MAX_DEPTH} levels")
         below = []
         for node in level:
             for item in (node.values() if isinstance(node, dict) else node):
@@ -175,7 +190,7 @@ def _check_yaml_depth(text: str | bytes) -> None:
             if isinstance(event, _OPENS):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise Unrepresentable(too_deep)
+                    raise OverLimit(too_deep)
                 open_.append([event.anchor, 1])
                 nodes += 1
                 continue
@@ -191,14 +206,14 @@ def _check_yaml_depth(text: str | bytes) -> None:
                 alias_nodes += size
                 nodes += size
                 if aliases > MAX_YAML_ALIASES:
-                    raise Unrepresentable(f"it has too many aliases: at most {MAX_YAML_ALIASES} are allowed")
+                    raise OverLimit(f"it has too many aliases: at most {MAX_YAML_ALIASES} are allowed")
                 if alias_nodes > MAX_YAML_ALIAS_NODES:
-                    raise Unrepresentable(f"its aliases expand to too many nodes: at most {MAX_YAML_ALIAS_NODES} "
+                    raise OverLimit(f"its aliases expand to too many nodes: at most {MAX_YAML_ALIAS_NODES} "
                                           "are allowed")
             else:
                 continue
             if nodes > MAX_YAML_NODES:
-                raise Unrepresentable(f"it has too many nodes: at most {MAX_YAML_NODES} are allowed")
+                raise OverLimit(f"it has too many nodes: at most {MAX_YAML_NODES} are allowed")
             if anchor:
                 sizes[anchor] = size
             if open_:
@@ -207,7 +222,7 @@ def _check_yaml_depth(text: str | bytes) -> None:
         # libyaml 0.2.6 (in PyYAML 6.0.4's wheels) has a nesting limit of its own, met in its
         # scanner before the events reach the count above: the same answer, in our words.
         if "maximum nesting depth" in str(exc.problem):
-            raise Unrepresentable(too_deep) from None
+            raise OverLimit(too_deep) from None
         raise
 
 

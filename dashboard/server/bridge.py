@@ -42,10 +42,12 @@ from rest_framework.exceptions import AuthenticationFailed
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import Principal, principal_for
 from dashboard.access.sessions import reload_session, session_user
+from dashboard.kube import codec
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.paths import API_ROOTS
 from dashboard.kube.views import INLINE, bearer_route, serve_direct
 
+from . import tarpit
 from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
 
@@ -162,9 +164,11 @@ class LanedHTTP:
             if answer is None:   # (a fresh environ: an inline try has read the body)
                 answer = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
                     handler, self._environ(scope, body))
-            status, headers, content = answer
+            status, headers, content, over_limit = answer
         finally:
             lane.release()
+        if over_limit:   # a body no honest client sends: answered slowly, off the lane
+            await tarpit.hold("body")
         if not any(name.lower() == b"content-length" for name, _ in headers):
             # The whole body is here: say its length (else Twisted frames it as chunks).
             headers.append((b"content-length", b"%d" % len(content)))
@@ -179,8 +183,11 @@ class LanedHTTP:
         await send({"type": "http.response.body", "body": body})
 
     @staticmethod
-    def _respond(handler, environ) -> tuple[int, list, bytes]:
+    def _respond(handler, environ) -> tuple[int, list, bytes, bool]:
+        """(status, headers, body, whether the body met a decoding limit: codec.over_limit, read
+        here, in the context the handler ran in, whichever lane's)."""
         started = {}
+        over_limit = codec.over_limit.set(False)
 
         def start_response(status, headers, exc_info=None):
             started["status"] = int(status.split(" ", 1)[0])
@@ -194,8 +201,11 @@ class LanedHTTP:
                 if hasattr(result, "close"):
                     result.close()
         except RequestAborted:
-            return 400, [], b""
-        return started["status"], started["headers"], content
+            return 400, [], b"", False
+        finally:
+            hostile = codec.over_limit.get()
+            codec.over_limit.reset(over_limit)
+        return started["status"], started["headers"], content, hostile
 
     @staticmethod
     def _environ(scope, body: bytes) -> dict:

@@ -5,7 +5,8 @@ sockets sending 1.1 million frames in 6 s cut Lease renewals from 481/s to 6/s);
 costs a handshake and the session and user reads of Channels' auth. So, in Daphne's protocol:
 - the handshake is refused with 429 over a budget per session cookie (or per client address
   without one): KUBEDASH_WEBSOCKET_CONNECT_BURST at once, KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND
-  after, before the application or the database is reached;
+  after, before the application or the database is reached, and after the tarpit's delay
+  (server/tarpit.py: a client reconnecting in a loop gets one refusal a second a connection);
 - pages send one thing, PONG, their answer to each heartbeat BEAT (web/consumers.py): it is
   passed on at most PONGS_PER_BEAT a beat (a per-socket budget); any other data frame, or a
   faster stream of PONGs, ends the socket: reading stops at once (the transport is paused:
@@ -27,6 +28,8 @@ from django.conf import settings
 from dashboard.access.budgets import Budget
 from dashboard.web import socket_limits
 
+from . import tarpit
+
 CLOSE_POLICY = socket_limits.CLOSE_POLICY   # a frame from a client
 FRAME_COST = socket_limits.FRAME_COST
 PONG = b"pong"        # as web/consumers.PONG: the page's answer to a heartbeat
@@ -45,6 +48,10 @@ def _key(request) -> str:
     return f"client:{peer.rsplit(':', 1)[0]}"
 
 
+def _refuse():
+    raise ConnectionDeny(429, "Too Many Requests")
+
+
 class LimitedWebSocketProtocol(WebSocketProtocol):
     budget_key = ""
     denied = False    # the handshake was refused: Daphne never knew this connection
@@ -54,7 +61,7 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
         self.budget_key = _key(request)
         if not socket_limits.connects().take(self.budget_key):
             self.denied = True
-            raise ConnectionDeny(429, "Too Many Requests")
+            return tarpit.deferred("websocket_handshake", _refuse) or _refuse()
         return super().onConnect(request)
 
     pongs: Budget | None = None
@@ -70,6 +77,14 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
         socket_limits.connects().take(self.budget_key, FRAME_COST)
         self.transport.pauseProducing()
         self.sendClose(code=CLOSE_POLICY)
+
+    def processData(self) -> bool:
+        if self.refused:
+            # The frames already read with the refused one (a read holds thousands of small
+            # frames) are dropped unparsed, as what comes after them is never read.
+            self.data = b""
+            return False
+        return super().processData()
 
     def _pong_allowed(self) -> bool:
         if self.pongs is None:
