@@ -111,7 +111,7 @@ def test_groups_decide_for_an_identity_kubedash_does_not_know(make_api):
     r = admin.get(LEASES.format(ns="team-a"), headers=nobody)
     assert r.status_code == 403 and 'User "carol" cannot list' in r.json()["message"]
     assert admin.get("/apis/coordination.k8s.io/v1", headers=nobody).status_code == 200   # discovery
-    assert whoami(admin, nobody) == {"username": "carol", "groups": ["devs"]}
+    assert whoami(admin, nobody) == {"username": "carol", "groups": ["devs", "system:authenticated"]}
     status = admin.post(SSAR, {"spec": {"resourceAttributes": {"verb": "get", "resource": "leases", "group":
                                         "coordination.k8s.io", "namespace": "x"}}}, headers=nobody).json()["status"]
     assert status == {"allowed": False, "reason": "kubedash: this identity has no kubedash role: impersonate a "
@@ -126,7 +126,7 @@ def test_a_kubedash_users_own_role_wins_over_groups(make_api, alice):
     admin = make_api("admin", "root")
     headers = as_(alice, "kubedash:role:admin")
     assert admin.post(LEASES.format(ns="team-b"), lease("x"), headers=headers).status_code == 403
-    assert whoami(admin, headers)["groups"] == ["kubedash:role:admin"]
+    assert whoami(admin, headers)["groups"] == ["kubedash:role:admin", "system:authenticated"]
 
 
 def test_a_deactivated_user_has_no_permissions(make_api, alice):
@@ -143,10 +143,10 @@ def test_a_deactivated_user_has_no_permissions(make_api, alice):
 
 def test_uid_and_extra_are_shown_by_whoami(make_api):
     admin = make_api("admin", "root")
-    info = whoami(admin, as_("dave", "kubedash:role:viewer", **{"Impersonate-Uid": "u-42",
+    info = whoami(admin, as_("dave", "kubedash:role:viewer", "system:authenticated", **{"Impersonate-Uid": "u-42",
                                                                  "Impersonate-Extra-Scopes": "view,edit",
                                                                  "Impersonate-Extra-Example.com%2fteam": "blue"}))
-    assert info == {"username": "dave", "uid": "u-42", "groups": ["kubedash:role:viewer"],
+    assert info == {"username": "dave", "uid": "u-42", "groups": ["kubedash:role:viewer", "system:authenticated"],
                     "extra": {"example.com/team": ["blue"], "scopes": ["view", "edit"]}}
 
 
@@ -222,7 +222,8 @@ def test_kubectl_as_and_as_group(live, tmp_path):
     out = run(*grouped, "create", "-n", "imp-b", "-f", "-", stdin=manifest.replace("by-alice", "by-erin"))
     assert out.returncode == 0, out.stderr
     out = run(*grouped, "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}")
-    assert out.stdout == '["kubedash:role:editor","kubedash:namespace:imp-b"]', (out.stdout, out.stderr)
+    assert out.stdout == '["kubedash:role:editor","kubedash:namespace:imp-b","system:authenticated"]', (out.stdout,
+                                                                                                   out.stderr)
     out = run(*grouped, "get", "leases", "-n", "imp-a")
     assert out.returncode != 0 and 'User "ext-erin" cannot list' in out.stderr
     # A viewer may not impersonate at all.

@@ -32,6 +32,8 @@ EXTRA = "HTTP_IMPERSONATE_EXTRA_"
 ROLE_GROUP = "kubedash:role:"
 NAMESPACE_GROUP = "kubedash:namespace:"
 AUTHENTICATED = "system:authenticated"
+UNAUTHENTICATED = "system:unauthenticated"
+ANONYMOUS = "system:anonymous"
 
 CANNOT = "only admins without namespace or cluster limits, and API tokens issued with --impersonate, may impersonate"
 
@@ -111,5 +113,14 @@ def acting_as(want: Wanted) -> Principal:
         namespaces = tuple(dict.fromkeys(g[len(NAMESPACE_GROUP):] for g in want.groups
                                          if g.startswith(NAMESPACE_GROUP) and len(g) > len(NAMESPACE_GROUP)))
         base = Principal(want.user, role, namespaces)
-    # As kube: the groups asked for are the identity's groups; none asked: system:authenticated.
-    return replace(base, groups=want.groups or (AUTHENTICATED,), uid=want.uid, extra=want.extra)
+    return replace(base, groups=_groups(want), uid=want.uid, extra=want.extra)
+
+
+def _groups(want: Wanted) -> tuple[str, ...]:
+    """The identity's groups, as kube builds them: those asked for, plus system:authenticated
+    (system:unauthenticated for system:anonymous) unless either was asked for."""
+    if want.user == ANONYMOUS:
+        return want.groups if UNAUTHENTICATED in want.groups else (*want.groups, UNAUTHENTICATED)
+    if AUTHENTICATED in want.groups or UNAUTHENTICATED in want.groups:
+        return want.groups
+    return (*want.groups, AUTHENTICATED)
