@@ -24,6 +24,8 @@ from django.contrib.auth import get_user_model
 from .models import Role
 from .principals import Principal, principal_for
 
+PREFIX = "HTTP_IMPERSONATE_"
+_PREFIX_LEN = len(PREFIX)
 USER = "HTTP_IMPERSONATE_USER"
 UID = "HTTP_IMPERSONATE_UID"
 GROUP = "HTTP_IMPERSONATE_GROUP"
@@ -64,13 +66,16 @@ def _values(header: str | None) -> tuple[str, ...]:
 def wanted(meta) -> Wanted | None:
     """The impersonation a request's headers ask for (None: none). 400 for groups, a uid or
     extra without a user, as kube refuses them."""
+    headers = [key for key in meta if key[:_PREFIX_LEN] == PREFIX]   # (every API request asks: kept cheap)
+    if not headers:
+        return None
     user, uid, groups = meta.get(USER, "").strip(), meta.get(UID, "").strip(), _values(meta.get(GROUP))
     extra: dict[str, tuple[str, ...]] = {}
-    for key, value in meta.items():
-        if isinstance(key, str) and key.startswith(EXTRA) and len(key) > len(EXTRA):
+    for key in headers:
+        if key.startswith(EXTRA) and len(key) > len(EXTRA):
             # Django turned "-" into "_" and upper-cased the name; kube lower-cases and %-unescapes it.
             name = unquote(key[len(EXTRA):].replace("_", "-")).lower()
-            extra[name] = extra.get(name, ()) + _values(value)
+            extra[name] = extra.get(name, ()) + _values(meta[key])
     if not user:
         asked = [f"{what} {', '.join(values)}" for what, values in
                  (("groups", groups), ("uid", (uid,) if uid else ()), ("extra", tuple(extra))) if values]
