@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import orjson
 import pytest
@@ -322,9 +323,11 @@ def test_a_watch_ends_when_the_impersonated_users_limits_change(live):
         live.manage("shell", "-c", (
             "from dashboard.access.models import Profile\n"
             "p = Profile.objects.get(user__username='imp-moved')\np.namespaces = ['imp-d']\np.save()\n"))
+        deadline = time.monotonic() + 20   # (bookmarks arrive every second meanwhile)
         while True:
             event = stream.next(timeout=30)
             assert event is not None, "the stream ended without an ERROR event"
             if event["type"] == "ERROR":
                 break
+            assert time.monotonic() < deadline, "the stream outlived the impersonated user's access"
         assert event["object"]["code"] == 403 and 'User "imp-moved" cannot watch' in event["object"]["message"]
