@@ -175,6 +175,20 @@ def test_a_share_link_session_cannot_impersonate(make_api):
     assert not may_impersonate(Principal("root", "admin", clusters=("prod",)), False)
 
 
+def test_the_tokens_page_marks_tokens_that_may_impersonate(db, client):
+    """An admin sees which tokens can act as anyone (they are issued from the command line only)."""
+    from dashboard.access.tokens import ensure_user, issue_token
+
+    issue_token("svc-writer", "viewer", name="writes-as-users", impersonate=True)
+    issue_token("svc-reader", "viewer", name="reads-only")
+    client.force_login(ensure_user("page-admin", "admin"))
+    page = client.get("/tokens/").content.decode()
+    row = page[page.index('writes-as-users'):]
+    assert "may impersonate" in row[:row.index("</tr>")]
+    row = page[page.index('reads-only'):]
+    assert "may impersonate" not in row[:row.index("</tr>")]
+
+
 # ---------------------------------------------------------------------------------------------
 # A live server: kubectl --as, the Python client, watches, the request log
 
