@@ -175,6 +175,21 @@ def test_a_share_link_session_cannot_impersonate(make_api):
     assert not may_impersonate(Principal("root", "admin", clusters=("prod",)), False)
 
 
+def test_an_admins_browser_session_may_impersonate_too(db, client, make_api, alice):
+    """The dashboard's own fetches (a session) go through the same step; /metrics too."""
+    from dashboard.access.tokens import ensure_user
+
+    client.force_login(ensure_user("session-admin", "admin"))
+    headers = {"HTTP_IMPERSONATE_USER": alice}
+    assert client.get(LEASES.format(ns="team-a"), **headers).status_code == 200
+    r = client.get(LEASES.format(ns="team-b"), **headers)
+    assert r.status_code == 403 and 'User "alice" cannot list' in r.json()["message"]
+    admin = make_api("admin", "root")
+    assert admin.get("/metrics").status_code == 200
+    r = admin.get("/metrics", headers=as_(alice))
+    assert r.status_code == 403 and r.json()["message"] == 'forbidden: User "alice" cannot get path "/metrics"'
+
+
 def test_the_tokens_page_marks_tokens_that_may_impersonate(db, client):
     """An admin sees which tokens can act as anyone (they are issued from the command line only)."""
     from dashboard.access.tokens import ensure_user, issue_token
@@ -321,6 +336,10 @@ def test_a_watch_runs_as_the_impersonated_user_and_ends_with_the_impersonators_t
             if event["type"] == "ERROR":
                 break
         assert event["object"]["code"] == 401
+    # The watch's log line (written when it ends) names both identities too.
+    eventually(lambda: any(l.get("verb") == "WATCH" and l.get("user") == "imp-watcher" and l.get("code") == 200
+                           and l.get("impersonatedUser") == "imp-alice" for l in _log_lines(live)),
+               what="the watch's log line")
 
 
 def test_a_watch_ends_when_the_impersonated_users_limits_change(live):
