@@ -92,12 +92,9 @@ def may_impersonate(caller: Principal, token_allows: bool) -> bool:
     return token_allows or (caller.is_admin and not caller.namespaces and not caller.clusters)
 
 
-def resolve(meta, caller: Principal, token_allows: bool = False) -> Principal:
-    """The principal the request acts as: the caller, or the identity it impersonates
-    (403 with kube's wording when the caller may not impersonate)."""
-    want = wanted(meta)
-    if want is None:
-        return caller
+def resolve(want: Wanted, caller: Principal, token_allows: bool = False) -> Principal:
+    """The principal of the identity `caller` asks to act as (403 with kube's wording when
+    the caller may not impersonate)."""
     if not may_impersonate(caller, token_allows):
         raise Refused(403, "Forbidden",
                       f'users "{want.user}" is forbidden: User "{caller.username}" cannot impersonate resource '
