@@ -264,6 +264,20 @@ def test_kubectl_as_and_as_group(live, tmp_path):
             'at the cluster scope') in out.stderr
 
 
+KUBECTL_131 = "/usr/lib/google-cloud-sdk/bin/kubectl.1.31"
+
+
+@pytest.mark.skipif(not os.path.exists(KUBECTL_131), reason="needs the dispatcher's kubectl 1.31")
+def test_kubectl_auth_can_i_as(live, tmp_path):
+    """`kubectl auth can-i --as` answers for the impersonated user (1.31: the review as JSON)."""
+    config = live.kubeconfig(tmp_path / "kubeconfig", username="imp-root-2", role="admin")
+    env = {**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(config)}
+    for namespace, answer in (("imp-a", "yes"), ("imp-b", "no")):
+        out = subprocess.run([KUBECTL_131, "--cache-dir", str(tmp_path / "cache"), "auth", "can-i", "create", "leases",
+                              "-n", namespace, "--as=imp-alice"], text=True, capture_output=True, env=env, timeout=120)
+        assert out.stdout.split(" - ")[0].strip() == answer, (namespace, out.stdout, out.stderr)
+
+
 def test_python_client_with_impersonation_headers(live):
     from kubernetes import client as k8s
     from kubernetes.client.rest import ApiException
