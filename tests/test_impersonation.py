@@ -123,6 +123,18 @@ def test_groups_decide_for_an_identity_kubedash_does_not_know(make_api):
     assert "create" in leases["verbs"]
 
 
+@pytest.mark.parametrize("role, namespaces", [("viewer", ()), ("editor", ("team-a", "team-b")), ("admin", ("x",))])
+def test_groups_for_round_trips_a_role_and_its_limits(db, role, namespaces):
+    """What part B sends upstream (groups_for) is read back as the same role and limits."""
+    from dashboard.access.impersonation import Wanted, acting_as, groups_for
+    from dashboard.access.principals import Principal
+
+    groups = groups_for(Principal("someone", role, namespaces))
+    assert groups == (f"kubedash:role:{role}", *(f"kubedash:namespace:{ns}" for ns in namespaces))
+    back = acting_as(Wanted("someone-upstream-does-not-know", groups=groups))
+    assert (back.role, back.namespaces) == (role, namespaces)
+
+
 def test_a_kubedash_users_own_role_wins_over_groups(make_api, alice):
     admin = make_api("admin", "root")
     headers = as_(alice, "kubedash:role:admin")

@@ -86,6 +86,12 @@ def wanted(meta) -> Wanted | None:
     return Wanted(user, uid, groups, tuple(sorted(extra.items())))
 
 
+def groups_for(principal: Principal) -> tuple[str, ...]:
+    """The groups that carry a principal's role and namespace limits (the contract above):
+    what a kubedash writing to another as its users sends as Impersonate-Group."""
+    return (ROLE_GROUP + principal.role, *(NAMESPACE_GROUP + ns for ns in principal.namespaces))
+
+
 def may_impersonate(caller: Principal, token_allows: bool) -> bool:
     if caller.is_share or caller.impersonator:
         return False
