@@ -474,9 +474,10 @@ class DetailView(View):
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
                    ws_url=ws_url(page.detail_view, rv, namespace=namespace, name=name),
-                   # edit / delete / actions: what `kubectl auth can-i update` answers (Principal.may:
-                   # the role, and never a followed cluster's objects, read-only copies)
-                   can_edit=principal.may("update", namespace, page.kind) is None)
+                   # edit / delete / actions: the role, and on a followed cluster its write mode and
+                   # what it answers an access review for this user (scope.write_refusal)
+                   write_refusal=scope.write_refusal(principal, "update", namespace, page.kind))
+        ctx["can_edit"] = ctx["write_refusal"] is None
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)

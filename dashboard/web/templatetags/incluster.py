@@ -28,10 +28,23 @@ def cluster_field():
     return format_html('<input type="hidden" name="{}" value="{}">', cluster_scope.PARAM, name)
 
 
-@register.simple_tag
-def read_only_note():
-    reason = cluster_scope.read_only_reason()
-    return format_html('<p class="read-only-note" role="note">{}</p>', reason) if reason else ""
+@register.simple_tag(takes_context=True)
+def read_only_note(context):
+    """On a followed cluster, where a change would be offered: why not (the page's
+    write_refusal: its write mode, the user's credentials, the cluster's answer for them)."""
+    if clusters.is_local():
+        return ""
+    reason = context.get("write_refusal") or cluster_scope.read_only_reason()
+    note = format_html('<p class="read-only-note" role="note">{}</p>', reason)
+    if "item" not in context:
+        return note
+    # A detail page: its buttons, shown disabled, with the reason beside them.
+    return format_html(
+        '<div class="edit-toolbar" role="group" aria-label="Change this {}"><fieldset disabled class="contents">'
+        '<legend class="vh">Not available: {}</legend>'
+        '<button type="button" disabled>Edit</button> <button type="button" disabled>Edit YAML</button> '
+        '<button type="button" class="danger" disabled>Delete…</button></fieldset>{}</div>',
+        context["item"].get("kind", "object"), reason, note)
 
 
 @register.simple_tag(takes_context=True)
