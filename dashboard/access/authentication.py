@@ -51,13 +51,14 @@ class TokenRow:
     last_used: object
     user_id: int | None = None
     expires: object = None      # aware datetime, or None: until revoked
+    may_impersonate: bool = False
 
 
 @functools.cache
 def _token_sql() -> str:
     user_model = get_user_model()
     return (f"SELECT t.id, t.last_used, u.{user_model.USERNAME_FIELD}, u.is_superuser, p.role, p.namespaces, "
-            "u.id, t.expires, p.clusters "
+            "u.id, t.expires, p.clusters, t.may_impersonate "
             f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u ON u.id = t.user_id "
             f"LEFT JOIN {Profile._meta.db_table} p ON p.user_id = u.id "
             "WHERE t.token_hash = %s AND t.revoked = %s AND u.is_active = %s AND (t.expires IS NULL OR t.expires > %s)")
@@ -74,7 +75,7 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
         hit = cursor.fetchone()
     if hit is None:
         return None
-    token_id, last_used, username, is_superuser, role, namespaces, user_id, expires, clusters = hit
+    token_id, last_used, username, is_superuser, role, namespaces, user_id, expires, clusters, may_impersonate = hit
     last_used, expires = _aware(last_used), _aware(expires)
     if isinstance(namespaces, str):
         namespaces = orjson.loads(namespaces)
@@ -83,7 +84,7 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
     if role is None:
         role = Role.ADMIN if is_superuser else Role.VIEWER
     return (Principal(username, role, tuple(namespaces or ()), clusters=tuple(clusters or ()), user_id=user_id),
-            TokenRow(token_id, last_used, user_id, expires))
+            TokenRow(token_id, last_used, user_id, expires, bool(may_impersonate)))
 
 
 def _aware(value):

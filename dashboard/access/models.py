@@ -35,6 +35,10 @@ class ApiToken(models.Model):
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
     expires = models.DateTimeField(null=True, blank=True)   # None: until revoked
+    # May send Impersonate-* headers (access/impersonation.py), acting as any identity: set only
+    # by an admin (`manage.py issue_token ... --impersonate`), e.g. for a dashboard that writes
+    # to this kubedash as its own users. Admins may impersonate without it.
+    may_impersonate = models.BooleanField(default=False)
 
 
 class ShareLink(models.Model):

@@ -11,6 +11,9 @@ READ_VERBS = frozenset({"get", "list", "watch"})
 
 SHARE = "share"           # the role of a share link's visitor (not a user role)
 SHARE_VERB = "share"      # creating share links: editors and admins, within their own scope
+# An impersonated identity that is no kubedash user and names no role group has no role ("").
+NO_ROLE_REFUSAL = ("this identity has no kubedash role: impersonate a kubedash user, or add a group "
+                   "kubedash:role:viewer, kubedash:role:editor or kubedash:role:admin")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,12 @@ class Principal:
     share_id: int | None = None        # share links: the ShareLink row
     user_id: int | None = None         # users: whose access changes re-check open channels
     is_authenticated: bool = True
+    # Impersonation (access/impersonation.py): who really asked, and the identity they asked
+    # for as kube's UserInfo has it (groups, uid, extra as ((key, (values...)), ...)).
+    impersonator: str = ""
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def is_share(self) -> bool:
@@ -52,6 +61,8 @@ class Principal:
 
     def refusal(self, verb: str, namespace: str | None, kind: str | None = None) -> str | None:
         """Why `can` says no, in words (None: it says yes)."""
+        if not self.role:
+            return NO_ROLE_REFUSAL
         if self.kinds and kind not in self.kinds:
             return f"{self.username} may see only {', '.join(self.kinds)} objects"
         if not self.sees_cluster(clusters.current()):

@@ -35,16 +35,17 @@ def new_secret() -> str:
             return token
 
 
-def issue_token(username: str, role: str, name: str = "") -> str:
-    """Create the user if needed, set its role, and return a new bearer token (stored hashed)."""
-    return create_token(ensure_user(username, role), name)
+def issue_token(username: str, role: str, name: str = "", *, impersonate: bool = False) -> str:
+    """Create the user if needed, set its role, and return a new bearer token (stored hashed).
+    impersonate: the token may send Impersonate-* headers (access/impersonation.py)."""
+    return create_token(ensure_user(username, role), name, impersonate=impersonate)
 
 
-def create_token(user, name: str = "") -> str:
+def create_token(user, name: str = "", *, impersonate: bool = False) -> str:
     """A new bearer token for an existing user (stored hashed): the plaintext exists only in
     this return value."""
     token = new_secret()
-    ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token))
+    ApiToken.objects.create(user=user, name=name, token_hash=hash_token(token), may_impersonate=impersonate)
     return token
 
 

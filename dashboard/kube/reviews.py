@@ -117,7 +117,15 @@ class _ReadOnly:
 
 
 def user_info(principal) -> dict:
-    """authentication/v1 UserInfo: the name, and kube-style groups for the role and its limits."""
+    """authentication/v1 UserInfo: the name, and kube-style groups for the role and its limits;
+    for an impersonated identity, what the Impersonate-* headers asked for (as kube answers)."""
+    if principal.impersonator:
+        info = {"username": principal.username, "groups": list(principal.groups)}
+        if principal.uid:
+            info["uid"] = principal.uid
+        if principal.extra:
+            info["extra"] = {key: list(values) for key, values in principal.extra}
+        return info
     groups = [f"kubedash:{principal.role}", "system:authenticated"]
     info = {"username": principal.username, "groups": groups}
     if principal.user_id is not None:

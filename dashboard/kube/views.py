@@ -17,7 +17,8 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from dashboard.access.authentication import BearerTokenAuthentication
+from dashboard.access import impersonation
+from dashboard.access.authentication import BearerTokenAuthentication, TokenRow
 
 from . import codec, lists, registry, schema_state, store
 from .registry import backend, from_storage, to_storage
@@ -121,7 +122,24 @@ class KubeAPIView(APIView):
         super().initial(request, *args, **kwargs)
         if request.user is None:
             raise unauthorized()
+        request.user = acting(request, request.user, request.auth)
         output(request)  # kube negotiates the answer before doing anything: 406 changes nothing
+
+
+IMPERSONATION = "kubedash.impersonation"   # META key: what the request log adds (server/observe.py)
+
+
+def acting(request, caller, auth):
+    """Who the request acts as: the authenticated caller, or whom it impersonates
+    (access/impersonation.py); auth is the caller's TokenRow (None for a session)."""
+    try:
+        want = impersonation.wanted(request.META)
+        if want is None:
+            return caller
+        request.META[IMPERSONATION] = {"impersonatedUser": want.user, "impersonatedGroups": list(want.groups)}
+        return impersonation.resolve(request.META, caller, isinstance(auth, TokenRow) and auth.may_impersonate)
+    except impersonation.Refused as refused:
+        raise ApiError(refused.code, refused.reason, refused.message, refused.details) from None
 
 
 def output(request) -> tuple[str, str | None]:
@@ -565,9 +583,10 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
     token, negotiate the output (406 first, as kube), call the method, Status on failure."""
     try:
         found = BearerTokenAuthentication().authenticate(request)
-        request.user = found[0] if found else None
-        if request.user is None:
+        if found is None:
             raise unauthorized()
+        request.user = found[0]   # (the request log's user, should impersonating be refused)
+        request.user = acting(request, *found)
         method = "get" if request.method == "HEAD" else request.method.lower()
         handler = getattr(view_class, method, None)
         if handler is None:

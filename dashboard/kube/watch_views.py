@@ -32,7 +32,7 @@ from .meta import now, parse_bool
 from .registry import backend
 from .metrics import WATCH_EVENTS, counted
 from .tables import build_table, negotiate_output
-from .views import authorize, collection, list_query, resolve, status_response
+from .views import acting, authorize, collection, list_query, resolve, status_response
 
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
 
@@ -78,10 +78,12 @@ def _watch_options(request) -> dict:
 
 
 def _access(request):
-    """Authenticate outside DRF (this view is async): bearer token, then session.
+    """Authenticate outside DRF (this view is async): bearer token, then session; then
+    impersonation (views.acting).
 
     Returns (principal, subjects, deadline, refresh): refresh() re-resolves the same credential
-    now, as (principal or None, subjects, deadline) - what the stream's access Guard re-checks.
+    now, as (principal or None, subjects, deadline) - what the stream's access Guard re-checks
+    (it may raise the ApiError of an impersonation no longer allowed).
     """
     try:
         result = BearerTokenAuthentication().authenticate(Request(request))
@@ -90,28 +92,44 @@ def _access(request):
     if result is not None:
         token_hash = hash_token(request.META["HTTP_AUTHORIZATION"].partition(" ")[2].strip())
 
+        def resolved(principal, row):
+            acting_as = acting(request, principal, row)
+            return acting_as, _subjects(acting_as, f"token:{row.pk}", f"user:{row.user_id}"), \
+                row.expires and row.expires.timestamp()
+
         def refresh():
             found = token_principal(token_hash)
             if found is None:   # revoked, expired, deleted, or its user deactivated
                 return None, (), None
-            principal, row = found
-            return principal, (f"token:{row.pk}", f"user:{row.user_id}"), row.expires and row.expires.timestamp()
+            return resolved(*found)
 
-        principal, row = result
-        return principal, (f"token:{row.pk}", f"user:{row.user_id}"), row.expires and row.expires.timestamp(), refresh
+        request.user = result[0]   # (the request log's user, should impersonating be refused)
+        return (*resolved(*result), refresh)
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         session_key = request.session.session_key
+
+        def resolved_session(user, deadline):
+            acting_as = acting(request, principal_for(user), None)
+            return acting_as, _subjects(acting_as, f"user:{user.pk}"), deadline
 
         def refresh():
             session = reload_session(session_key)
             user = session_user(session)
             if user is None:
                 return None, (), None
-            return principal_for(user), (f"user:{user.pk}",), session_deadline(session)
+            return resolved_session(user, session_deadline(session))
 
-        return principal_for(user), (f"user:{user.pk}",), session_deadline(request.session), refresh
+        return (*resolved_session(user, session_deadline(request.session)), refresh)
     raise unauthorized()
+
+
+def _subjects(principal, *caller: str) -> tuple[str, ...]:
+    """What the stream's access depends on: the caller's token and user, and the impersonated
+    kubedash user's (its role or limits may change)."""
+    if principal.impersonator and principal.user_id is not None:
+        return (*caller, f"user:{principal.user_id}")
+    return caller
 
 
 def _prepare(request, kw: dict, single_name: str | None, make_subscriber):
@@ -236,12 +254,15 @@ def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
 
     async def recheck():
         clusters.enter(cluster)
-        principal, subjects, deadline = await sync_to_async(refresh)()
-        if principal is None:
-            err = unauthorized()
-        elif not principal.can("watch", namespace):
-            err = forbidden_request(principal.username, "watch", res.group, res.plural, namespace)
+        try:
+            principal, subjects, deadline = await sync_to_async(refresh)()
+        except ApiError as refused:   # an impersonation no longer allowed
+            err = refused
         else:
+            err = None if principal is not None else unauthorized()
+        if err is None and not principal.can("watch", namespace):
+            err = forbidden_request(principal.username, "watch", res.group, res.plural, namespace)
+        if err is None:
             hub.guard(g, subjects, deadline)
             return
         hub.unguard(g)

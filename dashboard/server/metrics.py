@@ -25,7 +25,7 @@ from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
 from dashboard.kube.errors import ApiError, method_not_allowed, unauthorized
 from dashboard.kube.metrics import RevisionLogCollector
-from dashboard.kube.views import status_response
+from dashboard.kube.views import acting, status_response
 
 
 def _forbidden(user: str) -> ApiError:
@@ -46,7 +46,7 @@ def _check(request) -> None:
         found = BearerTokenAuthentication().authenticate(Request(request))
     except AuthenticationFailed:
         raise unauthorized() from None
-    principal = found[0] if found else None
+    principal = acting(request, *found) if found else None   # (impersonating: as whom it acts)
     if principal is None:
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:

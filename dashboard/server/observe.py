@@ -25,6 +25,8 @@ import orjson
 from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram
 
+from dashboard.kube.views import IMPERSONATION
+
 COMPONENT = "apiserver"
 # kube-apiserver's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
 DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15,
@@ -145,7 +147,11 @@ def note_user(request) -> None:
         return
     user = getattr(request, "user", None)
     if user is not None and getattr(user, "is_authenticated", False):
-        record["user"] = getattr(user, "username", None) or user.get_username()
+        # Impersonated: "user" is who really asked, as in kube's audit events.
+        record["user"] = getattr(user, "impersonator", None) or getattr(user, "username", None) or user.get_username()
+    impersonation = request.META.get(IMPERSONATION) if hasattr(request, "META") else None
+    if impersonation:   # asked for, whether allowed (the request's code says)
+        record.update(impersonation)
 
 
 def _now() -> str:
@@ -209,11 +215,15 @@ class Observed:
             elapsed = time.perf_counter() - started
             _child(REQUESTS, (*labels, str(code))).inc()
             _child(DURATION, labels).observe(elapsed)
-            _write({"ts": _now(), "auditID": audit_id, "user": record["user"], "verb": info["verb"],
+            line = {"ts": _now(), "auditID": audit_id, "user": record["user"], "verb": info["verb"],
                     "method": scope["method"], "path": safe_path(scope["path"]), "group": info["group"],
                     "resource": info["resource"], "subresource": info["subresource"],
                     "namespace": info["namespace"], "name": info["name"], "code": code,
-                    "latency": round(elapsed, 6), "lane": record["lane"], "pid": os.getpid()})
+                    "latency": round(elapsed, 6), "lane": record["lane"], "pid": os.getpid()}
+            if "impersonatedUser" in record:
+                line["impersonatedUser"] = record["impersonatedUser"]
+                line["impersonatedGroups"] = record["impersonatedGroups"]
+            _write(line)
 
 
 def refused(method: str, path: str, query: bytes, code: int, started: float | None) -> bytes:

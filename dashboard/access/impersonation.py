@@ -1,0 +1,115 @@
+"""Impersonation, as kube-apiserver does it: a caller allowed to impersonate sends
+`Impersonate-User` (and optionally `Impersonate-Group`, repeatable, `Impersonate-Uid` and
+`Impersonate-Extra-<key>`), and the request is then served as that identity: its roles and
+limits apply, `kubectl auth whoami` names it, the request log names both (docs/SERVING.md).
+
+Who may impersonate: admins without namespace or cluster limits, and API tokens issued with
+`--impersonate` (ApiToken.may_impersonate). Impersonating is acting as anyone, so either can
+act with more rights than its own (as kube's `impersonate` verb on users).
+
+Whose permissions apply (the contract a dashboard writing through kubedash relies on):
+- `Impersonate-User` names a kubedash user: that user's role, namespace and cluster limits
+  (a deactivated user: none);
+- otherwise the groups decide: the highest `kubedash:role:admin|editor|viewer` given, limited
+  to the namespaces of the `kubedash:namespace:<ns>` groups if there are any; with no role
+  group, no permissions at all (only discovery and the self reviews answer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from urllib.parse import unquote
+
+from django.contrib.auth import get_user_model
+
+from .models import Role
+from .principals import Principal, principal_for
+
+USER = "HTTP_IMPERSONATE_USER"
+UID = "HTTP_IMPERSONATE_UID"
+GROUP = "HTTP_IMPERSONATE_GROUP"
+EXTRA = "HTTP_IMPERSONATE_EXTRA_"
+
+ROLE_GROUP = "kubedash:role:"
+NAMESPACE_GROUP = "kubedash:namespace:"
+AUTHENTICATED = "system:authenticated"
+
+CANNOT = "only admins without namespace or cluster limits, and API tokens issued with --impersonate, may impersonate"
+
+
+class Refused(Exception):
+    """A request whose impersonation cannot be served: the Status fields kube answers with."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The identity a request asks to act as."""
+
+    user: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def _values(header: str | None) -> tuple[str, ...]:
+    # A repeated header reaches Django joined with commas (RFC 9110): one value per item.
+    return tuple(v.strip() for v in (header or "").split(",") if v.strip())
+
+
+def wanted(meta) -> Wanted | None:
+    """The impersonation a request's headers ask for (None: none). 400 for groups, a uid or
+    extra without a user, as kube refuses them."""
+    user, uid, groups = meta.get(USER, "").strip(), meta.get(UID, "").strip(), _values(meta.get(GROUP))
+    extra: dict[str, tuple[str, ...]] = {}
+    for key, value in meta.items():
+        if isinstance(key, str) and key.startswith(EXTRA) and len(key) > len(EXTRA):
+            # Django turned "-" into "_" and upper-cased the name; kube lower-cases and %-unescapes it.
+            name = unquote(key[len(EXTRA):].replace("_", "-")).lower()
+            extra[name] = extra.get(name, ()) + _values(value)
+    if not user:
+        asked = [f"{what} {', '.join(values)}" for what, values in
+                 (("groups", groups), ("uid", (uid,) if uid else ()), ("extra", tuple(extra))) if values]
+        if asked:
+            raise Refused(400, "BadRequest", f"requested {'; '.join(asked)} without impersonating a user: "
+                          "send Impersonate-User too (kubectl: --as)", {})
+        return None
+    return Wanted(user, uid, groups, tuple(sorted(extra.items())))
+
+
+def may_impersonate(caller: Principal, token_allows: bool) -> bool:
+    if caller.is_share or caller.impersonator:
+        return False
+    return token_allows or (caller.is_admin and not caller.namespaces and not caller.clusters)
+
+
+def resolve(meta, caller: Principal, token_allows: bool = False) -> Principal:
+    """The principal the request acts as: the caller, or the identity it impersonates
+    (403 with kube's wording when the caller may not impersonate)."""
+    want = wanted(meta)
+    if want is None:
+        return caller
+    if not may_impersonate(caller, token_allows):
+        raise Refused(403, "Forbidden",
+                      f'users "{want.user}" is forbidden: User "{caller.username}" cannot impersonate resource '
+                      f'"users" in API group "" at the cluster scope: {CANNOT}',
+                      {"name": want.user, "kind": "users"})
+    return replace(acting_as(want), impersonator=caller.username)
+
+
+def acting_as(want: Wanted) -> Principal:
+    """The impersonated identity's principal (the contract in this module's docstring)."""
+    User = get_user_model()
+    user = User.objects.filter(**{User.USERNAME_FIELD: want.user}).select_related("kube_profile").first()
+    if user is not None:
+        base = principal_for(user) if user.is_active else Principal(want.user, "", user_id=user.pk)
+    else:
+        roles = {g[len(ROLE_GROUP):] for g in want.groups if g.startswith(ROLE_GROUP)}
+        role = next((r for r in Role.values if r in roles), "")   # Role.values: highest first
+        namespaces = tuple(dict.fromkeys(g[len(NAMESPACE_GROUP):] for g in want.groups
+                                         if g.startswith(NAMESPACE_GROUP) and len(g) > len(NAMESPACE_GROUP)))
+        base = Principal(want.user, role, namespaces)
+    # As kube: the groups asked for are the identity's groups; none asked: system:authenticated.
+    return replace(base, groups=want.groups or (AUTHENTICATED,), uid=want.uid, extra=want.extra)
