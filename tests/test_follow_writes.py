@@ -1,0 +1,297 @@
+"""Editing a followed cluster through the dashboard (follow/writes.py): a second kubedash server
+is the upstream; the pages (Django's test client, in this process) write through to it, in
+own-credentials mode (each user's kubeconfig for the upstream) and as-user mode (the cluster's
+admin credentials, impersonating the user). The copy is seeded as the follower would (a list,
+mirrored); what a write returns is mirrored at once (read-your-writes)."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from html import unescape
+
+import pytest
+
+from conftest import served, server_env
+from manifests import endpoints, job, lease
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/team/leases"
+JOBS = "/apis/batch/v1/namespaces/team/jobs"
+ENDPOINTS = "/api/v1/namespaces/team/endpoints"
+PATHS = {"Lease": LEASES, "Job": JOBS, "Endpoints": ENDPOINTS}
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("upstream")
+    gen = served(data_dir, server_env(data_dir))
+    server = next(gen)
+    kubeconfigs = {}
+    for user, role in (("alice", "editor"), ("bob", "viewer"), ("follower", "admin")):
+        kubeconfigs[user] = server.kubeconfig(data_dir / f"{user}.kubeconfig", user, role).read_text()
+    server.kubeconfigs = kubeconfigs
+    yield server
+    next(gen, None)
+
+
+@pytest.fixture
+def objects(up):
+    """Fresh upstream objects for each test (names from a counter: the upstream is shared)."""
+    objects.n = getattr(objects, "n", 0) + 1
+    n = objects.n
+    names = {"lease": f"l{n}", "job": f"j{n}", "eps": f"e{n}"}
+    for path, body in ((LEASES, lease(names["lease"], holder="a", ns="team")),
+                       (JOBS, job(names["job"], ns="team")),
+                       (ENDPOINTS, endpoints(names["eps"], ns="team", ips=("10.1.0.1",)))):
+        status, _, answer = up.request("POST", path, body)
+        assert status == 201, answer
+    return names
+
+
+def upstream_get(up, kind: str, name: str):
+    status, _, body = up.request("GET", f"{PATHS[kind]}/{name}")
+    return body if status == 200 else None
+
+
+def follow(up, mode: str):
+    """prod, in `mode`, its copy seeded from a list of the upstream (what the follower does)."""
+    from dashboard.follow import admit, clusters
+    from dashboard.kube import mirror, registry
+
+    cluster = clusters.add("prod", up.kubeconfigs["follower"], writes=mode)
+    for kind, path in PATHS.items():
+        status, _, body = up.request("GET", path)
+        assert status == 200
+        res = registry.by_kind(kind)
+        mirror.mirror("prod", [mirror.Mirrored(res, "team", o["metadata"]["name"], admit.admit(res, o))
+                               for o in body["items"]])
+    return cluster
+
+
+def user(name: str, role: str, kubeconfig: str | None = None, cluster=None):
+    from conftest import signed_in_client
+    from dashboard.access.tokens import ensure_user
+    from dashboard.follow import clusters
+
+    client = signed_in_client(role, name)
+    if kubeconfig is not None:
+        clusters.save_user_credentials(cluster, ensure_user(name, role), kubeconfig)
+    return client
+
+
+def copy_of(kind: str, name: str):
+    from dashboard.access import clusters
+    from dashboard.kube import registry, store
+    from dashboard.kube.errors import ApiError
+
+    with clusters.within("prod"):
+        try:
+            return store.get(registry.by_kind(kind), "team", name)
+        except ApiError:
+            return None
+
+
+def text(resp) -> str:
+    return resp.content.decode()
+
+
+def form_data(html: str) -> dict:
+    body = re.findall(r'<form method="post"[^>]*>(.*?)</form>', html, re.S)[-1]
+    data = {}
+    for m in re.finditer(r'<input([^>]*)>', body):
+        attrs = dict(re.findall(r'(\w[\w-]*)="([^"]*)"', m.group(1)))
+        if "name" not in attrs:
+            continue
+        if attrs.get("type") == "checkbox":
+            if "checked" in m.group(1):
+                data[attrs["name"]] = attrs.get("value", "on")
+            continue
+        data[attrs["name"]] = unescape(attrs.get("value", ""))
+    for m in re.finditer(r'<textarea[^>]*name="([^"]+)"[^>]*>\n?(.*?)</textarea>', body, re.S):
+        data[m.group(1)] = unescape(m.group(2))
+    for m in re.finditer(r'<select[^>]*name="([^"]+)"[^>]*>(.*?)</select>', body, re.S):
+        chosen = re.search(r'<option value="([^"]*)"[^>]*selected', m.group(2))
+        data[m.group(1)] = unescape(chosen.group(1)) if chosen else ""
+    return data
+
+
+def messages(client) -> str:
+    return text(client.get("/leases/?cluster=prod"))
+
+
+def managers(obj) -> set:
+    return {f.get("manager") for f in obj["metadata"].get("managedFields") or []}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_form_edit_lands_upstream_and_shows_at_once(up, objects, caplog):
+    cluster = follow(up, "own-credentials")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    name = objects["lease"]
+    url = f"/leases/team/{name}/edit/?cluster=prod"
+    form = alice.get(url)
+    assert form.status_code == 200, text(form)
+    data = form_data(text(form))
+    data["holder"] = "from-the-form"
+    with caplog.at_level(logging.INFO, logger="kubedash.audit"):
+        saved = alice.post(url, data)
+    assert saved.status_code == 302, (data, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text(saved)))[:3000])
+    assert saved["Location"] == f"/leases/team/{name}/?cluster=prod"
+    there = upstream_get(up, "Lease", name)
+    assert there["spec"]["holderIdentity"] == "from-the-form"
+    assert "kubedash" in managers(there)                       # the upstream records who wrote it
+    # Read-your-writes: the copy already holds the upstream's answer, before any follower.
+    assert copy_of("Lease", name)["spec"]["holderIdentity"] == "from-the-form"
+    assert "from-the-form" in text(alice.get(f"/leases/team/{name}/?cluster=prod"))
+    line = json.loads([r.getMessage() for r in caplog.records if r.name == "kubedash.audit"][-1])
+    assert line["user"] == "alice" and line["verb"] == "update" and line["upstreamStatus"] == 200
+    assert line["cluster"] == "prod" and line["name"] == name and "own credentials" in line["upstreamIdentity"]
+
+
+def test_yaml_edit_and_actions(up, objects):
+    cluster = follow(up, "own-credentials")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    lname, jname, ename = objects["lease"], objects["job"], objects["eps"]
+    url = f"/leases/team/{lname}/yaml/?cluster=prod"
+    data = form_data(text(alice.get(url)))
+    data["yaml"] = data["yaml"].replace("holderIdentity: a", "holderIdentity: from-yaml")
+    assert alice.post(url, data).status_code == 302
+    assert upstream_get(up, "Lease", lname)["spec"]["holderIdentity"] == "from-yaml"
+    # Release
+    done = alice.post(f"/leases/team/{lname}/release/?cluster=prod", {"holder": "from-yaml"})
+    assert done.status_code == 302
+    assert not upstream_get(up, "Lease", lname)["spec"].get("holderIdentity")
+    assert not copy_of("Lease", lname)["spec"].get("holderIdentity")
+    # Mark not ready
+    alice.post(f"/endpoints/team/{ename}/readiness/?cluster=prod", {"ip": "10.1.0.1", "ready": "false"})
+    subset = upstream_get(up, "Endpoints", ename)["subsets"][0]
+    assert [a["ip"] for a in subset.get("notReadyAddresses", [])] == ["10.1.0.1"]
+    # Suspend, resume
+    alice.post(f"/jobs/team/{jname}/suspend/?cluster=prod", {"suspend": "true"})
+    assert upstream_get(up, "Job", jname)["spec"]["suspend"] is True
+    alice.post(f"/jobs/team/{jname}/suspend/?cluster=prod", {"suspend": "false"})
+    assert upstream_get(up, "Job", jname)["spec"]["suspend"] is False
+    assert copy_of("Job", jname)["spec"]["suspend"] is False
+
+
+def test_bulk_suspend_and_delete_with_undo(up, objects):
+    cluster = follow(up, "own-credentials")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    jname = objects["job"]
+    post = {"action": "suspend", "selected": [f"team/{jname}"], "next": "/jobs/?cluster=prod", "confirm": "1"}
+    done = alice.post("/jobs/bulk/?cluster=prod", post)
+    assert done.status_code == 302 and done["Location"] == "/jobs/?cluster=prod"
+    assert upstream_get(up, "Job", jname)["spec"]["suspend"] is True
+    # Delete, then undo: created again upstream (a new uid), and here at once.
+    uid = upstream_get(up, "Job", jname)["metadata"]["uid"]
+    post = {"action": "delete", "selected": [f"team/{jname}"], "next": "/jobs/?cluster=prod", "confirm": "1"}
+    assert alice.post("/jobs/bulk/?cluster=prod", post).status_code == 302
+    assert upstream_get(up, "Job", jname) is None and copy_of("Job", jname) is None
+    html = text(alice.get("/jobs/?cluster=prod"))
+    undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
+    assert alice.post("/jobs/bulk-undo/?cluster=prod", {"undo": undo_id, "next": "/jobs/?cluster=prod"}).status_code == 302
+    again = upstream_get(up, "Job", jname)
+    assert again is not None and again["metadata"]["uid"] != uid
+    assert copy_of("Job", jname)["metadata"]["uid"] == again["metadata"]["uid"]
+
+
+def test_detail_delete_goes_upstream(up, objects):
+    cluster = follow(up, "own-credentials")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    lname = objects["lease"]
+    page = text(alice.get(f"/leases/team/{lname}/delete/?cluster=prod"))
+    uid = re.search(r'name="uid" value="([^"]+)"', page).group(1)
+    done = alice.post(f"/leases/team/{lname}/delete/?cluster=prod", {"uid": uid})
+    assert done.status_code == 302 and "cluster=prod" in done["Location"]
+    assert upstream_get(up, "Lease", lname) is None and copy_of("Lease", lname) is None
+
+
+def test_upstream_refusal_is_shown_and_nothing_changes(up, objects):
+    cluster = follow(up, "own-credentials")
+    bob = user("bob", "editor", up.kubeconfigs["bob"], cluster)      # an editor here, a viewer upstream
+    name = objects["lease"]
+    url = f"/leases/team/{name}/edit/?cluster=prod"
+    detail = text(bob.get(f"/leases/team/{name}/?cluster=prod"))
+    # Buttons follow permission: the upstream's access review says no, so they are disabled, with why.
+    assert "the cluster refuses: bob may not update leases" in detail and f'href="/leases/team/{name}/edit/' not in detail
+    data = form_data(text(bob.get(url)))
+    data["holder"] = "bob-was-here"
+    refused = bob.post(url, data)
+    assert refused.status_code == 403
+    assert "the cluster refused: " in unescape(text(refused)) and "cannot update" in unescape(text(refused))
+    assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "a"
+    assert copy_of("Lease", name)["spec"]["holderIdentity"] == "a"
+
+
+def test_concurrent_upstream_write_gives_the_conflict_page(up, objects):
+    cluster = follow(up, "own-credentials")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    name = objects["lease"]
+    url = f"/leases/team/{name}/edit/?cluster=prod"
+    data = form_data(text(alice.get(url)))
+    status, _, _ = up.request("PATCH", f"{LEASES}/{name}", {"spec": {"holderIdentity": "someone-else"}},
+                              content_type="application/merge-patch+json")
+    assert status == 200
+    data["holder"] = "mine"
+    page = alice.post(url, data)
+    assert page.status_code == 409, text(page)
+    assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "someone-else"
+
+
+def test_viewer_share_link_and_missing_credentials_cannot_write(up, objects):
+    from dashboard.follow.models import UserCredentials
+
+    cluster = follow(up, "own-credentials")
+    user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    name = objects["lease"]
+    viewer = user("vic", "viewer")
+    assert viewer.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"}).status_code == 403
+    # carol is an editor here but stored no credentials for prod: never alice's.
+    carol = user("carol", "editor")
+    refused = carol.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"})
+    assert refused.status_code == 403 and "store your kubeconfig for prod" in unescape(text(refused))
+    assert "store your kubeconfig for prod" in unescape(text(carol.get(f"/leases/team/{name}/?cluster=prod")))
+    assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "a"
+    assert UserCredentials.objects.filter(user__username="carol").count() == 0
+
+
+def test_read_only_mode_stays_read_only(up, objects):
+    follow(up, "read-only")
+    alice = user("alice", "editor")
+    name = objects["lease"]
+    assert alice.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"}).status_code == 405
+    assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "a"
+
+
+def test_as_user_impersonates_the_signed_in_user(up, objects, caplog):
+    cluster = follow(up, "as-user")
+    # alice is an editor upstream: her own upstream role applies to the impersonated request.
+    alice = user("alice", "editor")
+    name = objects["lease"]
+    with caplog.at_level(logging.INFO, logger="kubedash.audit"):
+        done = alice.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"})
+    assert done.status_code == 302
+    assert not upstream_get(up, "Lease", name)["spec"].get("holderIdentity")
+    line = json.loads([r.getMessage() for r in caplog.records if r.name == "kubedash.audit"][-1])
+    assert line["mode"] == "as-user" and "impersonated" in line["upstreamIdentity"]
+    # bob is a viewer upstream: impersonating him, the cluster refuses, whatever kubedash's role.
+    bob = user("bob", "editor")
+    refused = bob.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": ""})
+    assert refused.status_code == 302
+    assert "the cluster refused" in unescape(text(bob.get(f"/leases/team/{name}/?cluster=prod")))
+    assert cluster.writes == "as-user"
+
+
+def test_user_credentials_must_name_the_clusters_server(up):
+    from dashboard.access.tokens import ensure_user
+    from dashboard.follow import clusters
+    from dashboard.follow.kubeconfig import KubeconfigError
+
+    cluster = follow(up, "own-credentials")
+    other = up.kubeconfigs["alice"].replace("https://127.0.0.1:", "https://localhost:")
+    with pytest.raises(KubeconfigError, match="server is not prod's"):
+        clusters.save_user_credentials(cluster, ensure_user("alice", "editor"), other)
