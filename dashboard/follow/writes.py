@@ -301,7 +301,7 @@ class Writer:
         if 200 <= status < 300 and isinstance(answer, dict):
             st = answer.get("status") or {}
             if isinstance(st, dict) and st.get("allowed") is not True:
-                why = (f"the cluster refuses: {self.identity().split(' ')[0]} may not {verb} {res.plural} "
+                why = (f"the cluster refuses: {self.principal.username} may not {verb} {res.plural} "
                        f"in namespace “{namespace}” on {self.cluster.name}")
         with _cache_lock:
             if len(_cache) > 10_000:
