@@ -295,3 +295,32 @@ def test_user_credentials_must_name_the_clusters_server(up):
     other = up.kubeconfigs["alice"].replace("https://127.0.0.1:", "https://localhost:")
     with pytest.raises(KubeconfigError, match="server is not prod's"):
         clusters.save_user_credentials(cluster, ensure_user("alice", "editor"), other)
+
+
+def test_clusters_page_sets_the_mode_and_stores_a_users_credentials(up, objects):
+    from django.core.management import call_command
+
+    from dashboard.follow.models import Cluster, UserCredentials
+
+    follow(up, "read-only")
+    admin = user("root", "admin")
+    page = text(admin.get("/clusters/"))
+    assert "Impersonate-User: root; Impersonate-Group: kubedash:role:admin" in page
+    assert admin.post("/clusters/prod/writes/", {"writes": "own-credentials"}).status_code == 302
+    assert Cluster.objects.get(name="prod").writes == "own-credentials"
+    alice = user("alice", "editor")
+    assert alice.post("/clusters/prod/writes/", {"writes": "as-user"}).status_code == 403
+    saved = alice.post("/clusters/prod/credentials/", {"kubeconfig": up.kubeconfigs["alice"]})
+    assert saved.status_code == 302
+    token = re.search(r"token: (\S+)", up.kubeconfigs["alice"]).group(1)
+    shown = text(alice.get("/clusters/prod/credentials/"))
+    assert "You stored credentials" in shown and token not in shown
+    assert UserCredentials.objects.filter(user__username="alice", cluster__name="prod").count() == 1
+    # ... and they work: alice's release lands upstream.
+    name = objects["lease"]
+    assert alice.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"}).status_code == 302
+    assert not upstream_get(up, "Lease", name)["spec"].get("holderIdentity")
+    refused = alice.post("/clusters/prod/credentials/", {"kubeconfig": "apiVersion: v1\nkind: Config\n"})
+    assert refused.status_code == 400
+    call_command("follow", "set", "prod", "--writes", "as-user")
+    assert Cluster.objects.get(name="prod").writes == "as-user"
