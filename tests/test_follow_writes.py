@@ -147,6 +147,9 @@ def test_form_edit_lands_upstream_and_shows_at_once(up, objects, caplog):
     # Read-your-writes: the copy already holds the upstream's answer, before any follower.
     assert copy_of("Lease", name)["spec"]["holderIdentity"] == "from-the-form"
     assert "from-the-form" in text(alice.get(f"/leases/team/{name}/?cluster=prod"))
+    # History attributes the change to the manager upstream recorded.
+    history = text(alice.get(f"/leases/team/{name}/history/?cluster=prod"))
+    assert "kubedash" in history and "from-the-form" in history
     line = json.loads([r.getMessage() for r in caplog.records if r.name == "kubedash.audit"][-1])
     assert line["user"] == "alice" and line["verb"] == "update" and line["upstreamStatus"] == 200
     assert line["cluster"] == "prod" and line["name"] == name and "own credentials" in line["upstreamIdentity"]
@@ -161,6 +164,14 @@ def test_yaml_edit_and_actions(up, objects):
     data["yaml"] = data["yaml"].replace("holderIdentity: a", "holderIdentity: from-yaml")
     assert alice.post(url, data).status_code == 302
     assert upstream_get(up, "Lease", lname)["spec"]["holderIdentity"] == "from-yaml"
+    # What upstream refuses as invalid (422) is shown by its causes, and nothing changes.
+    data = form_data(text(alice.get(url)))
+    data["yaml"] = re.sub(r"leaseDurationSeconds: \d+", "leaseDurationSeconds: -5", data["yaml"])
+    invalid = alice.post(url, data)
+    assert invalid.status_code == 422, text(invalid)[:2000]
+    shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", unescape(text(invalid))))
+    assert "spec.leaseDurationSeconds: Must be greater than 0" in shown, shown[:3000]   # upstream's cause
+    assert upstream_get(up, "Lease", lname)["spec"]["leaseDurationSeconds"] == 15
     # Release
     done = alice.post(f"/leases/team/{lname}/release/?cluster=prod", {"holder": "from-yaml"})
     assert done.status_code == 302
