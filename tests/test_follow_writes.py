@@ -229,6 +229,8 @@ def test_upstream_refusal_is_shown_and_nothing_changes(up, objects):
     detail = text(bob.get(f"/leases/team/{name}/?cluster=prod"))
     # Buttons follow permission: the upstream's access review says no, so they are disabled, with why.
     assert "the cluster refuses: bob may not update leases" in detail and f'href="/leases/team/{name}/edit/' not in detail
+    listing = unescape(text(bob.get("/leases/?cluster=prod&namespace=team")))
+    assert "the cluster refuses: bob may not create leases" in listing and "bulk-form" not in listing
     data = form_data(text(bob.get(url)))
     data["holder"] = "bob-was-here"
     refused = bob.post(url, data)
