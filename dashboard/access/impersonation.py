@@ -24,6 +24,8 @@ from django.contrib.auth import get_user_model
 from .models import Role
 from .principals import Principal, principal_for
 
+PREFIX = "HTTP_IMPERSONATE_"
+_PREFIX_LEN = len(PREFIX)
 USER = "HTTP_IMPERSONATE_USER"
 UID = "HTTP_IMPERSONATE_UID"
 GROUP = "HTTP_IMPERSONATE_GROUP"
@@ -32,6 +34,8 @@ EXTRA = "HTTP_IMPERSONATE_EXTRA_"
 ROLE_GROUP = "kubedash:role:"
 NAMESPACE_GROUP = "kubedash:namespace:"
 AUTHENTICATED = "system:authenticated"
+UNAUTHENTICATED = "system:unauthenticated"
+ANONYMOUS = "system:anonymous"
 
 CANNOT = "only admins without namespace or cluster limits, and API tokens issued with --impersonate, may impersonate"
 
@@ -62,13 +66,16 @@ def _values(header: str | None) -> tuple[str, ...]:
 def wanted(meta) -> Wanted | None:
     """The impersonation a request's headers ask for (None: none). 400 for groups, a uid or
     extra without a user, as kube refuses them."""
+    headers = [key for key in meta if key[:_PREFIX_LEN] == PREFIX]   # (every API request asks: kept cheap)
+    if not headers:
+        return None
     user, uid, groups = meta.get(USER, "").strip(), meta.get(UID, "").strip(), _values(meta.get(GROUP))
     extra: dict[str, tuple[str, ...]] = {}
-    for key, value in meta.items():
-        if isinstance(key, str) and key.startswith(EXTRA) and len(key) > len(EXTRA):
+    for key in headers:
+        if key.startswith(EXTRA) and len(key) > len(EXTRA):
             # Django turned "-" into "_" and upper-cased the name; kube lower-cases and %-unescapes it.
             name = unquote(key[len(EXTRA):].replace("_", "-")).lower()
-            extra[name] = extra.get(name, ()) + _values(value)
+            extra[name] = extra.get(name, ()) + _values(meta[key])
     if not user:
         asked = [f"{what} {', '.join(values)}" for what, values in
                  (("groups", groups), ("uid", (uid,) if uid else ()), ("extra", tuple(extra))) if values]
@@ -79,18 +86,21 @@ def wanted(meta) -> Wanted | None:
     return Wanted(user, uid, groups, tuple(sorted(extra.items())))
 
 
+def groups_for(principal: Principal) -> tuple[str, ...]:
+    """The groups that carry a principal's role and namespace limits (the contract above):
+    what a kubedash writing to another as its users sends as Impersonate-Group."""
+    return (ROLE_GROUP + principal.role, *(NAMESPACE_GROUP + ns for ns in principal.namespaces))
+
+
 def may_impersonate(caller: Principal, token_allows: bool) -> bool:
     if caller.is_share or caller.impersonator:
         return False
     return token_allows or (caller.is_admin and not caller.namespaces and not caller.clusters)
 
 
-def resolve(meta, caller: Principal, token_allows: bool = False) -> Principal:
-    """The principal the request acts as: the caller, or the identity it impersonates
-    (403 with kube's wording when the caller may not impersonate)."""
-    want = wanted(meta)
-    if want is None:
-        return caller
+def resolve(want: Wanted, caller: Principal, token_allows: bool = False) -> Principal:
+    """The principal of the identity `caller` asks to act as (403 with kube's wording when
+    the caller may not impersonate)."""
     if not may_impersonate(caller, token_allows):
         raise Refused(403, "Forbidden",
                       f'users "{want.user}" is forbidden: User "{caller.username}" cannot impersonate resource '
@@ -111,5 +121,14 @@ def acting_as(want: Wanted) -> Principal:
         namespaces = tuple(dict.fromkeys(g[len(NAMESPACE_GROUP):] for g in want.groups
                                          if g.startswith(NAMESPACE_GROUP) and len(g) > len(NAMESPACE_GROUP)))
         base = Principal(want.user, role, namespaces)
-    # As kube: the groups asked for are the identity's groups; none asked: system:authenticated.
-    return replace(base, groups=want.groups or (AUTHENTICATED,), uid=want.uid, extra=want.extra)
+    return replace(base, groups=_groups(want), uid=want.uid, extra=want.extra)
+
+
+def _groups(want: Wanted) -> tuple[str, ...]:
+    """The identity's groups, as kube builds them: those asked for, plus system:authenticated
+    (system:unauthenticated for system:anonymous) unless either was asked for."""
+    if want.user == ANONYMOUS:
+        return want.groups if UNAUTHENTICATED in want.groups else (*want.groups, UNAUTHENTICATED)
+    if AUTHENTICATED in want.groups or UNAUTHENTICATED in want.groups:
+        return want.groups
+    return (*want.groups, AUTHENTICATED)

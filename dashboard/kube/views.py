@@ -137,7 +137,7 @@ def acting(request, caller, auth):
         if want is None:
             return caller
         request.META[IMPERSONATION] = {"impersonatedUser": want.user, "impersonatedGroups": list(want.groups)}
-        return impersonation.resolve(request.META, caller, isinstance(auth, TokenRow) and auth.may_impersonate)
+        return impersonation.resolve(want, caller, isinstance(auth, TokenRow) and auth.may_impersonate)
     except impersonation.Refused as refused:
         raise ApiError(refused.code, refused.reason, refused.message, refused.details) from None
 
