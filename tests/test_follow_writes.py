@@ -337,3 +337,18 @@ def test_clusters_page_sets_the_mode_and_stores_a_users_credentials(up, objects)
     assert refused.status_code == 400
     call_command("follow", "set", "prod", "--writes", "as-user")
     assert Cluster.objects.get(name="prod").writes == "as-user"
+
+
+def test_as_user_sends_the_role_and_namespace_groups(up, objects):
+    """A user the upstream does not know gets what the groups carry (part A's contract): an
+    editor limited to namespace team may change team's objects upstream."""
+    follow(up, "as-user")
+    from conftest import signed_in_client
+
+    nina = signed_in_client("editor", "nina-only-here", namespaces=["team"])
+    name = objects["lease"]
+    assert nina.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"}).status_code == 302
+    there = upstream_get(up, "Lease", name)
+    assert not there["spec"].get("holderIdentity")
+    vic = signed_in_client("editor", "vic-only-here", namespaces=["elsewhere"])
+    assert vic.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": ""}).status_code == 403   # kubedash's own limit first

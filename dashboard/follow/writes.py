@@ -35,6 +35,7 @@ import orjson
 import urllib3
 
 from dashboard.access import clusters as access_clusters
+from dashboard.access.impersonation import groups_for as impersonation_groups
 from dashboard.kube import mirror, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict, not_found
 from dashboard.kube.registry import Resource
@@ -70,9 +71,8 @@ def mode_refusal(cluster: Cluster, principal) -> str | None:
 
 def impersonation(principal) -> list[tuple[str, str]]:
     """The as-user headers (the contract with kubedash's own API, docs/FOLLOWING.md)."""
-    headers = [("Impersonate-User", principal.username), ("Impersonate-Group", f"kubedash:role:{principal.role}")]
-    headers += [("Impersonate-Group", f"kubedash:namespace:{ns}") for ns in principal.namespaces]
-    return headers
+    return [("Impersonate-User", principal.username),
+            *(("Impersonate-Group", group) for group in impersonation_groups(principal))]
 
 
 def _clean(text, limit: int = MAX_SHOWN) -> str:
