@@ -352,3 +352,24 @@ def test_as_user_sends_the_role_and_namespace_groups(up, objects):
     assert not there["spec"].get("holderIdentity")
     vic = signed_in_client("editor", "vic-only-here", namespaces=["elsewhere"])
     assert vic.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": ""}).status_code == 403   # kubedash's own limit first
+
+
+def test_a_share_link_of_a_writable_cluster_never_writes(up, objects):
+    from django.test import Client
+
+    cluster = follow(up, "as-user")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    name = objects["lease"]
+    made = alice.post("/share/new/?cluster=prod", {"kind": "Lease", "namespace": "team", "label": "on-call",
+                                                    "expiry": "1d"})
+    token = re.search(r"/s/([A-Za-z0-9_-]{40,})/", text(made)).group(1)
+    visitor = Client()
+    assert visitor.get(f"/s/{token}/").status_code == 302
+    page = text(visitor.get(f"/leases/team/{name}/?cluster=prod"))
+    assert f"/leases/team/{name}/edit/" not in page and "release/" not in page
+    for url, body in ((f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"}),
+                      (f"/leases/team/{name}/delete/?cluster=prod", {}),
+                      ("/leases/bulk/?cluster=prod", {"action": "delete", "selected": [f"team/{name}"], "confirm": "1"})):
+        assert visitor.post(url, body).status_code in (403, 404), url
+    there = upstream_get(up, "Lease", name)
+    assert there is not None and there["spec"]["holderIdentity"] == "a"
