@@ -252,6 +252,8 @@ def test_concurrent_upstream_write_gives_the_conflict_page(up, objects):
     data["holder"] = "mine"
     page = alice.post(url, data)
     assert page.status_code == 409, text(page)
+    # The conflict page compares with what the cluster holds now (fetched and mirrored on the 409).
+    assert "someone-else" in text(page) and copy_of("Lease", name)["spec"]["holderIdentity"] == "someone-else"
     assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "someone-else"
 
 
@@ -373,3 +375,21 @@ def test_a_share_link_of_a_writable_cluster_never_writes(up, objects):
         assert visitor.post(url, body).status_code in (403, 404), url
     there = upstream_get(up, "Lease", name)
     assert there is not None and there["spec"]["holderIdentity"] == "a"
+
+
+def test_upstream_words_are_bounded_and_only_a_status_message():
+    """Only a kube Status's message (and its causes) is shown, printable and bounded; any other
+    body (an internal page, a secret) never is."""
+    from types import SimpleNamespace
+
+    from dashboard.follow.writes import MAX_SHOWN, Writer
+    from dashboard.kube.registry import by_kind
+
+    writer = Writer(SimpleNamespace(name="prod", writes="as-user"), SimpleNamespace(username="alice"))
+    res = by_kind("Lease")
+    html = writer._error(403, {"error": "SECRET-TOKEN abc", "kind": "NotAStatus"}, res, "l1")
+    assert html.code == 403 and html.message == "the cluster refused: forbidden" and "SECRET" not in str(html.status())
+    long = writer._error(403, {"kind": "Status", "message": "no\r\nSet-Cookie: x" + "y" * 5000}, res, "l1")
+    assert "\n" not in long.message and "\r" not in long.message and len(long.message) <= MAX_SHOWN + 40
+    internal = writer._error(500, {"kind": "Status", "message": "stack trace SECRET"}, res, "l1")
+    assert internal.code == 502 and "SECRET" not in internal.message and "HTTP 500" in internal.message

@@ -228,6 +228,17 @@ class Writer:
         except ApiError:
             return obj
 
+    def _catch_up(self, res: Resource, namespace: str, name: str) -> None:
+        """After upstream's 409: mirror its current object now, so the conflict page compares
+        the user's change with what the cluster holds, not with a copy the follower has yet to
+        update."""
+        try:
+            status, current = self.request("GET", _path(res, namespace, name))
+        except ApiError:
+            return
+        if status == 200 and isinstance(current, dict):
+            self._mirrored(res, namespace, name, current)
+
     def create(self, res: Resource, namespace: str, obj: dict, *, dry_run: bool = False) -> store.Result:
         body = copy.deepcopy(obj)
         body["apiVersion"], body["kind"] = res.api_version, res.kind
@@ -251,7 +262,12 @@ class Writer:
         meta.pop("managedFields", None)   # upstream keeps its own
         if "status" in current:
             new["status"] = current["status"]   # the main resource keeps status, as upstream does
-        answer = self._send("update", "PUT", res, namespace, name, dry_run=dry_run, body=new)
+        try:
+            answer = self._send("update", "PUT", res, namespace, name, dry_run=dry_run, body=new)
+        except ApiError as err:
+            if err.code == 409 and err.reason == "Conflict":
+                self._catch_up(res, namespace, name)
+            raise
         changed = str(answer.get("metadata", {}).get("resourceVersion")) != upstream_rv
         if dry_run:
             return store.Result(answer, changed=changed)
