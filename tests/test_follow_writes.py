@@ -393,3 +393,27 @@ def test_upstream_words_are_bounded_and_only_a_status_message():
     assert "\n" not in long.message and "\r" not in long.message and len(long.message) <= MAX_SHOWN + 40
     internal = writer._error(500, {"kind": "Status", "message": "stack trace SECRET"}, res, "l1")
     assert internal.code == 502 and "SECRET" not in internal.message and "HTTP 500" in internal.message
+
+
+def test_create_from_yaml_and_create_again_after_a_delete(up, objects):
+    cluster = follow(up, "own-credentials")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    name = f"{objects['lease']}-new"
+    url = "/leases/new/?as=yaml&namespace=team&cluster=prod"
+    data = form_data(text(alice.get(url)))
+    data["yaml"] = (f"apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: {name}\n  namespace: team\n"
+                    "spec:\n  holderIdentity: made-here\n")
+    made = alice.post(url, data)
+    assert made.status_code == 302 and made["Location"] == f"/leases/team/{name}/?cluster=prod"
+    assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "made-here"
+    assert copy_of("Lease", name)["spec"]["holderIdentity"] == "made-here"
+    # Deleted upstream by someone else: the deleted page offers "Create it again", which goes upstream.
+    status, _, _ = up.request("DELETE", f"{LEASES}/{name}")
+    assert status == 200
+    from dashboard.kube import mirror, registry
+    mirror.mirror("prod", [mirror.Mirrored(registry.by_kind("Lease"), "team", name, None)])   # (the follower's part)
+    gone = alice.get(f"/leases/team/{name}/?cluster=prod")
+    assert gone.status_code == 404 and f'action="/leases/team/{name}/restore/?cluster=prod"' in text(gone)
+    again = alice.post(f"/leases/team/{name}/restore/?cluster=prod")
+    assert again.status_code == 302 and again["Location"] == f"/leases/team/{name}/?cluster=prod"
+    assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "made-here"

@@ -182,7 +182,7 @@ def restore(request, principal, info: KindWeb, namespace: str, name: str):
     if not principal.can("create", namespace, info.kind):
         return forbidden(request, principal, info, f"Your role ({principal.role}) may not create "
                                                    f"{info.list_noun} in “{namespace}”.")
-    url = info.detail_url(namespace, name)
+    url = in_cluster(info.detail_url(namespace, name))
     found = last_deletion(info, namespace, name)
     if found is None:
         messages.info(request, f"{info.kind} {namespace}/{name} is not deleted: nothing to create again.")

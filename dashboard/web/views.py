@@ -509,7 +509,8 @@ def deleted_page(request, principal: Principal, web: kinds.KindWeb, namespace: s
     ctx.update(web=web, namespace=namespace, name=name, yaml=p.object_yaml(obj), deleted_at=p.iso(when),
                deleted_clock=p.clock(when), deleted_ago=p.age(when, now),
                list_url=cluster_scope.in_cluster(f"{web.list_url}?namespace={namespace}"),
-               can_restore=principal.can("create", namespace, web.kind) and clusters.is_local())
+               restore_url=f"{web.list_url}{namespace}/{name}/restore/",
+               can_restore=scope.write_refusal(principal, "create", namespace, web.kind) is None)
     return render(request, "web/deleted.html", ctx, status=404)
 
 
