@@ -417,3 +417,27 @@ def test_create_from_yaml_and_create_again_after_a_delete(up, objects):
     again = alice.post(f"/leases/team/{name}/restore/?cluster=prod")
     assert again.status_code == 302 and again["Location"] == f"/leases/team/{name}/?cluster=prod"
     assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "made-here"
+
+
+def test_the_followers_older_events_never_undo_a_mirrored_write():
+    """Read-your-writes: once a write's answer is mirrored (upstream rv 12), the follower's
+    events for older versions (11, still in its queue) are not applied; newer ones are."""
+    from dashboard.kube import mirror, registry
+
+    res = registry.by_kind("Lease")
+
+    def at(rv: int, holder: str) -> dict:
+        obj = lease("rw", holder=holder, ns="team")
+        obj["metadata"].update(uid="u-rw", resourceVersion=str(rv), creationTimestamp="2026-01-02T03:04:05Z")
+        return obj
+
+    def put(obj, **kw):
+        return mirror.mirror("prod", [mirror.Mirrored(res, "team", "rw", obj, **kw)])
+
+    put(at(10, "old"))
+    put(at(12, "written"))                                  # the dashboard's write, mirrored at once
+    assert put(at(11, "in-between"), newer_only=True) == 0  # the follower's queued event: older
+    assert put(None, newer_only=True, upstream_rv="11") == 0
+    assert copy_of("Lease", "rw")["spec"]["holderIdentity"] == "written"
+    assert put(at(13, "later"), newer_only=True) == 1
+    assert put(None, newer_only=True, upstream_rv="14") == 1 and copy_of("Lease", "rw") is None
