@@ -269,7 +269,8 @@ def test_viewer_share_link_and_missing_credentials_cannot_write(up, objects):
     carol = user("carol", "editor")
     refused = carol.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"})
     assert refused.status_code == 403 and "store your kubeconfig for prod" in unescape(text(refused))
-    assert "store your kubeconfig for prod" in unescape(text(carol.get(f"/leases/team/{name}/?cluster=prod")))
+    detail = unescape(text(carol.get(f"/leases/team/{name}/?cluster=prod")))
+    assert "store your kubeconfig for prod" in detail and 'href="/clusters/prod/credentials/"' in detail
     assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "a"
     assert UserCredentials.objects.filter(user__username="carol").count() == 0
 

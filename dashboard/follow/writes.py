@@ -65,7 +65,7 @@ def mode_refusal(cluster: Cluster, principal) -> str | None:
         if UserCredentials.objects.filter(cluster=cluster, user_id=principal.user_id).exists():
             return None
         return (f"{cluster.name} takes changes with each user's own credentials: store your kubeconfig "
-                f"for {cluster.name} on the Clusters page first.")
+                f"for {cluster.name} first (/clusters/{cluster.name}/credentials/).")
     return f"{cluster.name} is followed read-only: change it in the cluster itself."
 
 

@@ -6,6 +6,7 @@
     {% read_only_note %}        where a change would be offered on a followed cluster: why not
 """
 from django import template
+from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.access import clusters
@@ -35,7 +36,13 @@ def read_only_note(context):
     if clusters.is_local():
         return ""
     reason = context.get("write_refusal") or cluster_scope.read_only_reason()
-    note = format_html('<p class="read-only-note" role="note">{}</p>', reason)
+    cluster = cluster_scope.followed(clusters.current())
+    if cluster is not None and cluster.writes == cluster.OWN_CREDENTIALS:
+        # Where a user stores (or replaces) theirs: the Clusters page itself is for admins.
+        note = format_html('<p class="read-only-note" role="note">{} <a href="{}">Your credentials for {}</a></p>',
+                           reason, reverse("cluster_credentials", args=[cluster.name]), cluster.name)
+    else:
+        note = format_html('<p class="read-only-note" role="note">{}</p>', reason)
     if "item" not in context:
         return note
     # A detail page: its buttons, shown disabled, with the reason beside them.
