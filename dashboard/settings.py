@@ -273,5 +273,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("KUBEDASH_LOG_LEVEL", "WARNING")},
     # 4xx answers are normal API traffic (409 on a stale renew, 404 on a probe): don't log each one.
-    "loggers": {"django.request": {"level": "ERROR"}},
+    "loggers": {"django.request": {"level": "ERROR"},
+                # One JSON line per dashboard write to a followed cluster (follow/writes.py).
+                "kubedash.audit": {"level": "INFO", "handlers": ["console"], "propagate": False}},
 }

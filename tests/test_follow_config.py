@@ -420,22 +420,26 @@ def test_follow_command_add_list_remove(tmp_path, monkeypatch):
     path = write_kubeconfig(tmp_path / "kubeconfig",
                             build_kubeconfig("https://127.0.0.1:8443", CA_PEM, "admin", TOKEN, "team-a"))
     out = run("add", "home", "--kubeconfig", str(path))
-    assert out.startswith("Following home: https://127.0.0.1:8443 (context kubedash, every namespace)")
+    assert out.startswith("Following home: https://127.0.0.1:8443 (context kubedash, every namespace, writes read-only)")
     assert TOKEN not in out
 
     text = kubeconfig(users={"prod-user": {"tokenFile": "token"}, "dev-user": {}})
     (tmp_path / "token").write_text(TOKEN)
     monkeypatch.chdir(tmp_path)   # stdin: relative files from the working directory
-    out = run("add", "prod", "--kubeconfig", "-", "--context", "prod", "--namespace", "team-a",
+    out = run("add", "prod", "--kubeconfig", "-", "--context", "prod", "--namespace", "team-a", "--writes", "as-user",
               stdin=text, monkeypatch=monkeypatch)
-    assert "(context prod, namespace team-a)" in out
+    assert "(context prod, namespace team-a, writes as-user)" in out
+    assert run("set", "prod", "--writes", "own-credentials") == "prod: writes own-credentials.\n"
+    with pytest.raises(CommandError, match="no followed cluster is named 'nope'"):
+        run("set", "nope", "--writes", "as-user")
 
     Cluster.objects.filter(name="prod").update(state=Cluster.STALE, message="Unauthorized: the token was revoked")
     listing = run("list")
     lines = listing.splitlines()
-    assert lines[0].split() == ["NAME", "SERVER", "CONTEXT", "NAMESPACE", "STATE", "LAST", "EVENT", "MESSAGE"]
-    assert lines[1].split() == ["home", "https://127.0.0.1:8443", "kubedash", "(all)", "syncing", "never"]
-    assert lines[2].split()[:6] == ["prod", "https://prod.example.com:6443", "prod", "team-a", "stale", "never"]
+    assert lines[0].split() == ["NAME", "SERVER", "CONTEXT", "NAMESPACE", "WRITES", "STATE", "LAST", "EVENT", "MESSAGE"]
+    assert lines[1].split() == ["home", "https://127.0.0.1:8443", "kubedash", "(all)", "read-only", "syncing", "never"]
+    assert lines[2].split()[:7] == ["prod", "https://prod.example.com:6443", "prod", "team-a", "own-credentials",
+                                    "stale", "never"]
     assert lines[2].endswith("Unauthorized: the token was revoked")
     assert TOKEN not in listing and b64(TOKEN.encode()) not in listing
 

@@ -17,7 +17,7 @@ from dashboard.kube import mirror
 from dashboard.kube.validation import is_dns1123_label
 
 from . import kubeconfig, secrets
-from .models import Cluster
+from .models import Cluster, UserCredentials
 
 
 def check_name(name: str) -> str:
@@ -42,22 +42,51 @@ def check_namespace(namespace: str) -> str:
     return namespace
 
 
+def check_writes(mode: str) -> str:
+    mode = (mode or "").strip()
+    if mode not in Cluster.WRITE_MODES:
+        raise ValueError(f"{mode!r} is not a write mode: use one of {', '.join(Cluster.WRITE_MODES)}")
+    return mode
+
+
 def add(name: str, kubeconfig_text: str, *, context: str | None = None, namespace: str = "",
-        base_dir: Path | None = None) -> Cluster:
+        base_dir: Path | None = None, writes: str = Cluster.READ_ONLY) -> Cluster:
     """Follow a cluster: validate, reduce the kubeconfig, store it encrypted. `namespace` ""
     follows every namespace. `base_dir`: where the kubeconfig's relative file references
     are read from; None refuses file references (kubeconfig.reduce). Raises ValueError
     (kubeconfig.KubeconfigError for the kubeconfig and context) with a plain message."""
     name = check_name(name)
     namespace = check_namespace(namespace)
+    writes = check_writes(writes)
     reduced = kubeconfig.reduce(kubeconfig_text, context=context, base_dir=base_dir)
     credentials = secrets.encrypt(json.dumps(reduced.config, separators=(",", ":")).encode())
     try:
         with transaction.atomic():
             return Cluster.objects.create(name=name, server=reduced.server, context=reduced.context,
-                                          namespace=namespace, credentials=credentials)
+                                          namespace=namespace, credentials=credentials, writes=writes)
     except IntegrityError:
         raise ValueError(f"a cluster named {name!r} is already followed") from None
+
+
+def set_writes(name: str, mode: str) -> Cluster:
+    """Choose how the dashboard's writes reach a followed cluster (follow/writes.py)."""
+    mode = check_writes(mode)
+    if not Cluster.objects.filter(name=name).update(writes=mode):
+        raise ValueError(f"no followed cluster is named {name!r}")
+    return Cluster.objects.get(name=name)
+
+
+def save_user_credentials(cluster: Cluster, user, kubeconfig_text: str, *, context: str | None = None) -> None:
+    """Store a user's own kubeconfig for `cluster` (own-credentials mode): the same rules as the
+    cluster's (one context, no files, no exec), encrypted, replacing any earlier one. It must
+    name the cluster's own server: what upstream answers a write is mirrored into the copy every
+    viewer sees, so it must come from that cluster."""
+    reduced = kubeconfig.reduce(kubeconfig_text, context=context, base_dir=None)
+    if reduced.server.rstrip("/") != cluster.server.rstrip("/"):
+        raise kubeconfig.KubeconfigError(f"the kubeconfig's server is not {cluster.name}'s ({cluster.server}): "
+                                          "use a context for that cluster", "context")
+    credentials = secrets.encrypt(json.dumps(reduced.config, separators=(",", ":")).encode())
+    UserCredentials.objects.update_or_create(user=user, cluster=cluster, defaults={"credentials": credentials})
 
 
 def remove(name: str) -> int:

@@ -12,12 +12,17 @@ class Cluster(models.Model):
     """
 
     SYNCING, LIVE, STALE = "syncing", "live", "stale"
+    # How the dashboard's writes reach the cluster (follow/writes.py); the follower only reads.
+    READ_ONLY, AS_USER, OWN_CREDENTIALS = "read-only", "as-user", "own-credentials"
+    WRITE_MODES = (READ_ONLY, AS_USER, OWN_CREDENTIALS)
 
     name = models.CharField(max_length=63, unique=True)
     server = models.CharField(max_length=1000)                 # the API server URL (shown)
     context = models.CharField(max_length=253, blank=True, default="")   # the kubeconfig context used (shown)
     namespace = models.CharField(max_length=253, blank=True, default="")  # "": every namespace
     credentials = models.BinaryField()
+    writes = models.CharField(max_length=16, default=READ_ONLY,
+                              choices=[(m, m) for m in (READ_ONLY, AS_USER, OWN_CREDENTIALS)])
     created = models.DateTimeField(default=timezone.now)
     # What the follower last said (written by the elected process, read by every page).
     state = models.CharField(max_length=8, default=SYNCING)    # syncing (first list / relist), live, stale
@@ -31,3 +36,16 @@ class Cluster(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class UserCredentials(models.Model):
+    """One user's own kubeconfig for a cluster in `own-credentials` mode: the same rules as the
+    cluster's (one context, files inlined or refused, no exec), encrypted, never shown again."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="cluster_credentials")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="user_credentials")
+    credentials = models.BinaryField()
+    saved = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "cluster"], name="one_credentials_per_user_cluster")]

@@ -30,6 +30,16 @@ class Mirrored:
     namespace: str
     name: str
     obj: dict | None
+    # A watch event: not applied over a newer upstream version already stored (a dashboard
+    # write mirrored its answer first, follow/writes.py). upstream_rv: a deletion's revision.
+    newer_only: bool = False
+    upstream_rv: str = ""
+
+
+def _older(change: str, stored: str | None) -> bool:
+    """change is an older upstream resourceVersion than stored. They are opaque to clients, but
+    kube's and kubedash's are increasing integers; anything else is never judged older."""
+    return bool(stored) and change.isdigit() and stored.isdigit() and int(change) < int(stored)
 
 
 def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], bool] | None = None) -> int:
@@ -59,13 +69,16 @@ def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], b
             key = (ch.res.kind, ch.namespace, ch.name)
             present = upstream.get(key) is not None
             if ch.obj is None:
+                if present and ch.newer_only and _older(ch.upstream_rv, upstream[key]):
+                    continue
                 if present:
                     # (None: stored before this batch, read below)
                     entries.append((ch.res, key, Revision.DELETED, latest.get(key, (None, None))[1], ""))
                     upstream[key], latest[key] = None, (ch.res, None)
                 continue
             new_upstream_rv = str(ch.obj["metadata"].get("resourceVersion", ""))
-            if present and upstream[key] == new_upstream_rv:
+            if present and (upstream[key] == new_upstream_rv
+                            or ch.newer_only and _older(new_upstream_rv, upstream[key])):
                 continue
             obj = copy.deepcopy(ch.obj)
             obj["apiVersion"], obj["kind"] = ch.res.api_version, ch.res.kind
@@ -118,6 +131,15 @@ def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]
         for ns, name, row_id, upstream_rv in sql.rows_and_upstream(res, list(names)):
             out[(res.kind, ns, name)] = (row_id, upstream_rv)
     return out
+
+
+def upstream_rv(cluster: str, res: Resource, namespace: str, name: str) -> str:
+    """The upstream resourceVersion of the stored copy of one object ("" when not held)."""
+    with clusters.within(cluster):
+        for ns, _name, _row, urv in sql.rows_and_upstream(res, [name]):
+            if ns == namespace:
+                return urv or ""
+    return ""
 
 
 def mirrored_keys(cluster: str, res: Resource, namespace: str | None = None,

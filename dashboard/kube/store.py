@@ -15,7 +15,9 @@ The statements are in sql.py; lists at a revision in lists.py; a followed cluste
 """
 from __future__ import annotations
 
+import contextvars
 import copy
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -52,6 +54,27 @@ class Apply:
     force: bool = False
 
 
+# A followed cluster's writer (follow/writes.py) for the dashboard's writes in this context: set
+# by the pages (web/edit_views.editor_view) when the cluster takes writes from this user.
+_through: contextvars.ContextVar = contextvars.ContextVar("kubedash_write_through", default=None)
+
+
+@contextmanager
+def writing_through(writer):
+    """Inside: create / update / delete on a followed cluster go to `writer` (its API server)
+    instead of being refused; its object comes back mirrored. kube knows no follower: the
+    writer is handed in (create, update, delete with the store's own arguments)."""
+    token = _through.set(writer)
+    try:
+        yield writer
+    finally:
+        _through.reset(token)
+
+
+def _upstream():
+    return None if clusters.is_local() else _through.get()
+
+
 def current_revision() -> int:
     return RevisionCounter.objects.filter(pk=1).values_list("value", flat=True).first() or 0
 
@@ -84,6 +107,8 @@ def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False,
     dashboard's own (forms, the YAML editor and the domain actions call the store directly).
     """
     obj.setdefault("metadata", {})
+    if (writer := _upstream()) is not None:
+        return writer.create(res, namespace, obj, dry_run=dry_run)
 
     def work() -> Result:
         sql.lock()
@@ -161,6 +186,8 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
     """
     moment = kmeta.now()
     applying = obj_or_fn if isinstance(obj_or_fn, Apply) else None
+    if (writer := _upstream()) is not None and applying is None and not subresource:
+        return writer.update(res, namespace, name, obj_or_fn, dry_run=dry_run)
 
     def work() -> Result:
         sql.lock()
@@ -270,6 +297,8 @@ def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, 
            dry_run: bool = False) -> Result:
     """Delete now, or mark deletionTimestamp when finalizers remain (the object stays)."""
     moment = kmeta.now()
+    if (writer := _upstream()) is not None:
+        return writer.delete(res, namespace, name, uid=uid, rv=rv, dry_run=dry_run)
 
     def work() -> Result:
         sql.lock()

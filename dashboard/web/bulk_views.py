@@ -16,10 +16,12 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from dashboard.access import clusters
 from dashboard.kube import store
 from dashboard.kube.codec import decode_object
 from dashboard.kube.errors import ApiError
 
+from .cluster_scope import in_cluster
 from .edit_views import editor_view, forbidden
 from .kinds import BulkAction, KindWeb
 from .scope import may_create_somewhere
@@ -59,7 +61,7 @@ def _read_only(request, principal, info: KindWeb):
 
 def _back(info: KindWeb, request):
     nxt = request.POST.get("next", "")
-    return redirect(nxt if nxt.startswith(info.list_url) else info.list_url)
+    return redirect(nxt if nxt.startswith(info.list_url) else in_cluster(info.list_url))
 
 
 def _apply(info: KindWeb, action: BulkAction, namespace: str, name: str, principal) -> dict:
@@ -138,7 +140,8 @@ def undo(request, principal, info: KindWeb):
     if refused := _read_only(request, principal, info):
         return refused
     state = request.session.get(SESSION_KEY)
-    if not state or state.get("id") != request.POST.get("undo") or state.get("kind") != info.kind:
+    if not state or state.get("id") != request.POST.get("undo") or state.get("kind") != info.kind \
+            or state.get("cluster", clusters.LOCAL) != clusters.current():
         messages.error(request, "Nothing to undo (only the last bulk action can be undone, once).")
         return _back(info, request)
     request.session.pop(SESSION_KEY)
@@ -179,7 +182,7 @@ def restore(request, principal, info: KindWeb, namespace: str, name: str):
     if not principal.can("create", namespace, info.kind):
         return forbidden(request, principal, info, f"Your role ({principal.role}) may not create "
                                                    f"{info.list_noun} in “{namespace}”.")
-    url = info.detail_url(namespace, name)
+    url = in_cluster(info.detail_url(namespace, name))
     found = last_deletion(info, namespace, name)
     if found is None:
         messages.info(request, f"{info.kind} {namespace}/{name} is not deleted: nothing to create again.")

@@ -16,9 +16,9 @@ from django.views.decorators.http import require_http_methods
 
 from dashboard.access import clusters as access_clusters
 from dashboard.access.principals import principal_for
-from dashboard.follow import clusters, kubeconfig, secrets
+from dashboard.follow import clusters, kubeconfig, secrets, writes
 from dashboard.follow.kubeconfig import KubeconfigError
-from dashboard.follow.models import Cluster
+from dashboard.follow.models import Cluster, UserCredentials
 from dashboard.kube.formats import human_duration
 from dashboard.kube.registry import all_resources
 
@@ -116,8 +116,10 @@ def _row(cluster: Cluster, now) -> dict:
 def _page(request, form: ClusterForm, status: int = 200):
     now = timezone.now()
     rows = [_row(c, now) for c in Cluster.objects.order_by("name")]
+    principal = principal_for(request.user)
     response = render(request, "web/clusters.html", {
-        "principal": principal_for(request.user), "active": "clusters", "form": form, "rows": rows},
+        "principal": principal, "active": "clusters", "form": form, "rows": rows,
+        "write_modes": Cluster.WRITE_MODES, "headers": writes.impersonation(principal)},
         status=status)
     response["Cache-Control"] = "no-store"   # the form may carry a pasted kubeconfig back
     return response
@@ -171,3 +173,52 @@ def cluster_remove(request, name: str):
     messages.success(request, f"Stopped following {cluster.name}; removed its {removed} "
                               f"object{'' if removed == 1 else 's'} from kubedash.")
     return redirect("clusters")
+
+
+@admin_required
+@require_http_methods(["POST"])
+def cluster_writes(request, name: str):
+    """Set how the dashboard's writes reach a followed cluster (follow/writes.py)."""
+    try:
+        cluster = clusters.set_writes(name, request.POST.get("writes", ""))
+    except ValueError as exc:
+        messages.error(request, _sentence(str(exc)))
+        return redirect("clusters")
+    messages.success(request, f"{cluster.name}: changes through the dashboard are now {cluster.writes}.")
+    return redirect("clusters")
+
+
+class CredentialsForm(forms.Form):
+    kubeconfig = forms.CharField(widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false", "autocomplete": "off"}),
+                                 label="Your kubeconfig", max_length=MAX_KUBECONFIG_BYTES,
+                                 help_text="One context for this cluster's server, with its data inline (kubectl config "
+                                           "view --minify --flatten --raw). Stored encrypted, never shown again.")
+    context = forms.CharField(required=False, max_length=253, label="Context", help_text="Empty: its current-context.")
+
+
+@user_required
+@require_http_methods(["GET", "POST"])
+def cluster_credentials(request, name: str):
+    """A user's own kubeconfig for a cluster in own-credentials mode (replaced, never shown)."""
+    principal = principal_for(request.user)
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None or not principal.sees_cluster(name) or principal.is_share:
+        return forbidden(request, f"You have no access to cluster “{name}”.")
+    form = CredentialsForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            clusters.save_user_credentials(cluster, request.user, form.cleaned_data["kubeconfig"],
+                                           context=form.cleaned_data["context"] or None)
+        except KubeconfigError as exc:
+            form.add_error("context" if exc.field == "context" else "kubeconfig", _sentence(str(exc)))
+        except secrets.CredentialsError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Your credentials for {cluster.name} are stored; your changes there use them.")
+            return redirect("cluster_credentials", name=cluster.name)
+    stored = UserCredentials.objects.filter(cluster=cluster, user=request.user).first()
+    response = render(request, "web/cluster_credentials.html", {
+        "principal": principal, "active": "clusters", "cluster": cluster, "form": form, "stored": stored},
+        status=400 if request.method == "POST" else 200)
+    response["Cache-Control"] = "no-store"
+    return response

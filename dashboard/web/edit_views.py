@@ -27,6 +27,7 @@ from django.views.decorators.http import require_http_methods
 
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
+from dashboard.follow import writes
 from dashboard.kube import revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
 from dashboard.kube.meta import now as utcnow
@@ -35,7 +36,7 @@ from dashboard.kube.codec import check_type_meta, decode_object
 
 from . import forms as f
 from . import kinds
-from .cluster_scope import read_only_reason
+from .cluster_scope import followed, in_cluster
 from .kinds import KindWeb
 from .present import detail_url, object_yaml, present
 from .scope import known_namespaces, may_create_somewhere
@@ -74,12 +75,20 @@ def editor_view(view):
             # A shared view is read-only on every path (the share middleware refuses these
             # routes already; this is the second lock).
             return forbidden(request, principal, info, "A shared view is read-only.")
-        if not clusters.is_local():
-            # A followed cluster's objects are copies of another cluster's: the store refuses
-            # writes to them too (405); refused here first, in words, before any form.
+        if clusters.is_local():
+            return view(request, principal, info, *args, **kwargs)
+        # A followed cluster's objects are copies of another cluster's: its write mode says
+        # whether (and as whom) the writes go through to it (follow/writes.py); otherwise the
+        # store refuses them too (405), refused here first, in words, before any form.
+        cluster = followed(clusters.current())
+        why = writes.mode_refusal(cluster, principal) if cluster is not None else "This cluster is not followed."
+        if why is not None:
+            read_only = cluster is None or cluster.writes == cluster.READ_ONLY
             return _page(request, "web/error.html", {"principal": principal, "active": info.plural,
-                         "title": "Read-only", "message": read_only_reason()}, status=405)
-        return view(request, principal, info, *args, **kwargs)
+                         "title": "Read-only" if read_only else "Not allowed", "message": why},
+                         status=405 if read_only else 403)
+        with store.writing_through(writes.Writer(cluster, principal)):
+            return view(request, principal, info, *args, **kwargs)
 
     return wrapper
 
@@ -164,7 +173,7 @@ def _saved(request, info: KindWeb, obj: dict, verb: str, changed: bool = True) -
         messages.success(request, f"{info.kind} {m['namespace']}/{m['name']} {verb}.")
     else:
         messages.info(request, f"No changes: {info.kind} {m['namespace']}/{m['name']} was already like this.")
-    return redirect(detail_url(info.kind, m["namespace"], m["name"]))
+    return redirect(in_cluster(detail_url(info.kind, m["namespace"], m["name"])))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +294,7 @@ def _conflict_page(request, principal, info, form, namespace, name, rv) -> HttpR
     url = detail_url(info.kind, namespace, name)
     ctx = _context(request, principal, info, rows=rows, hidden=sorted(merged.items()), namespace=namespace, name=name,
                    loaded_rv=rv, current_rv=current["metadata"]["resourceVersion"], base_known=base is not None,
-                   action_url=url + "edit/", discard_url=url + "edit/", obj_url=url)
+                   action_url=in_cluster(url + "edit/"), discard_url=in_cluster(url + "edit/"), obj_url=url)
     return _page(request, "web/edit/conflict.html", ctx, status=409)
 
 
@@ -344,7 +353,8 @@ def _yaml_conflict(request, principal, info, form, namespace, name, rv) -> HttpR
     url = detail_url(info.kind, namespace, name)
     ctx = _context(request, principal, info, rows=rows, hidden=[("yaml", object_yaml(merged))], namespace=namespace,
                    name=name, loaded_rv=rv, current_rv=current["metadata"]["resourceVersion"],
-                   base_known=base is not None, action_url=url + "yaml/", discard_url=url + "yaml/", obj_url=url,
+                   base_known=base is not None, action_url=in_cluster(url + "yaml/"), discard_url=in_cluster(url + "yaml/"),
+                   obj_url=url,
                    yaml_mode=True)
     return _page(request, "web/edit/conflict.html", ctx, status=409)
 
@@ -388,7 +398,7 @@ def create_yaml(request, principal: Principal, info: KindWeb):
 @needs("delete")
 def delete(request, principal: Principal, info: KindWeb, namespace: str, name: str):
     url = detail_url(info.kind, namespace, name)
-    list_url = f"{info.list_url}?namespace={namespace}"
+    list_url = in_cluster(f"{info.list_url}?namespace={namespace}")
     if request.method == "GET":
         current = _load(info, namespace, name)
         ctx = _context(request, principal, info, namespace=namespace, name=name, obj_url=url,
@@ -404,10 +414,10 @@ def delete(request, principal: Principal, info: KindWeb, namespace: str, name: s
             messages.info(request, f"{info.kind} {namespace}/{name} was already deleted.")
             return redirect(list_url)
         messages.error(request, f"Not deleted: {err.message}")
-        return redirect(url)
+        return redirect(in_cluster(url))
     if not result.deleted:
         messages.info(request, f"{info.kind} {namespace}/{name} is being deleted (waiting for its finalizers).")
-        return redirect(url)
+        return redirect(in_cluster(url))
     if principal.can("create", namespace, info.kind) and keep_undo(request, info, "delete", [[namespace, name, saved]]):
         messages.success(request, f"{info.kind} {namespace}/{name} deleted. Undo below creates it again.")
     else:
@@ -433,12 +443,12 @@ def run_action(request, principal: Principal, info: KindWeb, namespace: str, nam
         causes = (err.details or {}).get("causes") or []
         text = "; ".join(f"{c.get('field')}: {f.plain(c.get('message', ''))}" for c in causes) or err.message
         messages.error(request, f"Not changed: {text}")
-        return redirect(detail_url(info.kind, namespace, name))
+        return redirect(in_cluster(detail_url(info.kind, namespace, name)))
     if result.changed:
         messages.success(request, done)
     else:
         messages.info(request, "Nothing to change.")
-    return redirect(detail_url(info.kind, namespace, name))
+    return redirect(in_cluster(detail_url(info.kind, namespace, name)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,11 @@
 the write pages (edit_views)."""
 from __future__ import annotations
 
+from dashboard.access import clusters
 from dashboard.access.principals import Principal
+from dashboard.follow import writes
+from dashboard.follow.models import Cluster
+from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import LabelSelector, parse_label_selector
 
 from . import kinds
@@ -30,15 +34,29 @@ def list_scope(principal: Principal, namespace: str, kind: str) -> list[str | No
     return [None] if principal.can("list", None, kind) else None
 
 
+def write_refusal(principal: Principal, verb: str, namespace: str | None, kind: str) -> str | None:
+    """Why a page must not offer this write (None: offer it). kubedash's role first; in a
+    followed cluster then its write mode (and the user's stored credentials), then what the
+    cluster answers a SelfSubjectAccessReview for them (cached briefly, follow/writes.py)."""
+    why = principal.refusal(verb, namespace, kind)
+    if why is not None or principal.is_share or clusters.is_local():
+        return why or ("A shared view is read-only." if principal.is_share else None)
+    cluster = Cluster.objects.filter(name=clusters.current()).first()
+    if cluster is None:
+        return f"{clusters.current()} is not followed any more."
+    if why := writes.mode_refusal(cluster, principal):
+        return why
+    return writes.Writer(cluster, principal).access_refusal(verb, by_kind(kind), namespace or "")
+
+
 def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> bool:
     """May this principal create a `kind` in `namespace` (or, without one, in any namespace)?
-    Principal.may, as the API's access reviews answer it: never in a followed cluster (its
-    objects are read-only copies)."""
+    write_refusal: the role, and in a followed cluster its write mode and its answer."""
     if namespace:
-        return principal.may("create", namespace, kind) is None
+        return write_refusal(principal, "create", namespace, kind) is None
     if principal.namespaces:
-        return any(principal.may("create", ns, kind) is None for ns in principal.namespaces)
-    return principal.may("create", None, kind) is None
+        return any(write_refusal(principal, "create", ns, kind) is None for ns in principal.namespaces)
+    return write_refusal(principal, "create", None, kind) is None
 
 
 # A share link's label selector: the pages and pushes of its visitor show only matching objects.

@@ -351,6 +351,8 @@ class KindListView(View):
                    page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
+        if not ctx["can_create"] and not clusters.is_local():   # why not, in the read-only note
+            ctx["write_refusal"] = scope.write_refusal(principal, "create", filters.namespace or None, page.kind)
         namespaces = list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.plural, filters.namespace)
@@ -474,9 +476,10 @@ class DetailView(View):
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
                    ws_url=ws_url(page.detail_view, rv, namespace=namespace, name=name),
-                   # edit / delete / actions: what `kubectl auth can-i update` answers (Principal.may:
-                   # the role, and never a followed cluster's objects, read-only copies)
-                   can_edit=principal.may("update", namespace, page.kind) is None)
+                   # edit / delete / actions: the role, and on a followed cluster its write mode and
+                   # what it answers an access review for this user (scope.write_refusal)
+                   write_refusal=scope.write_refusal(principal, "update", namespace, page.kind))
+        ctx["can_edit"] = ctx["write_refusal"] is None
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)
@@ -506,7 +509,8 @@ def deleted_page(request, principal: Principal, web: kinds.KindWeb, namespace: s
     ctx.update(web=web, namespace=namespace, name=name, yaml=p.object_yaml(obj), deleted_at=p.iso(when),
                deleted_clock=p.clock(when), deleted_ago=p.age(when, now),
                list_url=cluster_scope.in_cluster(f"{web.list_url}?namespace={namespace}"),
-               can_restore=principal.can("create", namespace, web.kind) and clusters.is_local())
+               restore_url=f"{web.list_url}{namespace}/{name}/restore/",
+               can_restore=scope.write_refusal(principal, "create", namespace, web.kind) is None)
     return render(request, "web/deleted.html", ctx, status=404)
 
 

@@ -6,6 +6,7 @@
     {% read_only_note %}        where a change would be offered on a followed cluster: why not
 """
 from django import template
+from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.access import clusters
@@ -28,10 +29,29 @@ def cluster_field():
     return format_html('<input type="hidden" name="{}" value="{}">', cluster_scope.PARAM, name)
 
 
-@register.simple_tag
-def read_only_note():
-    reason = cluster_scope.read_only_reason()
-    return format_html('<p class="read-only-note" role="note">{}</p>', reason) if reason else ""
+@register.simple_tag(takes_context=True)
+def read_only_note(context):
+    """On a followed cluster, where a change would be offered: why not (the page's
+    write_refusal: its write mode, the user's credentials, the cluster's answer for them)."""
+    if clusters.is_local():
+        return ""
+    reason = context.get("write_refusal") or cluster_scope.read_only_reason()
+    cluster = cluster_scope.followed(clusters.current())
+    if cluster is not None and cluster.writes == cluster.OWN_CREDENTIALS:
+        # Where a user stores (or replaces) theirs: the Clusters page itself is for admins.
+        note = format_html('<p class="read-only-note" role="note">{} <a href="{}">Your credentials for {}</a></p>',
+                           reason, reverse("cluster_credentials", args=[cluster.name]), cluster.name)
+    else:
+        note = format_html('<p class="read-only-note" role="note">{}</p>', reason)
+    if "item" not in context:
+        return note
+    # A detail page: its buttons, shown disabled, with the reason beside them.
+    return format_html(
+        '<div class="edit-toolbar" role="group" aria-label="Change this {}"><fieldset disabled class="contents">'
+        '<legend class="vh">Not available: {}</legend>'
+        '<button type="button" disabled>Edit</button> <button type="button" disabled>Edit YAML</button> '
+        '<button type="button" class="danger" disabled>Delete…</button></fieldset>{}</div>',
+        context["item"].get("kind", "object"), reason, note)
 
 
 @register.simple_tag(takes_context=True)

@@ -2,6 +2,7 @@
 
     follow add NAME --kubeconfig PATH [--context C] [--namespace N]   PATH "-": standard input
     follow list
+    follow set NAME --writes read-only|as-user|own-credentials
     follow remove NAME
 
 `add` stores the kubeconfig reduced to one context, files inlined, encrypted
@@ -24,15 +25,21 @@ MAX_KUBECONFIG_BYTES = 1 << 20
 
 
 class Command(BaseCommand):
-    help = "Follow real Kubernetes clusters (read-only): add, list, remove."
+    help = "Follow real Kubernetes clusters: add, list, set (the write mode), remove."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", required=True, metavar="{add,list,remove}")
+        sub = parser.add_subparsers(dest="action", required=True, metavar="{add,list,set,remove}")
         add = sub.add_parser("add", help="follow a cluster from a kubeconfig (its credentials are stored encrypted)")
         add.add_argument("name", help="the cluster's name in kubedash (a DNS label, not 'local')")
         add.add_argument("--kubeconfig", required=True, metavar="PATH", help="the kubeconfig file; '-' reads standard input")
         add.add_argument("--context", default=None, help="the context to use (default: its current-context)")
         add.add_argument("--namespace", default="", help="follow only this namespace (default: every namespace)")
+        writes_help = ("how the dashboard's changes reach the cluster: read-only (default), as-user (impersonating "
+                       "the signed-in user with the cluster's credentials) or own-credentials (each user's own kubeconfig)")
+        add.add_argument("--writes", default=Cluster.READ_ONLY, choices=Cluster.WRITE_MODES, help=writes_help)
+        set_ = sub.add_parser("set", help="change a followed cluster's settings")
+        set_.add_argument("name")
+        set_.add_argument("--writes", required=True, choices=Cluster.WRITE_MODES, help=writes_help)
         sub.add_parser("list", help="the followed clusters and how their copies are doing")
         remove = sub.add_parser("remove", help="stop following a cluster and delete its objects from kubedash")
         remove.add_argument("name")
@@ -56,19 +63,20 @@ class Command(BaseCommand):
             raise CommandError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes")
         try:
             cluster = clusters.add(options["name"], text, context=options["context"],
-                                   namespace=options["namespace"], base_dir=base_dir)
+                                   namespace=options["namespace"], base_dir=base_dir,
+                                   writes=options["writes"])
         except (ValueError, secrets.CredentialsError) as exc:
             raise CommandError(str(exc)) from None
         scope = f"namespace {cluster.namespace}" if cluster.namespace else "every namespace"
-        self.stdout.write(f"Following {cluster.name}: {cluster.server} (context {cluster.context}, {scope}). "
+        self.stdout.write(f"Following {cluster.name}: {cluster.server} (context {cluster.context}, {scope}, writes {cluster.writes}). "
                           "kubedash's follower connects to it; `manage.py follow list` shows how that goes.")
 
     def _list(self, options):
         now = timezone.now()
-        rows = [("NAME", "SERVER", "CONTEXT", "NAMESPACE", "STATE", "LAST EVENT", "MESSAGE")]
+        rows = [("NAME", "SERVER", "CONTEXT", "NAMESPACE", "WRITES", "STATE", "LAST EVENT", "MESSAGE")]
         for c in Cluster.objects.order_by("name"):
             last = f"{human_duration(max((now - c.last_event_at).total_seconds(), 0))} ago" if c.last_event_at else "never"
-            rows.append((c.name, c.server, c.context or "-", c.namespace or "(all)", c.state, last,
+            rows.append((c.name, c.server, c.context or "-", c.namespace or "(all)", c.writes, c.state, last,
                          c.message if c.state == Cluster.STALE else ""))
         if len(rows) == 1:
             self.stdout.write("No followed clusters. Add one: manage.py follow add NAME --kubeconfig PATH")
@@ -76,6 +84,13 @@ class Command(BaseCommand):
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for row in rows:
             self.stdout.write("   ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+    def _set(self, options):
+        try:
+            cluster = clusters.set_writes(options["name"], options["writes"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{cluster.name}: writes {cluster.writes}.")
 
     def _remove(self, options):
         try:
