@@ -172,7 +172,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not :memory:) so live-server tests share it; one per process so runs don't collide.
     DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"kubedash-test-{os.getpid()}.sqlite3")}
 
-elif _env_bool("KUBEDASH_PGBOUNCER"):
+# Through PgBouncer's transaction pooling (docs/OPERATIONS.md, "PgBouncer"): also read by migrate.
+KUBEDASH_PGBOUNCER = _env_bool("KUBEDASH_PGBOUNCER") and DATABASES["default"]["ENGINE"] != "dashboard.kube.sqlite"
+if KUBEDASH_PGBOUNCER:
     # Through PgBouncer in transaction pooling mode: no server-side cursors (a cursor outlives the
     # transaction's server connection) and no prepared statements (psycopg prepares a query after
     # 5 runs, on a server connection the next transaction may not get). docs/OPERATIONS.md.
