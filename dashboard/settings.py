@@ -181,6 +181,12 @@ if KUBEDASH_PGBOUNCER:
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 
+# The fast lane's threads (dashboard/server/lanes.py): on SQLite one (its requests mostly run on
+# the event loop); on PostgreSQL, where a renewal mostly waits for the server's answers, several,
+# so their round trips overlap. Each thread keeps a connection: docs/OPERATIONS.md counts them.
+KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
+    "KUBEDASH_FAST_LANE_THREADS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "4"))
+
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
