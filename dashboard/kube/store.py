@@ -320,12 +320,12 @@ def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
 def _record(res: Resource, obj: dict, event: str, moment) -> int:
     """Give obj the next revision and append it to the log (in the current cluster); returns
     the revision."""
-    rv = sql.next_revision()
-    obj["metadata"]["resourceVersion"] = str(rv)
     m = obj["metadata"]
+    m["resourceVersion"] = sql.RV_MARK   # (the database numbers it: sql.record)
     text = orjson.dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
-    sql.log_revision([rv, clusters.current(), res.kind, m.get("namespace", ""), m["name"], event, text,
-                      connection.ops.adapt_datetimefield_value(moment), ""])
+    rv = sql.record([clusters.current(), res.kind, m.get("namespace", ""), m["name"], event, text,
+                     connection.ops.adapt_datetimefield_value(moment), ""])
+    m["resourceVersion"] = str(rv)
     announce(rv)
     return rv
 
