@@ -126,6 +126,7 @@ def run(args, token: str) -> int:
             fn(offset + i)
         return (time.process_time() - started) / n
 
+    held = lock_held_seconds() if args.database else None
     ceiling = cpu_per_call(healthz, 0)
     renewal = cpu_per_call(renew, 300)
     backend = "PostgreSQL" if args.database else "SQLite"
@@ -133,7 +134,40 @@ def run(args, token: str) -> int:
     print(f"requests of each: {n}")
     print(f"ceiling: GET /healthz        {ceiling * 1e6:7.0f} us CPU")
     print(f"renewal: PUT of one Lease    {renewal * 1e6:7.0f} us CPU   ({renewal / ceiling:.2f}x the ceiling)")
+    if held is not None:
+        started = time.monotonic()
+        for i in range(n):
+            renew(2 * n + 300 + i)
+        wall = (time.monotonic() - started) / n
+        held_sorted = sorted(held)
+        median = held_sorted[len(held_sorted) // 2]
+        print(f"renewal wall time            {wall * 1e6:7.0f} us; the revision lock is held from "
+              f"pg_advisory_xact_lock to COMMIT for a median {median * 1e6:.0f} us "
+              f"(p90 {held_sorted[int(len(held_sorted) * 0.9)] * 1e6:.0f} us)")
+        print(f"write ceiling of the whole deployment, whatever the processes: 1 / held = {1 / median:.0f} writes/s")
     return 0
+
+
+def lock_held_seconds() -> list[float]:
+    """Times the revision lock's critical section of every write from now on: from the lock
+    statement's answer (sql.lock) to the commit's end (revision_committed, sent on commit)."""
+    from dashboard.kube import sql, store
+
+    held: list[float] = []
+    taken = {}
+    lock = sql.lock
+
+    def timed_lock() -> None:
+        lock()
+        taken["at"] = time.perf_counter()
+
+    def committed(**_) -> None:
+        if "at" in taken:
+            held.append(time.perf_counter() - taken.pop("at"))
+
+    sql.lock = timed_lock
+    store.revision_committed.connect(committed, weak=False)
+    return held
 
 
 if __name__ == "__main__":
