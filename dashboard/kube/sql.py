@@ -10,6 +10,7 @@ object is read, inside the write transaction too.
 from __future__ import annotations
 
 import functools
+import uuid
 
 import orjson
 from django.db import connection
@@ -102,15 +103,17 @@ def log_revision(row: list) -> None:
 
 
 # The revision's own number inside its stored text, until the database knows it (record()).
-# A JSON string value never holds an unescaped quote, so '"resourceVersion":"<this>"' can only be
-# the object's own metadata.resourceVersion, and no client sends this value.
-RV_MARK = "kubedash-rv-6c1f0e0a4b7d4d2e9a51"
+# A JSON string never holds an unescaped quote, so RV_FIELD can only be a resourceVersion key
+# and its value; with this value, random per process (no client can send it), it is the
+# object's own metadata.resourceVersion (store._record sets it just before).
+RV_MARK = f"kubedash-rv-{uuid.uuid4().hex}"
+RV_FIELD = f'"resourceVersion":"{RV_MARK}"'
 
 # PostgreSQL: bump the counter and append the revision row in one statement (one round trip
 # fewer inside the revision lock's critical section, store.py).
 RECORD_HEAD = "WITH c AS (UPDATE kube_revision_counter SET value = value + 1 WHERE id = 1 RETURNING value)"
 RECORD_INSERT = (INSERT_REVISION_HEAD.replace(" VALUES ", " ")
-                 + "SELECT c.value, %s, %s, %s, %s, %s, replace(%s, %s, c.value::text), %s, %s FROM c")
+                 + "SELECT c.value, %s, %s, %s, %s, %s, replace(%s, %s, %s || c.value || '\"'), %s, %s FROM c")
 RECORD = f"{RECORD_HEAD} {RECORD_INSERT} RETURNING rv"
 
 
@@ -119,7 +122,7 @@ def record(row: list, update: tuple | None = None) -> int:
     text with RV_MARK as its resourceVersion, created, upstream_rv); returns the revision.
     update: (res, row id, object) to write the object's typed row too (an update's)."""
     if connection.vendor == "postgresql":
-        params = [*row[:5], row[5], RV_MARK, *row[6:]]
+        params = [*row[:5], row[5], RV_FIELD, '"resourceVersion":"', *row[6:]]
         statement = RECORD
         if update is not None:
             res, row_id, obj = update
@@ -136,7 +139,7 @@ def record(row: list, update: tuple | None = None) -> int:
             return hit[0]
         # (no counter row: nothing was written; next_revision starts it again)
     rv = next_revision()
-    log_revision([rv, *row[:5], row[5].replace(RV_MARK, str(rv), 1), *row[6:]])
+    log_revision([rv, *row[:5], row[5].replace(RV_FIELD, f'"resourceVersion":"{rv}"'), *row[6:]])
     if update is not None:
         update_row(update[0], update[1], update[2], rv)
     return rv
