@@ -16,7 +16,6 @@ server (e.g. KUBEDASH_FAST_LANE_THREADS=1 to compare against the single fast-lan
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
