@@ -8,6 +8,8 @@ Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua 
   1. SQLite, one worker: Lease renewals alone (the ceiling the issue compares against);
   2. PostgreSQL, one worker: renewals alone (x SQLite's), then the same renewals while one client
      loops Table lists of --jobs Jobs (x renewals alone, p99 against alone's p99);
+     1 and 2 run on both servers at once, interleaved in --rounds rounds (medians reported), so
+     load from elsewhere on a shared machine falls on both alike;
   3. write capacity: PostgreSQL with --processes app processes (`serve --workers N`), --writers
      wrk connections each renewing its own Lease: renewals (= writes) per second, x one process's.
 Prints each figure against its ceiling and the issue's targets. `--env` passes settings to every
@@ -48,6 +50,16 @@ def stop(s: BenchServer) -> None:
     shutil.rmtree(s.data_dir, ignore_errors=True)
 
 
+def median_result(results: list[Result]) -> Result:
+    """The run of median rate, with the median p50 and p99 of all runs."""
+    ordered = sorted(results, key=lambda r: r.rate)
+    middle = ordered[len(ordered) // 2]
+    return Result(middle.scenario, middle.connections, middle.rate,
+                  statistics.median(r.p50_ms for r in results), statistics.median(r.p99_ms for r in results),
+                  sum(r.non_2xx for r in results), sum(r.errors for r in results), middle.cpu,
+                  other_cpu=middle.other_cpu)
+
+
 def renew_alone(wrk: str, s: BenchServer, connections: int, duration: float) -> Result:
     seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(connections)])
     scenario_renew(wrk, s, connections, 1)   # warm up every path
@@ -65,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=16, help="renewing connections in the capacity runs")
     parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE")
     parser.add_argument("--skip", nargs="*", default=[], choices=["loaded", "capacity"])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the first part (default 3)")
     args = parser.parse_args(argv)
     args.env = dict(item.split("=", 1) for item in args.env)
     wrk = shutil.which("wrk")
@@ -75,32 +88,49 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kubedash PostgreSQL benchmark; machine: {machine()}; load average at start {load_average()}")
     print(f"wrk runs of {d:g} s, {c} renewing connections; settings {args.env or '(defaults)'}\n")
 
-    s = server(args)
+    # Both servers up at once, their runs interleaved round by round: load from elsewhere on a
+    # shared machine then falls on both alike, and the medians compare like with like.
+    lite = server(args)
+    pgs = server(args, database=args.database)
+    runs: dict[str, list[Result]] = {"SQLite: renew alone": [], "PostgreSQL: renew alone": [],
+                                     "PostgreSQL: renew + Table lists": []}
+    tables: list[float] = []
     try:
-        sqlite = renew_alone(wrk, s, c, d)
-        sqlite.scenario = "SQLite: renew alone"
-        sqlite.ratio = 1.0
-    finally:
-        stop(s)
-    s = server(args, database=args.database)
-    try:
-        pg = renew_alone(wrk, s, c, d)
-        pg.scenario = "PostgreSQL: renew alone"
-        pg.ratio = pg.rate / sqlite.rate if sqlite.rate else None
-        print_results([sqlite, pg])
-        loaded = None
+        for s in (lite, pgs):
+            seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(c)])
+            scenario_renew(wrk, s, c, 1)   # warm up every path
         if "loaded" not in args.skip:
-            seed_jobs(s, args.jobs)
-            loaded, loop = scenario_renew_under_tables(wrk, s, c, d)
-            loaded.scenario = "PostgreSQL: renew + Table lists"
-            loaded.ratio = loaded.rate / pg.rate if pg.rate else None
-            print_results([loaded], header=False)
-            if loop.times:
-                print(f"  meanwhile {len(loop.times)} Table lists of {args.jobs} Jobs (median "
-                      f"{statistics.median(loop.times) * 1000:.0f} ms), {loop.rejected} answered 429")
-        print(f"  (load average {load_average()})")
+            seed_jobs(pgs, args.jobs)
+        for round_ in range(args.rounds):
+            batch = []
+            for name, s in (("SQLite: renew alone", lite), ("PostgreSQL: renew alone", pgs)):
+                r = scenario_renew(wrk, s, c, d / args.rounds)
+                r.scenario = name
+                batch.append(r)
+            if "loaded" not in args.skip:
+                r, loop = scenario_renew_under_tables(wrk, pgs, c, d / args.rounds)
+                r.scenario = "PostgreSQL: renew + Table lists"
+                tables += loop.times
+                batch.append(r)
+            for r in batch:
+                runs[r.scenario].append(r)
+            print(f"round {round_ + 1} (load average {load_average()})")
+            print_results(batch, header=round_ == 0)
     finally:
-        stop(s)
+        stop(lite)
+        stop(pgs)
+    sqlite, pg = median_result(runs["SQLite: renew alone"]), median_result(runs["PostgreSQL: renew alone"])
+    sqlite.ratio = 1.0
+    pg.ratio = pg.rate / sqlite.rate if sqlite.rate else None
+    loaded = median_result(runs["PostgreSQL: renew + Table lists"]) if runs["PostgreSQL: renew + Table lists"] else None
+    print(f"\nmedians of {args.rounds} interleaved rounds:")
+    print_results([sqlite, pg])
+    if loaded is not None:
+        loaded.ratio = loaded.rate / pg.rate if pg.rate else None
+        print_results([loaded], header=False)
+        if tables:
+            print(f"  meanwhile {len(tables)} Table lists of {args.jobs} Jobs (median "
+                  f"{statistics.median(tables) * 1000:.0f} ms)")
 
     capacity: dict[int, Result] = {}
     if "capacity" not in args.skip:
