@@ -1,8 +1,8 @@
 """Renewal benchmark, in-process (issue 10): CPU of a Lease renewal through the bridge's handler.
 
-    .venv/bin/python bench/renewal.py [--renewals 3000] [--profile]
+    .venv/bin/python bench/renewal.py [--renewals 3000] [--profile] [--database postgres://USER@HOST:PORT/]
 
-Makes a throw-away SQLite database (temp data dir, migrated) with an admin token and one Lease,
+Makes a throw-away SQLite database (or, with --database, a fresh PostgreSQL one, dropped after) (temp data dir, migrated) with an admin token and one Lease,
 then drives `dashboard.server.bridge`'s API handler exactly as a worker does for a bearer-token
 request (Django's WSGI handler with the API middleware, direct dispatch, the store), with no
 server and no sockets:
@@ -24,13 +24,17 @@ from io import StringIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import _fresh_postgres  # noqa: E402
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/renew-0"
 
 
-def setup(data_dir: str):
+def setup(data_dir: str, database_url: str = ""):
     os.environ.update(KUBEDASH_DATA_DIR=data_dir, DJANGO_SETTINGS_MODULE="dashboard.settings",
                       KUBEDASH_REQUEST_LOG="0")
     os.environ.pop("DATABASE_URL", None)
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
     os.environ.pop("REDIS_URL", None)
     sys.path.insert(0, str(ROOT))
     import django
@@ -48,8 +52,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--renewals", type=int, default=3000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--database", default="", metavar="URL",
+                        help="postgres://USER@HOST:PORT/ : a fresh database on that server (default: SQLite)")
     args = parser.parse_args()
-    token = setup(tempfile.mkdtemp(prefix="kubedash-renewal-"))
+    drop = None
+    if args.database:
+        url, admin = _fresh_postgres(args.database)
+        drop = (admin, url.rsplit("/", 1)[1])
+    try:
+        return run(args, setup(tempfile.mkdtemp(prefix="kubedash-renewal-"), url if drop else ""))
+    finally:
+        if drop is not None:
+            from django.db import connections
+
+            connections.close_all()
+            import psycopg
+
+            with psycopg.connect(drop[0], autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{drop[1]}" WITH (FORCE)')
+
+
+def run(args, token: str) -> int:
 
     import orjson
 
@@ -103,13 +126,48 @@ def main() -> int:
             fn(offset + i)
         return (time.process_time() - started) / n
 
+    held = lock_held_seconds() if args.database else None
     ceiling = cpu_per_call(healthz, 0)
     renewal = cpu_per_call(renew, 300)
-    print("kubedash in-process renewal benchmark (no server: the bridge's API handler, SQLite)")
+    backend = "PostgreSQL" if args.database else "SQLite"
+    print(f"kubedash in-process renewal benchmark (no server: the bridge's API handler, {backend})")
     print(f"requests of each: {n}")
     print(f"ceiling: GET /healthz        {ceiling * 1e6:7.0f} us CPU")
     print(f"renewal: PUT of one Lease    {renewal * 1e6:7.0f} us CPU   ({renewal / ceiling:.2f}x the ceiling)")
+    if held is not None:
+        started = time.monotonic()
+        for i in range(n):
+            renew(2 * n + 300 + i)
+        wall = (time.monotonic() - started) / n
+        held_sorted = sorted(held)
+        median = held_sorted[len(held_sorted) // 2]
+        print(f"renewal wall time            {wall * 1e6:7.0f} us; the revision lock is held from "
+              f"pg_advisory_xact_lock to COMMIT for a median {median * 1e6:.0f} us "
+              f"(p90 {held_sorted[int(len(held_sorted) * 0.9)] * 1e6:.0f} us)")
+        print(f"write ceiling of the whole deployment, whatever the processes: 1 / held = {1 / median:.0f} writes/s")
     return 0
+
+
+def lock_held_seconds() -> list[float]:
+    """Times the revision lock's critical section of every write from now on: from the lock
+    statement's answer (sql.lock) to the commit's end (revision_committed, sent on commit)."""
+    from dashboard.kube import sql, store
+
+    held: list[float] = []
+    taken = {}
+    lock = sql.lock
+
+    def timed_lock() -> None:
+        lock()
+        taken["at"] = time.perf_counter()
+
+    def committed(**_) -> None:
+        if "at" in taken:
+            held.append(time.perf_counter() - taken.pop("at"))
+
+    sql.lock = timed_lock
+    store.revision_committed.connect(committed, weak=False)
+    return held
 
 
 if __name__ == "__main__":

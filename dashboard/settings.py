@@ -172,12 +172,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not :memory:) so live-server tests share it; one per process so runs don't collide.
     DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"kubedash-test-{os.getpid()}.sqlite3")}
 
-elif _env_bool("KUBEDASH_PGBOUNCER"):
+# Through PgBouncer's transaction pooling (docs/OPERATIONS.md, "PgBouncer"): also read by migrate.
+KUBEDASH_PGBOUNCER = _env_bool("KUBEDASH_PGBOUNCER") and DATABASES["default"]["ENGINE"] != "dashboard.kube.sqlite"
+if KUBEDASH_PGBOUNCER:
     # Through PgBouncer in transaction pooling mode: no server-side cursors (a cursor outlives the
     # transaction's server connection) and no prepared statements (psycopg prepares a query after
     # 5 runs, on a server connection the next transaction may not get). docs/OPERATIONS.md.
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+
+# The fast lane's threads (dashboard/server/lanes.py): on SQLite one (its requests mostly run on
+# the event loop); on PostgreSQL, where a renewal mostly waits for the server's answers, several,
+# so their round trips overlap. Each thread keeps a connection: docs/OPERATIONS.md counts them.
+KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
+    "KUBEDASH_FAST_LANE_THREADS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "4"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

@@ -31,6 +31,28 @@ def test_resource_version_is_global_and_increasing(api):
     assert int(a) < int(b) < int(c)
 
 
+def test_stored_text_gets_its_own_resource_version_only(api):
+    """The store writes an object's text before the database numbers it (kube/sql.py: record,
+    a mark in metadata.resourceVersion replaced by the revision in the same statement): a
+    resourceVersion key elsewhere in the object keeps its value, in the answer, in a GET, in a
+    list and in the revision log."""
+    from dashboard.kube import sql
+    from dashboard.kube.models import Revision
+
+    body = lease("marked")
+    body["metadata"]["annotations"] = {"resourceVersion": "kubedash-rv-0", "x": "\"resourceVersion\":\"1\""}
+    created = api.post(LEASES, body).json()
+    updated = api.put(f"{LEASES}/marked", {**created, "spec": {**created["spec"], "holderIdentity": "b"}}).json()
+    for obj, older in ((created, None), (updated, created)):
+        rv = obj["metadata"]["resourceVersion"]
+        assert rv.isdigit() and (older is None or int(rv) > int(older["metadata"]["resourceVersion"]))
+        assert obj["metadata"]["annotations"] == body["metadata"]["annotations"]
+        logged = Revision.objects.get(rv=int(rv)).object
+        assert '"resourceVersion":"%s"' % rv in logged and "kubedash-rv-0" in logged and sql.RV_MARK not in logged
+    assert api.get(f"{LEASES}/marked").json() == updated
+    assert api.get(LEASES).json()["items"] == [updated]
+
+
 def test_system_fields_cannot_be_set(api):
     body = lease()
     body["metadata"].update(uid="mine", resourceVersion="999", creationTimestamp="2000-01-01T00:00:00Z",

@@ -10,6 +10,7 @@ object is read, inside the write transaction too.
 from __future__ import annotations
 
 import functools
+import uuid
 
 import orjson
 from django.db import connection
@@ -72,6 +73,11 @@ def statements(model) -> dict:
         "insert_head": insert_head,   # mirror's multi-row form: one (%s, ...) per row after it
         "delete": f"DELETE FROM {table} WHERE id = %s",
         "fields": fields,
+        # PostgreSQL, an update: counter, revision row and typed row in one statement (record()).
+        "record_update": (f"{RECORD_HEAD}, r AS ({RECORD_INSERT} RETURNING rv), u AS (UPDATE {table} SET "
+                          + ", ".join(f"{f.column} = r.rv" if f.attname == "current_id" else f"{f.column} = %s"
+                                      for f in fields)
+                          + f" FROM r WHERE {table}.id = %s RETURNING 1) SELECT r.rv, (SELECT count(*) FROM u) FROM r"),
     }
 
 
@@ -94,6 +100,49 @@ def log_revision(row: list) -> None:
     """One revision row: (rv, cluster, kind, namespace, name, type, object text, created, upstream_rv)."""
     with connection.cursor() as cursor:
         cursor.execute(INSERT_REVISION, row)
+
+
+# The revision's own number inside its stored text, until the database knows it (record()).
+# A JSON string never holds an unescaped quote, so RV_FIELD can only be a resourceVersion key
+# and its value; with this value, random per process (no client can send it), it is the
+# object's own metadata.resourceVersion (store._record sets it just before).
+RV_MARK = f"kubedash-rv-{uuid.uuid4().hex}"
+RV_FIELD = f'"resourceVersion":"{RV_MARK}"'
+
+# PostgreSQL: bump the counter and append the revision row in one statement (one round trip
+# fewer inside the revision lock's critical section, store.py).
+RECORD_HEAD = "WITH c AS (UPDATE kube_revision_counter SET value = value + 1 WHERE id = 1 RETURNING value)"
+RECORD_INSERT = (INSERT_REVISION_HEAD.replace(" VALUES ", " ")
+                 + "SELECT c.value, %s, %s, %s, %s, %s, replace(%s, %s, %s || c.value || '\"'), %s, %s FROM c")
+RECORD = f"{RECORD_HEAD} {RECORD_INSERT} RETURNING rv"
+
+
+def record(row: list, update: tuple | None = None) -> int:
+    """Give a revision its number and log it: row is (cluster, kind, namespace, name, type, object
+    text with RV_MARK as its resourceVersion, created, upstream_rv); returns the revision.
+    update: (res, row id, object) to write the object's typed row too (an update's)."""
+    if connection.vendor == "postgresql":
+        params = [*row[:5], row[5], RV_FIELD, '"resourceVersion":"', *row[6:]]
+        statement = RECORD
+        if update is not None:
+            res, row_id, obj = update
+            statement = statements(res.model)["record_update"]
+            values = dict(zip((f.attname for f in statements(res.model)["fields"]), row_params(res, obj, 0)))
+            del values["current_id"]   # (the statement sets it to the new revision)
+            params += [*values.values(), row_id]
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            hit = cursor.fetchone()
+        if hit is not None:
+            if update is not None and hit[1] != 1:   # (its id was read under the revision lock)
+                raise RuntimeError(f"the typed row {update[1]} of {update[0].kind} vanished inside its write")
+            return hit[0]
+        # (no counter row: nothing was written; next_revision starts it again)
+    rv = next_revision()
+    log_revision([rv, *row[:5], row[5].replace(RV_FIELD, f'"resourceVersion":"{rv}"'), *row[6:]])
+    if update is not None:
+        update_row(update[0], update[1], update[2], rv)
+    return rv
 
 
 def _row_fields(res: Resource, obj: dict, rv: int) -> dict:

@@ -267,8 +267,7 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
             return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return _delete_inside(res, row_id, new, moment)
-        rv = _record(res, new, Revision.MODIFIED, moment)
-        sql.update_row(res, row_id, new, rv)
+        _record(res, new, Revision.MODIFIED, moment, row_id=row_id)
         return Result(new)
 
     return _run(dry_run, work)
@@ -312,8 +311,7 @@ def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, 
                 return Result(current, changed=False)
             m["deletionTimestamp"] = kmeta.format_time(moment)
             m["deletionGracePeriodSeconds"] = 0
-            new_rv = _record(res, current, Revision.MODIFIED, moment)
-            sql.update_row(res, row_id, current, new_rv)
+            _record(res, current, Revision.MODIFIED, moment, row_id=row_id)
             return Result(current)
         return _delete_inside(res, row_id, current, moment)
 
@@ -346,15 +344,17 @@ def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
         return done.result
 
 
-def _record(res: Resource, obj: dict, event: str, moment) -> int:
+def _record(res: Resource, obj: dict, event: str, moment, *, row_id: int | None = None) -> int:
     """Give obj the next revision and append it to the log (in the current cluster); returns
-    the revision."""
-    rv = sql.next_revision()
-    obj["metadata"]["resourceVersion"] = str(rv)
+    the revision. row_id: also write obj's typed row (that row's update, in the same statement
+    on PostgreSQL: sql.record)."""
     m = obj["metadata"]
+    m["resourceVersion"] = sql.RV_MARK   # (the database numbers it: sql.record)
     text = orjson.dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
-    sql.log_revision([rv, clusters.current(), res.kind, m.get("namespace", ""), m["name"], event, text,
-                      connection.ops.adapt_datetimefield_value(moment), ""])
+    rv = sql.record([clusters.current(), res.kind, m.get("namespace", ""), m["name"], event, text,
+                     connection.ops.adapt_datetimefield_value(moment), ""],
+                    update=None if row_id is None else (res, row_id, obj))
+    m["resourceVersion"] = str(rv)
     announce(rv)
     return rv
 

@@ -129,7 +129,7 @@ class LanedHTTP:
     async def __call__(self, scope, receive, send):
         lane_set = lanes()
         if is_stream(scope):
-            async with ThreadSensitiveContext(executor=lane_set.fast.executor):
+            async with ThreadSensitiveContext(executor=lane_set.fast.streams):
                 return await self.streaming_app(scope, receive, send)
         # The protocol has bounded the body already and hands it over in one message: keep
         # that one bytes object (joining only if a server sends it in pieces).

@@ -7,8 +7,11 @@ persistent database connections, which Django keeps per thread):
 
 - FAST: single-object reads and writes (GET/PUT/PATCH/DELETE of one object, POST of one),
   `/status` and other subresources, small pages of a list (`limit` <= FAST_LIST_LIMIT),
-  discovery, health checks and `/version`, and watch starts. One thread: a renewal waits
-  only for other renewals.
+  discovery, health checks and `/version`, and watch starts. One thread on SQLite (where it
+  mostly runs on the event loop instead: bridge.LoopInline): a renewal waits only for other
+  renewals. On PostgreSQL a request spends most of its time waiting for the server's answers,
+  so the lane has several threads (KUBEDASH_FAST_LANE_THREADS, default 4): their round trips
+  overlap, and watch starts (which read a starting list) get a thread of their own.
 - EXPENSIVE: unpaged or large lists (JSON or Table), collection deletes, OpenAPI documents,
   and everything that is not the API (pages, forms, admin). A few threads.
 
@@ -53,6 +56,10 @@ class Lane:
         self.name = name
         self.capacity = threads + queue
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"lane-{name}")
+        # Watch streams' sync work needs one call at a time on one thread (asgiref's
+        # ThreadSensitiveContext): the lane's own when it has one thread, else one of theirs.
+        self.streams = self.executor if threads == 1 else ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"lane-{name}-streams")
         self.admitted = 0
         self._lock = threading.Lock()
         self._gauge = ADMITTED.labels(name)
@@ -126,7 +133,7 @@ class Lanes:
     """The lanes of this process (created on first use, once settings are loaded)."""
 
     def __init__(self):
-        self.fast = Lane("fast", 1, settings.KUBEDASH_FAST_LANE_QUEUE)
+        self.fast = Lane("fast", settings.KUBEDASH_FAST_LANE_THREADS, settings.KUBEDASH_FAST_LANE_QUEUE)
         self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
                               settings.KUBEDASH_EXPENSIVE_LANE_QUEUE)
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.

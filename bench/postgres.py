@@ -1,0 +1,168 @@
+"""PostgreSQL benchmark (issue 28): the production backend against the embedded one, same run.
+
+    .venv/bin/python bench/postgres.py --database postgres://postgres@127.0.0.1:5432/
+                                       [--duration 10] [--connections 4] [--jobs 3000]
+                                       [--processes 1 2 4] [--writers 16] [--env NAME=VALUE ...]
+
+Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua as in bench/api.py):
+  1. SQLite, one worker: Lease renewals alone (the ceiling the issue compares against);
+  2. PostgreSQL, one worker: renewals alone (x SQLite's), then the same renewals while one client
+     loops Table lists of --jobs Jobs (x renewals alone, p99 against alone's p99);
+     1 and 2 run on both servers at once, interleaved in --rounds rounds (medians reported), so
+     load from elsewhere on a shared machine falls on both alike;
+  3. write capacity: PostgreSQL with --processes app processes (`serve --workers N`), --writers
+     wrk connections each renewing its own Lease: renewals (= writes) per second, x one process's.
+Prints each figure against its ceiling and the issue's targets. `--env` passes settings to every
+server (e.g. KUBEDASH_FAST_LANE_THREADS=1 to compare against the single fast-lane thread).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from api import (RENEW_NS, WRK_MISSING, Result, fmt_ratio, print_results, scenario_renew,  # noqa: E402
+                 scenario_renew_under_tables, seed_jobs, seed_leases)
+from common import BenchServer, machine, print_targets  # noqa: E402
+
+LOADED_MIN_RATIO = 0.8        # renewals under the Table loop / alone (issue 28, PostgreSQL too)
+LOADED_MAX_P99_RATIO = 2.0
+PG_MIN_RATIO = 0.7            # PostgreSQL renewals / SQLite's, same run
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def server(args, workers: int = 1, database: str = "") -> BenchServer:
+    s = BenchServer(Path(tempfile.mkdtemp(prefix="kubedash-bench-pg-")), workers=workers, database=database)
+    s.env.update(args.env)
+    s.start()
+    return s
+
+
+def stop(s: BenchServer) -> None:
+    s.stop()
+    shutil.rmtree(s.data_dir, ignore_errors=True)
+
+
+def median_result(results: list[Result]) -> Result:
+    """The run of median rate, with the median p50 and p99 of all runs."""
+    ordered = sorted(results, key=lambda r: r.rate)
+    middle = ordered[len(ordered) // 2]
+    return Result(middle.scenario, middle.connections, middle.rate,
+                  statistics.median(r.p50_ms for r in results), statistics.median(r.p99_ms for r in results),
+                  sum(r.non_2xx for r in results), sum(r.errors for r in results), middle.cpu,
+                  other_cpu=middle.other_cpu)
+
+
+def renew_alone(wrk: str, s: BenchServer, connections: int, duration: float) -> Result:
+    seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(connections)])
+    scenario_renew(wrk, s, connections, 1)   # warm up every path
+    return scenario_renew(wrk, s, connections, duration)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", required=True, metavar="URL", help="postgres://USER@HOST:PORT/ (a fresh "
+                        "database is created on that server per server started, and dropped)")
+    parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--connections", type=int, default=4, help="renewing connections (default 4)")
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--writers", type=int, default=16, help="renewing connections in the capacity runs")
+    parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["loaded", "capacity"])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the first part (default 3)")
+    args = parser.parse_args(argv)
+    args.env = dict(item.split("=", 1) for item in args.env)
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        print(WRK_MISSING, file=sys.stderr)
+        return 2
+    c, d = args.connections, args.duration
+    print(f"kubedash PostgreSQL benchmark; machine: {machine()}; load average at start {load_average()}")
+    print(f"wrk runs of {d:g} s, {c} renewing connections; settings {args.env or '(defaults)'}\n")
+
+    # Both servers up at once, their runs interleaved round by round: load from elsewhere on a
+    # shared machine then falls on both alike, and the medians compare like with like.
+    lite = server(args)
+    pgs = server(args, database=args.database)
+    runs: dict[str, list[Result]] = {"SQLite: renew alone": [], "PostgreSQL: renew alone": [],
+                                     "PostgreSQL: renew + Table lists": []}
+    tables: list[float] = []
+    try:
+        for s in (lite, pgs):
+            seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(c)])
+            scenario_renew(wrk, s, c, 1)   # warm up every path
+        if "loaded" not in args.skip:
+            seed_jobs(pgs, args.jobs)
+        for round_ in range(args.rounds):
+            batch = []
+            for name, s in (("SQLite: renew alone", lite), ("PostgreSQL: renew alone", pgs)):
+                r = scenario_renew(wrk, s, c, d / args.rounds)
+                r.scenario = name
+                batch.append(r)
+            if "loaded" not in args.skip:
+                r, loop = scenario_renew_under_tables(wrk, pgs, c, d / args.rounds)
+                r.scenario = "PostgreSQL: renew + Table lists"
+                tables += loop.times
+                batch.append(r)
+            for r in batch:
+                runs[r.scenario].append(r)
+            print(f"round {round_ + 1} (load average {load_average()})")
+            print_results(batch, header=round_ == 0)
+    finally:
+        stop(lite)
+        stop(pgs)
+    sqlite, pg = median_result(runs["SQLite: renew alone"]), median_result(runs["PostgreSQL: renew alone"])
+    sqlite.ratio = 1.0
+    pg.ratio = pg.rate / sqlite.rate if sqlite.rate else None
+    loaded = median_result(runs["PostgreSQL: renew + Table lists"]) if runs["PostgreSQL: renew + Table lists"] else None
+    print(f"\nmedians of {args.rounds} interleaved rounds:")
+    print_results([sqlite, pg])
+    if loaded is not None:
+        loaded.ratio = loaded.rate / pg.rate if pg.rate else None
+        print_results([loaded], header=False)
+        if tables:
+            print(f"  meanwhile {len(tables)} Table lists of {args.jobs} Jobs (median "
+                  f"{statistics.median(tables) * 1000:.0f} ms)")
+
+    capacity: dict[int, Result] = {}
+    if "capacity" not in args.skip:
+        print(f"\nwrite capacity: {args.writers} connections renewing their own Lease, PostgreSQL")
+        for n in args.processes:
+            s = server(args, workers=n, database=args.database)
+            try:
+                r = renew_alone(wrk, s, args.writers, d)
+                r.scenario = f"PostgreSQL: {n} app process(es)"
+                capacity[n] = r
+                r.ratio = r.rate / capacity[args.processes[0]].rate if capacity[args.processes[0]].rate else None
+                print_results([r], header=n == args.processes[0])
+                print(f"  (load average {load_average()})")
+            finally:
+                stop(s)
+
+    print("\n(ratios: PostgreSQL alone x SQLite alone; under Tables x PostgreSQL alone; capacity x 1 process)")
+    targets = [(f"PostgreSQL renewals >= {PG_MIN_RATIO} x SQLite's", fmt_ratio(pg.ratio),
+                (pg.ratio or 0) >= PG_MIN_RATIO)]
+    if loaded is not None:
+        targets += [
+            (f"PostgreSQL under Table lists >= {LOADED_MIN_RATIO} x alone", fmt_ratio(loaded.ratio),
+             (loaded.ratio or 0) >= LOADED_MIN_RATIO),
+            (f"PostgreSQL under Table lists p99 <= {LOADED_MAX_P99_RATIO:g} x alone",
+             f"{loaded.p99_ms:.1f} / {pg.p99_ms:.1f} ms", loaded.p99_ms <= LOADED_MAX_P99_RATIO * pg.p99_ms),
+        ]
+    for n, r in capacity.items():
+        targets.append((f"writes/s with {n} app process(es) (reported)", f"{r.rate:.0f}/s {fmt_ratio(r.ratio)}", None))
+    print_targets(targets, 52, 22)
+    print(f"load average at the end {load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
