@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import io
+import logging
 import sys
 from contextlib import contextmanager
 from importlib import import_module
@@ -44,12 +45,18 @@ from dashboard.access.principals import Principal, principal_for
 from dashboard.access.sessions import reload_session, session_user
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.paths import API_ROOTS
-from dashboard.kube.views import INLINE, bearer_route, serve_direct
+from dashboard.kube.views import INLINE, STREAMS, bearer_route, serve_direct
 
 from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
+from .streams import abort, current_request, unsent_bytes
+
+log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 1
+# A streamed response (a whole list) reads its next piece only once the client has taken all
+# but this much of what was sent: a slow reader costs this, not the list.
+STREAM_BACKLOG_BYTES = 256 * 1024
 JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
@@ -163,6 +170,8 @@ class LanedHTTP:
                 answer = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
                     handler, self._environ(scope, body))
             status, headers, content = answer
+            if not isinstance(content, bytes):   # a streamed response: sent as it is read, in its lane
+                return await self._stream(send, status, headers, content, lane)
         finally:
             lane.release()
         if not any(name.lower() == b"content-length" for name, _ in headers):
@@ -170,6 +179,30 @@ class LanedHTTP:
             headers.append((b"content-length", b"%d" % len(content)))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
+
+    @staticmethod
+    async def _stream(send, status: int, headers: list, response, lane) -> None:
+        """Send a streaming response (kube.views.stream_list) piece by piece: each piece is read
+        on the lane's thread (its database work stays off the loop) once the client has taken
+        all but STREAM_BACKLOG_BYTES of what was sent. No Content-Length: HTTP/1.1 chunks. A
+        failure after the headers cannot become a Status any more: the connection is cut."""
+        read = sync_to_async(next, thread_sensitive=False, executor=lane.executor)
+        request = current_request.get()
+        pieces = iter(response)
+        try:
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            while (piece := await read(pieces, None)) is not None:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+                while (behind := unsent_bytes(request)) > STREAM_BACKLOG_BYTES:
+                    await asyncio.sleep(0.002)
+                if behind < 0:
+                    return   # the client went away
+            await send({"type": "http.response.body", "body": b""})
+        except Exception:   # noqa: BLE001 - the status is out: end the response broken, not complete
+            log.exception("streamed response failed after its headers")
+            abort(request)
+        finally:
+            await sync_to_async(response.close, thread_sensitive=False, executor=lane.executor)()
 
     @staticmethod
     async def _status(send, err: ApiError, headers: list = ()) -> None:
@@ -188,6 +221,8 @@ class LanedHTTP:
 
         try:
             result = handler(environ, start_response)
+            if getattr(result, "streaming", False):
+                return started["status"], started["headers"], result   # read (and closed) by _stream
             try:
                 content = b"".join(result)
             finally:
@@ -222,6 +257,7 @@ class LanedHTTP:
             "wsgi.run_once": False,
             "CONTENT_LENGTH": str(len(body)),
             "kubedash.record": scope.get("kubedash.record"),
+            STREAMS: True,   # a streaming response is sent as it is read (_stream)
             "kubedash.cluster": scope.get("kubedash.cluster"),   # served under /clusters/<name>/ (read-only)
         }
         for raw_name, raw_value in scope.get("headers", []):
