@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 1
 # A streamed response (a whole list) reads its next piece only once the client has taken all
 # but this much of what was sent: a slow reader costs this, not the list.
-STREAM_BACKLOG_BYTES = 256 * 1024
+STREAM_BACKLOG_BYTES = 1024 * 1024
 JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
