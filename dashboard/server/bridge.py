@@ -95,24 +95,38 @@ class LaneWSGIHandler(WSGIHandler):
         return response
 
 
+MIDDLEWARE_HOOKS = ("process_view", "process_template_response", "process_exception")
+
+
+def load_api_middleware(handler, get_response) -> None:
+    """Django's loader reads settings.MIDDLEWARE; this chain is KUBEDASH_API_MIDDLEWARE, built
+    the same way for what that list may hold: middleware that only wrap the response (no view,
+    template or exception hooks: refused at start-up), around get_response (sync or async)."""
+    handler._view_middleware, handler._template_response_middleware, handler._exception_middleware = [], [], []
+    chain = convert_exception_to_response(get_response)
+    for path in reversed(settings.KUBEDASH_API_MIDDLEWARE):
+        middleware = import_string(path)(chain)
+        if any(hasattr(middleware, hook) for hook in MIDDLEWARE_HOOKS):
+            raise ImproperlyConfigured(f"{path}: the API's middleware may not have {', '.join(MIDDLEWARE_HOOKS)}")
+        chain = convert_exception_to_response(middleware)
+    handler._middleware_chain = chain
+
+
+class APIStreamsHandler(SharedThreadASGIHandler):
+    """Watch streams of bearer-token clients: only settings.KUBEDASH_API_MIDDLEWARE, as for their
+    other calls (APIWSGIHandler). A session's store, messages and lazy user cost ~2 KB for
+    as long as each watch stays open, and a bearer-token watch uses none of them."""
+
+    def load_middleware(self, is_async=False):
+        load_api_middleware(self, self._get_response_async)
+
+
 class APIWSGIHandler(LaneWSGIHandler):
     """The lane handler with only settings.KUBEDASH_API_MIDDLEWARE (security headers); the
     resource paths of bearer-token calls are dispatched directly (kube.views.serve_direct)."""
 
-    HOOKS = ("process_view", "process_template_response", "process_exception")
-
     def load_middleware(self, is_async=False):
-        """Django's loader reads settings.MIDDLEWARE; this chain is KUBEDASH_API_MIDDLEWARE,
-        built the same way for what that list may hold: synchronous middleware that only wrap
-        the response (no view, template or exception hooks: refused at start-up)."""
-        self._view_middleware, self._template_response_middleware, self._exception_middleware = [], [], []
-        handler = convert_exception_to_response(self._get_response)
-        for path in reversed(settings.KUBEDASH_API_MIDDLEWARE):
-            middleware = import_string(path)(handler)
-            if any(hasattr(middleware, hook) for hook in self.HOOKS):
-                raise ImproperlyConfigured(f"{path}: the API's middleware may not have {', '.join(self.HOOKS)}")
-            handler = convert_exception_to_response(middleware)
-        self._middleware_chain = handler
+        load_api_middleware(self, self._get_response)
 
     def _get_response(self, request):
         route = bearer_route(request.method, request.META.get("HTTP_AUTHORIZATION", ""), request.path_info)
@@ -127,6 +141,7 @@ class LanedHTTP:
 
     def __init__(self, streaming_app):
         self.streaming_app = streaming_app
+        self.api_streams = APIStreamsHandler()
         self.full = LaneWSGIHandler()
         self.api = APIWSGIHandler()
         self.inline = LoopInline()
@@ -134,8 +149,9 @@ class LanedHTTP:
     async def __call__(self, scope, receive, send):
         lane_set = lanes()
         if is_stream(scope):
+            app = self.streaming_app if wants_full_middleware(scope["path"], scope.get("headers", ())) else self.api_streams
             async with ThreadSensitiveContext(executor=lane_set.fast.executor):
-                return await self.streaming_app(scope, receive, send)
+                return await app(scope, receive, send)
         # The protocol has bounded the body already and hands it over in one message: keep
         # that one bytes object (joining only if a server sends it in pieces).
         chunks, size, limit = [], 0, body_limit(scope["path"])
