@@ -14,6 +14,7 @@ from urllib.parse import quote
 import orjson
 import pytest
 
+import pg_support
 from conftest import served, server_env
 from manifests import LEASES, job, lease
 
@@ -25,11 +26,19 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 PARTIAL = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request, tmp_path_factory):
+    """The server on SQLite, then on PostgreSQL (keyset batches: no server-side cursor)."""
     data_dir = tmp_path_factory.mktemp("list-stream")
     env = {**server_env(data_dir), "KUBEDASH_LIST_STREAM_BATCH": "7"}
+    dbname = None
+    if request.param == "postgresql":
+        pg_support.require_postgres()
+        dbname = pg_support.create_database("kubedash_t28a")
+        env["DATABASE_URL"] = pg_support.pg_url(dbname)
+        request.addfinalizer(lambda: pg_support.drop_database(dbname))
     for live in served(data_dir, env):
+        live.env = env   # (tokens issued in the server's database)
         for i in range(30):
             ns = "default" if i % 3 else "other"
             status, _, _ = live.request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
