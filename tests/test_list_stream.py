@@ -8,6 +8,7 @@ not change what it shows (the snapshot's overlay), and 410 is raised before any 
 """
 from __future__ import annotations
 
+import gzip
 import http.client
 from urllib.parse import quote
 
@@ -15,7 +16,11 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import served, server_env
+from conftest import served, server_env, signed_in_client
+from dashboard.kube import lists, registry
+from dashboard.kube.compaction import compact
+from dashboard.kube.errors import ApiError
+from dashboard.kube.selectors import parse_label_selector
 from manifests import LEASES, job, lease
 
 ALL_LEASES = "/apis/coordination.k8s.io/v1/leases"
@@ -125,7 +130,7 @@ def test_rest_of_a_chunked_list_streams_the_same_snapshot(server):
     assert len(first["items"]) + len(names) == 30
 
 
-def test_pretty_and_head_are_not_streamed(server):
+def test_pretty_list_is_built_whole(server):
     status, headers, body = raw_get(server, LEASES + "?pretty=true")
     assert status == 200 and "content-length" in headers and body.startswith(b"{\n")
 
@@ -145,9 +150,6 @@ def test_streamed_list_errors_are_statuses(server):
 
 @pytest.mark.django_db
 def test_writes_while_a_list_streams_do_not_change_it(api, settings):
-    from dashboard.kube import lists, registry
-    from dashboard.kube.selectors import parse_label_selector
-
     settings.KUBEDASH_LIST_STREAM_BATCH = 3
     for i in range(20):
         assert api.post(LEASES, lease(f"l{i:02}", labels={"keep": "yes"})).status_code == 201
@@ -180,10 +182,6 @@ def test_writes_while_a_list_streams_do_not_change_it(api, settings):
 
 @pytest.mark.django_db
 def test_expired_snapshot_is_410_before_any_byte(api):
-    from dashboard.kube import lists, registry
-    from dashboard.kube.compaction import compact
-    from dashboard.kube.errors import ApiError
-
     for i in range(5):
         api.post(LEASES, lease(f"l{i}"))
     token = api.get(f"{LEASES}?limit=2").json()["metadata"]["continue"]
@@ -192,3 +190,19 @@ def test_expired_snapshot_is_410_before_any_byte(api):
     with pytest.raises(ApiError) as caught:
         lists.stream_objects(registry.by_kind("Lease"), lists.ListQuery(namespace="default", continue_token=token))
     assert caught.value.code == 410 and caught.value.list_continue
+
+
+@pytest.mark.django_db
+def test_a_session_s_streamed_list_is_gzipped_as_the_buffered_one_was(api):
+    """The dashboard's own fetches (a session) got lists gzipped when built whole; streamed, too."""
+    for i in range(12):
+        api.post(LEASES, lease(f"l{i:02}"))
+    client = signed_in_client("admin", "gz")
+    buffered = client.get(LEASES, HTTP_ACCEPT_ENCODING="gzip")
+    streamed = client.get(LEASES, HTTP_ACCEPT_ENCODING="gzip", **{"kubedash.streams": True})
+    assert not buffered.streaming and streamed.streaming
+    assert streamed["Content-Encoding"] == buffered["Content-Encoding"] == "gzip"
+    plain = client.get(LEASES, **{"kubedash.streams": True})
+    assert plain.streaming and not plain.has_header("Content-Encoding")
+    assert gzip.decompress(b"".join(streamed.streaming_content)) == gzip.decompress(buffered.content) \
+        == b"".join(plain.streaming_content)

@@ -12,11 +12,11 @@ import base64
 from dataclasses import dataclass
 from typing import Iterator
 
-from dashboard.access import clusters
-
 import orjson
 from django.conf import settings
 from django.db.models import Q
+
+from dashboard.access import clusters
 
 from . import revlog
 from .errors import ApiError, bad_request, gone
@@ -195,7 +195,6 @@ def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict)
 
 # ---------------------------------------------------------------------------------------------
 # Streamed lists: a whole list (no limit) sent batch by batch, never held whole.
-
 
 
 def stream_objects(res: Resource, q: ListQuery) -> tuple[int, Iterator[list[bytes]]]:

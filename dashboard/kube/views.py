@@ -358,7 +358,9 @@ def stream_list(request, res: registry.Resource, q: lists.ListQuery) -> Streamin
             sep = b","
         yield b"]}"
 
-    return StreamingHttpResponse(body(), content_type=content_type)
+    response = StreamingHttpResponse(body(), content_type=content_type)
+    response.compressible = True   # a list, not a watch: the pages' gzip (sessions) may compress it
+    return response
 
 
 def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
