@@ -120,7 +120,7 @@ KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != 
 KUBEDASH_STREAM_LISTS = os.environ.get("KUBEDASH_STREAM_LISTS", "1") != "0"
 # Typed rows a streamed list reads per query (keyset pagination over (namespace, name): no
 # server-side cursor, so PgBouncer's transaction pooling is fine).
-KUBEDASH_LIST_STREAM_BATCH = int(os.environ.get("KUBEDASH_LIST_STREAM_BATCH", "500"))
+KUBEDASH_LIST_STREAM_BATCH = int(os.environ.get("KUBEDASH_LIST_STREAM_BATCH", "1000"))
 
 # Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
 # leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.
