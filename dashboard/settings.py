@@ -115,6 +115,12 @@ KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEU
 # On SQLite the fast lane's bearer-token resource requests run on the event loop when they
 # cannot wait (dashboard/server/bridge.py, LoopInline); 0: always on the lane's thread.
 KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != "0"
+# A whole list (no limit) is sent batch by batch from its snapshot (kube/views.py stream_list);
+# 0: built whole, as before (the benchmark's baseline).
+KUBEDASH_STREAM_LISTS = os.environ.get("KUBEDASH_STREAM_LISTS", "1") != "0"
+# Typed rows a streamed list reads per query (keyset pagination over (namespace, name): no
+# server-side cursor, so PgBouncer's transaction pooling is fine).
+KUBEDASH_LIST_STREAM_BATCH = int(os.environ.get("KUBEDASH_LIST_STREAM_BATCH", "1000"))
 
 # Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
 # leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.

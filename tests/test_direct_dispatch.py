@@ -51,6 +51,9 @@ def call(handler, method, path, body=b"", token="", headers=(), query=b""):
     scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": all_headers,
              "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 40000)}
     status, head, content = LanedHTTP._respond(handler, LanedHTTP._environ(scope, body))
+    if not isinstance(content, bytes):   # a streamed list (the bridge sends it as it is read)
+        response, content = content, b"".join(content)
+        response.close()
     head = {k.decode().lower(): v.decode() for k, v in head}
     head.pop("allow", None)   # DRF lists the view's methods; kube-apiserver sends no Allow header
     return status, head, content

@@ -101,7 +101,10 @@ class Subscriber:
     predicate: object = None
     # Keys reported as matching so far; None when selectors can't change for a key.
     matching: set | None = None
-    queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(settings.KUBE_WATCH_QUEUE_SIZE))
+    # The events, for a stream that takes them itself (a page's socket passes its own). Made when
+    # first needed (inbox()): a watch written straight to its socket never uses one, and an empty
+    # asyncio.Queue is ~2 KB (four deques) per open watch.
+    queue: asyncio.Queue | None = None
     buffer: list | None = field(default_factory=list)   # events held while the backlog loads
     closed: bool = False
 
@@ -116,6 +119,11 @@ class Subscriber:
         if fs is None or fs.empty:
             return False
         return any(r.field not in ("metadata.name", "metadata.namespace") for r in fs.requirements)
+
+    def inbox(self) -> asyncio.Queue:
+        if self.queue is None:
+            self.queue = asyncio.Queue(settings.KUBE_WATCH_QUEUE_SIZE)
+        return self.queue
 
     def selects(self, obj: dict) -> bool:
         if self.label_selector is not None and not self.label_selector.matches(obj["metadata"].get("labels") or {}):
@@ -138,7 +146,7 @@ class Subscriber:
         if kind is None:
             return
         try:
-            self.queue.put_nowait((kind, ev))
+            self.inbox().put_nowait((kind, ev))
         except asyncio.QueueFull:
             metrics.WATCH_TERMINATED.labels(self.resource.plural).inc()
             self.close()
@@ -180,9 +188,10 @@ class Subscriber:
         if self.closed:
             return
         self.closed = True
-        while not self.queue.empty():
-            self.queue.get_nowait()
-        self.queue.put_nowait((CLOSE, final))
+        queue = self.inbox()
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait((CLOSE, final))
 
     def attach(self, encode, counter) -> bool:
         """Write this watcher's events straight to its connection from now on (encode: (type,

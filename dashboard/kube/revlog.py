@@ -71,6 +71,14 @@ def keys_written_after(kind: str, rv: int, namespace: str | None) -> set[tuple[s
     return set(later.values_list("namespace", "name").distinct())
 
 
+def writes_after(kind: str, rv: int, namespace: str | None) -> list[tuple[int, str, str]]:
+    """(rv, namespace, name) of every write of `kind` after rv (a streamed list's snapshot overlay)."""
+    later = Revision.objects.filter(kind=kind, rv__gt=rv)
+    if namespace is not None:
+        later = later.filter(namespace=namespace)
+    return list(later.values_list("rv", "namespace", "name"))
+
+
 def changed_between(kinds: Iterable[str], after: int, upto: int, namespace: str = "", name: str = "") -> bool:
     """Was anything of these kinds (in this namespace / with this name) written in (after, upto]?"""
     if after >= upto:

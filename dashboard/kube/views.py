@@ -11,7 +11,7 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
@@ -320,6 +320,67 @@ def _partial_metadata(request, items: list[bytes], list_meta: dict, version: str
     return json_response(body, request=request, content_type=f"application/json;as={kind};v={version};g=meta.k8s.io")
 
 
+def streams_list(request, q: lists.ListQuery) -> bool:
+    """Is this list sent batch by batch (stream_list)? A whole list (no limit: a page is
+    bounded by its limit), not indented (?pretty re-reads the body), served by kubedash's
+    server on a lane's thread (it sends the pieces as they are read, with backpressure; the
+    event loop must never wait for a batch), unless KUBEDASH_STREAM_LISTS=0."""
+    return (settings.KUBEDASH_STREAM_LISTS and not q.limit and request.method == "GET"
+            and request.META.get(STREAMS) and request.META.get(INLINE) is None and not _pretty(request))
+
+
+def stream_list(request, res: registry.Resource, q: lists.ListQuery) -> StreamingHttpResponse:
+    """A whole list as JSON, Table or PartialObjectMetadataList, encoded and sent one batch of
+    the snapshot at a time (lists.stream_objects): the same bytes as render_objects, but the
+    list is never held whole and its first bytes leave before the rest is read.
+
+    Every error is raised here, before the response starts: the snapshot's revision and 410
+    (stream_objects), includeObject (the Table's envelope is built now). What could still fail
+    later is the database itself; then the response is cut short (no final chunk), and the
+    client sees a broken body, as with kube-apiserver's streaming list encoder."""
+    shape, version = output(request)
+    snapshot, batches = lists.stream_objects(backend(res), q)
+    meta = {"resourceVersion": str(snapshot)}
+    if shape == "Table":
+        include, moment = request.GET.get("includeObject", "") or "Metadata", now()
+
+        def table(texts):
+            return table_of_texts(res, texts, list_meta=meta, include_object=include, now=moment, version=version)
+
+        head, content_type = orjson.dumps(table([])), table_content_type(version)
+
+        def encode(texts: list[bytes]) -> bytes:
+            return orjson.dumps(table(texts)["rows"])[1:-1]
+    elif shape == "PartialObjectMetadata":
+        api_version = f"meta.k8s.io/{version}"
+        head = orjson.dumps({"kind": "PartialObjectMetadataList", "apiVersion": api_version, "metadata": meta, "items": []})
+        content_type = f"application/json;as=PartialObjectMetadataList;v={version};g=meta.k8s.io"
+
+        def encode(texts: list[bytes]) -> bytes:
+            return b",".join(orjson.dumps({"kind": "PartialObjectMetadata", "apiVersion": api_version,
+                                           "metadata": orjson.loads(t)["metadata"]}) for t in texts)
+    else:
+        head = orjson.dumps({"kind": res.list_kind, "apiVersion": res.api_version, "metadata": meta, "items": []})
+        content_type = JSON
+        convert = res.from_storage if res.storage is not None else None
+
+        def encode(texts: list[bytes]) -> bytes:
+            return b",".join(orjson.dumps(convert(orjson.loads(t))) for t in texts) if convert else b",".join(texts)
+    assert head.endswith(b"[]}")   # the items (rows) are the envelope's last field
+
+    def body():
+        yield head[:-2]
+        sep = b""
+        for texts in batches:
+            yield sep + encode(texts)
+            sep = b","
+        yield b"]}"
+
+    response = StreamingHttpResponse(body(), content_type=content_type)
+    response.compressible = True   # a list, not a watch: the pages' gzip (sessions) may compress it
+    return response
+
+
 def object_response(request, res, obj: dict, status: int = 200, warnings=()) -> HttpResponse:
     """obj as stored (another version of a kind is converted here)."""
     if output(request)[0] != "object":
@@ -337,7 +398,10 @@ class CollectionView(KubeAPIView):
         res = resolve(kw)
         namespace = kw.get("namespace")
         authorize(request, res, "list", namespace)
-        page = lists.list_objects(backend(res), list_query(request, res, namespace))
+        q = list_query(request, res, namespace)
+        if streams_list(request, q):
+            return stream_list(request, res, q)
+        page = lists.list_objects(backend(res), q)
         meta = {"resourceVersion": str(page.resource_version)}
         if page.continue_token:
             meta["continue"] = page.continue_token
@@ -603,6 +667,7 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
 
 
 INLINE = "kubedash.inline"   # environ key the bridge sets for requests run on the event loop
+STREAMS = "kubedash.streams"   # environ key: the server sends a streaming response as it is read
 
 
 def _would_wait(exc: Exception) -> bool:

@@ -355,18 +355,19 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
                     return
 
         # Without a direct writer: events come through the subscriber's queue.
+        queue = sub.inbox()
         # One timer per stream, re-armed only when it fires (not one timeout per event): it
         # drops a TICK into the queue, which the loop below treats as "check the clock".
         def tick() -> None:
             try:
-                sub.queue.put_nowait((TICK, None))
+                queue.put_nowait((TICK, None))
             except asyncio.QueueFull:
                 pass  # the stream is busy anyway; it checks the clock after each batch
             timer[0] = loop.call_at(wake_time() if wake_time() > loop.time() else loop.time() + 0.5, tick)
 
         timer = [loop.call_at(wake_time(), tick)]
         while True:
-            kind, ev = await sub.queue.get()
+            kind, ev = await queue.get()
             lines = []
             while True:
                 if kind is CLOSE:
@@ -377,12 +378,12 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
                     return
                 if kind is not TICK:
                     lines.append(enc.event(kind, ev))
-                if sub.queue.empty():
+                if queue.empty():
                     break
-                kind, ev = sub.queue.get_nowait()  # send what has piled up in one write
+                kind, ev = queue.get_nowait()  # send what has piled up in one write
             if lines:
                 yield b"".join(lines)
-            bookmark, ended = clock(quiet=sub.queue.empty())
+            bookmark, ended = clock(quiet=queue.empty())
             if bookmark is not None:
                 yield bookmark
             if ended:
@@ -412,6 +413,11 @@ async def watch(request, single_name: str | None = None, **kw):
         if unmigrated is None:
             raise
         return status_response(unmigrated, request)
+    match = getattr(request, "resolver_match", None)
+    if match is not None:
+        # Every URL pattern tried before this one (~70 small lists, 2.5 KB), kept as long as
+        # the request, which a watch keeps open for minutes: nothing reads it after routing.
+        match.tried = []
     stream = _stream(request, res, sub, options, initial, guard, generation)
     response = StreamingHttpResponse(counted(stream, res), content_type="application/json")
     response["Cache-Control"] = "no-cache, private"

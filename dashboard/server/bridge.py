@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import io
+import logging
 import sys
 from contextlib import contextmanager
 from importlib import import_module
@@ -45,13 +46,19 @@ from dashboard.access.sessions import reload_session, session_user
 from dashboard.kube import codec
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.paths import API_ROOTS
-from dashboard.kube.views import INLINE, bearer_route, serve_direct
+from dashboard.kube.views import INLINE, STREAMS, bearer_route, serve_direct
 
 from . import tarpit
 from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
+from .streams import abort, current_request, unsent_bytes
+
+log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 1
+# A streamed response (a whole list) reads its next piece only once the client has taken all
+# but this much of what was sent: a slow reader costs this, not the list.
+STREAM_BACKLOG_BYTES = 1024 * 1024
 JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
@@ -90,24 +97,38 @@ class LaneWSGIHandler(WSGIHandler):
         return response
 
 
+MIDDLEWARE_HOOKS = ("process_view", "process_template_response", "process_exception")
+
+
+def load_api_middleware(handler, get_response) -> None:
+    """Django's loader reads settings.MIDDLEWARE; this chain is KUBEDASH_API_MIDDLEWARE, built
+    the same way for what that list may hold: middleware that only wrap the response (no view,
+    template or exception hooks: refused at start-up), around get_response (sync or async)."""
+    handler._view_middleware, handler._template_response_middleware, handler._exception_middleware = [], [], []
+    chain = convert_exception_to_response(get_response)
+    for path in reversed(settings.KUBEDASH_API_MIDDLEWARE):
+        middleware = import_string(path)(chain)
+        if any(hasattr(middleware, hook) for hook in MIDDLEWARE_HOOKS):
+            raise ImproperlyConfigured(f"{path}: the API's middleware may not have {', '.join(MIDDLEWARE_HOOKS)}")
+        chain = convert_exception_to_response(middleware)
+    handler._middleware_chain = chain
+
+
+class APIStreamsHandler(SharedThreadASGIHandler):
+    """Watch streams of bearer-token clients: only settings.KUBEDASH_API_MIDDLEWARE, as for their
+    other calls (APIWSGIHandler). A session's store, messages and lazy user cost ~2 KB for
+    as long as each watch stays open, and a bearer-token watch uses none of them."""
+
+    def load_middleware(self, is_async=False):
+        load_api_middleware(self, self._get_response_async)
+
+
 class APIWSGIHandler(LaneWSGIHandler):
     """The lane handler with only settings.KUBEDASH_API_MIDDLEWARE (security headers); the
     resource paths of bearer-token calls are dispatched directly (kube.views.serve_direct)."""
 
-    HOOKS = ("process_view", "process_template_response", "process_exception")
-
     def load_middleware(self, is_async=False):
-        """Django's loader reads settings.MIDDLEWARE; this chain is KUBEDASH_API_MIDDLEWARE,
-        built the same way for what that list may hold: synchronous middleware that only wrap
-        the response (no view, template or exception hooks: refused at start-up)."""
-        self._view_middleware, self._template_response_middleware, self._exception_middleware = [], [], []
-        handler = convert_exception_to_response(self._get_response)
-        for path in reversed(settings.KUBEDASH_API_MIDDLEWARE):
-            middleware = import_string(path)(handler)
-            if any(hasattr(middleware, hook) for hook in self.HOOKS):
-                raise ImproperlyConfigured(f"{path}: the API's middleware may not have {', '.join(self.HOOKS)}")
-            handler = convert_exception_to_response(middleware)
-        self._middleware_chain = handler
+        load_api_middleware(self, self._get_response)
 
     def _get_response(self, request):
         route = bearer_route(request.method, request.META.get("HTTP_AUTHORIZATION", ""), request.path_info)
@@ -122,6 +143,7 @@ class LanedHTTP:
 
     def __init__(self, streaming_app):
         self.streaming_app = streaming_app
+        self.api_streams = APIStreamsHandler()
         self.full = LaneWSGIHandler()
         self.api = APIWSGIHandler()
         self.inline = LoopInline()
@@ -129,8 +151,9 @@ class LanedHTTP:
     async def __call__(self, scope, receive, send):
         lane_set = lanes()
         if is_stream(scope):
+            app = self.streaming_app if wants_full_middleware(scope["path"], scope.get("headers", ())) else self.api_streams
             async with ThreadSensitiveContext(executor=lane_set.fast.streams):
-                return await self.streaming_app(scope, receive, send)
+                return await app(scope, receive, send)
         # The protocol has bounded the body already and hands it over in one message: keep
         # that one bytes object (joining only if a server sends it in pieces).
         chunks, size, limit = [], 0, body_limit(scope["path"])
@@ -165,6 +188,8 @@ class LanedHTTP:
                 answer = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
                     handler, self._environ(scope, body))
             status, headers, content, over_limit = answer
+            if not isinstance(content, bytes):   # a streamed response: sent as it is read, in its lane
+                return await self._stream(send, status, headers, content, lane)
         finally:
             lane.release()
         if over_limit:   # a body no honest client sends: answered slowly, off the lane
@@ -174,6 +199,30 @@ class LanedHTTP:
             headers.append((b"content-length", b"%d" % len(content)))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
+
+    @staticmethod
+    async def _stream(send, status: int, headers: list, response, lane) -> None:
+        """Send a streaming response (kube.views.stream_list) piece by piece: each piece is read
+        on the lane's thread (its database work stays off the loop) once the client has taken
+        all but STREAM_BACKLOG_BYTES of what was sent. No Content-Length: HTTP/1.1 chunks. A
+        failure after the headers cannot become a Status any more: the connection is cut."""
+        read = sync_to_async(next, thread_sensitive=False, executor=lane.executor)
+        request = current_request.get()
+        pieces = iter(response)
+        try:
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            while (piece := await read(pieces, None)) is not None:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+                while (behind := unsent_bytes(request)) > STREAM_BACKLOG_BYTES:
+                    await asyncio.sleep(0.002)
+                if behind < 0:
+                    return   # the client went away
+            await send({"type": "http.response.body", "body": b""})
+        except Exception:   # noqa: BLE001 - the status is out: end the response broken, not complete
+            log.exception("streamed response failed after its headers")
+            abort(request)
+        finally:
+            await sync_to_async(response.close, thread_sensitive=False, executor=lane.executor)()
 
     @staticmethod
     async def _status(send, err: ApiError, headers: list = ()) -> None:
@@ -195,6 +244,8 @@ class LanedHTTP:
 
         try:
             result = handler(environ, start_response)
+            if getattr(result, "streaming", False):
+                return started["status"], started["headers"], result   # read (and closed) by _stream
             try:
                 content = b"".join(result)
             finally:
@@ -232,6 +283,7 @@ class LanedHTTP:
             "wsgi.run_once": False,
             "CONTENT_LENGTH": str(len(body)),
             "kubedash.record": scope.get("kubedash.record"),
+            STREAMS: True,   # a streaming response is sent as it is read (_stream)
             "kubedash.cluster": scope.get("kubedash.cluster"),   # served under /clusters/<name>/ (read-only)
         }
         for raw_name, raw_value in scope.get("headers", []):

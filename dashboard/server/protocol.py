@@ -39,7 +39,7 @@ from dashboard.kube.hub import direct_subscriber
 
 from . import bridge, observe
 from .lanes import lanes
-from .streams import StreamSubscriber, StreamWriter
+from .streams import StreamSubscriber, StreamWriter, current_request
 
 REFUSED_LINGER_SECONDS = 2   # how long a refused connection's remaining upload is dropped
 
@@ -253,9 +253,11 @@ class LimitedRequest(WebRequest):
         # Daphne creates the request's application task in here: the task's context carries
         # how to write this response's body directly (watch streams: streams.py).
         token = direct_subscriber.set(self.watch_subscriber)
+        request_token = current_request.set(self)
         try:
             return super().process()
         finally:
+            current_request.reset(request_token)
             direct_subscriber.reset(token)
 
     def watch_subscriber(self, **fields) -> StreamSubscriber:

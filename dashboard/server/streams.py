@@ -10,6 +10,7 @@ Anything else (no writer yet, another server) uses the Subscriber's queue.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 from daphne.http_protocol import WebRequest
 from django.conf import settings
@@ -17,6 +18,30 @@ from twisted.internet import tcp
 
 from dashboard.kube.hub import Event, Subscriber, hub
 from dashboard.kube.metrics import WATCH_TERMINATED
+
+
+# The Twisted request an ASGI application task answers (set by protocol.LimitedRequest.process,
+# so it is in the task's context): streamed responses ask it how much the client has not taken.
+current_request: contextvars.ContextVar = contextvars.ContextVar("kubedash_http_request", default=None)
+
+
+def unsent_bytes(request: WebRequest | None) -> int:
+    """Bytes of this response queued for its socket and not yet taken by the client; -1 once
+    the response is over (disconnected); 0 when unknown (another server)."""
+    if request is None:
+        return 0
+    if request.finished or request._disconnected or request.channel is None:
+        return -1
+    t = request.channel.transport
+    t = t if isinstance(t, tcp.Connection) else getattr(t, "transport", None)   # TLS: the TCP beneath
+    return len(t.dataBuffer) - t.offset + t._tempDataLen if isinstance(t, tcp.Connection) else 0
+
+
+def abort(request: WebRequest | None) -> None:
+    """Cut the connection of a response that cannot be completed: the client sees a broken body,
+    never a complete-looking one."""
+    if request is not None and request.channel is not None and request.channel.transport is not None:
+        request.channel.transport.abortConnection()
 
 
 class StreamSubscriber(Subscriber):
