@@ -7,7 +7,9 @@
 //  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
 //     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
 //     A heartbeat: a socket that stays open but silent for two beats counts as down too.
-//  3. Reconnects resume from the newest revision the page has seen (#live-rv).
+//  3. Reconnects resume from the newest revision the page has seen (#live-rv). Pushes are
+//     applied at the next animation frame (all that came since, together), and a pushed row
+//     already on the page takes only its changed cells (the row element stays).
 //  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
 //  5. Keyboard shortcuts (the help dialog, #shortcuts, is in base.html).
 //  6. List filters that apply as they are chosen (#list-filters: menus at once, the name
@@ -177,7 +179,9 @@
   document.addEventListener("htmx:wsAfterMessage", function () { showTimes(false); });
 
   tick();
-  setInterval(function () { tick(); watchdog(); }, 1000);
+  // Each second's texts are written at the start of a frame, with any push waiting for it (one
+  // style and layout pass for both), never between frames.
+  setInterval(function () { watchdog(); requestAnimationFrame(tick); }, 1000);
 
   // What a kind's script (KindWeb.scripts, loaded after this one) builds on.
   window.kubedash = {
@@ -546,20 +550,74 @@
       socket.binaryType = htmx.config.wsBinaryType;
       pending = socket;
       pendingSince = Date.now();
-      // Before the extension's own listener: a dropped socket's messages are ignored; a beat
-      // is answered and goes no further; anything heard keeps the page live.
-      socket.addEventListener("message", function (e) {
-        if (socket !== current) { e.stopImmediatePropagation(); return; }
+      // The extension's message listeners (added after this returns) get the pushes at the
+      // next frame (deferPush); the rest of its listeners are its own.
+      var add = socket.addEventListener.bind(socket), extension = [];
+      socket.addEventListener = function (type, fn, options) {
+        if (type === "message") extension.push(fn); else add(type, fn, options);
+      };
+      // A dropped socket's messages are ignored; a beat is answered and goes no further;
+      // anything heard keeps the page live.
+      add("message", function (e) {
+        if (socket !== current) return;
         heardAt = Date.now() + skew;
         if (e.data === BEAT) {
-          e.stopImmediatePropagation();
           try { socket.send(PONG); } catch (err) { /* closing */ }
           tick();
+          return;
         }
+        deferPush(socket, extension, e);
       });
       return socket;
     };
   }
+
+  // Pushes wait for the next animation frame, so that the DOM is written right before the
+  // browser's style and layout pass, once for all the pushes of that frame (and the second's
+  // texts, tick), never in the middle of a frame. A hidden tab has no frames: at most
+  // PUSH_WAIT_MS then. A push of a socket dropped meanwhile is discarded: the reconnect
+  // catches up from the last revision applied (#live-rv).
+  var PUSH_WAIT_MS = 1000, pushes = [], pushFrame = 0, pushTimer = 0;
+  function deferPush(socket, listeners, event) {
+    pushes.push([socket, listeners, event]);
+    if (pushFrame) return;
+    pushFrame = requestAnimationFrame(applyPushes);
+    pushTimer = setTimeout(applyPushes, PUSH_WAIT_MS);
+  }
+  function applyPushes() {
+    cancelAnimationFrame(pushFrame);
+    clearTimeout(pushTimer);
+    pushFrame = pushTimer = 0;
+    var batch = pushes;
+    pushes = [];
+    batch.forEach(function (p) {
+      if (p[0] === current) p[1].forEach(function (fn) { fn(p[2]); });
+    });
+  }
+
+  // A pushed row already on the page (web/live.py pushes whole rows, hx-swap-oob) takes only
+  // what changed: its attributes and the cells that differ. The row element stays, and with it
+  // its checkbox, keyboard focus and observers, and the browser lays out only what changed.
+  var KEPT = {id: 1, tabindex: 1};   // (set on the page: live.js's row focus)
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var old = e.detail.target, fragment = e.detail.fragment;
+    var fresh = fragment && fragment.firstElementChild;
+    if (!old || !fresh || fresh !== fragment.lastElementChild || old.tagName !== "TR" ||
+        fresh.tagName !== "TR" || fresh.id !== old.id || fresh.children.length !== old.children.length) return;
+    var focused = old.classList.contains("kb-row");
+    Array.prototype.slice.call(old.attributes).forEach(function (a) {
+      if (!KEPT[a.name] && !fresh.hasAttribute(a.name)) old.removeAttribute(a.name);
+    });
+    Array.prototype.forEach.call(fresh.attributes, function (a) {
+      if (!KEPT[a.name] && old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+    });
+    if (focused) old.classList.add("kb-row");
+    Array.prototype.slice.call(fresh.children).forEach(function (cell, i) {
+      var was = old.children[i];
+      if (!was.isEqualNode(cell)) old.replaceChild(cell, was);
+    });
+    e.detail.shouldSwap = false;
+  });
 
   function standIn() {
     var socket = {readyState: 0, CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3, binaryType: "blob",
