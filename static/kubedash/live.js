@@ -97,6 +97,18 @@
     if (!watched.has(row)) { watched.add(row); seen.observe(row); return false; }   // (reported soon)
     return inView.has(row);
   }
+  // Rows that skip their rendering out of view (content-visibility: auto, the big lists in
+  // app.css) say when they do, so no observer need follow them (1,000 observed rows cost
+  // their intersections at every frame). A row coming into view gets its texts at the next frame.
+  var refreshFrame = 0;
+  document.addEventListener("contentvisibilityautostatechange", function (e) {
+    var row = e.target;
+    if (!seen || !row.matches("#items > *")) return;
+    if (!watched.has(row)) watched.add(row); else seen.unobserve(row);
+    if (e.skipped) { inView.delete(row); return; }
+    inView.add(row);
+    if (!refreshFrame) refreshFrame = requestAnimationFrame(function () { refreshFrame = 0; tick(); });
+  }, true);
 
   // A followed cluster's copy that is not current (the stale banner, web/cluster_scope.py):
   // its countdowns and ages stop at the time the copy is as of (a lease nobody saw renewed
