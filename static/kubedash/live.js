@@ -607,15 +607,16 @@
     });
   }
 
-  // A pushed row already on the page (web/live.py pushes whole rows, hx-swap-oob) takes only
-  // what changed: its attributes and the cells that differ. The row element stays, and with it
-  // its checkbox, keyboard focus and observers, and the browser lays out only what changed.
+  // A pushed row (or card) already on the page (web/live.py pushes whole rows, hx-swap-oob)
+  // takes only what changed: its attributes and the cells (children) that differ. The row
+  // element stays, and with it its checkbox, keyboard focus and observers, and the browser
+  // lays out only what changed.
   var KEPT = {id: 1, tabindex: 1};   // (set on the page: live.js's row focus)
   document.addEventListener("htmx:oobBeforeSwap", function (e) {
     var old = e.detail.target, fragment = e.detail.fragment;
     var fresh = fragment && fragment.firstElementChild;
-    if (!old || !fresh || fresh !== fragment.lastElementChild || old.tagName !== "TR" ||
-        fresh.tagName !== "TR" || fresh.id !== old.id || fresh.children.length !== old.children.length) return;
+    if (!old || !fresh || fresh !== fragment.lastElementChild || !old.parentNode || old.parentNode.id !== "items" ||
+        fresh.tagName !== old.tagName || fresh.id !== old.id || fresh.children.length !== old.children.length) return;
     var focused = old.classList.contains("kb-row");
     Array.prototype.slice.call(old.attributes).forEach(function (a) {
       if (!KEPT[a.name] && !fresh.hasAttribute(a.name)) old.removeAttribute(a.name);
