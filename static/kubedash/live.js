@@ -193,7 +193,12 @@
   tick();
   // Each second's texts are written at the start of a frame, with any push waiting for it (one
   // style and layout pass for both), never between frames.
-  setInterval(function () { watchdog(); requestAnimationFrame(tick); }, 1000);
+  // (One waiting at most: a hidden tab has no frames, and must not come back to a pile of them.)
+  var tickFrame = 0;
+  setInterval(function () {
+    watchdog();
+    if (!tickFrame) tickFrame = requestAnimationFrame(function () { tickFrame = 0; tick(); });
+  }, 1000);
 
   // What a kind's script (KindWeb.scripts, loaded after this one) builds on.
   window.kubedash = {
