@@ -100,14 +100,13 @@
   // Rows that skip their rendering out of view (content-visibility: auto, the big lists in
   // app.css) say when they do, so no observer need follow them (1,000 observed rows cost
   // their intersections at every frame). A row coming into view gets its texts at the next frame.
-  var refreshFrame = 0;
   document.addEventListener("contentvisibilityautostatechange", function (e) {
     var row = e.target;
     if (!seen || !row.matches("#items > *")) return;
     if (!watched.has(row)) watched.add(row); else seen.unobserve(row);
     if (e.skipped) { inView.delete(row); return; }
     inView.add(row);
-    if (!refreshFrame) refreshFrame = requestAnimationFrame(function () { refreshFrame = 0; tick(); });
+    tickSoon();
   }, true);
 
   // A followed cluster's copy that is not current (the stale banner, web/cluster_scope.py):
@@ -131,6 +130,13 @@
     // The kinds' own time-based state (their scripts, declared by KindWeb.scripts, register
     // with kubedash.onTick: e.g. a Lease row flipping from held to expired).
     ticks.forEach(function (fn) { fn(now); });
+  }
+
+  // tick() at the next frame; one waiting at most (a hidden tab has no frames, and must not
+  // come back to a pile of them).
+  var tickFrame = 0;
+  function tickSoon() {
+    if (!tickFrame) tickFrame = requestAnimationFrame(function () { tickFrame = 0; tick(); });
   }
 
   // --- exact times: UTC (as the server renders them) or the browser's time zone ------------
@@ -193,12 +199,7 @@
   tick();
   // Each second's texts are written at the start of a frame, with any push waiting for it (one
   // style and layout pass for both), never between frames.
-  // (One waiting at most: a hidden tab has no frames, and must not come back to a pile of them.)
-  var tickFrame = 0;
-  setInterval(function () {
-    watchdog();
-    if (!tickFrame) tickFrame = requestAnimationFrame(function () { tickFrame = 0; tick(); });
-  }, 1000);
+  setInterval(function () { watchdog(); tickSoon(); }, 1000);
 
   // What a kind's script (KindWeb.scripts, loaded after this one) builds on.
   window.kubedash = {
