@@ -47,6 +47,13 @@
     return y + "y" + (y < 8 && d % 365 ? (d % 365) + "d" : "");
   }
 
+  // An element's data-<key> instant (epoch ms), parsed again only when the attribute changes.
+  function instant(el, key) {
+    var text = el.dataset[key], memo = el["__kd" + key];
+    if (!memo || memo[0] !== text) memo = el["__kd" + key] = [text, Date.parse(text)];
+    return memo[1];
+  }
+
   function each(selector, fn) {
     Array.prototype.forEach.call(document.querySelectorAll(selector), fn);
   }
@@ -92,7 +99,9 @@
     }, {rootMargin: "200px 0px"});
   }
   function shown(el) {
-    var row = seen && el.closest("#items > *");
+    if (!seen) return true;
+    var row = el.__kdRow;   // (looked up once per element: the tick asks for every row each second)
+    if (row === undefined) row = el.__kdRow = el.closest("#items > *");
     if (!row) return true;
     if (!watched.has(row)) { watched.add(row); seen.observe(row); return false; }   // (reported soon)
     return inView.has(row);
@@ -125,7 +134,7 @@
       setText(el, human(Math.max(real - Date.parse(el.dataset.agoSince), 0)));
     });
     each("[data-age-since]", function (el) {
-      if (shown(el)) setText(el, human(Math.max(now - Date.parse(el.dataset.ageSince), 0)));
+      if (shown(el)) setText(el, human(Math.max(now - instant(el, "ageSince"), 0)));
     });
     // The kinds' own time-based state (their scripts, declared by KindWeb.scripts, register
     // with kubedash.onTick: e.g. a Lease row flipping from held to expired).
@@ -203,7 +212,7 @@
 
   // What a kind's script (KindWeb.scripts, loaded after this one) builds on.
   window.kubedash = {
-    human: human, each: each, setText: setText, count: count, shown: shown,
+    human: human, each: each, setText: setText, count: count, shown: shown, instant: instant,
     // fn(now) every second (now: the server's clock, frozen while the page is stale).
     onTick: function (fn) { ticks.push(fn); tick(); },
     // Elements whose data-<key> instant is also their exact time's hover title.
