@@ -9,13 +9,14 @@ this module's own (one process, `--workers 1`), so no other test's server stops.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
 import pytest
 
 from manifests import lease
-from test_browser_clusters import prod  # noqa: F401  (a followed cluster: the overview's clusters panel)
+from test_browser_clusters import mirror, prod  # noqa: F401  (prod: a followed cluster, the overview's clusters panel)
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, dom, held_lease, leases_path, log_in, login_user,
     now_micro, ns, open_live, page, session_state,
@@ -223,6 +224,34 @@ def test_a_pushed_row_changes_only_its_changed_cells_in_declared_columns(page, k
     assert geometry["display"] == "grid", geometry
     assert all(lefts == geometry["head"] for lefts in geometry["body"]), geometry
     assert geometry["overflow"] <= 0, geometry
+    assert_not_reloaded(page)
+
+
+def test_overview_panels_follow_creates_and_deletes(page, kube_server, ns, prod):
+    """The Overview's panels are shown live, so they are pushed: a namespace card's Lease and
+    held counts follow creates and deletes, and the clusters panel a followed cluster's copy,
+    without a reload."""
+    from playwright.sync_api import expect
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "o1", "node-a"))
+    open_live(page, f"{kube_server.http_url}/?namespace={ns}")
+    card = page.locator("article.ns-card").filter(has=page.get_by_role("heading", name=ns, exact=True))
+    leases = card.locator("dt", has_text="Lease").locator(".num")
+    held = card.locator("[data-held]")
+    expect(leases).to_have_text("1")
+    expect(held).to_have_text("1")
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "o2", "node-b"))
+    expect(leases).to_have_text("2")
+    expect(held).to_have_text("2")
+    api(kube_server, "DELETE", leases_path(ns, "o1"))
+    expect(leases).to_have_text("1")
+    expect(held).to_have_text("1")
+
+    followed = page.locator(f"#cluster-{prod} td[data-label*='Lease'] dt a")
+    expect(followed).to_have_text(re.compile(r"^1\b"))
+    mirror(kube_server, prod, ns, [["prod-lease", "prod-holder", 10], ["prod-lease-2", "prod-holder", 11]])
+    expect(followed).to_have_text(re.compile(r"^2\b"))
     assert_not_reloaded(page)
 
 
