@@ -9,13 +9,14 @@ this module's own (one process, `--workers 1`), so no other test's server stops.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
 import pytest
 
 from manifests import lease
-from test_browser_clusters import prod  # noqa: F401  (a followed cluster: the overview's clusters panel)
+from test_browser_clusters import mirror, prod  # noqa: F401  (prod: a followed cluster, the overview's clusters panel)
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, dom, held_lease, leases_path, log_in, login_user,
     now_micro, ns, open_live, page, session_state,
@@ -185,6 +186,72 @@ def test_selected_rows_stay_selected_through_renewals(page, kube_server, ns):
     # What a bulk action would act on: exactly the four still selected.
     checked = page.eval_on_selector_all("input[data-bulk-row]:checked", "els => els.map(e => e.value)")
     assert checked == [f"{ns}/{n}" for n in ("s1", "s2", "s4", "s6")]
+    assert_not_reloaded(page)
+
+
+def test_a_pushed_row_changes_only_its_changed_cells_in_declared_columns(page, kube_server, ns):
+    """1,000-row lists stay smooth under writes (bench/pages.py measures it): a push keeps the
+    row element and its unchanged cells (only the changed cells are new, so only they are laid
+    out), and the Lease list's rows are grids of the declared column widths, aligned with the
+    header, not a table that lays out every row again for one changed row."""
+    from playwright.sync_api import expect
+
+    for name in ("a", "b"):
+        api(kube_server, "POST", leases_path(ns), held_lease(ns, name, "node-a"))
+    open_live(page, f"{kube_server.http_url}/leases/?namespace={ns}")
+    row = dom("lease", ns, "a")
+    page.evaluate("""(sel) => { const row = document.querySelector(sel); row.__kdMark = 1;
+        for (const cell of row.children) cell.__kdMark = 1; }""", row)
+
+    api(kube_server, "PATCH", leases_path(ns, "a"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
+    expect(page.locator(row + " .holder")).to_have_text("node-b")
+    kept = page.evaluate("""(sel) => { const row = document.querySelector(sel);
+        return {row: row.__kdMark === 1, cells: Array.from(row.children, c => c.className + ':' + (c.__kdMark === 1))}; }""", row)
+    assert kept["row"], "the push replaced the row element"
+    cells = dict(c.rsplit(":", 1) for c in kept["cells"])
+    assert cells["holder"] == "false", kept        # the changed cell is the pushed one
+    assert cells[""] == "true" and cells["select"] == "true" and cells["state"] == "true", kept   # the others stay
+
+    # The declared columns: every row a grid, each cell under its header, nothing wider than the page.
+    geometry = page.evaluate("""() => {
+        const table = document.querySelector('table.list');
+        const lefts = tr => Array.from(tr.children).filter(c => c.offsetParent !== null)
+            .map(c => Math.round(c.getBoundingClientRect().left));
+        const rows = Array.from(document.querySelectorAll('#items > tr'));
+        return {display: getComputedStyle(rows[0]).display, head: lefts(table.tHead.rows[0]),
+                body: rows.map(lefts), overflow: document.documentElement.scrollWidth - innerWidth};
+    }""")
+    assert geometry["display"] == "grid", geometry
+    assert all(lefts == geometry["head"] for lefts in geometry["body"]), geometry
+    assert geometry["overflow"] <= 0, geometry
+    assert_not_reloaded(page)
+
+
+def test_overview_panels_follow_creates_and_deletes(page, kube_server, ns, prod):
+    """The Overview's panels are shown live, so they are pushed: a namespace card's Lease and
+    held counts follow creates and deletes, and the clusters panel a followed cluster's copy,
+    without a reload."""
+    from playwright.sync_api import expect
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "o1", "node-a"))
+    open_live(page, f"{kube_server.http_url}/?namespace={ns}")
+    card = page.locator("article.ns-card").filter(has=page.get_by_role("heading", name=ns, exact=True))
+    leases = card.locator("dt", has_text="Lease").locator(".num")
+    held = card.locator("[data-held]")
+    expect(leases).to_have_text("1")
+    expect(held).to_have_text("1")
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "o2", "node-b"))
+    expect(leases).to_have_text("2")
+    expect(held).to_have_text("2")
+    api(kube_server, "DELETE", leases_path(ns, "o1"))
+    expect(leases).to_have_text("1")
+    expect(held).to_have_text("1")
+
+    followed = page.locator(f"#cluster-{prod} td[data-label*='Lease'] dt a")
+    expect(followed).to_have_text(re.compile(r"^1\b"))
+    mirror(kube_server, prod, ns, [["prod-lease", "prod-holder", 10], ["prod-lease-2", "prod-holder", 11]])
+    expect(followed).to_have_text(re.compile(r"^2\b"))
     assert_not_reloaded(page)
 
 

@@ -7,7 +7,9 @@
 //  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
 //     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
 //     A heartbeat: a socket that stays open but silent for two beats counts as down too.
-//  3. Reconnects resume from the newest revision the page has seen (#live-rv).
+//  3. Reconnects resume from the newest revision the page has seen (#live-rv). Pushes are
+//     applied at the next animation frame (all that came since, together), and a pushed row
+//     already on the page takes only its changed cells (the row element stays).
 //  4. Copy buttons, confirmations (form[data-confirm]), and focus on a form's error summary.
 //  5. Keyboard shortcuts (the help dialog, #shortcuts, is in base.html).
 //  6. List filters that apply as they are chosen (#list-filters: menus at once, the name
@@ -43,6 +45,13 @@
     if (d < 730) return d + "d";
     var y = Math.floor(d / 365);
     return y + "y" + (y < 8 && d % 365 ? (d % 365) + "d" : "");
+  }
+
+  // An element's data-<key> instant (epoch ms), parsed again only when the attribute changes.
+  function instant(el, key) {
+    var text = el.dataset[key], memo = el["__kd" + key];
+    if (!memo || memo[0] !== text) memo = el["__kd" + key] = [text, Date.parse(text)];
+    return memo[1];
   }
 
   function each(selector, fn) {
@@ -90,11 +99,24 @@
     }, {rootMargin: "200px 0px"});
   }
   function shown(el) {
-    var row = seen && el.closest("#items > *");
+    if (!seen) return true;
+    var row = el.__kdRow;   // (looked up once per element: the tick asks for every row each second)
+    if (row === undefined) row = el.__kdRow = el.closest("#items > *");
     if (!row) return true;
     if (!watched.has(row)) { watched.add(row); seen.observe(row); return false; }   // (reported soon)
     return inView.has(row);
   }
+  // Rows that skip their rendering out of view (content-visibility: auto, the big lists in
+  // app.css) say when they do, so no observer need follow them (1,000 observed rows cost
+  // their intersections at every frame). A row coming into view gets its texts at the next frame.
+  document.addEventListener("contentvisibilityautostatechange", function (e) {
+    var row = e.target;
+    if (!seen || !row.matches("#items > *")) return;
+    if (!watched.has(row)) watched.add(row); else seen.unobserve(row);
+    if (e.skipped) { inView.delete(row); return; }
+    inView.add(row);
+    tickSoon();
+  }, true);
 
   // A followed cluster's copy that is not current (the stale banner, web/cluster_scope.py):
   // its countdowns and ages stop at the time the copy is as of (a lease nobody saw renewed
@@ -112,11 +134,18 @@
       setText(el, human(Math.max(real - Date.parse(el.dataset.agoSince), 0)));
     });
     each("[data-age-since]", function (el) {
-      if (shown(el)) setText(el, human(Math.max(now - Date.parse(el.dataset.ageSince), 0)));
+      if (shown(el)) setText(el, human(Math.max(now - instant(el, "ageSince"), 0)));
     });
     // The kinds' own time-based state (their scripts, declared by KindWeb.scripts, register
     // with kubedash.onTick: e.g. a Lease row flipping from held to expired).
     ticks.forEach(function (fn) { fn(now); });
+  }
+
+  // tick() at the next frame; one waiting at most (a hidden tab has no frames, and must not
+  // come back to a pile of them).
+  var tickFrame = 0;
+  function tickSoon() {
+    if (!tickFrame) tickFrame = requestAnimationFrame(function () { tickFrame = 0; tick(); });
   }
 
   // --- exact times: UTC (as the server renders them) or the browser's time zone ------------
@@ -177,11 +206,13 @@
   document.addEventListener("htmx:wsAfterMessage", function () { showTimes(false); });
 
   tick();
-  setInterval(function () { tick(); watchdog(); }, 1000);
+  // Each second's texts are written at the start of a frame, with any push waiting for it (one
+  // style and layout pass for both), never between frames.
+  setInterval(function () { watchdog(); tickSoon(); }, 1000);
 
   // What a kind's script (KindWeb.scripts, loaded after this one) builds on.
   window.kubedash = {
-    human: human, each: each, setText: setText, count: count, shown: shown,
+    human: human, each: each, setText: setText, count: count, shown: shown, instant: instant,
     // fn(now) every second (now: the server's clock, frozen while the page is stale).
     onTick: function (fn) { ticks.push(fn); tick(); },
     // Elements whose data-<key> instant is also their exact time's hover title.
@@ -546,20 +577,75 @@
       socket.binaryType = htmx.config.wsBinaryType;
       pending = socket;
       pendingSince = Date.now();
-      // Before the extension's own listener: a dropped socket's messages are ignored; a beat
-      // is answered and goes no further; anything heard keeps the page live.
-      socket.addEventListener("message", function (e) {
-        if (socket !== current) { e.stopImmediatePropagation(); return; }
+      // The extension's message listeners (added after this returns) get the pushes at the
+      // next frame (deferPush); the rest of its listeners are its own.
+      var add = socket.addEventListener.bind(socket), extension = [];
+      socket.addEventListener = function (type, fn, options) {
+        if (type === "message") extension.push(fn); else add(type, fn, options);
+      };
+      // A dropped socket's messages are ignored; a beat is answered and goes no further;
+      // anything heard keeps the page live.
+      add("message", function (e) {
+        if (socket !== current) return;
         heardAt = Date.now() + skew;
         if (e.data === BEAT) {
-          e.stopImmediatePropagation();
           try { socket.send(PONG); } catch (err) { /* closing */ }
           tick();
+          return;
         }
+        deferPush(socket, extension, e);
       });
       return socket;
     };
   }
+
+  // Pushes wait for the next animation frame, so that the DOM is written right before the
+  // browser's style and layout pass, once for all the pushes of that frame (and the second's
+  // texts, tick), never in the middle of a frame. A hidden tab has no frames: at most
+  // PUSH_WAIT_MS then. A push of a socket dropped meanwhile is discarded: the reconnect
+  // catches up from the last revision applied (#live-rv).
+  var PUSH_WAIT_MS = 1000, pushes = [], pushFrame = 0, pushTimer = 0;
+  function deferPush(socket, listeners, event) {
+    pushes.push([socket, listeners, event]);
+    if (pushFrame) return;
+    pushFrame = requestAnimationFrame(applyPushes);
+    pushTimer = setTimeout(applyPushes, PUSH_WAIT_MS);
+  }
+  function applyPushes() {
+    cancelAnimationFrame(pushFrame);
+    clearTimeout(pushTimer);
+    pushFrame = pushTimer = 0;
+    var batch = pushes;
+    pushes = [];
+    batch.forEach(function (p) {
+      if (p[0] === current) p[1].forEach(function (fn) { fn(p[2]); });
+    });
+  }
+
+  // A pushed row (or card) already on the page (web/live.py pushes whole rows, hx-swap-oob)
+  // takes only what changed: its attributes and the cells (children) that differ. The row
+  // element stays, and with it its checkbox, keyboard focus and observers, and the browser
+  // lays out only what changed.
+  var KEPT = {id: 1, tabindex: 1};   // (set on the page: live.js's row focus)
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var old = e.detail.target, fragment = e.detail.fragment;
+    var fresh = fragment && fragment.firstElementChild;
+    if (!old || !fresh || fresh !== fragment.lastElementChild || !old.parentNode || old.parentNode.id !== "items" ||
+        fresh.tagName !== old.tagName || fresh.id !== old.id || fresh.children.length !== old.children.length) return;
+    var focused = old.classList.contains("kb-row");
+    Array.prototype.slice.call(old.attributes).forEach(function (a) {
+      if (!KEPT[a.name] && !fresh.hasAttribute(a.name)) old.removeAttribute(a.name);
+    });
+    Array.prototype.forEach.call(fresh.attributes, function (a) {
+      if (!KEPT[a.name] && old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+    });
+    if (focused) old.classList.add("kb-row");
+    Array.prototype.slice.call(fresh.children).forEach(function (cell, i) {
+      var was = old.children[i];
+      if (!was.isEqualNode(cell)) old.replaceChild(cell, was);
+    });
+    e.detail.shouldSwap = false;
+  });
 
   function standIn() {
     var socket = {readyState: 0, CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3, binaryType: "blob",

@@ -3,23 +3,25 @@
 // held to expired, and the overview's held / expired counts, every second with no round trip.
 (function () {
   "use strict";
-  var k = window.kubedash, human = k.human, each = k.each, setText = k.setText, count = k.count, shown = k.shown;
+  var k = window.kubedash, human = k.human, each = k.each, setText = k.setText, count = k.count, shown = k.shown,
+      instant = k.instant;
 
   k.titled("[data-renewed-at]", "renewedAt");
   k.titled("[data-expires-at]", "expiresAt");
   k.onTick(function (now) {
     each("[data-renewed-at]", function (el) {
       if (!shown(el)) return;
-      var t = now - Date.parse(el.dataset.renewedAt);
+      var t = now - instant(el, "renewedAt");
       setText(el, "renewed " + (t < 1000 ? "just now" : human(t) + " ago"));
     });
     each("[data-expires-at]", function (el) {
-      var left = Date.parse(el.dataset.expiresAt) - now;
+      var left = instant(el, "expiresAt") - now;
       if (shown(el)) {
         setText(el, left > 0 ? "expires in " + human(Math.ceil(left / 1000) * 1000) : "expired " + human(-left) + " ago");
       }
       // A lease row (or the detail summary) flips held <-> expired: class and text.
-      var row = el.closest("[data-lease-live]");
+      var row = el.__kdLease;   // (looked up once per element: every lease, every second)
+      if (row === undefined) row = el.__kdLease = el.closest("[data-lease-live]");
       if (row && row.classList.contains("is-held") !== left > 0) {
         row.classList.toggle("is-held", left > 0);
         row.classList.toggle("is-expired", left <= 0);
