@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from dashboard.access import clusters
-from dashboard.kube import lists, registry, revlog
+from dashboard.kube import lists, registry, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
 from dashboard.kube.hub import Event
@@ -66,6 +66,12 @@ def page_predicate(principal, q: str):
                 and (own is None or own.matches(m.get("labels") or {})))
 
     return visible
+
+
+def namespace_predicate(principal):
+    """The viewer's namespace limits alone (None: none), for objects about the page's objects."""
+    allowed = set(principal.namespaces)
+    return (lambda obj: obj["metadata"].get("namespace") in allowed) if allowed else None
 
 
 @dataclass
@@ -291,6 +297,8 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
         return [overview_fragment(spec, visible_namespaces(spec), moment) + marker]
     detail = kinds.is_detail_view(spec.view)
+    if not detail:
+        pending = _badges_to_rows(spec, pending)
     rows, parts = [], []    # rows: <tr hx-swap-oob> replacements (table context)
     inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
     announced = spec.announced
@@ -311,6 +319,11 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         if getattr(spec, "paged", False) and not present_now:
             # One page of several: rows stay on their pages; new ones are announced.
             spec.announced += is_new
+            continue
+        if event == BADGE:   # the row, as it is now, for its new warning count (on the page only)
+            obj = _current(kind, namespace, name) if present_now else None
+            if obj is not None:
+                (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_item(kind, obj, "true", moment, badges))
             continue
         if event == revlog.DELETED:
             if present_now:
@@ -342,6 +355,32 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
     return ["".join(rows)] + ["".join(parts) + marker] if parts else ["".join(rows) + marker]
 
 
+BADGE = "BADGE"   # render_changes: a row whose warnings changed (not the object)
+
+
+def _badges_to_rows(spec, pending: dict) -> dict:
+    """A list page's pending changes with each warning (kinds.Timeline) about one of its rows
+    turned into that row's BADGE change; a change of the object itself already re-renders it."""
+    timeline = kinds.timeline()
+    if timeline is None or not any(key[0] == timeline.kind for key in pending):
+        return pending
+    out = {key: change for key, change in pending.items() if key[0] != timeline.kind}
+    for key, (_, ev) in pending.items():
+        if key[0] != timeline.kind:
+            continue
+        about = timeline.about(ev.obj)
+        if about[0] in spec.kinds and about not in out:
+            out[about] = (BADGE, ev)
+    return out
+
+
+def _current(kind: str, namespace: str, name: str) -> dict | None:
+    try:
+        return store.get(registry.by_kind(kind), namespace, name)
+    except ApiError:
+        return None   # deleted meanwhile: its own change removes the row
+
+
 def overview_namespaces(state: Snapshot) -> list[str]:
     return sorted({key[0] for keys in state.keys.values() for key in keys})  # already limited by snapshot()
 
@@ -366,6 +405,8 @@ def overview_fragment(spec, namespaces: list[str], moment) -> str:
     html = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""}) for card in cards)
     html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
     html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
+    only = [spec.namespace] if spec.namespace else (sorted(spec.allowed) or None)
+    html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only), "oob": True})
     return html + clusters_fragment(spec, moment, None if spec.namespace else cards)
 
 
