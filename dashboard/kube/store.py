@@ -117,7 +117,7 @@ def _create_inside(res: Resource, namespace: str, obj: dict, moment, *, manager:
     _validate(res, obj, _meta_causes(obj) + res.validate(obj))
     res.canonicalize(obj)
     _set_fields(obj, fields)
-    if res.model.objects.filter(namespace=namespace, name=m["name"]).exists():
+    if sql.exists(res, namespace, m["name"]):   # (plain SQL: the ORM's query was a fifth of a create)
         raise already_exists(res.group, res.plural, m["name"])
     rv = _record(res, obj, Revision.ADDED, moment)
     sql.insert_row(res, namespace, m["name"], obj, rv)
