@@ -34,5 +34,5 @@ EVENTS_V1 = register(Resource(
     columns=strategy.columns, name_and_age_columns=False,
     storage=replace(EVENTS, validate=strategy.validate_strict, validate_update=strategy.validate_update_strict,
                     field_getters=strategy.events_v1_field_getters),
-    to_storage=strategy.to_core, from_storage=strategy.to_events_v1,
+    to_storage=strategy.to_core, from_storage=strategy.to_events_v1, field_names=strategy.TO_EVENTS_V1,
 ))
