@@ -84,6 +84,9 @@ class Resource:
     storage: "Resource | None" = None
     to_storage: Callable[[dict], dict] | None = None
     from_storage: Callable[[dict], dict] | None = None
+    # Writes that yield to the fast lane's other requests when both are waiting (Events: many,
+    # never urgent; server/lanes.py), within a bound, so a burst of them never delays a renewal.
+    background_writes: bool = False
     # Its top-level fields named otherwise than the stored version's: {stored name: its name}.
     # managedFields keep the version a manager wrote through, in that version's names, as kube's do.
     field_names: dict[str, str] = field(default_factory=dict)

@@ -9,6 +9,11 @@ persistent database connections, which Django keeps per thread):
   `/status` and other subresources, small pages of a list (`limit` <= FAST_LIST_LIMIT),
   discovery, health checks and `/version`, and watch starts. One thread: a renewal waits
   only for other renewals.
+- BACKGROUND: the fast lane's writes of kinds that declare `background_writes` (Events): served
+  like the fast lane's (on the loop, on SQLite), but each first yields to the fast lane's other
+  requests while they keep coming (one started within QUIET_SECONDS), for at most
+  KUBEDASH_BACKGROUND_YIELD_MS: a burst of Events never delays a renewal, and no Event waits
+  for ever. One thread of its own where the loop does not serve it (PostgreSQL).
 - EXPENSIVE: unpaged or large lists (JSON or Table), collection deletes, OpenAPI documents,
   and everything that is not the API (pages, forms, admin). A few threads.
 
@@ -18,14 +23,17 @@ the other lane. Websocket consumers (live pages) run their sync work on a lane o
 """
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
 from django.conf import settings
 from prometheus_client import Counter, Gauge
 
+from dashboard.kube import registry
 from dashboard.kube.paths import API_ROOTS
 
 FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
@@ -34,6 +42,11 @@ HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version
 # The interpreter hands the GIL over every 5 ms by default: a renewal waking from a SQLite
 # call would wait that long behind a thread rendering a big Table. 0.5 ms bounds the wait.
 SWITCH_INTERVAL = 0.0005
+
+# A background write waits while a fast request started less than this long ago: with renewals
+# coming back to back (one every ~1 ms on a busy worker) it waits; between them it goes.
+QUIET_SECONDS = 0.002
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 # Admitted (running + queued) requests per lane, summed over live workers; and the 429s.
@@ -109,6 +122,23 @@ def is_fast(method: str, path: str, query: bytes) -> bool:
     return method != "DELETE"   # POST creates one object; DELETE deletes a collection
 
 
+def is_background(method: str, path: str) -> bool:
+    """A write of a kind whose writes yield (Resource.background_writes)? (Only asked of
+    requests is_fast admits: one object, or a POST to its collection.)"""
+    if method not in WRITES:
+        return False
+    parts = path.strip("/").split("/")
+    if parts[0] == "api" and len(parts) > 2:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) > 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return False
+    plural = rest[2] if rest[0] == "namespaces" and len(rest) > 2 else rest[0]
+    res = registry.lookup(group, version, plural)
+    return res is not None and res.background_writes
+
+
 def wants_full_middleware(path: str, headers: list) -> bool:
     """Pages, and any request with a session cookie (the dashboard's own fetches, share
     links), go through every middleware; bearer-token API calls need none of sessions,
@@ -127,6 +157,8 @@ class Lanes:
 
     def __init__(self):
         self.fast = Lane("fast", 1, settings.KUBEDASH_FAST_LANE_QUEUE)
+        self.background = Lane("background", 1, settings.KUBEDASH_BACKGROUND_LANE_QUEUE)
+        self.fast_started_at = float("-inf")   # (time.monotonic) when the last fast request started
         self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
                               settings.KUBEDASH_EXPENSIVE_LANE_QUEUE)
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
@@ -134,7 +166,23 @@ class Lanes:
         sys.setswitchinterval(SWITCH_INTERVAL)
 
     def for_request(self, method: str, path: str, query: bytes) -> Lane:
-        return self.fast if is_fast(method, path, query) else self.expensive
+        if not is_fast(method, path, query):
+            return self.expensive
+        return self.background if is_background(method, path) else self.fast
+
+    def fast_started(self) -> None:
+        self.fast_started_at = time.monotonic()
+
+    async def yield_to_fast(self) -> None:
+        """A background request's turn: once no fast request started for QUIET_SECONDS, or
+        after KUBEDASH_BACKGROUND_YIELD_MS whatever comes."""
+        deadline = time.monotonic() + settings.KUBEDASH_BACKGROUND_YIELD_MS / 1000
+        while True:
+            now = time.monotonic()
+            quiet_at = self.fast_started_at + QUIET_SECONDS
+            if now >= quiet_at or now >= deadline:
+                return
+            await asyncio.sleep(min(quiet_at, deadline) - now)
 
 
 _lanes: Lanes | None = None
