@@ -67,7 +67,7 @@ def test_warnings_follow_events_live_on_rows_and_the_overview(wide_page, kube_se
 
     page = wide_page
     events = f"/api/v1/namespaces/{ns}/events"
-    for name in ("crunch", "other"):
+    for name in ("crunch", "other", "third"):
         api(kube_server, "POST", jobs_path(ns), job(name=name, ns=ns, completions=3))
     open_live(page, f"{kube_server.http_url}/jobs/?namespace={ns}")
     badge = page.locator(f"#job-{ns}--crunch .warnings-badge")
@@ -83,14 +83,27 @@ def test_warnings_follow_events_live_on_rows_and_the_overview(wide_page, kube_se
     expect(page.locator(f"#job-{ns}--other .warnings-badge")).to_have_count(0)
     assert_not_reloaded(page)
     assert axe_violations(page) == []
+    # A warning recorded while the page is away: the page catches up when it reconnects.
+    page.evaluate("""() => {
+        window.__kdDown = true;
+        window.__kdSockets.filter(s => s.url.includes('/ws/live/') && s.readyState === 1).forEach(s => s.close());
+    }""")
+    expect(page.locator("#live-status")).to_have_text("Reconnecting…")
+    api(kube_server, "POST", events, event(ns, "other.0", "BackoffLimitExceeded", "backoff limit", "Warning",
+                                            about="other"))
+    page.evaluate("window.__kdDown = false")
+    expect(page.locator("#live-status")).to_have_text("Live")
+    expect(page.locator(f"#job-{ns}--other .warnings-badge")).to_have_text("1 warning about other in the last hour")
+    expect(badge).to_contain_text("3 warnings")
+    assert_not_reloaded(page)
 
-    # The Overview, filtered to this namespace: its line follows a warning about another Job.
+    # The Overview, filtered to this namespace: its line follows a warning about a third Job.
     open_live(page, f"{kube_server.http_url}/?namespace={ns}")
     line = page.locator("#overview-warnings")
-    expect(line).to_contain_text("1 job with warnings in the last hour")
-    api(kube_server, "POST", events, event(ns, "other.1", "DeadlineExceeded", "Job was active longer than "
-                                            "specified deadline", "Warning", about="other"))
     expect(line).to_contain_text("2 jobs with warnings in the last hour")
+    api(kube_server, "POST", events, event(ns, "third.1", "DeadlineExceeded", "Job was active longer than "
+                                            "specified deadline", "Warning", about="third"))
+    expect(line).to_contain_text("3 jobs with warnings in the last hour")
     assert_not_reloaded(page)
     assert axe_violations(page) == []
 

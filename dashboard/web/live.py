@@ -174,7 +174,16 @@ def _announcement(count: int) -> str:
 
 def changed_since(spec, rv: int) -> bool:
     """Did anything this page may show change after the page's revision (up to rv)?"""
-    return revlog.changed_between(spec.kinds, spec.rv, rv, spec.namespace, spec.name)
+    return revlog.changed_between(spec.kinds, spec.rv, rv, spec.namespace, spec.name) or warnings_changed(spec, rv)
+
+
+def warnings_changed(spec, rv: int) -> bool:
+    """Was any Event (kinds.Timeline) of the page's namespace written after the page's revision
+    (up to rv)? Then a list's badges or the Overview's warnings line may be out of date."""
+    timeline = kinds.timeline()
+    if timeline is None or kinds.is_detail_view(spec.view) or not spec.rv:
+        return False
+    return revlog.changed_between((timeline.kind,), spec.rv, rv, spec.namespace or "")
 
 
 # Every open page of a kind gets the same row for the same revision: render it once. (The item
@@ -234,6 +243,8 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
     page as the live push would have removed it."""
     if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
         return None
+    if warnings_changed(spec, state.rv):
+        return None   # (which rows' badges changed is not known: all of them again)
     try:
         then = snapshot(spec, principal, at=spec.rv)   # what the page showed
     except ApiError:
