@@ -9,7 +9,6 @@ from datetime import datetime, timezone
 from manifests import job
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     api, assert_not_reloaded, chromium, jobs_path, log_in, login_user, ns, open_live, session_state,
-    signed_in_page,
 )
 from test_browser_dash import axe_violations, wide_page  # noqa: F401
 
