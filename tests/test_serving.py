@@ -290,6 +290,44 @@ def test_a_background_write_yields_to_fast_requests_within_its_bound(monkeypatch
     assert run(True) == 0                               # long quiet: at once
 
 
+def test_a_long_list_pauses_for_fast_requests_on_the_expensive_lane_only(monkeypatch, settings):
+    """pause_for_fast (kube/yielding.py's pause point) on a made-up clock: on an expensive lane's
+    thread it sleeps while fast requests keep coming, PAUSE_SECONDS at most; on any other
+    thread (the loop, the fast lane's small lists) it never waits."""
+    from dashboard.kube import yielding
+    from dashboard.server import lanes as lanes_module
+
+    clock = [500.0]
+    slept = []
+
+    def fake_sleep(seconds):
+        slept.append(seconds)
+        clock[0] += seconds
+        lane_set.fast_started()   # renewals keep coming
+
+    monkeypatch.setattr(lanes_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(lanes_module.time, "sleep", fake_sleep)
+    monkeypatch.setattr(yielding, "pause", yielding.pause)   # (put back after the test)
+    lane_set = lanes_module.Lanes()
+    assert yielding.pause == lane_set.pause_for_fast   # installed: kube's lists and Tables call it
+
+    def paused_on(thread_name: str) -> float:
+        slept.clear()
+        lane_set.fast_started()
+        box = []
+        worker = threading.Thread(target=lambda: box.append(yielding.every(yielding.ROWS)), name=thread_name)
+        worker.start()
+        worker.join()
+        return sum(slept)
+
+    assert paused_on("lane-expensive_0") == pytest.approx(lanes_module.PAUSE_SECONDS)
+    assert paused_on("lane-fast_0") == 0
+    assert paused_on("MainThread") == 0
+    slept.clear()
+    yielding.every(yielding.ROWS + 1)   # not a pause point
+    assert slept == []
+
+
 def test_buffered_answers_say_their_length(one_worker):
     """A buffered response is sent with Content-Length (not chunked), as kube-apiserver sends it."""
     import http.client

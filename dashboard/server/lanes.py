@@ -15,7 +15,10 @@ persistent database connections, which Django keeps per thread):
   KUBEDASH_BACKGROUND_YIELD_MS: a burst of Events never delays a renewal, and no Event waits
   for ever. One thread of its own where the loop does not serve it (PostgreSQL).
 - EXPENSIVE: unpaged or large lists (JSON or Table), collection deletes, OpenAPI documents,
-  and everything that is not the API (pages, forms, admin). A few threads.
+  and everything that is not the API (pages, forms, admin). A few threads. A long list or
+  Table pauses every few hundred rows while renewals keep coming (kube/yielding.py,
+  PAUSE_SECONDS at a time): its thread would otherwise hold the GIL half the time a renewal
+  wants it.
 
 Each lane admits a bounded number of requests (running + queued); one more is answered
 429 TooManyRequests with Retry-After, so a flood holds bounded memory and never spills into
@@ -33,7 +36,7 @@ from urllib.parse import parse_qsl
 from django.conf import settings
 from prometheus_client import Counter, Gauge
 
-from dashboard.kube import registry
+from dashboard.kube import registry, yielding
 from dashboard.kube.paths import API_ROOTS
 
 FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
@@ -43,10 +46,14 @@ HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version
 # call would wait that long behind a thread rendering a big Table. 0.5 ms bounds the wait.
 SWITCH_INTERVAL = 0.0005
 
-# A background write waits while a fast request started less than this long ago: with renewals
-# coming back to back (one every ~1 ms on a busy worker) it waits; between them it goes.
-QUIET_SECONDS = 0.002
+# Renewals are "coming" while one started less than this long ago: back to back they start every
+# 1–3 ms on a busy worker (a shared machine stretches the gaps), so a background write waits,
+# and a long list pauses; with gaps longer than this (a worker renewals do not saturate) they go.
+QUIET_SECONDS = 0.005
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# How long an expensive lane's list or Table pauses, at most, at each pause point (every
+# yielding.ROWS rows, a few ms of its work) while fast requests keep coming.
+PAUSE_SECONDS = 0.002
 
 
 # Admitted (running + queued) requests per lane, summed over live workers; and the 429s.
@@ -159,6 +166,7 @@ class Lanes:
         self.fast = Lane("fast", 1, settings.KUBEDASH_FAST_LANE_QUEUE)
         self.background = Lane("background", 1, settings.KUBEDASH_BACKGROUND_LANE_QUEUE)
         self.fast_started_at = float("-inf")   # (time.monotonic) when the last fast request started
+        yielding.install(self.pause_for_fast)
         self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
                               settings.KUBEDASH_EXPENSIVE_LANE_QUEUE)
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
@@ -172,6 +180,19 @@ class Lanes:
 
     def fast_started(self) -> None:
         self.fast_started_at = time.monotonic()
+
+    def pause_for_fast(self) -> None:
+        """On an expensive lane's thread, a pause point of a long list: while a fast request
+        started within QUIET_SECONDS, sleep (the GIL free), PAUSE_SECONDS at most."""
+        if not threading.current_thread().name.startswith("lane-expensive"):
+            return   # (a small list on the fast lane, or the loop itself: never wait there)
+        deadline = time.monotonic() + PAUSE_SECONDS
+        while True:
+            now = time.monotonic()
+            quiet_at = self.fast_started_at + QUIET_SECONDS
+            if now >= quiet_at or now >= deadline:
+                return
+            time.sleep(min(quiet_at, deadline) - now)
 
     async def yield_to_fast(self) -> None:
         """A background request's turn: once no fast request started for QUIET_SECONDS, or
