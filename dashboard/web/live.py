@@ -310,6 +310,7 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
     detail = kinds.is_detail_view(spec.view)
     if not detail:
         pending = _badges_to_rows(spec, pending)
+    moved = detail or any(event != BADGE for event, _ in pending.values())   # (else no count changed)
     rows, parts = [], []    # rows: <tr hx-swap-oob> replacements (table context)
     inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
     announced = spec.announced
@@ -322,6 +323,11 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         if detail:
             parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment, spec))
             continue
+        if event == BADGE:   # the row, as it is now, for its new warning count (rows on the page only)
+            obj = _current(kind, namespace, name) if present_now else None
+            if obj is not None:
+                (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_item(kind, obj, "true", moment, badges))
+            continue
         if known is not None:
             is_new = key not in known and event != revlog.DELETED
             (known.discard if event == revlog.DELETED else known.add)(key)
@@ -330,11 +336,6 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         if getattr(spec, "paged", False) and not present_now:
             # One page of several: rows stay on their pages; new ones are announced.
             spec.announced += is_new
-            continue
-        if event == BADGE:   # the row, as it is now, for its new warning count (on the page only)
-            obj = _current(kind, namespace, name) if present_now else None
-            if obj is not None:
-                (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_item(kind, obj, "true", moment, badges))
             continue
         if event == revlog.DELETED:
             if present_now:
@@ -354,9 +355,9 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         parts.append(_announcement(spec.announced))
     if not detail and was_empty != (not shown):
         parts.append(_empty_marker(not shown))
-    if not detail and kinds.by_kind(spec.kinds[0]).summary_partial:
+    if not detail and moved and kinds.by_kind(spec.kinds[0]).summary_partial:
         parts.append(_summary(spec, shown))   # the totals move with any item
-    if not detail:
+    if not detail and moved:
         totals = totals_fragment(spec, shown)
         if totals != getattr(spec, "totals_sent", None):   # (unchanged counts are not sent again)
             spec.totals_sent = totals
