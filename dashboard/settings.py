@@ -112,6 +112,10 @@ KUBEDASH_API_MIDDLEWARE = [
 KUBEDASH_FAST_LANE_QUEUE = int(os.environ.get("KUBEDASH_FAST_LANE_QUEUE", "1000"))
 KUBEDASH_EXPENSIVE_LANE_THREADS = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_THREADS", "2"))
 KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEUE", "32"))
+# The background lane (writes of kinds that yield to the fast lane: Events): how many may wait,
+# and how long one waits at most while renewals are being served (milliseconds).
+KUBEDASH_BACKGROUND_LANE_QUEUE = int(os.environ.get("KUBEDASH_BACKGROUND_LANE_QUEUE", "1000"))
+KUBEDASH_BACKGROUND_YIELD_MS = float(os.environ.get("KUBEDASH_BACKGROUND_YIELD_MS", "50"))
 # On SQLite the fast lane's bearer-token resource requests run on the event loop when they
 # cannot wait (dashboard/server/bridge.py, LoopInline); 0: always on the lane's thread.
 KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != "0"

@@ -145,3 +145,61 @@ def test_watch_events_v1(kube_server):
         ev = stream.next(timeout=15)
     assert ev["type"] == "ADDED" and ev["object"]["apiVersion"] == "events.k8s.io/v1"
     assert ev["object"]["metadata"]["name"] == "w.2" and ev["object"]["note"] == "Job completed"
+
+
+SSA_EVENT = """apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: jk.ssa
+  namespace: evk
+regarding: {{kind: Job, name: jk, namespace: evk, apiVersion: batch/v1}}
+note: {note}
+reason: BackoffLimitExceeded
+type: Warning
+action: Failing
+reportingController: example.com/job-checker
+reportingInstance: checker-1
+eventTime: "2026-01-02T03:04:05.000000Z"
+series: {{count: {count}, lastObservedTime: "2026-01-02T03:05:05.000000Z"}}
+"""
+
+
+def test_server_side_apply_through_events_v1_records_its_field_names(kubectl, objects, kube_server, tmp_path):
+    """managedFields record the version the client wrote through, in that version's field names
+    (kube: an entry's apiVersion is the request's), and ownership holds across the versions."""
+    path = tmp_path / "event.yaml"
+    path.write_text(SSA_EVENT.format(note="first", count=2))
+    kubectl("apply", "--server-side", "-f", str(path))
+    status, _, got = kube_server.request("GET", f"/apis/events.k8s.io/v1/namespaces/{NS}/events/jk.ssa")
+    assert status == 200, got
+    [entry] = got["metadata"]["managedFields"]
+    assert (entry["manager"], entry["operation"], entry["apiVersion"]) == ("kubectl", "Apply", "events.k8s.io/v1")
+    fields = entry["fieldsV1"]
+    assert {"f:regarding", "f:note", "f:reportingController", "f:action", "f:eventTime"} <= set(fields)
+    assert not {"f:involvedObject", "f:message", "f:reportingComponent"} & set(fields)
+    assert fields["f:regarding"] == {}   # (an ObjectReference is an atomic struct: owned whole)
+    # Applied again, seen once more (the series): still kubectl's alone.
+    path.write_text(SSA_EVENT.format(note="first", count=3))
+    kubectl("apply", "--server-side", "-f", str(path))
+    status, _, core = kube_server.request("GET", f"/api/v1/namespaces/{NS}/events/jk.ssa")
+    assert core["series"]["count"] == 3 and core["message"] == "first"
+    # Read through core/v1 the entries are as recorded (kube does not convert managedFields).
+    [entry] = core["metadata"]["managedFields"]
+    assert entry["apiVersion"] == "events.k8s.io/v1" and "f:note" in entry["fieldsV1"]
+    # Another manager applying the same field through core/v1 (`message`) conflicts with kubectl's `note`.
+    other = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "jk.ssa", "namespace": NS},
+             "message": "third", "involvedObject": {"kind": "Job", "name": "jk", "namespace": NS}}
+    status, _, out = kube_server.request(
+        "PATCH", f"/api/v1/namespaces/{NS}/events/jk.ssa?fieldManager=other", other,
+        content_type="application/apply-patch+yaml")
+    assert status == 409, out
+    assert out["reason"] == "Conflict" and "kubectl" in out["message"]
+    # An Update through core/v1 takes the field: recorded as `message` in a v1 entry; kubectl's
+    # entry keeps its other fields, in its own version's names.
+    status, _, out = kube_server.request(
+        "PATCH", f"/api/v1/namespaces/{NS}/events/jk.ssa?fieldManager=editor", {"message": "fourth"},
+        content_type="application/merge-patch+json")
+    assert status == 200, out
+    managers = {m["manager"]: m for m in out["metadata"]["managedFields"]}
+    assert managers["editor"]["apiVersion"] == "v1" and set(managers["editor"]["fieldsV1"]) == {"f:message"}
+    assert "f:note" not in managers["kubectl"]["fieldsV1"] and "f:regarding" in managers["kubectl"]["fieldsV1"]

@@ -183,3 +183,34 @@ def test_an_endpoints_timeline_shows_its_targets_probe_failures(api, login):
     got = timeline(login("viewer").get("/endpoints/default/web/history/").content.decode())
     assert got[0].startswith("Warning Unhealthy on Pod web-abc12") and "kubelet, node-a" in got[0]
     assert not any("not ours" in e for e in got)
+
+
+@pytest.mark.django_db
+def test_a_warning_pushes_only_its_rows_badge_on_a_paged_list(api):
+    """live.render_changes on one page of several: a Warning about a row on the page re-renders
+    that row with its badge (and no counts: nothing moved); one about a Job on another page is
+    not announced as a new object, and adds no row."""
+    import orjson
+
+    from dashboard.kube.hub import Event
+    from dashboard.web import live
+    from dashboard.web.consumers import parse_spec
+
+    for name in ("pa", "pb", "pz"):
+        assert api.post(JOBS, job(name)).status_code == 201
+    made = []
+    for name, about in (("pa.1", "pa"), ("pz.1", "pz")):
+        r = api.post(EVENTS, event(name, "BackoffLimitExceeded", "backoff limit", "Warning", obj=about))
+        assert r.status_code == 201, r.content
+        made.append(r.json())
+    spec = parse_spec(b"view=jobs&namespace=default&rv=1&paged=1&first=default/pa&last=default/pb")
+    shown, known = [("default", "pa"), ("default", "pb")], {("default", "pa"), ("default", "pb")}
+    pending = {("Event", "default", o["metadata"]["name"]): (
+        "ADDED", Event(int(o["metadata"]["resourceVersion"]), "Event", "default", o["metadata"]["name"], "ADDED",
+                       orjson.dumps(o).decode())) for o in made}
+    messages = live.render_changes(spec, pending, shown, known)
+    html = "".join(messages)
+    assert 'id="job-default--pa"' in html and "1 warning" in html
+    assert "job-default--pz" not in html and "new object" not in html and spec.announced == 0
+    assert shown == [("default", "pa"), ("default", "pb")] and ("default", "pz") not in known
+    assert 'id="list-totals"' not in html

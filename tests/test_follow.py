@@ -206,6 +206,69 @@ def test_events_about_the_followed_kinds_are_followed(upstream, here):
     assert "live" in follow_state(here)
 
 
+def test_a_followed_clusters_warning_pushes_its_row_badge_and_nothing_local_does(upstream, here):
+    """A Jobs page of the followed cluster: a Warning Event recorded upstream (mirrored here)
+    re-renders that Job's row with its badge; a local Warning about a local Job of the same
+    namespace and name is not that cluster's and pushes nothing there."""
+    import http.client
+
+    import websocket  # websocket-client (a dependency of the kubernetes client)
+
+    from conftest import log_in_form
+
+    up = upstream.server
+    job = {"metadata": {"name": "badge-1"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    assert up.request("POST", f"{JOBS}/namespaces/team/jobs", job)[0] == 201
+    assert here.request("POST", f"{JOBS}/namespaces/team/jobs", job)[0] == 201   # a local namesake
+
+    def copied():
+        return here.request("GET", "/clusters/prod/apis/batch/v1/namespaces/team/jobs/badge-1")[0] == 200
+
+    eventually(copied, 20, "the Job to be copied")
+    shell(here, "from dashboard.access.tokens import ensure_user\n"
+                "u = ensure_user('badge-viewer', 'viewer'); u.set_password('pw-badge-viewer'); u.save()\nprint(1)")
+    conn = http.client.HTTPConnection("127.0.0.1", here.http_port, timeout=30)
+    cookie = log_in_form(conn, here.http_url, "badge-viewer", "pw-badge-viewer")
+    conn.close()
+    ws = websocket.create_connection(f"ws://127.0.0.1:{here.http_port}/ws/live/?view=jobs&namespace=team"
+                                     "&cluster=prod&rv=0", cookie=cookie, origin=here.http_url, timeout=5)
+
+    def warning(server, name):
+        body = {"metadata": {"name": name}, "involvedObject": {"kind": "Job", "namespace": "team", "name": "badge-1"},
+                "reason": "BackoffLimitExceeded", "message": "backoff limit", "type": "Warning", "count": 1,
+                "source": {"component": "job-controller"},
+                "firstTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "lastTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        status, _, out = server.request("POST", "/api/v1/namespaces/team/events", body)
+        assert status == 201, out
+
+    def pushes(seconds: float) -> list[str]:
+        got, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                message = ws.recv()
+            except websocket.WebSocketTimeoutException:
+                continue
+            if message == "beat":
+                ws.send("pong")   # (the page's heartbeat answer: a silent page is closed)
+            else:
+                got.append(message)
+                if "warnings-badge" in message:
+                    break
+        return got
+
+    try:
+        pushes(2)   # (the page's first refresh: it connected with no revision)
+        warning(here, "badge-1.local")
+        assert not [m for m in pushes(3) if "badge-1" in m]   # the local Warning: not prod's
+        warning(up, "badge-1.up")
+        badge = [m for m in pushes(20) if "warnings-badge" in m]
+        assert badge and "badge-1" in badge[0] and "1 warning" in badge[0] and "cluster=prod" in badge[0], badge
+    finally:
+        ws.close()
+
+
 def test_followed_cluster_is_read_only_through_the_api(here):
     for method, path in [("POST", f"{LEASES}/namespaces/team/leases"),
                          ("PUT", f"{LEASES}/namespaces/team/leases/l00"),

@@ -230,6 +230,104 @@ def test_renewals_and_reads_of_one_object_are_answered_on_the_event_loop(one_wor
     assert logged_lanes(server, "GET", path) == ["fast-loop"]
 
 
+def test_event_writes_take_the_background_lane_on_the_loop(one_worker):
+    """Event writes (both groups) are the background lane's, answered on the loop like a
+    renewal; reading an Event is the fast lane's."""
+    server = one_worker
+    ns = "bg-" + uuid.uuid4().hex[:6]
+    events = f"/api/v1/namespaces/{ns}/events"
+    body = {"metadata": {"name": "e1"}, "involvedObject": {"kind": "Job", "name": "j", "namespace": ns},
+            "reason": "SuccessfulCreate", "message": "Created pod: j-1", "type": "Normal", "count": 1}
+    status, _, out = server.request("POST", events, body)
+    assert status == 201, out
+    status, _, out = server.request("PATCH", f"{events}/e1", {"count": 2}, content_type="application/merge-patch+json")
+    assert status == 200 and out["count"] == 2, out
+    v1 = f"/apis/events.k8s.io/v1/namespaces/{ns}/events/e1"
+    status, _, out = server.request("PATCH", v1, {"metadata": {"labels": {"seen": "twice"}}},
+                                    content_type="application/merge-patch+json")
+    assert status == 200 and out["deprecatedCount"] == 2, out
+    status, _, out = server.request("GET", f"{events}/e1")
+    assert status == 200 and out["metadata"]["labels"] == {"seen": "twice"}, out
+    assert logged_lanes(server, "POST", events) == ["background-loop"]
+    assert logged_lanes(server, "PATCH", f"{events}/e1") == ["background-loop"]
+    assert logged_lanes(server, "PATCH", v1) == ["background-loop"]
+    assert logged_lanes(server, "GET", f"{events}/e1") == ["fast-loop"]
+
+
+def test_a_background_write_yields_to_fast_requests_within_its_bound(monkeypatch, settings):
+    """yield_to_fast on a made-up clock: it goes once no fast request started for QUIET_SECONDS;
+    while they keep starting it waits, but never past KUBEDASH_BACKGROUND_YIELD_MS."""
+    import asyncio
+
+    from dashboard.server import lanes as lanes_module
+
+    settings.KUBEDASH_BACKGROUND_YIELD_MS = 50
+    clock = [1000.0]
+    slept = []
+    monkeypatch.setattr(lanes_module.time, "monotonic", lambda: clock[0])
+    lane_set = lanes_module.Lanes()
+
+    async def fake_sleep(seconds, renewals_meanwhile):
+        slept.append(seconds)
+        clock[0] += seconds
+        if renewals_meanwhile:
+            lane_set.fast_started()   # another renewal started just as the wait ended
+
+    def run(renewals_meanwhile: bool) -> float:
+        slept.clear()
+        monkeypatch.setattr(lanes_module.asyncio, "sleep", lambda s: fake_sleep(s, renewals_meanwhile))
+        start = clock[0]
+        asyncio.run(lane_set.yield_to_fast())
+        return clock[0] - start
+
+    assert run(False) == 0 and slept == []              # no fast request yet: at once
+    lane_set.fast_started()
+    assert run(False) == pytest.approx(lanes_module.QUIET_SECONDS)   # one just started: it goes first
+    lane_set.fast_started()
+    assert run(True) == pytest.approx(0.050)            # renewals back to back: the bound
+    assert max(slept) <= lanes_module.QUIET_SECONDS + 1e-9   # (looking again after each quiet window)
+    clock[0] += 1
+    assert run(True) == 0                               # long quiet: at once
+
+
+def test_a_long_list_pauses_for_fast_requests_on_the_expensive_lane_only(monkeypatch, settings):
+    """pause_for_fast (kube/yielding.py's pause point) on a made-up clock: on an expensive lane's
+    thread it sleeps while fast requests keep coming, PAUSE_SECONDS at most; on any other
+    thread (the loop, the fast lane's small lists) it never waits."""
+    from dashboard.kube import yielding
+    from dashboard.server import lanes as lanes_module
+
+    clock = [500.0]
+    slept = []
+
+    def fake_sleep(seconds):
+        slept.append(seconds)
+        clock[0] += seconds
+        lane_set.fast_started()   # renewals keep coming
+
+    monkeypatch.setattr(lanes_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(lanes_module.time, "sleep", fake_sleep)
+    monkeypatch.setattr(yielding, "pause", yielding.pause)   # (put back after the test)
+    lane_set = lanes_module.Lanes()
+    assert yielding.pause == lane_set.pause_for_fast   # installed: kube's lists and Tables call it
+
+    def paused_on(thread_name: str) -> float:
+        slept.clear()
+        lane_set.fast_started()
+        box = []
+        worker = threading.Thread(target=lambda: box.append(yielding.every(yielding.ROWS)), name=thread_name)
+        worker.start()
+        worker.join()
+        return sum(slept)
+
+    assert paused_on("lane-expensive_0") == pytest.approx(lanes_module.PAUSE_SECONDS)
+    assert paused_on("lane-fast_0") == 0
+    assert paused_on("MainThread") == 0
+    slept.clear()
+    yielding.every(yielding.ROWS + 1)   # not a pause point
+    assert slept == []
+
+
 def test_buffered_answers_say_their_length(one_worker):
     """A buffered response is sent with Content-Length (not chunked), as kube-apiserver sends it."""
     import http.client

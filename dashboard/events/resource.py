@@ -12,7 +12,7 @@ from .models import Event
 EVENTS = register(Resource(
     group="", version="v1", kind="Event", plural="events", singular="event", short_names=("ev",),
     model=Event, definition=strategy.DEFINITION,
-    allow_unconditional_update=True, allow_create_on_update=True,
+    allow_unconditional_update=True, allow_create_on_update=True, background_writes=True,
     default=strategy.default,
     validate=strategy.validate,
     validate_update=strategy.validate_update,
@@ -29,10 +29,10 @@ EVENTS = register(Resource(
 EVENTS_V1 = register(Resource(
     group="events.k8s.io", version="v1", kind="Event", plural="events", singular="event", short_names=("ev",),
     model=Event, definition=strategy.EVENTS_V1_DEFINITION,
-    allow_unconditional_update=True, allow_create_on_update=True,
+    allow_unconditional_update=True, allow_create_on_update=True, background_writes=True,
     field_getters=strategy.events_v1_field_getters,
     columns=strategy.columns, name_and_age_columns=False,
     storage=replace(EVENTS, validate=strategy.validate_strict, validate_update=strategy.validate_update_strict,
                     field_getters=strategy.events_v1_field_getters),
-    to_storage=strategy.to_core, from_storage=strategy.to_events_v1,
+    to_storage=strategy.to_core, from_storage=strategy.to_events_v1, field_names=strategy.TO_EVENTS_V1,
 ))

@@ -82,9 +82,22 @@ def entries(kind: str, namespace: str, name: str, after_rv: int | None = None) -
     return [_entry(orjson.loads(text), rv, kind, name) for rv, text in rows]
 
 
+SELECTABLE = {"metadata.name", "metadata.namespace", *EVENTS.field_getters}
+
+
 def selector(kind: str, name: str):
-    allowed = {"metadata.name", "metadata.namespace", *EVENTS.field_getters}
-    return parse_field_selector(f"involvedObject.kind={kind},involvedObject.name={name}", allowed, kind="Event")
+    return parse_field_selector(f"involvedObject.kind={kind},involvedObject.name={name}", SELECTABLE, kind="Event")
+
+
+def warnings_selector(kind: str | None):
+    about = f",involvedObject.kind={kind}" if kind else ""
+    return parse_field_selector(f"type={strategy.WARNING}{about}", SELECTABLE, kind="Event")
+
+
+def about(obj: dict) -> tuple[str, str, str]:
+    """(kind, namespace, name) of the object an Event is about (the keys warnings() counts by)."""
+    involved = obj.get("involvedObject") or {}
+    return (str(involved.get("kind") or ""), str(involved.get("namespace") or ""), str(involved.get("name") or ""))
 
 
 def warnings(kind: str, since: datetime) -> dict[tuple[str, str], int]:
@@ -96,5 +109,6 @@ def warnings(kind: str, since: datetime) -> dict[tuple[str, str], int]:
     return out
 
 
-EVENT_TIMELINE = kinds.register_timeline(kinds.Timeline(kind="Event", entries=entries, selector=selector,
-                                                        warnings=warnings))
+EVENT_TIMELINE = kinds.register_timeline(kinds.Timeline(
+    kind="Event", entries=entries, selector=selector, warnings=warnings, warnings_selector=warnings_selector,
+    about=about))

@@ -18,7 +18,7 @@ from django.db.models import Q
 
 from dashboard.access import clusters
 
-from . import revlog
+from . import revlog, yielding
 from .errors import ApiError, bad_request, gone
 from .registry import Resource
 from .selectors import field_getter, label_selector_q
@@ -178,7 +178,8 @@ def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict)
     items: list[bytes] = []
     last_key = None
     more = False
-    for key, labels, text in candidates():
+    for i, (key, labels, text) in enumerate(candidates()):
+        yielding.every(i)
         if not _matches(res, q, labels, text, None):
             continue
         if q.limit and len(items) >= q.limit:

@@ -488,6 +488,26 @@ def decode(entries: Any) -> dict[tuple, Manager] | None:
     return out
 
 
+def renamed(entries: Any, names: dict[str, dict[str, str]], *, to_storage: bool) -> Any:
+    """managedFields with the top-level field names of each entry written through another
+    version of the kind (names: {apiVersion: {stored name: its name}}) turned into the stored
+    version's (to_storage), or back: the field manager compares in the stored version's names,
+    each entry keeps its own version's (kube converts each manager's set to the version it works in)."""
+    if not names or not isinstance(entries, list):
+        return entries
+    out = []
+    for e in entries:
+        rename = names.get(e.get("apiVersion")) if isinstance(e, dict) else None
+        fields = e.get("fieldsV1") if rename else None
+        if isinstance(fields, dict):
+            if to_storage:
+                rename = {theirs: ours for ours, theirs in rename.items()}
+            e = {**e, "fieldsV1": {(f"f:{rename.get(k[2:], k[2:])}" if k.startswith("f:") else k): v
+                                   for k, v in fields.items()}}
+        out.append(e)
+    return out
+
+
 def is_reset(entries: Any) -> bool:
     """[] or [{}]: the client asks to clear managedFields (kube's isResetManagedFields)."""
     return isinstance(entries, list) and (entries == [] or entries == [{}])

@@ -84,6 +84,12 @@ class Resource:
     storage: "Resource | None" = None
     to_storage: Callable[[dict], dict] | None = None
     from_storage: Callable[[dict], dict] | None = None
+    # Writes that yield to the fast lane's other requests when both are waiting (Events: many,
+    # never urgent; server/lanes.py), within a bound, so a burst of them never delays a renewal.
+    background_writes: bool = False
+    # Its top-level fields named otherwise than the stored version's: {stored name: its name}.
+    # managedFields keep the version a manager wrote through, in that version's names, as kube's do.
+    field_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def api_version(self) -> str:
@@ -104,10 +110,13 @@ class Resource:
 
 _by_path: dict[tuple[str, str, str], Resource] = {}
 _by_kind: dict[str, Resource] = {}
+_field_names: dict[str, dict[str, dict[str, str]]] = {}   # kind -> {apiVersion: field_names}
 
 
 def register(resource: Resource) -> Resource:
     _by_path[(resource.group, resource.version, resource.plural)] = resource
+    if resource.field_names:
+        _field_names.setdefault(resource.kind, {})[resource.api_version] = resource.field_names
     if resource.storage is None:   # (a kind is stored once: its other versions are served only)
         _by_kind[resource.kind] = resource
     return resource
@@ -142,6 +151,11 @@ def to_storage(res: Resource, obj: dict) -> dict:
 
 def from_storage(res: Resource, obj: dict) -> dict:
     return res.from_storage(obj) if res.storage is not None else obj
+
+
+def version_field_names(res: Resource) -> dict[str, dict[str, str]]:
+    """{apiVersion: {stored name: that version's}} for the kind's versions that rename fields."""
+    return _field_names.get(res.kind, {})
 
 
 def group_versions() -> dict[tuple[str, str], list[Resource]]:

@@ -68,6 +68,7 @@ def statements(model) -> dict:
         # (cluster last: callers pass namespace and name, then clusters.current())
         "load": (f"SELECT t.id, r.object FROM {table} t JOIN kube_revision r ON r.rv = t.resource_version "
                  "WHERE t.namespace = %s AND t.name = %s AND t.cluster = %s"),
+        "exists": f"SELECT 1 FROM {table} WHERE namespace = %s AND name = %s AND cluster = %s",
         "update": f"UPDATE {table} SET " + ", ".join(f"{f.column} = %s" for f in fields) + " WHERE id = %s",
         "insert": insert_head + "(" + ", ".join(["%s"] * (len(fields) + 3)) + ") RETURNING id",
         "insert_head": insert_head,   # mirror's multi-row form: one (%s, ...) per row after it
@@ -86,6 +87,13 @@ def load_raw(res: Resource, namespace: str, name: str) -> tuple[int, str] | None
     with connection.cursor() as cursor:
         cursor.execute(statements(res.model)["load"], [namespace, name, clusters.current()])
         return cursor.fetchone()
+
+
+def exists(res: Resource, namespace: str, name: str) -> bool:
+    """Is there a current object of that name (in the current cluster)? (A create's 409 check.)"""
+    with connection.cursor() as cursor:
+        cursor.execute(statements(res.model)["exists"], [namespace, name, clusters.current()])
+        return cursor.fetchone() is not None
 
 
 def load(res: Resource, namespace: str, name: str):

@@ -33,7 +33,7 @@ from . import meta as kmeta
 from . import schema, sql, validation
 from .errors import STALE_OBJECT, ApiError, already_exists, bad_request, conflict, invalid, invalid_object, not_found
 from .models import Revision, RevisionCounter
-from .registry import Resource
+from .registry import Resource, version_field_names
 
 # Sent after commit with rv=<int>; the watch hub's notifier (notify.py) listens to it.
 revision_committed = django.dispatch.Signal()
@@ -100,11 +100,13 @@ def get(res: Resource, namespace: str, name: str) -> dict:
 
 
 def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False,
-           manager: str = mf.WEB_MANAGER) -> Result:
+           manager: str = mf.WEB_MANAGER, version: str = "") -> Result:
     """Create obj (already decoded) in namespace; 409 if the name is taken.
 
     manager: who writes, for managedFields. The API passes its request's; the default is the
     dashboard's own (forms, the YAML editor and the domain actions call the store directly).
+    version: the apiVersion the request wrote through (another version of a kind stored once,
+    events.k8s.io/v1 for core/v1 Events), which its managedFields entry records.
     """
     obj.setdefault("metadata", {})
     if (writer := _upstream()) is not None:
@@ -112,7 +114,7 @@ def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False,
 
     def work() -> Result:
         sql.lock()
-        return _create_inside(res, namespace, obj, kmeta.now(), manager=manager)
+        return _create_inside(res, namespace, obj, kmeta.now(), manager=manager, version=version)
 
     result = _run(dry_run, work)
     if dry_run:
@@ -121,28 +123,28 @@ def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False,
 
 
 def _create_inside(res: Resource, namespace: str, obj: dict, moment, *, manager: str,
-                   apply: Apply | None = None) -> Result:
+                   apply: Apply | None = None, version: str = "") -> Result:
     """Create inside an open, locked write transaction (POST, create-on-update, apply)."""
     obj["apiVersion"], obj["kind"] = res.api_version, res.kind
     m = obj["metadata"]
     m["namespace"] = namespace
-    sent_fields = m.get("managedFields")
+    sent_fields = _fields_in(res, m.get("managedFields"))
     fields = None
     if apply is not None:
-        obj, fields = _apply(res, None, obj, apply.force, manager, "", moment)
+        obj, fields = _apply(res, None, obj, apply.force, manager, "", moment, version)
         m = obj["metadata"]
     res.default(obj)
     if apply is None:  # before PrepareForCreate, as kube's field manager (see update)
         fields = mf.created(mf.without_managed_fields(obj), _zero(res), schema.node(res.definition), manager=manager,
-                            subresource="", api_version=res.api_version, ignored=mf.ignored_fields(res, ""),
-                            now=kmeta.format_time(moment), sent=sent_fields)
+                            subresource="", api_version=version or res.api_version,
+                            ignored=mf.ignored_fields(res, ""), now=kmeta.format_time(moment), sent=sent_fields)
     kmeta.prepare_create(m, has_generation=res.has_generation, moment=moment)
     res.prepare_for_create(obj)
     kmeta.drop_empty(m)
     _validate(res, obj, _meta_causes(obj) + res.validate(obj))
     res.canonicalize(obj)
-    _set_fields(obj, fields)
-    if res.model.objects.filter(namespace=namespace, name=m["name"]).exists():
+    _set_fields(obj, _fields_out(res, fields))
+    if sql.exists(res, namespace, m["name"]):   # (plain SQL: the ORM's query was a fifth of a create)
         raise already_exists(res.group, res.plural, m["name"])
     rv = _record(res, obj, Revision.ADDED, moment)
     sql.insert_row(res, namespace, m["name"], obj, rv)
@@ -177,12 +179,13 @@ def _check_uid_precondition(res: Resource, namespace: str, name: str, current: d
 
 
 def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
-           dry_run: bool = False, is_patch: bool = False, manager: str = mf.WEB_MANAGER) -> Result:
+           dry_run: bool = False, is_patch: bool = False, manager: str = mf.WEB_MANAGER,
+           version: str = "") -> Result:
     """Replace an object. obj_or_fn is the new object, fn(current) -> new object (PATCH), or
     an Apply (server-side apply: merged by the schema; creates the object when missing).
 
     The main resource keeps the stored status; /status keeps everything but status.
-    manager: who writes, for managedFields (see create).
+    manager, version: who writes, through which apiVersion, for managedFields (see create).
     """
     moment = kmeta.now()
     applying = obj_or_fn if isinstance(obj_or_fn, Apply) else None
@@ -201,17 +204,17 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
             if applying is not None and not subresource:
                 new = copy.deepcopy(applying.config)
                 new.setdefault("metadata", {})["name"] = name
-                return _create_inside(res, namespace, new, moment, manager=manager, apply=applying)
+                return _create_inside(res, namespace, new, moment, manager=manager, apply=applying, version=version)
             if not is_patch and applying is None and res.allow_create_on_update and not subresource:
                 new = obj_or_fn
                 new.setdefault("metadata", {})["name"] = name
                 new["metadata"].pop("resourceVersion", None)
-                return _create_inside(res, namespace, new, moment, manager=manager)
+                return _create_inside(res, namespace, new, moment, manager=manager, version=version)
             raise not_found(res.group, res.plural, name)
         fields = None
         if applying is not None:
             new, fields = _apply(res, current, copy.deepcopy(applying.config), applying.force, manager,
-                                 subresource, moment)
+                                 subresource, moment, version)
         else:
             new = obj_or_fn(copy.deepcopy(current)) if callable(obj_or_fn) else obj_or_fn
         sent_fields = (new.get("metadata") or {}).get("managedFields") if isinstance(new, dict) else None
@@ -242,7 +245,8 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         if applying is None:
             # kube's field manager sees the decoded, defaulted object, before the strategy's
             # PrepareForUpdate: what the strategy sets is nobody's.
-            fields = _updated_fields(res, old, new, sent_fields, manager, subresource, moment)
+            fields = _updated_fields(res, old, new, _fields_in(res, sent_fields), manager, subresource, moment,
+                                     version)
         kmeta.prepare_update(nm, old["metadata"])
         if subresource == "status":
             # kube's status strategies reset only the spec: metadata (labels, annotations,
@@ -262,7 +266,7 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         _validate(res, new, causes)
         if subresource != "status":
             res.canonicalize(new)
-        _set_fields(new, fields)
+        _set_fields(new, _fields_out(res, fields))
         if new == old:
             return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
@@ -409,22 +413,34 @@ def _zero(res: Resource) -> dict:
     return zero
 
 
-def _updated_fields(res: Resource, old: dict, new: dict, sent, manager: str, subresource: str, moment):
+def _fields_in(res: Resource, entries):
+    """managedFields as the field manager compares them: in the stored version's field names."""
+    return mf.renamed(entries, version_field_names(res), to_storage=True)
+
+
+def _fields_out(res: Resource, entries):
+    """managedFields as stored: each entry in the field names of the version it was written through."""
+    return mf.renamed(entries, version_field_names(res), to_storage=False)
+
+
+def _updated_fields(res: Resource, old: dict, new: dict, sent, manager: str, subresource: str, moment,
+                    version: str = ""):
     """managedFields after a non-apply write (create, update, patch, status)."""
-    managers = mf.decode_live_or_new(old["metadata"].get("managedFields"), sent, subresource)
+    managers = mf.decode_live_or_new(_fields_in(res, old["metadata"].get("managedFields")), sent, subresource)
     encoded = mf.update(managers, mf.without_managed_fields(old), mf.without_managed_fields(new),
                         schema.node(res.definition), manager=manager, subresource=subresource,
-                        api_version=res.api_version, ignored=mf.ignored_fields(res, subresource),
+                        api_version=version or res.api_version, ignored=mf.ignored_fields(res, subresource),
                         now=kmeta.format_time(moment))
     return encoded if encoded is not None else mf.encode_all(managers)
 
 
 def _apply(res: Resource, current: dict | None, config: dict, force: bool, manager: str, subresource: str,
-           moment):
+           moment, version: str = ""):
     """(merged object, managedFields) of a server-side apply of config over current (None: create)."""
     live = mf.without_managed_fields(current) if current is not None else None
-    managers = (mf.decode(current["metadata"].get("managedFields")) or {}) if current is not None else {}
+    managers = (mf.decode(_fields_in(res, current["metadata"].get("managedFields"))) or {}) \
+        if current is not None else {}
     return kapply.apply(live, config, managers, schema.node(res.definition),
-                        manager=manager, subresource=subresource, api_version=res.api_version,
+                        manager=manager, subresource=subresource, api_version=version or res.api_version,
                         ignored=mf.ignored_fields(res, subresource), force=force,
                         now=kmeta.format_time(moment))

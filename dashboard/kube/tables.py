@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from . import errors, schema
+from . import errors, schema, yielding
 from .formats import human_duration, parse_time
 from .selectors import go_quote
 
@@ -311,7 +311,8 @@ def table_of_texts(resource, texts: list[bytes], *, list_meta: dict, include_obj
     age_at = 1 + len(_ordered_columns(resource)[0]) if getattr(resource, "name_and_age_columns", True) else None
     head = b'{"kind":"PartialObjectMetadata","apiVersion":"' + api_version.encode() + b'","metadata":'
     rows = []
-    for text in texts:
+    for i, text in enumerate(texts):
+        yielding.every(i)
         r = _row_of(resource, text)
         cells = list(r.cells)
         if age_at is not None:

@@ -422,7 +422,8 @@ class CollectionView(KubeAPIView):
         if body_ns and body_ns != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
-        result = store.create(backend(res), namespace, to_storage(res, obj), dry_run=is_dry, manager=manager)
+        result = store.create(backend(res), namespace, to_storage(res, obj), dry_run=is_dry, manager=manager,
+                              version=res.api_version)
         return object_response(request, res, result.object, 201, warnings)
 
     def delete(self, request, **kw):
@@ -515,7 +516,7 @@ class ObjectView(KubeAPIView):
         check_type_meta(res, obj)
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
         result = store.update(backend(res), ns, name, to_storage(res, obj), subresource=sub, dry_run=is_dry,
-                              manager=manager)
+                              manager=manager, version=res.api_version)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def patch(self, request, **kw):
@@ -541,7 +542,7 @@ class ObjectView(KubeAPIView):
             return to_storage(res, new)
 
         result = store.update(backend(res), ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True,
-                              manager=manager)
+                              manager=manager, version=res.api_version)
         return object_response(request, res, result.object, 200, warnings)
 
     def _apply(self, request, res, ns, name, sub, body, mode, manager, is_dry):
@@ -567,8 +568,7 @@ class ObjectView(KubeAPIView):
             raise bad_request("metadata.managedFields must be nil")
         am.pop("resourceVersion", None)
         result = store.update(backend(res), ns, name, store.Apply(to_storage(res, applied), force), subresource=sub,
-                              dry_run=is_dry,
-                              is_patch=True, manager=manager)
+                              dry_run=is_dry, is_patch=True, manager=manager, version=res.api_version)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def delete(self, request, **kw):

@@ -177,13 +177,17 @@ class LanedHTTP:
         except LaneFull:
             return await self._status(send, too_many_requests(), [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
         try:
+            if lane is lane_set.fast:
+                lane_set.fast_started()
+            elif lane is lane_set.background:
+                await lane_set.yield_to_fast()   # (an Event write lets waiting renewals go first)
             handler = self.full if wants_full_middleware(scope["path"], scope.get("headers", ())) else self.api
             answer = None
-            if lane is lane_set.fast and handler is self.api and self.inline.takes(scope):
+            if lane in (lane_set.fast, lane_set.background) and handler is self.api and self.inline.takes(scope):
                 answer = await self.inline.serve(self._respond, handler, lambda: self._environ(scope, body),
                                                  writes=scope["method"] not in ("GET", "HEAD"))
                 if answer is not None:
-                    scope.get("kubedash.record", {})["lane"] = "fast-loop"
+                    scope.get("kubedash.record", {})["lane"] = f"{lane.name}-loop"
             if answer is None:   # (a fresh environ: an inline try has read the body)
                 answer = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
                     handler, self._environ(scope, body))

@@ -12,8 +12,16 @@ persistent database connections, which Django keeps per thread):
   renewals. On PostgreSQL a request spends most of its time waiting for the server's answers,
   so the lane has several threads (KUBEDASH_FAST_LANE_THREADS, default 4): their round trips
   overlap, and watch starts (which read a starting list) get a thread of their own.
+- BACKGROUND: the fast lane's writes of kinds that declare `background_writes` (Events): served
+  like the fast lane's (on the loop, on SQLite), but each first yields to the fast lane's other
+  requests while they keep coming (one started within QUIET_SECONDS), for at most
+  KUBEDASH_BACKGROUND_YIELD_MS: a burst of Events never delays a renewal, and no Event waits
+  for ever. One thread of its own where the loop does not serve it (PostgreSQL).
 - EXPENSIVE: unpaged or large lists (JSON or Table), collection deletes, OpenAPI documents,
-  and everything that is not the API (pages, forms, admin). A few threads.
+  and everything that is not the API (pages, forms, admin). A few threads. A long list or
+  Table pauses every few hundred rows while renewals keep coming (kube/yielding.py,
+  PAUSE_SECONDS at a time): its thread would otherwise hold the GIL half the time a renewal
+  wants it.
 
 Each lane admits a bounded number of requests (running + queued); one more is answered
 429 TooManyRequests with Retry-After, so a flood holds bounded memory and never spills into
@@ -21,14 +29,17 @@ the other lane. Websocket consumers (live pages) run their sync work on a lane o
 """
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
 from django.conf import settings
 from prometheus_client import Counter, Gauge
 
+from dashboard.kube import registry, yielding
 from dashboard.kube.paths import API_ROOTS
 
 FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
@@ -37,6 +48,15 @@ HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version
 # The interpreter hands the GIL over every 5 ms by default: a renewal waking from a SQLite
 # call would wait that long behind a thread rendering a big Table. 0.5 ms bounds the wait.
 SWITCH_INTERVAL = 0.0005
+
+# Renewals are "coming" while one started less than this long ago: back to back they start every
+# 1–3 ms on a busy worker (a shared machine stretches the gaps), so a background write waits,
+# and a long list pauses; with gaps longer than this (a worker renewals do not saturate) they go.
+QUIET_SECONDS = 0.005
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# How long an expensive lane's list or Table pauses, at most, at each pause point (every
+# yielding.ROWS rows, a few ms of its work) while fast requests keep coming.
+PAUSE_SECONDS = 0.002
 
 
 # Admitted (running + queued) requests per lane, summed over live workers; and the 429s.
@@ -116,6 +136,23 @@ def is_fast(method: str, path: str, query: bytes) -> bool:
     return method != "DELETE"   # POST creates one object; DELETE deletes a collection
 
 
+def is_background(method: str, path: str) -> bool:
+    """A write of a kind whose writes yield (Resource.background_writes)? (Only asked of
+    requests is_fast admits: one object, or a POST to its collection.)"""
+    if method not in WRITES:
+        return False
+    parts = path.strip("/").split("/")
+    if parts[0] == "api" and len(parts) > 2:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) > 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return False
+    plural = rest[2] if rest[0] == "namespaces" and len(rest) > 2 else rest[0]
+    res = registry.lookup(group, version, plural)
+    return res is not None and res.background_writes
+
+
 def wants_full_middleware(path: str, headers: list) -> bool:
     """Pages, and any request with a session cookie (the dashboard's own fetches, share
     links), go through every middleware; bearer-token API calls need none of sessions,
@@ -134,6 +171,9 @@ class Lanes:
 
     def __init__(self):
         self.fast = Lane("fast", settings.KUBEDASH_FAST_LANE_THREADS, settings.KUBEDASH_FAST_LANE_QUEUE)
+        self.background = Lane("background", 1, settings.KUBEDASH_BACKGROUND_LANE_QUEUE)
+        self.fast_started_at = float("-inf")   # (time.monotonic) when the last fast request started
+        yielding.install(self.pause_for_fast)
         self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
                               settings.KUBEDASH_EXPENSIVE_LANE_QUEUE)
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
@@ -141,7 +181,36 @@ class Lanes:
         sys.setswitchinterval(SWITCH_INTERVAL)
 
     def for_request(self, method: str, path: str, query: bytes) -> Lane:
-        return self.fast if is_fast(method, path, query) else self.expensive
+        if not is_fast(method, path, query):
+            return self.expensive
+        return self.background if is_background(method, path) else self.fast
+
+    def fast_started(self) -> None:
+        self.fast_started_at = time.monotonic()
+
+    def pause_for_fast(self) -> None:
+        """On an expensive lane's thread, a pause point of a long list: while a fast request
+        started within QUIET_SECONDS, sleep (the GIL free), PAUSE_SECONDS at most."""
+        if not threading.current_thread().name.startswith("lane-expensive"):
+            return   # (a small list on the fast lane, or the loop itself: never wait there)
+        deadline = time.monotonic() + PAUSE_SECONDS
+        while True:
+            now = time.monotonic()
+            quiet_at = self.fast_started_at + QUIET_SECONDS
+            if now >= quiet_at or now >= deadline:
+                return
+            time.sleep(min(quiet_at, deadline) - now)
+
+    async def yield_to_fast(self) -> None:
+        """A background request's turn: once no fast request started for QUIET_SECONDS, or
+        after KUBEDASH_BACKGROUND_YIELD_MS whatever comes."""
+        deadline = time.monotonic() + settings.KUBEDASH_BACKGROUND_YIELD_MS / 1000
+        while True:
+            now = time.monotonic()
+            quiet_at = self.fast_started_at + QUIET_SECONDS
+            if now >= quiet_at or now >= deadline:
+                return
+            await asyncio.sleep(min(quiet_at, deadline) - now)
 
 
 _lanes: Lanes | None = None

@@ -279,6 +279,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
             sub.matching = set()
             hub.register(sub)
             self.subscribers.append(sub)
+        elif not kinds.is_detail_view(self.spec.view) and timeline is not None:
+            # A list's warning badges and the overview's warnings line: the warnings about its
+            # kind (the overview: any kind), within the viewer's namespaces, push them too.
+            about = None if self.spec.view == kinds.OVERVIEW else self.spec.kinds[0]
+            sub = Subscriber(resource=registry.by_kind(timeline.kind), namespace=self.spec.namespace,
+                             field_selector=timeline.warnings_selector(about),
+                             predicate=live.namespace_predicate(self.principal), queue=self.queue)
+            sub.matching = set()
+            hub.register(sub)
+            self.subscribers.append(sub)
         if self.spec.sort:
             self.spec.members = await sync_to_async(live.sorted_members)(self.spec, self.principal)
         state = await sync_to_async(live.snapshot)(self.spec, self.principal)

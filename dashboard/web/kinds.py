@@ -232,13 +232,18 @@ class Timeline:
     a datetime to order by, "rv", "key": a DOM-safe id, "warning": bool), those written after
     after_rv only when it is given; selector(kind, name) -> the field selector of the objects
     about it (the History view's live subscription); warnings(kind, since) -> {(namespace,
-    name): how many warnings about it since}.
+    name): how many warnings about it since}; warnings_selector(kind or None) -> the field
+    selector of the warnings about objects of that kind (None: of any kind), and about(obj) ->
+    (kind, namespace, name) of the object one is about: the lists' badges and the overview's
+    warnings line follow them live.
     """
 
     kind: str
     entries: Callable[[str, str, str, int | None], list[dict]]
     selector: Callable[[str, str], Any]
     warnings: Callable[[str, datetime], dict[tuple[str, str], int]]
+    warnings_selector: Callable[[str | None], Any]
+    about: Callable[[dict], tuple[str, str, str]]
     window: str = "the last hour"        # what warnings() counts, in words
     window_seconds: int = 3600
 

@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from dashboard.access import clusters
-from dashboard.kube import lists, registry, revlog
+from dashboard.kube import lists, registry, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
 from dashboard.kube.hub import Event
@@ -66,6 +66,12 @@ def page_predicate(principal, q: str):
                 and (own is None or own.matches(m.get("labels") or {})))
 
     return visible
+
+
+def namespace_predicate(principal):
+    """The viewer's namespace limits alone (None: none), for objects about the page's objects."""
+    allowed = set(principal.namespaces)
+    return (lambda obj: obj["metadata"].get("namespace") in allowed) if allowed else None
 
 
 @dataclass
@@ -168,7 +174,16 @@ def _announcement(count: int) -> str:
 
 def changed_since(spec, rv: int) -> bool:
     """Did anything this page may show change after the page's revision (up to rv)?"""
-    return revlog.changed_between(spec.kinds, spec.rv, rv, spec.namespace, spec.name)
+    return revlog.changed_between(spec.kinds, spec.rv, rv, spec.namespace, spec.name) or warnings_changed(spec, rv)
+
+
+def warnings_changed(spec, rv: int) -> bool:
+    """Was any Event (kinds.Timeline) of the page's namespace written after the page's revision
+    (up to rv)? Then a list's badges or the Overview's warnings line may be out of date."""
+    timeline = kinds.timeline()
+    if timeline is None or kinds.is_detail_view(spec.view) or not spec.rv:
+        return False
+    return revlog.changed_between((timeline.kind,), spec.rv, rv, spec.namespace or "")
 
 
 # Every open page of a kind gets the same row for the same revision: render it once. (The item
@@ -228,6 +243,8 @@ def catch_up(spec, principal, state: Snapshot) -> list[str] | None:
     page as the live push would have removed it."""
     if spec.view == OVERVIEW or kinds.is_detail_view(spec.view) or not spec.rv:
         return None
+    if warnings_changed(spec, state.rv):
+        return None   # (which rows' badges changed is not known: all of them again)
     try:
         then = snapshot(spec, principal, at=spec.rv)   # what the page showed
     except ApiError:
@@ -291,6 +308,9 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
         return [overview_fragment(spec, visible_namespaces(spec), moment) + marker]
     detail = kinds.is_detail_view(spec.view)
+    if not detail:
+        pending = _badges_to_rows(spec, pending)
+    moved = detail or any(event != BADGE for event, _ in pending.values())   # (else no count changed)
     rows, parts = [], []    # rows: <tr hx-swap-oob> replacements (table context)
     inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
     announced = spec.announced
@@ -302,6 +322,11 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         present_now = at < len(shown) and shown[at] == key
         if detail:
             parts.append(_detail(kind, None if event == revlog.DELETED else ev.obj, moment, spec))
+            continue
+        if event == BADGE:   # the row, as it is now, for its new warning count (rows on the page only)
+            obj = _current(kind, namespace, name) if present_now else None
+            if obj is not None:
+                (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_item(kind, obj, "true", moment, badges))
             continue
         if known is not None:
             is_new = key not in known and event != revlog.DELETED
@@ -330,9 +355,9 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
         parts.append(_announcement(spec.announced))
     if not detail and was_empty != (not shown):
         parts.append(_empty_marker(not shown))
-    if not detail and kinds.by_kind(spec.kinds[0]).summary_partial:
+    if not detail and moved and kinds.by_kind(spec.kinds[0]).summary_partial:
         parts.append(_summary(spec, shown))   # the totals move with any item
-    if not detail:
+    if not detail and moved:
         totals = totals_fragment(spec, shown)
         if totals != getattr(spec, "totals_sent", None):   # (unchanged counts are not sent again)
             spec.totals_sent = totals
@@ -340,6 +365,32 @@ def render_changes(spec, pending: dict, shown: list, known: set | None = None) -
     if not rows:
         return ["".join(parts) + marker]
     return ["".join(rows)] + ["".join(parts) + marker] if parts else ["".join(rows) + marker]
+
+
+BADGE = "BADGE"   # render_changes: a row whose warnings changed (not the object)
+
+
+def _badges_to_rows(spec, pending: dict) -> dict:
+    """A list page's pending changes with each warning (kinds.Timeline) about one of its rows
+    turned into that row's BADGE change; a change of the object itself already re-renders it."""
+    timeline = kinds.timeline()
+    if timeline is None or not any(key[0] == timeline.kind for key in pending):
+        return pending
+    out = {key: change for key, change in pending.items() if key[0] != timeline.kind}
+    for key, (_, ev) in pending.items():
+        if key[0] != timeline.kind:
+            continue
+        about = timeline.about(ev.obj)
+        if about[0] in spec.kinds and about not in out:
+            out[about] = (BADGE, ev)
+    return out
+
+
+def _current(kind: str, namespace: str, name: str) -> dict | None:
+    try:
+        return store.get(registry.by_kind(kind), namespace, name)
+    except ApiError:
+        return None   # deleted meanwhile: its own change removes the row
 
 
 def overview_namespaces(state: Snapshot) -> list[str]:
@@ -366,6 +417,8 @@ def overview_fragment(spec, namespaces: list[str], moment) -> str:
     html = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""}) for card in cards)
     html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
     html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
+    only = [spec.namespace] if spec.namespace else (sorted(spec.allowed) or None)
+    html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only), "oob": True})
     return html + clusters_fragment(spec, moment, None if spec.namespace else cards)
 
 
