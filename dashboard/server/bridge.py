@@ -249,7 +249,7 @@ class LanedHTTP:
         try:
             result = handler(environ, start_response)
             if getattr(result, "streaming", False):
-                return started["status"], started["headers"], result   # read (and closed) by _stream
+                return started["status"], started["headers"], result, False   # read (and closed) by _stream
             try:
                 content = b"".join(result)
             finally:
