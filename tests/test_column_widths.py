@@ -45,7 +45,8 @@ BOUNDS = {
     "access.AccessChange": {"subject": (64, "'user:<id>' / 'token:<id>' / 'share:<id>'")},
     "follow.Cluster": {"name": (63, "clusters.check_name (a DNS label)"), "server": (1000, "kubeconfig.MAX_SERVER"),
                        "context": (253, "kubeconfig.MAX_CONTEXT"), "namespace": (63, "clusters.check_namespace"),
-                       "state": (8, "syncing / live / stale"), "message": (1000, "truncated to 1000 where written")},
+                       "state": (8, "syncing / live / stale"),
+                       "writes": (15, "read-only / as-user / own-credentials (Cluster.WRITE_MODES)"), "message": (1000, "truncated to 1000 where written")},
 }
 
 
