@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import eventually, served, server_env
-from test_browser import CHROMIUM, LAUNCH_ARGS, WAIT_MS, _missing, log_in  # noqa: F401
+from test_browser import WAIT_MS, chromium, log_in  # noqa: F401  (chromium: a fixture)
 from test_browser_dash import axe_violations
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/team/leases"
@@ -48,27 +48,12 @@ def servers(tmp_path_factory):
     next(up_gen, None)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("Playwright for Python is not installed (pip install -e .[test])")
-    from pathlib import Path
-    if not Path(CHROMIUM).exists():
-        _missing(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
-
-
-def test_edit_a_followed_lease_in_the_browser(servers, browser):
+def test_edit_a_followed_lease_in_the_browser(servers, chromium):
     from playwright.sync_api import expect
 
     up, here = servers
     expect.set_options(timeout=WAIT_MS)
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)   # (axe is injected)
+    ctx = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)   # (axe is injected)
     page = ctx.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import served, server_env
 from manifests import endpoints, job, lease
+from test_forms import form_fields
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -97,26 +98,6 @@ def text(resp) -> str:
     return resp.content.decode()
 
 
-def form_data(html: str) -> dict:
-    body = re.findall(r'<form method="post"[^>]*>(.*?)</form>', html, re.S)[-1]
-    data = {}
-    for m in re.finditer(r'<input([^>]*)>', body):
-        attrs = dict(re.findall(r'(\w[\w-]*)="([^"]*)"', m.group(1)))
-        if "name" not in attrs:
-            continue
-        if attrs.get("type") == "checkbox":
-            if "checked" in m.group(1):
-                data[attrs["name"]] = attrs.get("value", "on")
-            continue
-        data[attrs["name"]] = unescape(attrs.get("value", ""))
-    for m in re.finditer(r'<textarea[^>]*name="([^"]+)"[^>]*>\n?(.*?)</textarea>', body, re.S):
-        data[m.group(1)] = unescape(m.group(2))
-    for m in re.finditer(r'<select[^>]*name="([^"]+)"[^>]*>(.*?)</select>', body, re.S):
-        chosen = re.search(r'<option value="([^"]*)"[^>]*selected', m.group(2))
-        data[m.group(1)] = unescape(chosen.group(1)) if chosen else ""
-    return data
-
-
 def messages(client) -> str:
     return text(client.get("/leases/?cluster=prod"))
 
@@ -135,7 +116,7 @@ def test_form_edit_lands_upstream_and_shows_at_once(up, objects, caplog):
     url = f"/leases/team/{name}/edit/?cluster=prod"
     form = alice.get(url)
     assert form.status_code == 200, text(form)
-    data = form_data(text(form))
+    data = form_fields(text(form))
     data["holder"] = "from-the-form"
     with caplog.at_level(logging.INFO, logger="kubedash.audit"):
         saved = alice.post(url, data)
@@ -160,12 +141,12 @@ def test_yaml_edit_and_actions(up, objects):
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     lname, jname, ename = objects["lease"], objects["job"], objects["eps"]
     url = f"/leases/team/{lname}/yaml/?cluster=prod"
-    data = form_data(text(alice.get(url)))
+    data = form_fields(text(alice.get(url)))
     data["yaml"] = data["yaml"].replace("holderIdentity: a", "holderIdentity: from-yaml")
     assert alice.post(url, data).status_code == 302
     assert upstream_get(up, "Lease", lname)["spec"]["holderIdentity"] == "from-yaml"
     # What upstream refuses as invalid (422) is shown by its causes, and nothing changes.
-    data = form_data(text(alice.get(url)))
+    data = form_fields(text(alice.get(url)))
     data["yaml"] = re.sub(r"leaseDurationSeconds: \d+", "leaseDurationSeconds: -5", data["yaml"])
     invalid = alice.post(url, data)
     assert invalid.status_code == 422, text(invalid)[:2000]
@@ -231,7 +212,7 @@ def test_upstream_refusal_is_shown_and_nothing_changes(up, objects):
     assert "the cluster refuses: bob may not update leases" in detail and f'href="/leases/team/{name}/edit/' not in detail
     listing = unescape(text(bob.get("/leases/?cluster=prod&namespace=team")))
     assert "the cluster refuses: bob may not create leases" in listing and "bulk-form" not in listing
-    data = form_data(text(bob.get(url)))
+    data = form_fields(text(bob.get(url)))
     data["holder"] = "bob-was-here"
     refused = bob.post(url, data)
     assert refused.status_code == 403
@@ -245,7 +226,7 @@ def test_concurrent_upstream_write_gives_the_conflict_page(up, objects):
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     name = objects["lease"]
     url = f"/leases/team/{name}/edit/?cluster=prod"
-    data = form_data(text(alice.get(url)))
+    data = form_fields(text(alice.get(url)))
     status, _, _ = up.request("PATCH", f"{LEASES}/{name}", {"spec": {"holderIdentity": "someone-else"}},
                               content_type="application/merge-patch+json")
     assert status == 200
@@ -401,7 +382,7 @@ def test_create_from_yaml_and_create_again_after_a_delete(up, objects):
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     name = f"{objects['lease']}-new"
     url = "/leases/new/?as=yaml&namespace=team&cluster=prod"
-    data = form_data(text(alice.get(url)))
+    data = form_fields(text(alice.get(url)))
     data["yaml"] = (f"apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: {name}\n  namespace: team\n"
                     "spec:\n  holderIdentity: made-here\n")
     made = alice.post(url, data)

@@ -57,11 +57,9 @@ def rv_of(resp) -> str:
     return m.group(1)
 
 
-def form_data(resp) -> dict:
-    """What a browser would post for the page's (last) POST form, as rendered."""
-    html = text(resp)
-    forms = re.findall(r'<form method="post"[^>]*>(.*?)</form>', html, re.S)
-    body = forms[-1]
+def form_fields(html: str) -> dict:
+    """Every field a browser would post for the page's (last) POST form, as rendered."""
+    body = re.findall(r'<form method="post"[^>]*>(.*?)</form>', html, re.S)[-1]
     data = {}
     for m in re.finditer(r'<input([^>]*)>', body):
         attrs = dict(re.findall(r'(\w[\w-]*)="([^"]*)"', m.group(1)))
@@ -76,7 +74,13 @@ def form_data(resp) -> dict:
         data[m.group(1)] = unescape(m.group(2))
     for m in re.finditer(r'<select[^>]*name="([^"]+)"[^>]*>(.*?)</select>', body, re.S):
         chosen = re.search(r'<option value="([^"]*)"[^>]*selected', m.group(2))
-        data[m.group(1)] = chosen.group(1) if chosen else ""
+        data[m.group(1)] = unescape(chosen.group(1)) if chosen else ""
+    return data
+
+
+def form_data(resp) -> dict:
+    """What a browser would post to save the page's (last) POST form (the test client needs no CSRF token)."""
+    data = form_fields(text(resp))
     data.pop("csrfmiddlewaretoken", None)
     data["action"] = "save"
     return data
