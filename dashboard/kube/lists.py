@@ -138,22 +138,27 @@ def list_objects(res: Resource, q: ListQuery) -> ListPage:
     return page
 
 
-def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict) -> ListPage:
+def _rows(res: Resource, q: ListQuery, after):
+    """The typed table's rows for the query after the key `after` (or from the first), in key
+    order: (namespace, name, [labels,] stored text); labels only when a label selector asks."""
     rows = res.model.objects.all()
     if q.namespace is not None:
         rows = rows.filter(namespace=q.namespace)
     if q.names:
         rows = rows.filter(name__in=q.names)
-    if start is not None:
-        rows = rows.filter(Q(namespace__gt=start[0]) | Q(namespace=start[0], name__gt=start[1]))
+    if after is not None:
+        rows = rows.filter(Q(namespace__gt=after[0]) | Q(namespace=after[0], name__gt=after[1]))
+    columns = ("namespace", "name", "current__object")
     if q.label_selector is not None and not q.label_selector.empty:
         pushed = label_selector_q(q.label_selector)
         if pushed is not None:
             rows = rows.filter(pushed)
         columns = ("namespace", "name", "labels", "current__object")
-    else:
-        columns = ("namespace", "name", "current__object")
-    rows = rows.order_by("namespace", "name").values_list(*columns)
+    return rows.order_by("namespace", "name").values_list(*columns)
+
+
+def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict) -> ListPage:
+    rows = _rows(res, q, start)
 
     extra = sorted(k for k, text in overrides.items() if text is not None
                    and (q.namespace is None or k[0] == q.namespace)
@@ -228,21 +233,9 @@ def _at_snapshot(res: Resource, q: ListQuery, snapshot: int, after, cluster: str
     """
     changed: set[tuple[str, str]] = set()
     seen, size = snapshot, settings.KUBEDASH_LIST_STREAM_BATCH
-    pushed = label_selector_q(q.label_selector) if q.label_selector is not None and not q.label_selector.empty else None
-    with_labels = q.label_selector is not None and not q.label_selector.empty
-    columns = ("namespace", "name", "labels", "current__object") if with_labels else ("namespace", "name", "current__object")
     while True:
         with clusters.within(cluster):
-            rows = res.model.objects.all()
-            if q.namespace is not None:
-                rows = rows.filter(namespace=q.namespace)
-            if q.names:
-                rows = rows.filter(name__in=q.names)
-            if after is not None:
-                rows = rows.filter(Q(namespace__gt=after[0]) | Q(namespace=after[0], name__gt=after[1]))
-            if pushed is not None:
-                rows = rows.filter(pushed)
-            batch = list(rows.order_by("namespace", "name").values_list(*columns)[:size])
+            batch = list(_rows(res, q, after)[:size])
             writes = revlog.writes_after(res.kind, seen, q.namespace)
             changed.update((ns, name) for _, ns, name in writes)
             seen = max([seen, *(rv for rv, _, _ in writes)])
@@ -255,7 +248,7 @@ def _at_snapshot(res: Resource, q: ListQuery, snapshot: int, after, cluster: str
                 # rest cannot be shown; end the stream broken rather than send another state.
                 raise RuntimeError(f"list at revision {snapshot} compacted while it was sent")
         merged = [((ns, name), None, text) for (ns, name), text in logged.items() if text is not None]
-        merged += [((row[0], row[1]), row[2] if with_labels else None, row[-1])
+        merged += [((row[0], row[1]), row[2] if len(row) == 4 else None, row[-1])
                    for row in batch if (row[0], row[1]) not in changed]
         merged.sort(key=lambda item: item[0])
         out = [text.encode() if isinstance(text, str) else text
