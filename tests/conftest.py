@@ -280,13 +280,15 @@ def served(data_dir: Path, env: dict, *serve_args: str):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("serve did not start: " + (data_dir / "server.log").read_text()[-3000:])
             time.sleep(0.2)
-    yield LiveServer(data_dir, http_port, tls_port, proc)
-    proc.terminate()
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        yield LiveServer(data_dir, http_port, tls_port, proc)
+    finally:   # (also on close(): a test that stops a server by closing its generator)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
 
 
 @pytest.fixture(scope="session")
