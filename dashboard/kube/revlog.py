@@ -13,6 +13,8 @@ from typing import Iterable
 import orjson
 from django.db import connection
 
+from dashboard.access import clusters
+
 from .models import CompactionState, Revision
 
 ADDED, MODIFIED, DELETED = Revision.ADDED, Revision.MODIFIED, Revision.DELETED
@@ -72,11 +74,16 @@ def keys_written_after(kind: str, rv: int, namespace: str | None) -> set[tuple[s
 
 
 def writes_after(kind: str, rv: int, namespace: str | None) -> list[tuple[int, str, str]]:
-    """(rv, namespace, name) of every write of `kind` after rv (a streamed list's snapshot overlay)."""
-    later = Revision.objects.filter(kind=kind, rv__gt=rv)
-    if namespace is not None:
-        later = later.filter(namespace=namespace)
-    return list(later.values_list("rv", "namespace", "name"))
+    """(rv, namespace, name) of every write of `kind` after rv (a streamed list's snapshot overlay).
+
+    Asked after every batch with rv the newest write seen: read by the primary key's range
+    (what the log got since), the rest sorted out here. Filtered in SQL, SQLite takes the
+    kube_rev_key index instead and walks every logged write of the kind (10,000 rows: 0.7 ms
+    a batch)."""
+    cluster = clusters.current()
+    return [(r, ns, name) for r, c, k, ns, name in
+            Revision.everywhere.filter(rv__gt=rv).values_list("rv", "cluster", "kind", "namespace", "name")
+            if c == cluster and k == kind and (namespace is None or ns == namespace)]
 
 
 def changed_between(kinds: Iterable[str], after: int, upto: int, namespace: str = "", name: str = "") -> bool:
