@@ -1,13 +1,15 @@
-"""A 10,000-object list: the server's peak RSS growth and time to first byte, streamed (issue 28:
-kube/views.py stream_list) against built whole (KUBEDASH_STREAM_LISTS=0, what every list did
-before), in the same run, on the same database.
+"""A 10,000-object list: the server's peak RSS growth, time to first byte and total time,
+streamed (issue 28: kube/views.py stream_list) against built whole (KUBEDASH_STREAM_LISTS=0,
+what every list did before), in the same run, on the same database.
 
-    .venv/bin/python bench/lists.py [--objects 10000] [--rounds 5] [--database postgres://…]
+    .venv/bin/python bench/lists.py [--objects 10000] [--rounds 9] [--database postgres://…]
 
-For each mode the server (one process) is started on the same data, warmed with one list, then
-each round resets the process's peak RSS (`/proc/PID/clear_refs` 5), lists every Lease (JSON,
-then as a Table) and reads the peak (VmHWM) minus the RSS before. Time to first byte is to the
-first byte of the body. The ceiling: `GET /version` on the same server (its TTFB, its growth).
+Two servers (one process each, one per mode) on the same data are warmed with one list each;
+then each round asks them in turn (an A/B under the same load): for each request it resets
+the process's peak RSS (`/proc/PID/clear_refs` 5), lists every Lease (JSON, then as a Table)
+and reads the peak (VmHWM) minus the RSS before. Time to first byte is to the first byte of
+the body; the server's CPU time is a mean (/proc counts it in clock ticks). Ceilings: `GET /version` on the same server (its TTFB, its growth), and a streamed
+list's total time at most 1.1x the list built whole (exit status 1 if not).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BenchServer, add_backend_arguments, backend_name, machine  # noqa: E402
+from common import BenchServer, add_backend_arguments, backend_name, machine, proc_cpu_seconds  # noqa: E402
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/bench/leases"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -55,10 +57,11 @@ def status_kb(pid: int, field: str) -> int:
     raise KeyError(field)
 
 
-def one(port: int, token: str, pid: int, path: str, accept: str | None) -> tuple[float, float, int, int]:
-    """(seconds to the body's first byte, seconds to the last, body bytes, peak RSS growth KiB)."""
+def one(port: int, token: str, pid: int, path: str, accept: str | None) -> tuple[float, float, int, int, float]:
+    """(seconds to the body's first byte, seconds to the last, body bytes, peak RSS growth KiB,
+    the server's CPU seconds)."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")   # VmHWM := the current RSS
-    before = status_kb(pid, "VmRSS")
+    before, cpu = status_kb(pid, "VmRSS"), proc_cpu_seconds(pid)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Authorization": f"Bearer {token}"}
     if accept:
@@ -70,66 +73,90 @@ def one(port: int, token: str, pid: int, path: str, accept: str | None) -> tuple
     ttfb = time.perf_counter() - started
     rest = resp.read()
     total = time.perf_counter() - started
+    cpu = proc_cpu_seconds(pid) - cpu
     conn.close()
     if resp.status != 200 or not first:
         raise SystemExit(f"GET {path}: {resp.status}")
     time.sleep(0.05)
-    return ttfb, total, 1 + len(rest), status_kb(pid, "VmHWM") - before
+    return ttfb, total, 1 + len(rest), status_kb(pid, "VmHWM") - before, cpu
 
 
-def measure(server: BenchServer, rounds: int) -> dict:
-    pid = server.serving_pids()[0]
+def measure(servers: dict[str, BenchServer], rounds: int) -> dict:
+    """{mode: {case: [samples]}}, the modes' servers asked in turn within each round (an A/B on
+    the same load)."""
     cases = {"version": ("/version", None), "list JSON": (LEASES, None), "list Table": (LEASES, TABLE)}
-    for path, accept in cases.values():   # warm: imports, caches, the Table's cached rows
-        one(server.port, server.token, pid, path, accept)
-    out = {name: [] for name in cases}
+    for server in servers.values():   # warm: imports, caches, the Table's cached rows
+        for path, accept in cases.values():
+            one(server.port, server.token, server.serving_pids()[0], path, accept)
+    out = {mode: {name: [] for name in cases} for mode in servers}
     for _ in range(rounds):
         for name, (path, accept) in cases.items():
-            out[name].append(one(server.port, server.token, pid, path, accept))
+            for mode, server in servers.items():
+                out[mode][name].append(one(server.port, server.token, server.serving_pids()[0], path, accept))
     return out
+
+
+class SameDatabase(BenchServer):
+    """A second server on `first`'s database and token (no migrate, no token of its own)."""
+
+    def __init__(self, first: BenchServer, **env: str):
+        super().__init__(first.data_dir)
+        self.first = first
+        self.env = {**first.env, **env}
+
+    def prepare(self) -> None:
+        self.token = self.first.token
+
+
+CEILING = 1.1   # streamed total time / built-whole total time
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=10000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     add_backend_arguments(parser)
     args = parser.parse_args()
     print(f"# bench/lists.py: {args.objects} Leases, {args.rounds} rounds, {backend_name(args.database, args.redis)}")
     print(f"# {machine()}; load average at start: {os.getloadavg()[0]:.2f}")
-    results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        server = BenchServer(Path(tmp), database=args.database, redis=args.redis)
+        whole = BenchServer(Path(tmp), database=args.database, redis=args.redis)
+        whole.env["KUBEDASH_STREAM_LISTS"] = "0"
+        streamed = SameDatabase(whole, KUBEDASH_STREAM_LISTS="1")
+        servers = {"built whole": whole, "streamed": streamed}
         try:
-            for mode in ("built whole", "streamed"):
-                server.env["KUBEDASH_STREAM_LISTS"] = "1" if mode == "streamed" else "0"
-                server.start()
-                if mode == "built whole":
-                    seed(server.port, server.token, args.objects)
-                results[mode] = measure(server, args.rounds)
-                server.proc.terminate()   # (not stop(): the next mode lists the same database)
-                server.proc.wait(15)
+            whole.start()
+            seed(whole.port, whole.token, args.objects)
+            streamed.start()
+            results = measure(servers, args.rounds)
         finally:
-            server.stop()
+            streamed.stop()
+            whole.stop()   # (last: it drops a PostgreSQL database)
     print(f"# load average at end: {os.getloadavg()[0]:.2f}\n")
-    print(f"{'mode':<12} {'request':<11} {'TTFB ms':>8} {'total ms':>9} {'MB':>6} {'peak RSS +MiB':>14}")
+
+    def median(mode: str, name: str, field: int) -> float:
+        return statistics.median(s[field] for s in results[mode][name])
+
+    print(f"{'mode':<12} {'request':<11} {'TTFB ms':>8} {'total ms':>9} {'CPU ms':>7} {'MB':>6} {'peak RSS +MiB':>14}")
     for mode, cases in results.items():
         for name, samples in cases.items():
-            ttfb = statistics.median(s[0] for s in samples) * 1000
-            total = statistics.median(s[1] for s in samples) * 1000
-            size = samples[0][2] / 1e6
-            peak = statistics.median(s[3] for s in samples) / 1024
-            print(f"{mode:<12} {name:<11} {ttfb:8.1f} {total:9.1f} {size:6.2f} {peak:14.1f}")
+            print(f"{mode:<12} {name:<11} {median(mode, name, 0) * 1000:8.1f} {median(mode, name, 1) * 1000:9.1f} {statistics.mean(s[4] for s in samples) * 1000:7.1f} "
+                  f"{samples[0][2] / 1e6:6.2f} {median(mode, name, 3) / 1024:14.1f}")
     print()
+    version = median("streamed", "version", 0) * 1000
+    missed = 0
     for name in ("list JSON", "list Table"):
-        whole, streamed = (statistics.median(s[3] for s in results[m][name]) / 1024 for m in results)
-        t_whole, t_streamed = (statistics.median(s[0] for s in results[m][name]) * 1000 for m in results)
-        version = statistics.median(s[0] for s in results["streamed"]["version"]) * 1000
-        print(f"{name}: peak RSS growth {streamed:.1f} MiB streamed vs {whole:.1f} MiB built whole "
-              f"({streamed / whole if whole else float('nan'):.2f}x); TTFB {t_streamed:.1f} ms streamed vs "
-              f"{t_whole:.1f} ms built whole, ceiling GET /version {version:.1f} ms "
-              f"({t_streamed / version if version else float('nan'):.1f}x the ceiling)")
-    return 0
+        whole_rss, streamed_rss = (median(m, name, 3) / 1024 for m in results)
+        whole_ttfb, streamed_ttfb = (median(m, name, 0) * 1000 for m in results)
+        whole_total, streamed_total = (median(m, name, 1) * 1000 for m in results)
+        ratio = streamed_total / whole_total
+        missed += ratio > CEILING
+        print(f"{name}: peak RSS growth {streamed_rss:.1f} MiB streamed vs {whole_rss:.1f} MiB built whole; "
+              f"TTFB {streamed_ttfb:.1f} ms streamed vs {whole_ttfb:.1f} ms built whole, ceiling GET /version "
+              f"{version:.1f} ms ({streamed_ttfb / version if version else float('nan'):.1f}x the ceiling); "
+              f"total {streamed_total:.1f} ms streamed vs {whole_total:.1f} ms built whole: "
+              f"{ratio:.2f}x (ceiling {CEILING}x) {'PASS' if ratio <= CEILING else 'MISS'}")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

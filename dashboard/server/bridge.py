@@ -207,25 +207,43 @@ class LanedHTTP:
     @staticmethod
     async def _stream(send, status: int, headers: list, response, lane) -> None:
         """Send a streaming response (kube.views.stream_list) piece by piece: each piece is read
-        on the lane's thread (its database work stays off the loop) once the client has taken
-        all but STREAM_BACKLOG_BYTES of what was sent. No Content-Length: HTTP/1.1 chunks. A
-        failure after the headers cannot become a Status any more: the connection is cut."""
+        on the lane's thread (its database work stays off the loop), the next one while this
+        one is sent, as long as the client has taken all but STREAM_BACKLOG_BYTES of what was
+        sent (at most two pieces and that backlog are held). No Content-Length: HTTP/1.1
+        chunks. A failure after the headers cannot become a Status any more: the connection is
+        cut."""
         read = sync_to_async(next, thread_sensitive=False, executor=lane.executor)
         request = current_request.get()
         pieces = iter(response)
+        reading = None   # the next piece, being read
         try:
             await send({"type": "http.response.start", "status": status, "headers": headers})
-            while (piece := await read(pieces, None)) is not None:
+            reading = asyncio.ensure_future(read(pieces, None))
+            while (piece := await reading) is not None:
+                # Read ahead before sending: otherwise the lane's thread idles for every piece
+                # while the loop takes its result, sends it and hands it the next read.
+                reading = None
+                behind = unsent_bytes(request)
+                if 0 <= behind <= STREAM_BACKLOG_BYTES:
+                    reading = asyncio.ensure_future(read(pieces, None))
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
+                del piece
                 while (behind := unsent_bytes(request)) > STREAM_BACKLOG_BYTES:
                     await asyncio.sleep(0.002)
                 if behind < 0:
                     return   # the client went away
+                if reading is None:
+                    reading = asyncio.ensure_future(read(pieces, None))
+            reading = None
             await send({"type": "http.response.body", "body": b""})
         except Exception:   # noqa: BLE001 - the status is out: end the response broken, not complete
             log.exception("streamed response failed after its headers")
             abort(request)
         finally:
+            if reading is not None:   # (the generator cannot be closed while it runs)
+                await asyncio.wait([reading])
+                if not reading.cancelled():
+                    reading.exception()   # (retrieved: its failure, if any, is moot now)
             await sync_to_async(response.close, thread_sensitive=False, executor=lane.executor)()
 
     @staticmethod
