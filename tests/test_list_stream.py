@@ -17,7 +17,7 @@ import pytest
 
 import pg_support
 from conftest import served, server_env, signed_in_client
-from dashboard.kube import lists, registry
+from dashboard.kube import lists, registry, revlog
 from dashboard.kube.compaction import compact
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
@@ -149,8 +149,11 @@ def test_streamed_list_errors_are_statuses(server):
 
 
 @pytest.mark.django_db
-def test_writes_while_a_list_streams_do_not_change_it(api, settings):
+@pytest.mark.parametrize("writes_range", [1000, 2])
+def test_writes_while_a_list_streams_do_not_change_it(api, settings, monkeypatch, writes_range):
     settings.KUBEDASH_LIST_STREAM_BATCH = 3
+    # (2: the log since the snapshot is read in several rv ranges, each with other kinds' writes)
+    monkeypatch.setattr(revlog, "WRITES_RANGE", writes_range)
     for i in range(20):
         assert api.post(LEASES, lease(f"l{i:02}", labels={"keep": "yes"})).status_code == 201
     res = registry.by_kind("Lease")
@@ -163,6 +166,7 @@ def test_writes_while_a_list_streams_do_not_change_it(api, settings):
         api.delete(f"{LEASES}/l10")
         api.patch(f"{LEASES}/l12", {"metadata": {"labels": {"keep": "no"}}})
         api.patch(f"{LEASES}/l15", {"spec": {"holderIdentity": "later"}})
+        api.post(JOBS_OTHER, job(f"j-{selector is None}", ns="other"))   # another kind's write between
         api.patch(f"{LEASES}/l00", {"spec": {"holderIdentity": "later"}})
         api.post(LEASES, lease("l10b", labels={"keep": "yes"}))
         api.post(LEASES, lease("l99", labels={"keep": "yes"}))
