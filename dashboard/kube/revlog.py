@@ -12,7 +12,6 @@ from typing import Iterable
 
 import orjson
 from django.db import connection
-from django.db.models import Max
 
 from dashboard.access import clusters
 
@@ -82,7 +81,9 @@ def writes_after(kind: str, rv: int, namespace: str | None) -> list[tuple[int, s
     log got since in bounded ranges; kind and namespace are sorted out here. Filtered in SQL,
     SQLite takes the kube_rev_key index and walks every logged write of the kind (10,000
     rows: 0.7 ms a batch); an open range, PostgreSQL without fresh statistics scans the table."""
-    top = Revision.everywhere.aggregate(top=Max("rv"))["top"] or 0
+    with connection.cursor() as cursor:   # (plain SQL: asked after every batch; the ORM's aggregate costs 0.3 ms)
+        cursor.execute("SELECT MAX(rv) FROM kube_revision")
+        top = cursor.fetchone()[0] or 0
     cluster, out = clusters.current(), []
     while rv < top:
         upto = min(top, rv + WRITES_RANGE)
