@@ -42,6 +42,8 @@ from prometheus_client import Counter, Gauge
 from dashboard.kube import registry, yielding
 from dashboard.kube.paths import API_ROOTS
 
+from .heavy import HeavyProcess
+
 FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
 HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
 
@@ -176,6 +178,11 @@ class Lanes:
         yielding.install(self.pause_for_fast)
         self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
                               settings.KUBEDASH_EXPENSIVE_LANE_QUEUE)
+        # Its work in a child process at a lower priority (heavy.py), the lane's threads relaying.
+        self.heavy = None
+        if settings.KUBEDASH_HEAVY_PROCESS:
+            self.heavy = HeavyProcess(keep=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, nice=settings.KUBEDASH_HEAVY_NICE)
+            self.heavy.start()
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
         self.pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-pages")
         sys.setswitchinterval(SWITCH_INTERVAL)
