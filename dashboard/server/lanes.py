@@ -181,8 +181,8 @@ class Lanes:
         # Its work in a child process at a lower priority (heavy.py), the lane's threads relaying.
         self.heavy = None
         if settings.KUBEDASH_HEAVY_PROCESS:
+            # (started by `serve` once it listens, else by the first request that needs it)
             self.heavy = HeavyProcess(keep=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, nice=settings.KUBEDASH_HEAVY_NICE)
-            self.heavy.start()
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
         self.pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-pages")
         sys.setswitchinterval(SWITCH_INTERVAL)
