@@ -6,7 +6,7 @@
 One throw-away server per mode (one worker, SQLite, like bench/api.py), seeded with Leases and
 --jobs Jobs. Modes: `old` serves heavy requests in the worker's own threads
 (KUBEDASH_HEAVY_PROCESS=0), `new` in the worker's heavy child process at a lower OS priority
-(KUBEDASH_HEAVY_PROCESS=1). Then --runs rounds, the modes interleaved within each round so
+(KUBEDASH_HEAVY_PROCESS=1; `new:N`: at nice N). Then --runs rounds, the modes interleaved within each round so
 both see the same machine: wrk's kubelet-style renewals (bench/lease_renew.lua) alone, then
 while one client loops Table lists of every Job (bench/api.py's scenario_renew_under_tables).
 Prints every run's ratio (renewals under the Tables / alone) and the worst, against
@@ -31,7 +31,14 @@ from api import (ALL_JOBS, LOADED_MAX_P99_RATIO, LOADED_MIN_RATIO, RENEW_NS, TAB
                  seed_jobs, seed_leases)
 from common import BenchServer, machine, print_targets  # noqa: E402
 
-MODES = {"old": "0", "new": "1"}
+def mode_env(mode: str) -> dict:
+    """old: heavy work in the worker's threads; new: in its child process; new:N at nice N."""
+    if mode == "old":
+        return {"KUBEDASH_HEAVY_PROCESS": "0"}
+    name, _, nice = mode.partition(":")
+    if name != "new" or not (nice or "0").isdigit():
+        raise SystemExit(f"unknown mode {mode!r}: old, new or new:N (N: KUBEDASH_HEAVY_NICE)")
+    return {"KUBEDASH_HEAVY_PROCESS": "1", **({"KUBEDASH_HEAVY_NICE": nice} if nice else {})}
 
 
 class PoliteTableLoop(TableLoop):
@@ -87,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=4, help="renewing connections (default 4)")
     parser.add_argument("--jobs", type=int, default=3000, help="Jobs in the Table lists (default 3000)")
     parser.add_argument("--flood", type=int, default=80, help="Table clients in the flood case, 0: none (default 80)")
-    parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=["old", "new"])
+    parser.add_argument("--modes", nargs="+", default=["old", "new"],
+                        help="old, new, new:N (heavy child at nice N); default: old new")
     args = parser.parse_args(argv)
     wrk = shutil.which("wrk")
     if wrk is None:
@@ -101,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     dirs = []
     try:
         for mode in args.modes:
-            data_dir = Path(tempfile.mkdtemp(prefix=f"kubedash-bench-cpu-{mode}-"))
+            data_dir = Path(tempfile.mkdtemp(prefix=f"kubedash-bench-cpu-{mode.replace(':', '')}-"))
             dirs.append(data_dir)
             server = BenchServer(data_dir)
-            server.env["KUBEDASH_HEAVY_PROCESS"] = MODES[mode]
+            server.env.update(mode_env(mode))
             server.start()
             servers[mode] = server
             seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(c)])
@@ -116,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
 
         ratios: dict[str, list[float]] = {m: [] for m in args.modes}
         p99s: dict[str, list[tuple[float, float]]] = {m: [] for m in args.modes}
-        print(f"\n{'run':>3} {'mode':<4} {'alone/s':>8} {'p99 ms':>7} {'Tables/s':>9} {'p99 ms':>7} "
-              f"{'ratio':>6} {'lists':>6} {'load':>15}")
+        # other CPU: cores used by processes other than the server and wrk (other helpers, the
+        # Table client) during the renewals alone / under the Tables.
+        print(f"\n{'run':>3} {'mode':<6} {'alone/s':>8} {'p99 ms':>7} {'Tables/s':>9} {'p99 ms':>7} "
+              f"{'ratio':>6} {'lists':>6} {'other CPU':>11} {'load':>15}")
         for run in range(1, args.runs + 1):
             for mode, server in servers.items():
                 alone = scenario_renew(wrk, server, c, duration)
@@ -125,20 +135,21 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = loaded.rate / alone.rate if alone.rate else 0.0
                 ratios[mode].append(ratio)
                 p99s[mode].append((alone.p99_ms, loaded.p99_ms))
-                print(f"{run:>3} {mode:<4} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>9.0f} "
-                      f"{loaded.p99_ms:>7.1f} {ratio:>6.2f} {len(loop.times):>6} {loadavg():>15}", flush=True)
+                print(f"{run:>3} {mode:<6} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>9.0f} "
+                      f"{loaded.p99_ms:>7.1f} {ratio:>6.2f} {len(loop.times):>6} "
+                      f"{alone.other_cpu:>5.2f}/{loaded.other_cpu:<5.2f} {loadavg():>15}", flush=True)
 
         floods = {}
         if args.flood:
             print(f"\nrenewals while {args.flood} clients loop Table lists of {args.jobs} Jobs (Retry-After honoured):")
-            print(f"{'mode':<4} {'alone/s':>8} {'p99 ms':>7} {'flood/s':>8} {'p99 ms':>7} {'max ms':>7} "
+            print(f"{'mode':<6} {'alone/s':>8} {'p99 ms':>7} {'flood/s':>8} {'p99 ms':>7} {'max ms':>7} "
                   f"{'ratio':>6} {'lists':>6} {'429s':>6} {'load':>15}")
             for mode, server in servers.items():
                 alone = scenario_renew(wrk, server, c, duration)
                 loaded, lists, rejected, failed = flood(wrk, server, args.flood, c, duration)
                 ratio = loaded.rate / alone.rate if alone.rate else 0.0
                 floods[mode] = (ratio, alone, loaded)
-                print(f"{mode:<4} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>8.0f} {loaded.p99_ms:>7.1f} "
+                print(f"{mode:<6} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>8.0f} {loaded.p99_ms:>7.1f} "
                       f"{loaded.extra.get('lat_max_us', 0) / 1000:>7.0f} {ratio:>6.2f} {lists:>6} {rejected:>6} "
                       f"{loadavg():>15}", flush=True)
                 if failed:

@@ -80,6 +80,18 @@ class HeavyProcess:
                 theirs.close()
             return Connection(ours.detach())
 
+    def _lost(self) -> None:
+        """A connection broke: its child is likely dying. Its idle connections go, and the next
+        checkout starts another child once this one has exited."""
+        with self._lock:
+            for conn in self._idle:
+                conn.close()
+            self._idle.clear()
+            try:
+                self._proc.wait(1)   # (a child's exit closes its sockets just before it ends)
+            except subprocess.TimeoutExpired:
+                pass   # alive: only that connection's thread failed
+
     def _checkin(self, conn: Connection) -> None:
         with self._lock:
             if len(self._idle) < self.keep and not conn.closed:
@@ -93,18 +105,25 @@ class HeavyProcess:
         record = environ.get("kubedash.record")
         sent = {k: v for k, v in environ.items() if k not in ("wsgi.input", "wsgi.errors")}
         sent["wsgi.input"] = environ["wsgi.input"].getvalue()
-        try:
-            conn = self._checkout()
-        except OSError:
-            log.exception("heavy lane process unreachable")
-            return unavailable()
-        try:
-            conn.send((kind, sent))
-            status, headers, content, over_limit, child_record = conn.recv()
-        except (OSError, EOFError):
-            conn.close()
-            log.exception("heavy lane process failed a request")
-            return unavailable()
+        # A read is sent again, once, to a new child if the child died under it (not a write:
+        # the child may have made it before it died).
+        attempts = 2 if environ["REQUEST_METHOD"] in ("GET", "HEAD") else 1
+        for attempt in range(attempts):
+            try:
+                conn = self._checkout()
+            except OSError:
+                log.exception("heavy lane process unreachable")
+                return unavailable()
+            try:
+                conn.send((kind, sent))
+                status, headers, content, over_limit, child_record = conn.recv()
+                break
+            except (OSError, EOFError):
+                conn.close()
+                self._lost()
+                if attempt == attempts - 1:
+                    log.exception("heavy lane process failed a request")
+                    return unavailable()
         if record is not None and child_record:
             record.update(child_record)
         if isinstance(content, str):   # STREAMED_MARK
