@@ -36,8 +36,8 @@ def mode_env(mode: str) -> dict:
     if mode == "old":
         return {"KUBEDASH_HEAVY_PROCESS": "0"}
     name, _, nice = mode.partition(":")
-    if name != "new" or not (nice or "0").isdigit():
-        raise SystemExit(f"unknown mode {mode!r}: old, new or new:N (N: KUBEDASH_HEAVY_NICE)")
+    if name != "new" or not ((nice or "0").isdigit() or nice == "idle"):
+        raise SystemExit(f"unknown mode {mode!r}: old, new or new:N (N: KUBEDASH_HEAVY_NICE, a number or idle)")
     return {"KUBEDASH_HEAVY_PROCESS": "1", **({"KUBEDASH_HEAVY_NICE": nice} if nice else {})}
 
 

@@ -202,7 +202,8 @@ KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
 # On by default on SQLite; 0: in the serving process's own threads, as before.
 KUBEDASH_HEAVY_PROCESS = os.environ.get(
     "KUBEDASH_HEAVY_PROCESS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "0") != "0"
-KUBEDASH_HEAVY_NICE = int(os.environ.get("KUBEDASH_HEAVY_NICE", "10"))
+# How much lower: nice steps (0-19), or "idle" (SCHED_IDLE: only CPU nothing else wants).
+KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "10")
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

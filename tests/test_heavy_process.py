@@ -77,7 +77,8 @@ def test_tables_and_lists_are_answered_by_a_niced_child(heavy):
     assert sorted(e["lane"] for e in logged(server, "GET", ALL_JOBS, 2)) == ["expensive-process", "fast-loop"]
     assert all(e["user"] for e in logged(server, "GET", ALL_JOBS, 2))   # the child's record came back
     [child] = heavy_children(server.proc.pid)
-    assert nice_of(child) > nice_of(server.proc.pid)
+    # (KUBEDASH_HEAVY_NICE: nice steps, or SCHED_IDLE)
+    assert nice_of(child) > nice_of(server.proc.pid) or os.sched_getscheduler(child) == os.SCHED_IDLE
 
 
 def test_errors_and_pages_from_the_child(heavy):
