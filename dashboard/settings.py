@@ -203,7 +203,7 @@ KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
 KUBEDASH_HEAVY_PROCESS = os.environ.get(
     "KUBEDASH_HEAVY_PROCESS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "0") != "0"
 # How much lower: nice steps (0-19), or "idle" (SCHED_IDLE: only CPU nothing else wants).
-KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "10")
+KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "19")
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

@@ -4,7 +4,7 @@ In one process the expensive lane's thread (a Table of 3,000 Jobs) and the event
 renewals share one GIL: pauses (kube/yielding.py) give the loop turns, but how much of the two
 cores the Table takes still swung from run to run. Here each serving process (a worker, or
 `serve --workers 1`) starts one child, `python -m dashboard.server.heavy`, niced by
-KUBEDASH_HEAVY_NICE: the expensive lane's threads only relay. Each request is sent (its WSGI
+KUBEDASH_HEAVY_NICE (default 19; `idle`: SCHED_IDLE): the expensive lane's threads only relay. Each request is sent (its WSGI
 environ, body included) over a connection of its own to the child, whose thread runs the same
 Django handler the lane thread would have, and sends the answer back: in one piece, or piece
 by piece for a streamed response (each piece asked for by the lane's `next`). So the GIL is
@@ -43,6 +43,10 @@ class HeavyProcess:
     """The serving process's side: the child, and its idle connections."""
 
     def __init__(self, keep: int, nice: str):
+        if nice != "idle" and not nice.isdigit():
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(f"KUBEDASH_HEAVY_NICE={nice!r}: a number of nice steps (0-19) or idle")
         self.keep, self.nice = keep, nice
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
