@@ -1,7 +1,7 @@
 """Does the fast lane win the CPU, in every run? (issue 28, task E)
 
-    .venv/bin/python bench/cpu_share.py [--runs 5] [--duration 5] [--jobs 3000] [--connections 4]
-                                        [--flood 80] [--modes old new]
+    .venv/bin/python bench/cpu_share.py [--runs 5] [--duration 5] [--slices 1] [--jobs 3000]
+                                        [--connections 4] [--flood 80] [--modes old new]
 
 One throw-away server per mode (one worker, SQLite, like bench/api.py), seeded with Leases and
 --jobs Jobs. Modes: `old` serves heavy requests in the worker's own threads
@@ -9,7 +9,8 @@ One throw-away server per mode (one worker, SQLite, like bench/api.py), seeded w
 (KUBEDASH_HEAVY_PROCESS=1; `new:N`: at nice N). Then --runs rounds, the modes interleaved within each round so
 both see the same machine: wrk's kubelet-style renewals (bench/lease_renew.lua) alone, then
 while one client loops Table lists of every Job (bench/api.py's scenario_renew_under_tables).
-Prints every run's ratio (renewals under the Tables / alone) and the worst, against
+With --slices N each run's two sides are measured as N alternating pairs of shorter wrk runs
+(other work on a shared machine then weighs on both sides alike). Prints every run's ratio (renewals under the Tables / alone) and the worst, against
 LOADED_MIN_RATIO; then, once per mode, the renewals while --flood clients loop those Tables
 (429s honoured: a client answered 429 waits its Retry-After, as client-go does).
 Traffic goes only to 127.0.0.1; every phase is bounded.
@@ -67,6 +68,29 @@ class PoliteTableLoop(TableLoop):
             conn.close()
 
 
+def sliced(wrk: str, server: BenchServer, connections: int, duration: float, slices: int):
+    """Renewals alone, then under the Table loop, in `slices` alternating pairs of duration/slices
+    seconds each: other work on a shared machine comes and goes in seconds, and so weighs on
+    both sides alike. Returns (alone, loaded) summed over the slices (rate: renewals over the
+    summed time; p99: the worst slice's; other CPU: the mean), and the Tables answered."""
+    parts: dict[str, list] = {"alone": [], "loaded": []}
+    lists = 0
+    for _ in range(slices):
+        parts["alone"].append(scenario_renew(wrk, server, connections, duration / slices))
+        result, loop = scenario_renew_under_tables(wrk, server, connections, duration / slices)
+        parts["loaded"].append(result)
+        lists += len(loop.times)
+    merged = []
+    for results in parts.values():
+        seconds = [r.extra["duration_us"] / 1e6 for r in results]
+        first = results[0]
+        first.rate = sum(r.rate * s for r, s in zip(results, seconds)) / sum(seconds)
+        first.p99_ms = max(r.p99_ms for r in results)
+        first.other_cpu = sum(r.other_cpu for r in results) / len(results)
+        merged.append(first)
+    return merged[0], merged[1], lists
+
+
 def flood(wrk: str, server: BenchServer, clients: int, connections: int, duration: float):
     loops = [PoliteTableLoop(server) for _ in range(clients)]
     for loop in loops:
@@ -93,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=5, help="seconds per wrk run (default 5)")
     parser.add_argument("--connections", type=int, default=4, help="renewing connections (default 4)")
     parser.add_argument("--jobs", type=int, default=3000, help="Jobs in the Table lists (default 3000)")
+    parser.add_argument("--slices", type=int, default=1,
+                        help="measure each run's alone/under-Tables pair as this many alternating slices "
+                             "(default 1: one wrk run each)")
     parser.add_argument("--flood", type=int, default=80, help="Table clients in the flood case, 0: none (default 80)")
     parser.add_argument("--modes", nargs="+", default=["old", "new"],
                         help="old, new, new:N (heavy child at nice N); default: old new")
@@ -103,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     c, duration = args.connections, args.duration
     print(f"kubedash CPU-share benchmark  {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
-    print(f"machine: {machine()}; one worker, SQLite; {args.runs} rounds of wrk runs of {duration:g} s, "
+    print(f"machine: {machine()}; one worker, SQLite; {args.runs} rounds of wrk runs of {duration:g} s "
+          f"({args.slices} alternating slice(s) each), "
           f"{c} renewing connections; Table loop over {args.jobs} Jobs; modes {args.modes}; load {loadavg()}\n")
     servers: dict[str, BenchServer] = {}
     dirs = []
@@ -130,13 +158,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{'ratio':>6} {'lists':>6} {'other CPU':>11} {'load':>15}")
         for run in range(1, args.runs + 1):
             for mode, server in servers.items():
-                alone = scenario_renew(wrk, server, c, duration)
-                loaded, loop = scenario_renew_under_tables(wrk, server, c, duration)
+                alone, loaded, lists = sliced(wrk, server, c, duration, args.slices)
                 ratio = loaded.rate / alone.rate if alone.rate else 0.0
                 ratios[mode].append(ratio)
                 p99s[mode].append((alone.p99_ms, loaded.p99_ms))
                 print(f"{run:>3} {mode:<6} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>9.0f} "
-                      f"{loaded.p99_ms:>7.1f} {ratio:>6.2f} {len(loop.times):>6} "
+                      f"{loaded.p99_ms:>7.1f} {ratio:>6.2f} {lists:>6} "
                       f"{alone.other_cpu:>5.2f}/{loaded.other_cpu:<5.2f} {loadavg():>15}", flush=True)
 
         floods = {}

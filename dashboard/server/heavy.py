@@ -88,7 +88,9 @@ class HeavyProcess:
                 socket.send_fds(self._control, [b"c"], [theirs.fileno()])
             finally:
                 theirs.close()
-            return Connection(ours.detach())
+            conn = Connection(ours.detach())
+            conn.child = self._proc   # (kept for the next request only while this child lives)
+            return conn
 
     def _lost(self) -> None:
         """A connection broke: its child is likely dying. Its idle connections go, and the next
@@ -104,7 +106,7 @@ class HeavyProcess:
 
     def _checkin(self, conn: Connection) -> None:
         with self._lock:
-            if len(self._idle) < self.keep and not conn.closed:
+            if len(self._idle) < self.keep and not conn.closed and conn.child is self._proc:
                 self._idle.append(conn)
                 return
         conn.close()   # (the child's thread for it ends, and closes its database connection)
