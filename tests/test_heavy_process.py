@@ -92,6 +92,18 @@ def test_errors_and_pages_from_the_child(heavy):
     assert logged(server, "GET", "/accounts/login/")[-1]["lane"] == "expensive-process"
 
 
+def test_metrics_are_the_serving_process_own(heavy):
+    """/metrics (the expensive lane's, like every non-API path) is answered by the serving process:
+    its registry counts the requests it served, and the lane records it in-process."""
+    server = heavy
+    for _ in range(2):
+        status, _, _ = server.request("GET", "/version")
+        assert status == 200
+    status, _, text = server.request("GET", "/metrics")
+    assert status == 200 and b'apiserver_request_total{' in text and b'verb="GET"' in text
+    assert logged(server, "GET", "/metrics")[-1]["lane"] == "expensive"
+
+
 def test_a_killed_child_is_replaced(heavy):
     server = heavy
     [child] = heavy_children(server.proc.pid)

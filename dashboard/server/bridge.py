@@ -188,7 +188,7 @@ class LanedHTTP:
                                                  writes=scope["method"] not in ("GET", "HEAD"))
                 if answer is not None:
                     scope.get("kubedash.record", {})["lane"] = f"{lane.name}-loop"
-            if answer is None and lane is lane_set.expensive and lane_set.heavy and "kubedash.cluster" not in scope:
+            if answer is None and lane is lane_set.expensive and lane_set.heavy and heavy.takes(scope):
                 answer = await sync_to_async(lane_set.heavy.respond, thread_sensitive=False, executor=lane.executor)(
                     heavy.FULL if handler is self.full else heavy.API, self._environ(scope, body))
                 scope.get("kubedash.record", {})["lane"] = f"{lane.name}-process"

@@ -13,7 +13,8 @@ the CPU first when both want it.
 
 What stays in the serving process: admission and 429s (lanes.Lane), the request log and
 metrics (observe.py, from the record the child sends back), the tarpit, streaming's
-backpressure, and requests under /clusters/<name>/ (their context lives in this process).
+backpressure, and requests answered from this process's state: /metrics, and requests under
+/clusters/<name>/ (their context lives in this process): see takes().
 
 Connections: a socketpair per request in flight, made on demand, its child end handed to the
 child over the control socket (SCM_RIGHTS; nothing else can connect); up to the lane's
@@ -38,6 +39,16 @@ log = logging.getLogger(__name__)
 
 FULL, API = "full", "api"   # which of the bridge's handlers serves the request
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024   # (the kernel caps it at net.core.wmem_max)
+
+
+# Answered from the serving process's own state: its metrics registry (single process: in memory).
+OWN_STATE_PATHS = frozenset({"/metrics"})
+
+
+def takes(scope) -> bool:
+    """Does an expensive request go to the child? Not one whose answer is this process's own
+    state, nor one under /clusters/<name>/ (its context lives here: cluster_paths.py)."""
+    return scope["path"] not in OWN_STATE_PATHS and "kubedash.cluster" not in scope
 
 
 class HeavyProcess:
