@@ -196,6 +196,14 @@ if KUBEDASH_PGBOUNCER:
 # so their round trips overlap. Each thread keeps a connection: docs/OPERATIONS.md counts them.
 KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
     "KUBEDASH_FAST_LANE_THREADS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "4"))
+# The expensive lane's work (big lists and Tables, pages) runs in a child process of each serving
+# process, KUBEDASH_HEAVY_NICE steps lower in OS priority (dashboard/server/heavy.py): it no
+# longer shares the renewals' GIL, and the kernel serves renewals first when both want the CPU.
+# On by default on SQLite; 0: in the serving process's own threads, as before.
+KUBEDASH_HEAVY_PROCESS = os.environ.get(
+    "KUBEDASH_HEAVY_PROCESS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "0") != "0"
+# How much lower: nice steps (0-19), or "idle" (SCHED_IDLE: only CPU nothing else wants).
+KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "19")
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

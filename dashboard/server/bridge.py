@@ -48,7 +48,7 @@ from dashboard.kube.errors import ApiError, request_entity_too_large, unauthoriz
 from dashboard.kube.paths import API_ROOTS
 from dashboard.kube.views import INLINE, STREAMS, bearer_route, serve_direct
 
-from . import tarpit
+from . import heavy, tarpit
 from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
 from .streams import abort, current_request, unsent_bytes
@@ -188,6 +188,10 @@ class LanedHTTP:
                                                  writes=scope["method"] not in ("GET", "HEAD"))
                 if answer is not None:
                     scope.get("kubedash.record", {})["lane"] = f"{lane.name}-loop"
+            if answer is None and lane is lane_set.expensive and lane_set.heavy and heavy.takes(scope):
+                answer = await sync_to_async(lane_set.heavy.respond, thread_sensitive=False, executor=lane.executor)(
+                    heavy.FULL if handler is self.full else heavy.API, self._environ(scope, body))
+                scope.get("kubedash.record", {})["lane"] = f"{lane.name}-process"
             if answer is None:   # (a fresh environ: an inline try has read the body)
                 answer = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
                     handler, self._environ(scope, body))

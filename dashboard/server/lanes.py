@@ -21,7 +21,8 @@ persistent database connections, which Django keeps per thread):
   and everything that is not the API (pages, forms, admin). A few threads. A long list or
   Table pauses every few hundred rows while renewals keep coming (kube/yielding.py,
   PAUSE_SECONDS at a time): its thread would otherwise hold the GIL half the time a renewal
-  wants it.
+  wants it. With KUBEDASH_HEAVY_PROCESS (SQLite's default) the lane's threads only relay: the
+  work runs in a child process at a lower OS priority (heavy.py), with a GIL of its own.
 
 Each lane admits a bounded number of requests (running + queued); one more is answered
 429 TooManyRequests with Retry-After, so a flood holds bounded memory and never spills into
@@ -41,6 +42,8 @@ from prometheus_client import Counter, Gauge
 
 from dashboard.kube import registry, yielding
 from dashboard.kube.paths import API_ROOTS
+
+from .heavy import HeavyProcess
 
 FAST_LIST_LIMIT = 500   # a list page this small costs about what one object does
 HEALTH_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
@@ -176,6 +179,11 @@ class Lanes:
         yielding.install(self.pause_for_fast)
         self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
                               settings.KUBEDASH_EXPENSIVE_LANE_QUEUE)
+        # Its work in a child process at a lower priority (heavy.py), the lane's threads relaying.
+        self.heavy = None
+        if settings.KUBEDASH_HEAVY_PROCESS:
+            # (started by `serve` once it listens, else by the first request that needs it)
+            self.heavy = HeavyProcess(keep=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, nice=settings.KUBEDASH_HEAVY_NICE)
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
         self.pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-pages")
         sys.setswitchinterval(SWITCH_INTERVAL)

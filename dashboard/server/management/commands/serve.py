@@ -27,7 +27,7 @@ from django.urls import get_resolver
 from dashboard.access.kubeconfig import WILDCARDS, client_url
 from dashboard.access.tls import ensure_tls
 from dashboard.kube import registry, schema
-from dashboard.server import maintenance, protocol, shutdown, workers, ws_limits
+from dashboard.server import lanes, maintenance, protocol, shutdown, workers, ws_limits
 
 # A backstop for requests that never finish, not a limit on normal use: watches end on
 # their own (timeoutSeconds, or the server's 30-60 minute default), well before this.
@@ -150,6 +150,8 @@ class Command(BaseCommand):
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
             ws_limits.install(server)  # what a page socket's client may make us do (frames, handshakes)
             maintenance.start()        # the once-per-deployment work, if elected
+            if lanes.lanes().heavy:
+                lanes.lanes().heavy.start()   # its Django starts while the first requests come
             if listen_fds:
                 from twisted.internet import reactor   # late: importing it installs a reactor (Daphne's is first)
 

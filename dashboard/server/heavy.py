@@ -1,0 +1,279 @@
+"""The expensive lane's work in a process of its own, at a lower OS priority (issue 28).
+
+In one process the expensive lane's thread (a Table of 3,000 Jobs) and the event loop serving
+renewals share one GIL: pauses (kube/yielding.py) give the loop turns, but how much of the two
+cores the Table takes still swung from run to run. Here each serving process (a worker, or
+`serve --workers 1`) starts one child, `python -m dashboard.server.heavy`, niced by
+KUBEDASH_HEAVY_NICE (default 19; `idle`: SCHED_IDLE): the expensive lane's threads only relay.
+Each request is sent (its WSGI environ, body included) over a connection of its own to the
+child, whose thread runs the same Django handler the lane thread would have, and sends the
+answer back: in one piece, or piece by piece for a streamed response (each piece asked for by
+the lane's `next`). So the GIL is the child's own, and the kernel gives the renewals' process
+the CPU first when both want it.
+
+What stays in the serving process: admission and 429s (lanes.Lane), the request log and
+metrics (observe.py, from the record the child sends back), the tarpit, streaming's
+backpressure, and requests answered from this process's state: /metrics, and requests under
+/clusters/<name>/ (their context lives in this process): see takes().
+
+Connections: a socketpair per request in flight, made on demand, its child end handed to the
+child over the control socket (SCM_RIGHTS; nothing else can connect); up to the lane's
+thread count are kept for the next request (each is one child thread with its own database
+connection). The child exits when the control socket closes (its parent is gone); a child that
+died is started again by the next request, and the requests it had answer 503.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+FULL, API = "full", "api"   # which of the bridge's handlers serves the request
+SOCKET_BUFFER_BYTES = 4 * 1024 * 1024   # (the kernel caps it at net.core.wmem_max)
+
+
+# Answered from the serving process's own state: its metrics registry (single process: in memory).
+OWN_STATE_PATHS = frozenset({"/metrics"})
+
+
+def takes(scope) -> bool:
+    """Does an expensive request go to the child? Not one whose answer is this process's own
+    state, nor one under /clusters/<name>/ (its context lives here: cluster_paths.py)."""
+    return scope["path"] not in OWN_STATE_PATHS and "kubedash.cluster" not in scope
+
+
+class HeavyProcess:
+    """The serving process's side: the child, and its idle connections."""
+
+    def __init__(self, keep: int, nice: str):
+        if nice != "idle" and not nice.isdigit():
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(f"KUBEDASH_HEAVY_NICE={nice!r}: a number of nice steps (0-19) or idle")
+        self.keep, self.nice = keep, nice
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._idle: list[Connection] = []
+
+    def start(self) -> None:
+        with self._lock:
+            self._ensure()
+
+    def _ensure(self) -> None:
+        """(Under the lock) a live child: started now if there is none or it died."""
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        if self._proc is not None:
+            log.warning("heavy lane process %d exited with %s; starting another", self._proc.pid, self._proc.returncode)
+            self._control.close()
+            for conn in self._idle:
+                conn.close()
+            self._idle.clear()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy", str(theirs.fileno()), str(self.nice)],
+                                      pass_fds=[theirs.fileno()])
+        theirs.close()
+        self._control = ours
+
+    def _checkout(self) -> Connection:
+        with self._lock:
+            self._ensure()
+            if self._idle:
+                return self._idle.pop()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            for end in (ours, theirs):
+                # A piece of a big list (~1 MB) in one write and one read, not 200 KB ones: each
+                # read in this process is a GIL hand-over the loop pays for.
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
+            try:
+                socket.send_fds(self._control, [b"c"], [theirs.fileno()])
+            finally:
+                theirs.close()
+            conn = Connection(ours.detach())
+            conn.child = self._proc   # (kept for the next request only while this child lives)
+            return conn
+
+    def _lost(self) -> None:
+        """A connection broke: its child is likely dying. Its idle connections go, and the next
+        checkout starts another child once this one has exited."""
+        with self._lock:
+            for conn in self._idle:
+                conn.close()
+            self._idle.clear()
+            try:
+                self._proc.wait(1)   # (a child's exit closes its sockets just before it ends)
+            except subprocess.TimeoutExpired:
+                pass   # alive: only that connection's thread failed
+
+    def _checkin(self, conn: Connection) -> None:
+        with self._lock:
+            if len(self._idle) < self.keep and not conn.closed and conn.child is self._proc:
+                self._idle.append(conn)
+                return
+        conn.close()   # (the child's thread for it ends, and closes its database connection)
+
+    def respond(self, kind: str, environ: dict) -> tuple:
+        """LanedHTTP._respond's answer, from the child: (status, headers, body or a streamed
+        response's iterator, over_limit)."""
+        record = environ.get("kubedash.record")
+        sent = {k: v for k, v in environ.items() if k not in ("wsgi.input", "wsgi.errors")}
+        sent["wsgi.input"] = environ["wsgi.input"].getvalue()
+        # A read is sent again, once, to a new child if the child died under it (not a write:
+        # the child may have made it before it died).
+        attempts = 2 if environ["REQUEST_METHOD"] in ("GET", "HEAD") else 1
+        for attempt in range(attempts):
+            try:
+                conn = self._checkout()
+            except OSError:
+                log.exception("heavy lane process unreachable")
+                return unavailable()
+            try:
+                conn.send((kind, sent))
+                status, headers, content, over_limit, child_record = conn.recv()
+                break
+            except (OSError, EOFError):
+                conn.close()
+                self._lost()
+                if attempt == attempts - 1:
+                    log.exception("heavy lane process failed a request")
+                    return unavailable()
+        if record is not None and child_record:
+            record.update(child_record)
+        if isinstance(content, str):   # STREAMED_MARK
+            return status, headers, RemoteStream(self, conn), over_limit
+        self._checkin(conn)
+        return status, headers, content, over_limit
+
+
+STREAMED_MARK = "kubedash-heavy-streamed"   # (content in place of the body: pieces follow on request)
+
+
+class RemoteStream:
+    """A streamed response being read from the child: bridge.LanedHTTP._stream calls next()
+    (None at the end) on its lane's threads, and close() at the end, whatever happened."""
+
+    streaming = True
+
+    def __init__(self, heavy: HeavyProcess, conn: Connection):
+        self.heavy, self.conn = heavy, conn
+        self.done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        if self.done:
+            raise StopIteration
+        self.conn.send("next")
+        kind, piece = self.conn.recv()
+        if kind == "error":
+            self.done = True
+            raise RuntimeError(f"streamed response failed in the heavy lane process: {piece}")
+        if piece is None:
+            self.done = True
+            raise StopIteration
+        return piece
+
+    def close(self) -> None:
+        try:
+            self.conn.send("close")
+            self.conn.recv()   # (the child closed it: its connection is free again)
+        except (OSError, EOFError):
+            self.conn.close()
+            return
+        self.heavy._checkin(self.conn)
+
+
+def unavailable() -> tuple:
+    from dashboard.kube.errors import ApiError
+
+    err = ApiError(503, "ServiceUnavailable", "the expensive lane's process is restarting; try again shortly",
+                   headers={"Retry-After": "1"})
+    return (503, [(b"content-type", b"application/json"), (b"retry-after", b"1")], orjson.dumps(err.status()), False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The child
+
+
+def serve_connection(conn: Connection, handlers: dict) -> None:
+    from django.db import connections
+
+    from .bridge import LanedHTTP
+
+    try:
+        while True:
+            try:
+                kind, environ = conn.recv()
+            except (EOFError, OSError):
+                return
+            environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"])
+            environ["wsgi.errors"] = sys.stderr
+            status, headers, content, over_limit = LanedHTTP._respond(handlers[kind], environ)
+            record = environ.get("kubedash.record")
+            if isinstance(content, bytes):
+                conn.send((status, headers, content, over_limit, record))
+                continue
+            conn.send((status, headers, STREAMED_MARK, over_limit, record))
+            pieces = iter(content)
+            try:
+                while conn.recv() == "next":
+                    try:
+                        conn.send(("piece", next(pieces, None)))
+                    except Exception as err:   # noqa: BLE001 - the parent cuts the response
+                        log.exception("streamed response failed")
+                        conn.send(("error", repr(err)))
+            finally:
+                content.close()
+            conn.send(("closed", None))
+    except (EOFError, OSError):
+        return
+    finally:
+        conn.close()
+        connections.close_all()
+
+
+def lower_priority(nice: str) -> None:
+    """This process (and the threads it starts) `nice` steps lower, or SCHED_IDLE for "idle": it
+    then runs only on a core nothing else wants, and a waking renewal preempts it at once."""
+    if nice == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    else:
+        os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(nice)))
+
+
+def main(control_fd: int, nice: str) -> None:
+    lower_priority(nice)
+    import django
+
+    django.setup()
+    from .bridge import APIWSGIHandler, LaneWSGIHandler
+
+    handlers = {FULL: LaneWSGIHandler(), API: APIWSGIHandler()}
+    control = socket.socket(fileno=control_fd)
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(control, 16, 4)
+        except OSError:
+            break
+        if not msg:
+            break   # the serving process is gone
+        for fd in fds:
+            threading.Thread(target=serve_connection, args=(Connection(fd), handlers), daemon=True,
+                             name="lane-heavy").start()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])

@@ -1,0 +1,132 @@
+"""The expensive lane's work in a child process at a lower OS priority (server/heavy.py): big lists,
+Tables and pages are answered by the child (the request log says "expensive-process"), a streamed
+list arrives whole, errors are still Statuses, a killed child is replaced, and the child goes
+when its server does. Against a real `manage.py serve`; no timing assertions.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from manifests import job
+from test_serving import JOBS, TABLE, migrate, post_many, start, stop
+
+ALL_JOBS = "/apis/batch/v1/jobs"
+
+
+def heavy_children(pid: int) -> list[int]:
+    """(Started by whichever thread of the server: each task lists its own children.)"""
+    found = [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    return [c for c in found if b"dashboard.server.heavy" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def nice_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def logged(server, method: str, path: str, at_least: int = 1) -> list[dict]:
+    """The request log's entries for method + path, once it has at_least of them (a streamed
+    response's line is written once its stream is closed, after the client has it all)."""
+    deadline = time.monotonic() + 10
+    while len(entries := _logged(server, method, path)) < at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return entries
+
+
+def _logged(server, method: str, path: str) -> list[dict]:
+    entries = []
+    for line in (server.data_dir / "heavy.log").read_text().splitlines():
+        if line.startswith("{"):
+            entry = orjson.loads(line)
+            if entry.get("method") == method and entry.get("path") == path:
+                entries.append(entry)
+    return entries
+
+
+@pytest.fixture(scope="module")
+def heavy(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("kubedash-heavy")
+    migrate(data_dir)
+    server = start(data_dir, "--workers", "1", label="heavy")
+    try:
+        yield server
+    finally:
+        stop(server)
+
+
+def test_tables_and_lists_are_answered_by_a_niced_child(heavy):
+    server = heavy
+    ns = "heavy-" + uuid.uuid4().hex[:6]
+    post_many(server, JOBS.format(ns=ns), [job(f"j{i}", ns=ns) for i in range(30)])
+    status, _, table = server.request("GET", JOBS.format(ns=ns), headers={"Accept": TABLE})
+    assert status == 200, table
+    assert table["kind"] == "Table" and sorted(r["cells"][0] for r in table["rows"]) == sorted(f"j{i}" for i in range(30))
+    # The whole list (streamed) holds what a page of it does.
+    status, _, whole = server.request("GET", ALL_JOBS)
+    assert status == 200, whole
+    status, _, page = server.request("GET", f"{ALL_JOBS}?limit=500")
+    assert status == 200 and not page["metadata"].get("continue")
+    assert whole["items"] == page["items"] and len(whole["items"]) >= 30
+    assert [e["lane"] for e in logged(server, "GET", JOBS.format(ns=ns))] == ["expensive-process"]
+    assert sorted(e["lane"] for e in logged(server, "GET", ALL_JOBS, 2)) == ["expensive-process", "fast-loop"]
+    assert all(e["user"] for e in logged(server, "GET", ALL_JOBS, 2))   # the child's record came back
+    [child] = heavy_children(server.proc.pid)
+    # (KUBEDASH_HEAVY_NICE: nice steps, or SCHED_IDLE)
+    assert nice_of(child) > nice_of(server.proc.pid) or os.sched_getscheduler(child) == os.SCHED_IDLE
+
+
+def test_errors_and_pages_from_the_child(heavy):
+    server = heavy
+    status, _, body = server.request("GET", f"{ALL_JOBS}?labelSelector=a%20in%20(")
+    assert status == 400 and body["kind"] == "Status", body
+    status, _, body = server.request("GET", f"{ALL_JOBS}?labelSelector=x", token="not-a-token")
+    assert status == 401 and body["kind"] == "Status", body
+    status, headers, body = server.request("GET", "/accounts/login/", token="-")
+    assert status == 200 and b"<form" in body
+    assert logged(server, "GET", "/accounts/login/")[-1]["lane"] == "expensive-process"
+
+
+def test_metrics_are_the_serving_process_own(heavy):
+    """/metrics (the expensive lane's, like every non-API path) is answered by the serving process:
+    its registry counts the requests it served, and the lane records it in-process."""
+    server = heavy
+    for _ in range(2):
+        status, _, _ = server.request("GET", "/version")
+        assert status == 200
+    status, _, text = server.request("GET", "/metrics")
+    assert status == 200 and b'apiserver_request_total{' in text and b'verb="GET"' in text
+    assert logged(server, "GET", "/metrics")[-1]["lane"] == "expensive"
+
+
+def test_a_killed_child_is_replaced(heavy):
+    server = heavy
+    [child] = heavy_children(server.proc.pid)
+    os.kill(child, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists() and Path(f"/proc/{child}/stat").read_text().split(")")[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    status, _, table = server.request("GET", ALL_JOBS, headers={"Accept": TABLE})
+    assert status == 200 and table["kind"] == "Table", table
+    [replacement] = heavy_children(server.proc.pid)
+    assert replacement != child
+
+
+def test_the_child_goes_with_its_server(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("kubedash-heavy-stop")
+    migrate(data_dir)
+    server = start(data_dir, "--workers", "1", label="heavy")
+    status, _, _ = server.request("GET", ALL_JOBS)
+    assert status == 200
+    [child] = heavy_children(server.proc.pid)
+    stop(server)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists():
+        assert time.monotonic() < deadline, "the heavy child outlived its server"
+        time.sleep(0.1)
