@@ -227,6 +227,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="fan-out phases per server (default 2)")
     parser.add_argument("--connections", type=int, default=4, help="writer keep-alive connections (default 4)")
     parser.add_argument("--workers", type=int, default=1, help="kubedash worker processes (default 1)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="after the rounds, py-spy (--gil) kubedash for 10 s under the same fan-out; raw stacks here")
     add_backend_arguments(parser)
     args = parser.parse_args()
     args.namespaces, args.per_ns, args.kinds = 1, 10, ["Lease"]
@@ -284,6 +286,10 @@ def main() -> int:
                 d = fan_phase(bench, child, plan, args.rate, args.duration, ceilings[name])
                 rows[name].append(d)
                 show(f"{name} {r + 1}", d)
+        if args.profile:
+            print(f"\npy-spy on kubedash for 10 s under the same fan-out (raw stacks: {args.profile}) ...")
+            print(kb.profile(args.profile, args.rate, children[0]))
+            kb.drain(children[0], 10 ** 12, limit=10)
     finally:
         for child in children:
             child.close()
