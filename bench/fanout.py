@@ -12,6 +12,7 @@ against two servers:
   * bare: this file's `_bare` mode, stdlib asyncio only, no auth, no database: it answers
     each write with the object and a counter as its resourceVersion and writes the same
     event line (as long as kubedash's, padded) to every watch of that namespace, at once.
+With --old REF, kubedash at that git ref runs too, in the same rounds (an A/B of a change).
 Each server first takes the paced writes with no watcher (its writer-rate ceiling), then the
 two get the fan-out phase in turn (kubedash, bare, kubedash, ...: --rounds each), so both see
 the same load from the rest of the machine. Prints, per phase and as the median over rounds:
@@ -35,7 +36,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BenchServer, add_backend_arguments, backend_name, free_port, machine,  # noqa: E402
+from common import (ROOT, BenchServer, add_backend_arguments, backend_name, free_port, machine,  # noqa: E402
                     print_targets, proc_cpu_seconds, request)
 from watch import (KINDS, Bench, Child, delivery_stats, expected_events, fmt, raise_fd_limit,  # noqa: E402
                    write_stats)
@@ -210,7 +211,7 @@ def fan_phase(bench: Bench, child: Child, plan: list[dict], rate: float, duratio
 
 
 def show(name: str, d: dict) -> None:
-    print(f"{name:<10} {d['delivered']:>8}/{d['expected']:<8} {d['missing']:>7} {d['dupes']:>5} {d['out_of_order']:>5} "
+    print(f"{name:<14} {d['delivered']:>8}/{d['expected']:<8} {d['missing']:>7} {d['dupes']:>5} {d['out_of_order']:>5} "
           f"{d['rate']:>8.1f} {d['x_ceiling']:>6.2f} {fmt(d['p50_ms']):>8} {fmt(d['p99_ms']):>8} {fmt(d['max_ms']):>8} "
           f"{d['server_cpu']:>6.2f}c {d['client_cpu']:>6.2f}c {d['writer_cpu']:>6.2f}c {d['other_cpu']:>6.2f}c "
           f"{d['load']:>5}")
@@ -227,6 +228,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="fan-out phases per server (default 2)")
     parser.add_argument("--connections", type=int, default=4, help="writer keep-alive connections (default 4)")
     parser.add_argument("--workers", type=int, default=1, help="kubedash worker processes (default 1)")
+    parser.add_argument("--old", default=None,
+                        help="also run kubedash at this git ref (extracted with git archive) in the same rounds")
     parser.add_argument("--profile", type=Path, default=None,
                         help="after the rounds, py-spy (--gil) kubedash for 10 s under the same fan-out; raw stacks here")
     add_backend_arguments(parser)
@@ -242,14 +245,27 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="kubedash-fanout-"))
     (work / "data").mkdir()
     kube = BenchServer(work / "data", workers=args.workers, database=args.database, redis=args.redis)
-    bare = None
+    bare = old = None
     children: list[Child] = []
-    rows: dict[str, list[dict]] = {"kubedash": [], "bare": []}
     try:
         kube.start()
         kb = Bench(args, kube, work)
         kb.seed()
         kb.write_phase(args.rate, 2)   # warm up every write path
+        servers = [("kubedash", kb)]
+        if args.old:
+            (work / "old").mkdir()
+            (work / "data-old").mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.old], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(work / "old")], input=archive.stdout, check=True)
+            old = BenchServer(work / "data-old", workers=args.workers, database=args.database, redis=args.redis,
+                              root=work / "old")
+            old.start()
+            ob = Bench(args, old, work)
+            ob.phase_no = 2000
+            ob.seed()
+            ob.write_phase(args.rate, 2)
+            servers.append((f"old {args.old}", ob))
         # The event line's size: kubedash's stored object after a patch (what its watchers get).
         path = KINDS["Lease"][1].format(ns=kb.ns[0]) + "/obj-0"
         status, answer = request(kube.port, "PATCH", path, orjson.dumps({"metadata": {"labels": {"bench/seq": "1"}}}),
@@ -260,29 +276,31 @@ def main() -> int:
         bare.start()
         bb = Bench(args, bare, work)
         bb.phase_no = 1000   # (its records' file names and created names apart from kubedash's)
+        servers.append(("bare", bb))
+        rows: dict[str, list[dict]] = {name: [] for name, _ in servers}
         print(f"kubedash pid {kube.proc.pid} port {kube.port}; bare pid {bare.proc.pid} port {bare.port}; "
               f"event object {len(answer)} bytes\n")
 
         ceilings = {}
-        for name, bench in (("kubedash", kb), ("bare", bb)):
+        for name, bench in servers:
             ceilings[name] = write_stats(bench.write_phase(args.rate, args.duration), args.rate)
             print(f"ceiling, 0 watchers: {name:<8} {ceilings[name]['rate']:.1f} writes/s, "
                   f"write p99 {fmt(ceilings[name]['p99_ms'])} ms (load {open('/proc/loadavg').read().split()[0]})")
 
         plan = [{"kind": "Lease", "ns": kb.ns[0], "path": KINDS["Lease"][1].format(ns=kb.ns[0])}] * args.watchers
         opened = {}
-        for name, bench, rv in (("kubedash", kb, kb.current_rv()), ("bare", bb, 0)):
-            child, opened[name] = bench.open_watchers(plan, rv)
+        for name, bench in servers:
+            child, opened[name] = bench.open_watchers(plan, 0 if bench is bb else bench.current_rv())
             children.append(child)
             print(f"{name}: {opened[name]['ok']} watchers open ({opened[name]['failed']} failed) "
                   f"in {opened[name]['seconds']:.1f} s")
         time.sleep(2)
 
-        print(f"\n{'phase':<10} {'delivered/expected':>17} {'missing':>7} {'dupes':>5} {'order':>5} {'writes/s':>8} "
+        print(f"\n{'phase':<14} {'delivered/expected':>17} {'missing':>7} {'dupes':>5} {'order':>5} {'writes/s':>8} "
               f"{'x ceil':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'server':>7} {'client':>7} {'writer':>7} "
               f"{'other':>7} {'load':>5}")
         for r in range(args.rounds):
-            for (name, bench), child in zip((("kubedash", kb), ("bare", bb)), children):
+            for (name, bench), child in zip(servers, children):
                 d = fan_phase(bench, child, plan, args.rate, args.duration, ceilings[name])
                 rows[name].append(d)
                 show(f"{name} {r + 1}", d)
@@ -295,6 +313,8 @@ def main() -> int:
             child.close()
         if bare is not None:
             bare.stop()
+        if old is not None:
+            old.stop()
         kube.stop()
         shutil.rmtree(work, ignore_errors=True)
 
@@ -304,6 +324,11 @@ def main() -> int:
     complete = all(d["missing"] == 0 and d["dupes"] == 0 and d["out_of_order"] == 0 and d["closed"] == 0 for d in k)
     kx = statistics.median(d["x_ceiling"] for d in k)
     print(f"\nmedians: kubedash p99 {fmt(k99)} ms, bare p99 {fmt(b99)} ms; per round {', '.join(f'{x:.2f}x' for x in ratios)}")
+    if args.old:
+        o = rows[f"old {args.old}"]
+        o99 = statistics.median(d["p99_ms"] for d in o)
+        print(f"old {args.old}: p99 {fmt(o99)} ms ({o99 / b99:.2f}x bare), writes/s "
+              f"{statistics.median(d['x_ceiling'] for d in o):.2f}x its ceiling")
     missed = print_targets([
         ("every event delivered once, in order (kubedash)",
          f"{sum(d['delivered'] for d in k)}/{sum(d['expected'] for d in k)}", complete),
