@@ -170,15 +170,18 @@ class BenchServer:
     own database: SQLite in data_dir, or a fresh PostgreSQL database (`database`, dropped at
     stop), with Redis if `redis` is given.
 
-    Subclasses add set-up steps (users, say) by extending prepare()."""
+    Subclasses add set-up steps (users, say) by extending prepare(). `root`: another checkout
+    of kubedash to serve (an A/B run against older code), this one by default."""
 
-    def __init__(self, data_dir: Path, workers: int = 1, database: str = "", redis: str = ""):
+    def __init__(self, data_dir: Path, workers: int = 1, database: str = "", redis: str = "",
+                 root: Path | None = None):
+        self.root = root or ROOT
         self.data_dir = data_dir
         self.workers = workers
         # Never the developer's Postgres/Redis: the benchmark owns its database.
         self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
         self.env.update(KUBEDASH_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="dashboard.settings",
-                        PYTHONPATH=str(ROOT), DJANGO_DEBUG="0",
+                        PYTHONPATH=str(self.root), DJANGO_DEBUG="0",
                         # The maintenance Lease's renewals are writes the benchmarks did not make
                         # (watch.py would count them as unmatched events): no election here.
                         KUBEDASH_MAINTENANCE="0")
@@ -194,7 +197,7 @@ class BenchServer:
         self.token = ""
 
     def manage(self, *args: str) -> str:
-        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
+        out = subprocess.run([sys.executable, str(self.root / "manage.py"), *args], env=self.env, cwd=self.root,
                              capture_output=True, text=True)
         if out.returncode != 0:
             # Scripts passed to `shell -c` are long: name the command, not the script.
@@ -211,9 +214,9 @@ class BenchServer:
         self.prepare()
         log = open(self.data_dir / "server.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.port),
+            [sys.executable, str(self.root / "manage.py"), "serve", "--port", str(self.port),
              "--tls-port", str(self.tls_port), "--workers", str(self.workers)],
-            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -157,9 +157,11 @@ def patch_body(kind: str, seq: int) -> dict:
 
 
 class Plan:
-    """Which write comes i-th: kinds round-robin; per kind 8 patches, 1 create, 1 delete in 10."""
+    """Which write comes i-th: kinds round-robin (cfg["kinds"], default all three); per kind 8
+    patches, 1 create, 1 delete in 10."""
 
     def __init__(self, cfg: dict):
+        self.kinds = tuple(cfg.get("kinds") or KIND_ORDER)
         self.ns = cfg["namespaces"]
         self.per_ns = cfg["per_ns"]
         self.tag = cfg["tag"]
@@ -168,8 +170,8 @@ class Plan:
 
     def op(self, i: int) -> tuple[str, str, str, str, dict | None]:
         """(op, kind, namespace, name, body) of write i."""
-        kind = KIND_ORDER[i % 3]
-        j = i // 3
+        kind = self.kinds[i % len(self.kinds)]
+        j = i // len(self.kinds)
         ns = self.ns[(j * 7 + i) % len(self.ns)]
         slot = j % 10
         if slot == 0:
@@ -480,7 +482,7 @@ class Bench:
         out = self.work / f"writes-{self.phase_no}.json"
         cfg = {"port": self.server.port, "token": self.server.token, "rate": rate, "duration": duration,
                "connections": self.args.connections, "namespaces": self.ns, "per_ns": self.args.per_ns,
-               "tag": f"p{self.phase_no}", "out": str(out)}
+               "tag": f"p{self.phase_no}", "out": str(out), "kinds": getattr(self.args, "kinds", None)}
         client_pid = client.proc.pid if client else None
         cpu0, wall0, busy0 = self.server.cpu_seconds(), time.monotonic(), host_busy_seconds()
         client0 = proc_cpu_seconds(client_pid) if client_pid else 0.0

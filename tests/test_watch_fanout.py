@@ -138,6 +138,36 @@ def test_many_watchers_each_get_every_event_in_order(kube_server, ns):
 
 
 @pytest.fixture(scope="module")
+def one_worker_server(tmp_path_factory):
+    """Every watcher in one process (so in one hub)."""
+    data_dir = tmp_path_factory.mktemp("kubedash-fanout-one")
+    yield from served(data_dir, server_env(data_dir), "--workers", "1")
+
+
+def test_more_watchers_than_one_flush_slice_all_get_every_event_in_order(one_worker_server, ns):
+    """A flush writes to at most hub.FLUSH_SLICE (200) watchers per loop turn: the rest, in
+    later turns, get the same events, in order, not one twice (with writes meanwhile)."""
+    server = one_worker_server
+    token = server.admin_token
+    _, _, listed = server.request("GET", leases(ns))
+    start = listed["metadata"]["resourceVersion"]
+    watches = [RawWatch(server.http_port, f"{leases(ns)}?watch=true&resourceVersion={start}", token)
+               for _ in range(260)]
+    try:
+        for i in range(20):
+            status, _, body = server.request("POST", leases(ns), lease(f"s{i}", ns=ns))
+            assert status == 201, body
+        for w in watches:
+            got = [w.next() for _ in range(20)]
+            assert [e["object"]["metadata"]["name"] for e in got] == [f"s{i}" for i in range(20)]
+            rvs = [rv_of(e) for e in got]
+            assert rvs == sorted(set(rvs))
+    finally:
+        for w in watches:
+            w.close()
+
+
+@pytest.fixture(scope="module")
 def small_queue_server(tmp_path_factory):
     """A server whose watchers may fall only 5 events behind."""
     data_dir = tmp_path_factory.mktemp("kubedash-fanout")

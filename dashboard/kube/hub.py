@@ -42,6 +42,9 @@ direct_subscriber: contextvars.ContextVar = contextvars.ContextVar("kubedash_dir
 # writes each watcher gets a few events per send instead of one send per event; when writes
 # are sparse an event goes out in the loop turn it is read. docs/BENCHMARKS.md has the figures.
 FLUSH_INTERVAL_SECONDS = 0.01
+# A flush writes to at most this many watchers per loop turn (~1 ms of sends), the rest in the
+# next turns: with 1,000 watchers one flush was ~6 ms of the loop, in front of every request.
+FLUSH_SLICE = 200
 
 
 @dataclass(eq=False)
@@ -223,6 +226,7 @@ class Hub:
         # (cluster, kind, namespace or None for all namespaces) -> subscribers: an event is
         # offered only to the watchers of its cluster and kind that watch its namespace or all.
         self.subscribers: dict[tuple[str, str, str | None], set[Subscriber]] = {}
+        self.count = 0      # subscribers registered: at 0 the follower rests (reads nothing)
         self.last_rv = 0    # the newest revision dispatched (on the loop)
         self._follower: notify.Follower | None = None
         # The loop keeps only weak references to tasks: without this one, the Redis listener
@@ -245,6 +249,8 @@ class Hub:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self._follower is not None and self.loop is loop and self._follower.is_alive():
+            if self._follower.resting:
+                await self._skip_rest()
             return
         if self._start_lock is None or self.loop is not loop:
             self._start_lock = asyncio.Lock()
@@ -254,11 +260,13 @@ class Hub:
                 return
             if self._follower is not None:
                 self._follower.stop()
-            self.subscribers = {}
+            self.subscribers, self.count = {}, 0
             self._dirty = []
             self.guards, self.expiring = {}, set()
             self.last_rv = await sync_to_async(store.current_revision)()
             self._follower = notify.Follower(self, loop, self.last_rv, await sync_to_async(notify.last_access_change)())
+            self._follower.rest()   # until the first register(): a start with no watcher reads nothing
+            metrics.FOLLOWER_RUNNING.set(0)
             self._follower.start()
             self._expiry_task = loop.create_task(self._expire(), context=contextvars.Context())
             if settings.REDIS_URL:
@@ -269,13 +277,47 @@ class Hub:
         return read_after(after, self.BATCH)
 
     def register(self, sub: Subscriber) -> int:
-        self.subscribers.setdefault((sub.cluster, sub.resource.kind, sub.namespace), set()).add(sub)
+        """Offer sub every revision after the one returned (its stream reads those up to it
+        from the log itself). Wakes a resting follower: it reads on from last_rv."""
+        subs = self.subscribers.setdefault((sub.cluster, sub.resource.kind, sub.namespace), set())
+        if sub not in subs:
+            subs.add(sub)
+            self.count += 1
+            if self.count == 1 and self._follower is not None and self._follower.resting:
+                self._follower.wake()
+                metrics.FOLLOWER_RUNNING.set(1)
+                metrics.hub_dispatched(self.last_rv)
         return self.last_rv
 
     def unregister(self, sub: Subscriber) -> None:
-        subs = self.subscribers.get((sub.cluster, sub.resource.kind, sub.namespace))
-        if subs is not None:
-            subs.discard(sub)
+        key = (sub.cluster, sub.resource.kind, sub.namespace)
+        subs = self.subscribers.get(key)
+        if subs is None or sub not in subs:
+            return
+        subs.discard(sub)
+        if not subs:
+            del self.subscribers[key]
+        self.count -= 1
+        if not self.count and self._follower is not None:
+            # Nobody here to offer revisions to: the follower stops reading the log (at 1,000
+            # writes/s its reads took a third of the renewals' share of the GIL).
+            self._follower.rest()
+            metrics.FOLLOWER_RUNNING.set(0)
+            metrics.hub_resting()
+
+    async def _skip_rest(self) -> None:
+        """A watch or page is about to register with a resting hub: move last_rv (and the
+        follower) to the newest revision, so the follower does not read every revision
+        committed while it rested. Safe only while nobody is registered: a subscriber
+        registered before the move would miss what it skips; one registered after it gets
+        the new last_rv and reads anything older from the log itself (watch_views._stream,
+        the pages' snapshot)."""
+        rv = await sync_to_async(store.current_revision)()
+        follower = self._follower
+        if follower is not None and follower.resting and not self.count and rv > self.last_rv:
+            # (A read the follower had under way when it came to rest may still set `after`
+            # back and hand over older events: dispatch() skips what is <= last_rv.)
+            self.last_rv = follower.after = rv
 
     def guard(self, g: Guard, subjects=None, deadline: float | None = None) -> None:
         """(Re-)register a channel's access guard, with its current subjects and deadline."""
@@ -327,7 +369,8 @@ class Hub:
                 for sub in tuple(self.subscribers.get(scope, ())):
                     sub.offer(ev)
             self.last_rv = ev.rv
-        metrics.hub_dispatched(self.last_rv)
+        if self.count:   # (a batch read before the follower came to rest: the gauge stays +Inf)
+            metrics.hub_dispatched(self.last_rv)
 
     def schedule_flush(self, sub: Subscriber) -> None:
         """A direct subscriber (server/streams.py) has events to write: flush() it with every
@@ -341,9 +384,15 @@ class Hub:
                 self.loop.call_soon(self._flush)
         self._dirty.append(sub)
 
-    def _flush(self) -> None:
-        self._flushed_at = self.loop.time()
-        dirty, self._dirty = self._dirty, []
+    def _flush(self, dirty: list | None = None) -> None:
+        if dirty is None:
+            self._flushed_at = self.loop.time()
+            dirty, self._dirty = self._dirty, []
+        if len(dirty) > FLUSH_SLICE:
+            # The rest in a later loop turn: requests (a write's hops between its thread and
+            # the loop) wait for one slice of sends, not for one to every watcher.
+            self.loop.call_soon(self._flush, dirty[FLUSH_SLICE:])
+            dirty = dirty[:FLUSH_SLICE]
         counts: dict = {}
         for sub in dirty:
             n = sub.flush()

@@ -27,8 +27,21 @@ _HUB_REVISION = Gauge("kubedash_watch_hub_revision", "The newest revision the wa
                       ["hub"], multiprocess_mode="livemin")
 
 
+# 1 while this process's hub follower reads the revision log, 0 while it rests (no watch or
+# live page open in the process: hub.py); summed over the live workers.
+FOLLOWER_RUNNING = Gauge("kubedash_watch_follower_running",
+                         "Processes whose watch hub follows the revision log (0 while none has a watcher)",
+                         multiprocess_mode="livesum")
+
+
 def hub_dispatched(rv: int) -> None:
     _HUB_REVISION.labels("watch").set(rv)
+
+
+def hub_resting() -> None:
+    """A resting hub has nothing to fan out: +Inf, so the slowest live hub's revision (and the
+    lag computed from it) is that of the hubs that do follow the log; 0 lag when none does."""
+    _HUB_REVISION.labels("watch").set(float("inf"))
 
 
 async def counted(stream, res):

@@ -61,6 +61,12 @@ class Follower(threading.Thread):
         self.access_after = access_after
         self.doorbell = threading.Event()
         self.stopped = False
+        # Resting: no subscriber in this process, so nothing is read (hub.py's rest()/wake();
+        # the loop sets these). `awake` is clear while resting: the thread waits on it, not on
+        # every commit's doorbell.
+        self.resting = False
+        self.awake = threading.Event()
+        self.awake.set()
         self.sqlite = connection.vendor == "sqlite"
 
     def start(self) -> None:
@@ -70,6 +76,18 @@ class Follower(threading.Thread):
 
     def stop(self) -> None:
         self.stopped = True
+        self.awake.set()
+        self.doorbell.set()
+
+    def rest(self) -> None:
+        """(On the loop) stop reading until wake(): the log and access notices wait where they are."""
+        self.resting = True
+        self.awake.clear()
+
+    def wake(self) -> None:
+        """(On the loop) read again, now, from where it stopped (or where the hub moved it)."""
+        self.resting = False
+        self.awake.set()
         self.doorbell.set()
 
     def run(self) -> None:
@@ -81,6 +99,9 @@ class Follower(threading.Thread):
         seen_version, quiet = None, 0.0
         try:
             while not self.stopped and not self.loop.is_closed():
+                if self.resting:
+                    self.awake.wait(safety)   # (timed: a closed loop is noticed while resting too)
+                    continue
                 rung = self.doorbell.wait(interval)
                 self.doorbell.clear()
                 try:
@@ -109,7 +130,7 @@ class Follower(threading.Thread):
             connection.close()
 
     def _read(self) -> None:
-        while not self.stopped:
+        while not self.stopped and not self.resting:
             events = self.hub.read_new(self.after)
             if not events:
                 return
