@@ -27,6 +27,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from dashboard.kube.views import IMPERSONATION
 
+from .streams import current_request
+
 COMPONENT = "apiserver"
 # kube-apiserver's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
 DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15,
@@ -207,16 +209,16 @@ class Observed:
         if watch:
             gauge = _child(LONGRUNNING, labels[:1] + labels[2:])
             gauge.inc()
-        try:
-            await self.app(scope, receive, observed_send)
-        finally:
+        method, path = scope["method"], scope["path"]
+
+        def done():
             if watch:
                 gauge.dec()
             elapsed = time.perf_counter() - started
             _child(REQUESTS, (*labels, str(code))).inc()
             _child(DURATION, labels).observe(elapsed)
             line = {"ts": _now(), "auditID": audit_id, "user": record["user"], "verb": info["verb"],
-                    "method": scope["method"], "path": safe_path(scope["path"]), "group": info["group"],
+                    "method": method, "path": safe_path(path), "group": info["group"],
                     "resource": info["resource"], "subresource": info["subresource"],
                     "namespace": info["namespace"], "name": info["name"], "code": code,
                     "latency": round(elapsed, 6), "lane": record["lane"], "pid": os.getpid()}
@@ -224,6 +226,15 @@ class Observed:
                 line["impersonatedUser"] = record["impersonatedUser"]
                 line["impersonatedGroups"] = record["impersonatedGroups"]
             _write(line)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            request = current_request.get() if watch else None
+            if getattr(request, "watch", None) is not None:
+                request.when_ended(done)   # a watch that outlives its application (streams.py): at its end
+            else:
+                done()
 
 
 def refused(method: str, path: str, query: bytes, code: int, started: float | None) -> bytes:

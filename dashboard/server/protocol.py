@@ -200,6 +200,47 @@ class LimitedRequest(WebRequest):
     _size = 0
     _limit = 0
     _checking = False
+    # A watch stream handed over to its subscriber (streams.StreamSubscriber.hand_over): it
+    # writes and ends this response; the application has returned (or is returning).
+    watch = None
+    _on_end: list | None = None   # called once the response is over (when_ended)
+    _over = False
+
+    def hand_over(self, sub) -> None:
+        self.watch = sub
+        # Nobody reads the application's queue any more (~2 KB): at the end, the watch is told.
+        self.application_queue = None
+
+    def when_ended(self, callback) -> None:
+        """Call callback() once this response is over (finished or its connection lost); now if it is."""
+        if self._over or self.finished or self._disconnected:
+            callback()
+        else:
+            self._on_end = [*(self._on_end or ()), callback]
+
+    def _ended(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.end()
+        callbacks, self._on_end = self._on_end, None
+        for callback in callbacks or ():
+            callback()
+
+    def handle_reply(self, message):
+        if self.watch is not None and message.get("type") == "http.response.body" and not message.get("more_body"):
+            return   # the application's end, not the response's: the watch goes on without it
+        super().handle_reply(message)
+
+    def finish(self):
+        super().finish()
+        self._ended()
+
+    def connectionLost(self, reason):
+        super().connectionLost(reason)
+        self._ended()
 
     def gotLength(self, length):
         self._chunks = []
