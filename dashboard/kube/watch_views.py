@@ -38,6 +38,7 @@ from .views import acting, authorize, collection, list_query, resolve, status_re
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+NOT_IMPERSONATING = SimpleNamespace(META={})   # (what views.acting reads of a request asking no impersonation)
 
 
 def _invalid_options(causes: list[tuple[str, str]]) -> ApiError:
@@ -92,7 +93,8 @@ def _access(request):
         raise unauthorized() from None
     # What refresh() re-reads of the request: its impersonation headers only (the stream
     # outlives the request, which must not be kept for it).
-    asked = SimpleNamespace(META={k: v for k, v in request.META.items() if k.startswith(impersonation.PREFIX)})
+    asked = {k: v for k, v in request.META.items() if k.startswith(impersonation.PREFIX)}
+    asked = SimpleNamespace(META=asked) if asked else NOT_IMPERSONATING
     if result is not None:
         token_hash = hash_token(request.META["HTTP_AUTHORIZATION"].partition(" ")[2].strip())
 

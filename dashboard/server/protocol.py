@@ -33,6 +33,7 @@ from daphne.http_protocol import HTTPFactory, WebRequest
 from django.conf import settings
 from twisted.internet.interfaces import ISSLTransport
 from twisted.web.http import HTTPChannel
+from twisted.web.http_headers import Headers
 
 from dashboard.kube.errors import ApiError, unauthorized
 from dashboard.kube.hub import direct_subscriber
@@ -208,8 +209,13 @@ class LimitedRequest(WebRequest):
 
     def hand_over(self, sub) -> None:
         self.watch = sub
-        # Nobody reads the application's queue any more (~2 KB): at the end, the watch is told.
+        # What only the application or the headers' writing read, dropped for the watch's life
+        # (~4 KB): the application's queue (at the end the watch is told, not it), the request
+        # and response headers (sent already), Daphne's copy of them, the parsed query.
         self.application_queue = None
+        self.requestHeaders, self.responseHeaders = Headers(), Headers()
+        self.clean_headers = None
+        self.args = {}
 
     def when_ended(self, callback) -> None:
         """Call callback() once this response is over (finished or its connection lost); now if it is."""
