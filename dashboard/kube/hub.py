@@ -44,7 +44,7 @@ direct_subscriber: contextvars.ContextVar = contextvars.ContextVar("kubedash_dir
 FLUSH_INTERVAL_SECONDS = 0.01
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)   # (one per open watch and page socket: no instance dict)
 class Guard:
     """The access a long-lived channel (page websocket, watch) was opened with.
 
@@ -87,7 +87,7 @@ class Event:
         return self._obj
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)   # (one per open watch: no instance dict)
 class Subscriber:
     resource: registry.Resource
     namespace: str | None = None

@@ -210,6 +210,8 @@ class _Encoder:
     """Turns (type, event) into stream bytes: plain JSON, one-row Tables for `kubectl get -w`,
     or PartialObjectMetadata for metadata informers (`as=PartialObjectMetadata;g=meta.k8s.io`)."""
 
+    __slots__ = ("res", "table", "partial", "first")
+
     def __init__(self, request, res):
         self.res = res
         shape, version = negotiate_output(request.META.get("HTTP_ACCEPT", ""))

@@ -207,7 +207,10 @@ class LimitedRequest(WebRequest):
     _on_end: list | None = None   # called once the response is over (when_ended)
     _over = False
 
-    def hand_over(self, sub) -> None:
+    def hand_over(self, sub) -> bool:
+        """Let sub drive this response from now on; False if it is over already."""
+        if self._over or self.finished or self._disconnected:
+            return False   # (lost while the stream caught up: its application is told, not sub)
         self.watch = sub
         # What only the application or the headers' writing read, dropped for the watch's life
         # (~4 KB): the application's queue (at the end the watch is told, not it), the request
@@ -216,6 +219,7 @@ class LimitedRequest(WebRequest):
         self.requestHeaders, self.responseHeaders = Headers(), Headers()
         self.clean_headers = None
         self.args = {}
+        return True
 
     def when_ended(self, callback) -> None:
         """Call callback() once this response is over (finished or its connection lost); now if it is."""

@@ -75,22 +75,24 @@ class StreamSubscriber(Subscriber):
     many lines (a burst that reaches it is written at once).
     """
 
-    writer = None          # set by attach(); None: the queue of Subscriber is used
-    open_writer = None     # () -> StreamWriter | None
-    encode = None          # (type, Event) -> bytes
-    counter = None         # apiserver_watch_events_total child of this resource
-    out: list | None = None
-    final: bytes | None = None   # closed before the hand-over: the view's last line (an ERROR event)
-    clock = None           # set by hand_over(): watch_views._Clock
-    guard = None           # ... and the stream's access Guard (or None)
-    timer: asyncio.TimerHandle | None = None
-    ended = False
-    events_written = 0
-    bytes_written = 0
+    __slots__ = ("writer", "open_writer", "encode", "counter", "limit", "out", "final", "clock", "guard", "timer",
+                 "ended", "events_written", "bytes_written")
 
     def __init__(self, open_writer, **fields):
         super().__init__(**fields)
-        self.open_writer = open_writer
+        self.open_writer = open_writer   # () -> StreamWriter | None
+        self.writer = None     # set by attach(); None: the queue of Subscriber is used
+        self.encode = None     # (type, Event) -> bytes
+        self.counter = None    # apiserver_watch_events_total child of this resource
+        self.limit = 0
+        self.out: list | None = None
+        self.final: bytes | None = None   # closed before the hand-over: the view's last line (an ERROR event)
+        self.clock = None      # set by hand_over(): watch_views._Clock
+        self.guard = None      # ... and the stream's access Guard (or None)
+        self.timer: asyncio.TimerHandle | None = None
+        self.ended = False
+        self.events_written = 0
+        self.bytes_written = 0
 
     def attach(self, encode, counter) -> bool:
         writer = self.open_writer() if not self.closed else None
@@ -164,7 +166,8 @@ class StreamSubscriber(Subscriber):
     def hand_over(self, clock, guard) -> None:
         """The rest of the stream is this object's: see the class's docstring."""
         self.clock, self.guard = clock, guard
-        self.writer.request.hand_over(self)
+        if not self.writer.request.hand_over(self):
+            return self.end()   # the connection was lost meanwhile
         self._arm(asyncio.get_running_loop())
 
     def _arm(self, loop) -> None:
