@@ -262,6 +262,11 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
         for w in writers:
             w.start()
         wait_for(lambda: sum(len(w.acked) for w in writers) >= 30, 60, "writes to be acknowledged")
+        # kubectl's watch is open (beside the test's own) before the signal: a kubectl still
+        # starting would find the port closed, which is not what this test is about.
+        watches = dict(component="apiserver", group="coordination.k8s.io", version="v1", resource="leases",
+                       subresource="", scope="namespace", verb="WATCH")
+        wait_for(lambda: sample(scrape(a), "apiserver_longrunning_requests", **watches) >= 2, 60, "kubectl's watch")
         # The page socket opens just before the signal: on a saturated machine a socket idle for
         # seconds can be closed 1011 by a Redis read timeout in channels_redis (not ours to test).
         page = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases", cookie=cookie,

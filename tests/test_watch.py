@@ -130,6 +130,21 @@ def test_timeout_ends_the_stream_cleanly(kube_server, ns):
     assert 0.8 < time.monotonic() - started < 4
 
 
+def test_connection_is_reused_after_a_watch_times_out(kube_server, ns):
+    # An idle watch is ended by its own subscriber, not by its (long returned) application:
+    # the chunked body must still be completed so that HTTP/1.1 keep-alive carries on.
+    with kube_server.watch(f"{leases(ns)}?watch=true&allowWatchBookmarks=true&timeoutSeconds=2") as w:
+        seen = w.events(5, timeout=6)
+        assert seen and {e["type"] for e in seen} == {"BOOKMARK"}   # (periodic and final), then the end
+        assert w.response.read() == b"" and not w.response.will_close
+        sock = w.conn.sock
+        create(kube_server, ns, "after")
+        w.conn.request("GET", f"{leases(ns)}/after", headers={"Authorization": f"Bearer {kube_server.admin_token}"})
+        again = w.conn.getresponse()
+        assert again.status == 200 and b'"after"' in again.read()
+        assert w.conn.sock is sock   # the same connection, not a silent reconnect
+
+
 def test_label_selector_transitions(kube_server, ns):
     create(kube_server, ns, "a", labels={"role": "leader"})
     create(kube_server, ns, "b", labels={"role": "standby"})

@@ -47,7 +47,7 @@ FLUSH_INTERVAL_SECONDS = 0.01
 FLUSH_SLICE = 200
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)   # (one per open watch and page socket: no instance dict)
 class Guard:
     """The access a long-lived channel (page websocket, watch) was opened with.
 
@@ -90,7 +90,7 @@ class Event:
         return self._obj
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)   # (one per open watch: no instance dict)
 class Subscriber:
     resource: registry.Resource
     namespace: str | None = None
@@ -200,8 +200,9 @@ class Subscriber:
         """Write this watcher's events straight to its connection from now on (encode: (type,
         Event) -> bytes; counter: its events' metric)? Only a server's subscriber can
         (direct_subscriber); this one's events come through `queue`. A subscriber that
-        attaches also has sent(events, size), flush(), wait() and final (the stream's loop in
-        watch_views.py uses them; server/streams.py has the one kind there is)."""
+        attaches also has sent(events, size), final, and hand_over(clock, guard), which gives
+        it the rest of the stream once caught up (watch_views.py; server/streams.py has the
+        one kind there is)."""
         return False
 
 

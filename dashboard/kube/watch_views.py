@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from types import SimpleNamespace
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -19,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from dashboard.access import clusters
+from dashboard.access import clusters, impersonation
 from dashboard.access.authentication import BearerTokenAuthentication, token_principal
 from dashboard.access.models import hash_token
 from dashboard.access.principals import principal_for
@@ -37,6 +38,7 @@ from .views import acting, authorize, collection, list_query, resolve, status_re
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+NOT_IMPERSONATING = SimpleNamespace(META={})   # (what views.acting reads of a request asking no impersonation)
 
 
 def _invalid_options(causes: list[tuple[str, str]]) -> ApiError:
@@ -89,11 +91,15 @@ def _access(request):
         result = BearerTokenAuthentication().authenticate(Request(request))
     except AuthenticationFailed:
         raise unauthorized() from None
+    # What refresh() re-reads of the request: its impersonation headers only (the stream
+    # outlives the request, which must not be kept for it).
+    asked = {k: v for k, v in request.META.items() if k.startswith(impersonation.PREFIX)}
+    asked = SimpleNamespace(META=asked) if asked else NOT_IMPERSONATING
     if result is not None:
         token_hash = hash_token(request.META["HTTP_AUTHORIZATION"].partition(" ")[2].strip())
 
-        def resolved(principal, row):
-            acting_as = acting(request, principal, row)
+        def resolved(req, principal, row):
+            acting_as = acting(req, principal, row)
             return acting_as, _subjects(acting_as, f"token:{row.pk}", f"user:{row.user_id}"), \
                 row.expires and row.expires.timestamp()
 
@@ -101,16 +107,16 @@ def _access(request):
             found = token_principal(token_hash)
             if found is None:   # revoked, expired, deleted, or its user deactivated
                 return None, (), None
-            return resolved(*found)
+            return resolved(asked, *found)
 
         request.user = result[0]   # (the request log's user, should impersonating be refused)
-        return (*resolved(*result), refresh)
+        return (*resolved(request, *result), refresh)
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         session_key = request.session.session_key
 
-        def resolved_session(user, deadline):
-            acting_as = acting(request, principal_for(user), None)
+        def resolved_session(req, user, deadline):
+            acting_as = acting(req, principal_for(user), None)
             return acting_as, _subjects(acting_as, f"user:{user.pk}"), deadline
 
         def refresh():
@@ -118,9 +124,9 @@ def _access(request):
             user = session_user(session)
             if user is None:
                 return None, (), None
-            return resolved_session(user, session_deadline(session))
+            return resolved_session(asked, user, session_deadline(session))
 
-        return (*resolved_session(user, session_deadline(request.session)), refresh)
+        return (*resolved_session(request, user, session_deadline(request.session)), refresh)
     raise unauthorized()
 
 
@@ -204,6 +210,8 @@ class _Encoder:
     """Turns (type, event) into stream bytes: plain JSON, one-row Tables for `kubectl get -w`,
     or PartialObjectMetadata for metadata informers (`as=PartialObjectMetadata;g=meta.k8s.io`)."""
 
+    __slots__ = ("res", "table", "partial", "first")
+
     def __init__(self, request, res):
         self.res = res
         shape, version = negotiate_output(request.META.get("HTTP_ACCEPT", ""))
@@ -272,6 +280,38 @@ def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
     return g
 
 
+class _Clock:
+    """A stream's clock: periodic bookmarks (when asked for), the deadline, and one second
+    before it the final bookmark. Small: a watch handed to its subscriber keeps it for its life."""
+
+    __slots__ = ("enc", "deadline", "interval", "bookmarks", "final_bookmark", "next_bookmark")
+
+    def __init__(self, enc: "_Encoder", options: dict, now: float):
+        self.enc = enc
+        self.deadline = now + options["timeout"]
+        self.interval = settings.KUBE_WATCH_BOOKMARK_SECONDS
+        self.bookmarks = options["bookmarks"]
+        self.final_bookmark = options["bookmarks"] and options["timeout"] >= 2
+        self.next_bookmark = now + self.interval
+
+    def wake_time(self) -> float:
+        end = self.deadline - (1 if self.final_bookmark else 0)
+        return min(end, self.next_bookmark) if self.bookmarks else end
+
+    def __call__(self, now: float, quiet: bool = True) -> tuple[bytes | None, bool]:
+        """A bookmark to send now (or None), and whether the stream has ended. Periodic
+        bookmarks only when the stream is `quiet` (nothing else waiting to be sent)."""
+        if now >= self.deadline - (1 if self.final_bookmark else 0):
+            if self.final_bookmark:
+                self.final_bookmark = False
+                return self.enc.bookmark(hub.last_rv), now >= self.deadline
+            return None, True
+        if self.bookmarks and now >= self.next_bookmark and quiet:
+            self.next_bookmark = now + self.interval
+            return self.enc.bookmark(hub.last_rv), False
+        return None, False
+
+
 async def _stream(request, res, sub: Subscriber, options: dict, initial: list[bytes], guard: Guard | None = None,
                   generation: int = 0):
     enc = _Encoder(request, res)
@@ -280,8 +320,8 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
         hub.guard(guard)
         if hub.access_generation != generation:
             await guard.recheck()   # a notice may have come between authenticating and guarding
-    deadline = loop.time() + options["timeout"]
-    interval = settings.KUBE_WATCH_BOOKMARK_SECONDS
+    clock = _Clock(enc, options, loop.time())
+    handed_over = False
     try:
         yield b""  # send the headers now: clients learn the watch is established
         # From here on, events go straight to the connection when the server allows it
@@ -309,50 +349,19 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
         sub.release_buffer()   # (direct: queued for the hub's next flush, after what is yielded now)
         if options["send_initial"]:
             yield enc.bookmark(max(sub.start_rv, after), initial_end=True)
-        next_bookmark = loop.time() + interval
-        final_bookmark = options["bookmarks"] and options["timeout"] >= 2
-
-        def wake_time() -> float:
-            end = deadline - (1 if final_bookmark else 0)
-            return min(end, next_bookmark) if options["bookmarks"] else end
-
-        def clock(quiet: bool = True) -> tuple[bytes | None, bool]:
-            """The stream's clock, now: a bookmark to send (or None), and whether it has ended
-            (the deadline; one second before it, the final bookmark). Periodic bookmarks only
-            when the stream is `quiet` (nothing else waiting to be sent)."""
-            nonlocal final_bookmark, next_bookmark
-            now = loop.time()
-            if now >= deadline - (1 if final_bookmark else 0):
-                if final_bookmark:
-                    final_bookmark = False
-                    return enc.bookmark(hub.last_rv), now >= deadline
-                return None, True
-            if options["bookmarks"] and now >= next_bookmark and quiet:
-                next_bookmark = now + interval
-                return enc.bookmark(hub.last_rv), False
-            return None, False
+        clock.next_bookmark = loop.time() + clock.interval
 
         if direct:
-            # One timer per stream, re-armed when it fires; the task runs only when it or
-            # close() wakes it. Anything yielded goes after what the hub has pending for it.
-            def tick() -> None:
-                sub.wake()
-                timer[0] = loop.call_at(wake_time() if wake_time() > loop.time() else loop.time() + 0.5, tick)
-
-            timer = [loop.call_at(wake_time(), tick)]
-            while True:
-                await sub.wait()
-                if sub.closed:
-                    if sub.final is not None:
-                        yield sub.final   # the final ERROR event (access ended)
-                    return
-                bookmark, ended = clock()
-                if bookmark is not None or ended:
-                    sub.flush()      # what the hub has pending goes first
-                if bookmark is not None:
-                    yield bookmark
-                if ended:
-                    return
+            if sub.closed:   # (overflowed or refused while catching up)
+                if sub.final is not None:
+                    yield sub.final   # the final ERROR event (access ended)
+                return
+            # Caught up: the subscriber drives the rest (hub dispatch, its timer, close) and
+            # ends the response itself; this request, its view and its task end now, and
+            # their ~25 KB with them (docs/SERVING.md, "Watch streams").
+            sub.hand_over(clock, guard)
+            handed_over = True
+            return
 
         # Without a direct writer: events come through the subscriber's queue.
         queue = sub.inbox()
@@ -363,9 +372,10 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
                 queue.put_nowait((TICK, None))
             except asyncio.QueueFull:
                 pass  # the stream is busy anyway; it checks the clock after each batch
-            timer[0] = loop.call_at(wake_time() if wake_time() > loop.time() else loop.time() + 0.5, tick)
+            wake = clock.wake_time()
+            timer[0] = loop.call_at(wake if wake > loop.time() else loop.time() + 0.5, tick)
 
-        timer = [loop.call_at(wake_time(), tick)]
+        timer = [loop.call_at(clock.wake_time(), tick)]
         while True:
             kind, ev = await queue.get()
             lines = []
@@ -383,18 +393,19 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
                 kind, ev = queue.get_nowait()  # send what has piled up in one write
             if lines:
                 yield b"".join(lines)
-            bookmark, ended = clock(quiet=queue.empty())
+            bookmark, ended = clock(loop.time(), quiet=queue.empty())
             if bookmark is not None:
                 yield bookmark
             if ended:
                 return
     finally:
-        if "timer" in locals():
-            timer[0].cancel()
-        sub.closed = True   # nothing more is written for it (a flush may be pending this turn)
-        hub.unregister(sub)
-        if guard is not None:
-            hub.unguard(guard)
+        if not handed_over:
+            if "timer" in locals():
+                timer[0].cancel()
+            sub.closed = True   # nothing more is written for it (a flush may be pending this turn)
+            hub.unregister(sub)
+            if guard is not None:
+                hub.unguard(guard)
 
 
 async def watch(request, single_name: str | None = None, **kw):

@@ -27,6 +27,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from dashboard.kube.views import IMPERSONATION
 
+from .streams import current_request
+
 COMPONENT = "apiserver"
 # kube-apiserver's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
 DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15,
@@ -204,26 +206,38 @@ class Observed:
 
         watch = info["verb"] == "WATCH"
         labels = metric_labels(info)
+        gauge = None
         if watch:
             gauge = _child(LONGRUNNING, labels[:1] + labels[2:])
             gauge.inc()
         try:
             await self.app(scope, receive, observed_send)
         finally:
-            if watch:
-                gauge.dec()
-            elapsed = time.perf_counter() - started
-            _child(REQUESTS, (*labels, str(code))).inc()
-            _child(DURATION, labels).observe(elapsed)
-            line = {"ts": _now(), "auditID": audit_id, "user": record["user"], "verb": info["verb"],
+            line = {"auditID": audit_id, "user": record["user"], "verb": info["verb"],
                     "method": scope["method"], "path": safe_path(scope["path"]), "group": info["group"],
                     "resource": info["resource"], "subresource": info["subresource"],
                     "namespace": info["namespace"], "name": info["name"], "code": code,
-                    "latency": round(elapsed, 6), "lane": record["lane"], "pid": os.getpid()}
+                    "lane": record["lane"], "pid": os.getpid()}
             if "impersonatedUser" in record:
                 line["impersonatedUser"] = record["impersonatedUser"]
                 line["impersonatedGroups"] = record["impersonatedGroups"]
-            _write(line)
+            request = current_request.get() if watch else None
+            if getattr(request, "watch", None) is not None:
+                # A watch that outlives its application (streams.py): counted and logged at its
+                # end, holding only this meanwhile.
+                request.when_ended(functools.partial(_done, started, labels, gauge, line))
+            else:
+                _done(started, labels, gauge, line)
+
+
+def _done(started: float, labels: tuple, gauge, line: dict) -> None:
+    """A request is over: its metrics and its log line (`line`: all but the time and latency)."""
+    if gauge is not None:
+        gauge.dec()
+    elapsed = time.perf_counter() - started
+    _child(REQUESTS, (*labels, str(line["code"]))).inc()
+    _child(DURATION, labels).observe(elapsed)
+    _write({"ts": _now(), **line, "latency": round(elapsed, 6)})
 
 
 def refused(method: str, path: str, query: bytes, code: int, started: float | None) -> bytes:

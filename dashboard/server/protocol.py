@@ -33,6 +33,7 @@ from daphne.http_protocol import HTTPFactory, WebRequest
 from django.conf import settings
 from twisted.internet.interfaces import ISSLTransport
 from twisted.web.http import HTTPChannel
+from twisted.web.http_headers import Headers
 
 from dashboard.kube.errors import ApiError, unauthorized
 from dashboard.kube.hub import direct_subscriber
@@ -200,6 +201,56 @@ class LimitedRequest(WebRequest):
     _size = 0
     _limit = 0
     _checking = False
+    # A watch stream handed over to its subscriber (streams.StreamSubscriber.hand_over): it
+    # writes and ends this response; the application has returned (or is returning).
+    watch = None
+    _on_end: list | None = None   # called once the response is over (when_ended)
+    _over = False
+
+    def hand_over(self, sub) -> bool:
+        """Let sub drive this response from now on; False if it is over already."""
+        if self._over or self.finished or self._disconnected:
+            return False   # (lost while the stream caught up: its application is told, not sub)
+        self.watch = sub
+        # What only the application or the headers' writing read, dropped for the watch's life
+        # (~4 KB): the application's queue (at the end the watch is told, not it), the request
+        # and response headers (sent already), Daphne's copy of them, the parsed query.
+        self.application_queue = None
+        self.requestHeaders, self.responseHeaders = Headers(), Headers()
+        self.clean_headers = None
+        self.args = {}
+        return True
+
+    def when_ended(self, callback) -> None:
+        """Call callback() once this response is over (finished or its connection lost); now if it is."""
+        if self._over or self.finished or self._disconnected:
+            callback()
+        else:
+            self._on_end = [*(self._on_end or ()), callback]
+
+    def _ended(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.end()
+        callbacks, self._on_end = self._on_end, None
+        for callback in callbacks or ():
+            callback()
+
+    def handle_reply(self, message):
+        if self.watch is not None and message.get("type") == "http.response.body" and not message.get("more_body"):
+            return   # the application's end, not the response's: the watch goes on without it
+        super().handle_reply(message)
+
+    def finish(self):
+        super().finish()
+        self._ended()
+
+    def connectionLost(self, reason):
+        super().connectionLost(reason)
+        self._ended()
 
     def gotLength(self, length):
         self._chunks = []

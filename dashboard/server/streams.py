@@ -4,8 +4,10 @@ kube/watch_views.py streams a watch; when kubedash's HTTP server serves it (Daph
 chunked), the subscriber it gets from kube.hub.direct_subscriber is a StreamSubscriber made
 here for that request: the hub's dispatch appends each event's line to it and the hub flushes
 it (at most every FLUSH_INTERVAL_SECONDS) through a StreamWriter, one chunk and usually one
-send() per flush, however many events piled up; the stream's task only wakes for its timer.
-Anything else (no writer yet, another server) uses the Subscriber's queue.
+send() per flush, however many events piled up. Once caught up, the view hands the stream to
+it and the request's application returns: the subscriber's timer, close() and the
+connection's end drive the rest. Anything else (no writer yet, another server) uses the
+Subscriber's queue and the view's loop.
 """
 from __future__ import annotations
 
@@ -55,9 +57,17 @@ class StreamSubscriber(Subscriber):
     JSON watcher of the revision) and appends it to `out`, synchronously; then the hub flushes
     every watcher that got something (in the same loop turn, or FLUSH_INTERVAL_SECONDS after
     its previous flush): one chunk, one write (a plain `send` on TCP when nothing is queued
-    before it) per watcher, however many events piled up. The
-    stream's task sleeps until its timer (bookmarks, the deadline) or close() wakes it - no
-    task wake-up, no ASGI message, no Twisted writer registration per event.
+    before it) per watcher, however many events piled up - no task wake-up, no ASGI message,
+    no Twisted writer registration per event.
+
+    Once the stream has caught up (its starting events and the log since are sent), the view
+    hands the rest over (hand_over): from then on this object is the stream. Its timer sends
+    the bookmarks and ends it at the deadline, close() ends it (revocation's final ERROR
+    line, overflow, shutdown), the connection's loss ends it (protocol.LimitedRequest), and
+    it completes the response itself (Request.finish: the last chunk; the connection stays
+    open for the next request). The request's ASGI application - Django's request, response
+    and view, their tasks and frames - has returned by then: an idle watch costs this object,
+    its writer, clock and guard, and Twisted's request.
 
     Bounded: a watcher more than KUBE_WATCH_QUEUE_SIZE events behind - estimated from the
     bytes its socket has not taken - is closed (its response ends cleanly, its client resumes
@@ -65,26 +75,31 @@ class StreamSubscriber(Subscriber):
     many lines (a burst that reaches it is written at once).
     """
 
-    writer = None          # set by attach(); None: the queue of Subscriber is used
-    open_writer = None     # () -> StreamWriter | None
-    encode = None          # (type, Event) -> bytes
-    counter = None         # apiserver_watch_events_total child of this resource
-    out: list | None = None
-    final: bytes | None = None
-    waiter: asyncio.Future | None = None
-    woken = False
-    events_written = 0
-    bytes_written = 0
+    __slots__ = ("writer", "open_writer", "encode", "counter", "limit", "out", "final", "clock", "guard", "timer",
+                 "ended", "events_written", "bytes_written")
 
     def __init__(self, open_writer, **fields):
         super().__init__(**fields)
-        self.open_writer = open_writer
+        self.open_writer = open_writer   # () -> StreamWriter | None
+        self.writer = None     # set by attach(); None: the queue of Subscriber is used
+        self.encode = None     # (type, Event) -> bytes
+        self.counter = None    # apiserver_watch_events_total child of this resource
+        self.limit = 0
+        self.out: list | None = None
+        self.final: bytes | None = None   # closed before the hand-over: the view's last line (an ERROR event)
+        self.clock = None      # set by hand_over(): watch_views._Clock
+        self.guard = None      # ... and the stream's access Guard (or None)
+        self.timer: asyncio.TimerHandle | None = None
+        self.ended = False
+        self.events_written = 0
+        self.bytes_written = 0
 
     def attach(self, encode, counter) -> bool:
         writer = self.open_writer() if not self.closed else None
         if writer is None:
             return False
         self.writer, self.encode, self.counter = writer, encode, counter
+        self.open_writer = None
         self.limit = settings.KUBE_WATCH_QUEUE_SIZE   # (a settings lookup costs a µs: not per event)
         self.out = []
         return True
@@ -129,7 +144,7 @@ class StreamSubscriber(Subscriber):
         out.clear()
         behind = self.writer.write(data)
         if behind < 0:
-            return 0     # the client went away: the stream's task is being cancelled
+            return 0     # the client went away: the stream is being ended
         self.events_written += n
         self.bytes_written += len(data)
         # Events not yet taken by the client, estimated from the bytes still queued for its
@@ -148,21 +163,32 @@ class StreamSubscriber(Subscriber):
         WATCH_TERMINATED.labels(self.resource.plural).inc()
         self.close()
 
-    def wake(self) -> None:
-        self.woken = True
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+    def hand_over(self, clock, guard) -> None:
+        """The rest of the stream is this object's: see the class's docstring."""
+        self.clock, self.guard = clock, guard
+        if not self.writer.request.hand_over(self):
+            return self.end()   # the connection was lost meanwhile
+        self._arm(asyncio.get_running_loop())
 
-    async def wait(self) -> None:
-        """Until close() or the stream's timer wakes it."""
-        if not self.woken:
-            self.waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self.waiter
-            finally:
-                self.waiter = None
-        self.woken = False
+    def _arm(self, loop) -> None:
+        wake = self.clock.wake_time()
+        # An empty context: the request's (its Django and asgiref state) must not stay alive for this.
+        self.timer = loop.call_at(wake if wake > loop.time() else loop.time() + 0.5, self._tick,
+                                  context=contextvars.Context())
+
+    def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        bookmark, ended = self.clock(loop.time())
+        if bookmark is not None or ended:
+            written = self.flush()      # what the hub has pending goes first
+            if bookmark is not None and not self.closed and self.writer.write(bookmark) >= 0:
+                written += 1
+            if written:
+                self.counter.inc(written)
+        if ended:
+            self.end()
+        elif not self.closed:
+            self._arm(loop)
 
     def close(self, final=None) -> None:
         if self.writer is None:
@@ -171,8 +197,25 @@ class StreamSubscriber(Subscriber):
             return
         self.closed = True
         self.out.clear()
-        self.final = final
-        self.wake()
+        if self.clock is None:
+            self.final = final   # not handed over yet: the view sends it and ends
+        else:
+            self.end(final)
+
+    def end(self, final: bytes | None = None) -> None:
+        """(Handed over) the stream is over: its last line if any, then the response's end."""
+        if self.ended:
+            return
+        self.ended = self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        hub.unregister(self)
+        if self.guard is not None:
+            hub.unguard(self.guard)
+        if final is not None and self.writer.write(final) >= 0:
+            self.counter.inc()
+        self.writer.finish()
 
 
 class StreamWriter:
@@ -194,6 +237,12 @@ class StreamWriter:
         self.transport = transport = request.channel.transport
         self.tcp = transport if isinstance(transport, tcp.Connection) else None
         self.sock = self.tcp.socket if self.tcp is not None else None
+
+    def finish(self) -> None:
+        """Complete the response (the last chunk), unless it is over already."""
+        request = self.request
+        if not request.finished and not request._disconnected:
+            request.finish()
 
     def write(self, data: bytes) -> int:
         """Write data as one chunk; returns the bytes still queued for the socket, or -1 when
