@@ -579,3 +579,23 @@ def _bulk_create(scaled, ns: str, start: int, end: int) -> None:
         thread.start()
     for thread in threads:
         thread.join(60)
+
+
+@pytest.mark.parametrize("scaled", ["postgres"], indirect=True)
+def test_connections_the_server_closed_are_opened_again(scaled):
+    """The health check asks the socket instead of the server (kube/postgresql/base.py): a
+    connection PostgreSQL has closed since its last request must still be found out, so the
+    next requests on every lane thread get a fresh one, never an error."""
+    ns = f"reopen-{uuid.uuid4().hex[:6]}"
+    for server in (scaled.a, scaled.b):
+        write(server, "POST", "Lease", ns, f"l-{server.http_port}", make("Lease", ns, f"l-{server.http_port}"))
+    with pg_support.connect() as conn:
+        ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                             "WHERE datname = %s AND pid <> pg_backend_pid()", (scaled.dbname,)).fetchone()[0]
+    assert ended > 0
+    for i in range(12):
+        for server in (scaled.a, scaled.b):
+            name = f"l-{server.http_port}"
+            write(server, "PATCH", "Lease", ns, name, {"metadata": {"labels": {"step": str(i)}}})
+            status, _, body = server.request("GET", collection("Lease", ns) + f"/{name}")
+            assert status == 200, body
