@@ -590,9 +590,10 @@ def test_connections_the_server_closed_are_opened_again(scaled):
     for server in (scaled.a, scaled.b):
         write(server, "POST", "Lease", ns, f"l-{server.http_port}", make("Lease", ns, f"l-{server.http_port}"))
     with pg_support.connect() as conn:
-        ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                             "WHERE datname = %s AND pid <> pg_backend_pid()", (scaled.dbname,)).fetchone()[0]
-    assert ended > 0
+        # (with a timeout it waits until each has exited, so its socket is closed before we go on)
+        ended = conn.execute("SELECT bool_and(pg_terminate_backend(pid, 10000)), count(*) FROM pg_stat_activity "
+                             "WHERE datname = %s AND pid <> pg_backend_pid()", (scaled.dbname,)).fetchone()
+    assert ended[0] and ended[1] > 0, ended
     for i in range(12):
         for server in (scaled.a, scaled.b):
             name = f"l-{server.http_port}"
