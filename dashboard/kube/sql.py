@@ -82,6 +82,12 @@ def statements(model) -> dict:
     }
 
 
+def one_message_writes() -> bool:
+    """Can an update go as one multi-statement query (conditional_update)? PostgreSQL with
+    psycopg's client-side binding (Django's default): server-side binding allows one statement."""
+    return connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+
+
 @functools.cache
 def conditional_update(model) -> str:
     """PostgreSQL, an update computed outside the revision lock (store._run): one simple-query

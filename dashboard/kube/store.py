@@ -369,7 +369,7 @@ def _run(dry_run: bool, work: Callable[..., Result], optimistic: bool = False) -
         # A followed cluster is written only by its follower (mirror.py), never by a client.
         raise ApiError(405, "MethodNotAllowed",
                        f"cluster {clusters.current()!r} is followed read-only: change it in the cluster itself")
-    if optimistic and not dry_run and connection.vendor == "postgresql" and not connection.in_atomic_block:
+    if optimistic and not dry_run and sql.one_message_writes() and not connection.in_atomic_block:
         for _ in range(OPTIMISTIC_TRIES):
             try:
                 return work(optimistic=True)
