@@ -8,7 +8,9 @@ it to the revision log, write its typed row, commit, then announce the revision
 (transaction.on_commit -> revision_committed). Write order is revision order: the lock (on
 PostgreSQL an advisory lock, on SQLite BEGIN IMMEDIATE, settings) is taken before the first
 read, and the counter increment row-locks the counter until commit, so a watcher reading
-"revisions after N" never misses a revision that commits late.
+"revisions after N" never misses a revision that commits late. On PostgreSQL an update reads
+and computes first, outside the lock, then takes the lock, writes only if the object is
+unchanged and commits, in one round trip (_run, sql.conditional_update): same lock, same order.
 
 The statements are in sql.py; lists at a revision in lists.py; a followed cluster's copy
 (written by its follower, never by a client) in mirror.py.
