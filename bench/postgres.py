@@ -11,7 +11,8 @@ Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua 
      1 and 2 run on both servers at once, interleaved in --rounds rounds (medians reported), so
      load from elsewhere on a shared machine falls on both alike;
   3. write capacity: PostgreSQL with --processes app processes (`serve --workers N`), --writers
-     wrk connections each renewing its own Lease: renewals (= writes) per second, x one process's.
+     wrk connections each renewing its own Lease: renewals (= writes) per second, x one process's,
+     and how much of the run the revision lock was held (pg_locks sampled every 10 ms).
 Prints each figure against its ceiling and the issue's targets. `--env` passes settings to every
 server (e.g. KUBEDASH_FAST_LANE_THREADS=1 to compare against the single fast-lane thread).
 """
@@ -22,6 +23,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,10 +62,38 @@ def median_result(results: list[Result]) -> Result:
                   other_cpu=middle.other_cpu)
 
 
-def renew_alone(wrk: str, s: BenchServer, connections: int, duration: float) -> Result:
-    seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(connections)])
-    scenario_renew(wrk, s, connections, 1)   # warm up every path
-    return scenario_renew(wrk, s, connections, duration)
+class LockSampler(threading.Thread):
+    """Samples pg_locks every 10 ms for the revision lock (advisory key 7411, sql.py) in the
+    server's database: the share of samples where it is held (the lock's utilisation: near
+    100% means the lock is the ceiling) and the mean number of writers waiting for it."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url, self.stopping = url, threading.Event()
+        self.samples = self.held = self.waiting = 0
+        self.failed = ""
+
+    def run(self) -> None:
+        try:
+            import psycopg
+
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                while not self.stopping.wait(0.01):
+                    granted, waiting = conn.execute(
+                        "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks "
+                        "WHERE locktype = 'advisory' AND objid = 7411 AND classid = 0 "
+                        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()
+                    self.samples += 1
+                    self.held += 1 if granted else 0
+                    self.waiting += waiting
+        except Exception as err:  # noqa: BLE001 - a probe: report it, never fail the benchmark
+            self.failed = repr(err)
+
+    def summary(self) -> str:
+        if not self.samples:
+            return f"revision lock: no samples ({self.failed or 'none taken'})"
+        return (f"revision lock held in {100 * self.held / self.samples:.0f}% of {self.samples} samples, "
+                f"{self.waiting / self.samples:.2f} writers waiting on average")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,14 +167,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrite capacity: {args.writers} connections renewing their own Lease, PostgreSQL")
         for n in args.processes:
             s = server(args, workers=n, database=args.database)
+            sampler = LockSampler(s.env["DATABASE_URL"])
             try:
-                r = renew_alone(wrk, s, args.writers, d)
+                seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(args.writers)])
+                scenario_renew(wrk, s, args.writers, 1)   # warm up every path
+                sampler.start()
+                r = scenario_renew(wrk, s, args.writers, d)
+                sampler.stopping.set()
+                sampler.join(5)
                 r.scenario = f"PostgreSQL: {n} app process(es)"
                 capacity[n] = r
                 r.ratio = r.rate / capacity[args.processes[0]].rate if capacity[args.processes[0]].rate else None
                 print_results([r], header=n == args.processes[0])
-                print(f"  (load average {load_average()})")
+                print(f"  {sampler.summary()} (load average {load_average()})")
             finally:
+                sampler.stopping.set()
                 stop(s)
 
     print("\n(ratios: PostgreSQL alone x SQLite alone; under Tables x PostgreSQL alone; capacity x 1 process)")

@@ -182,6 +182,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not :memory:) so live-server tests share it; one per process so runs don't collide.
     DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"kubedash-test-{os.getpid()}.sqlite3")}
 
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a health check that asks the socket before it asks the server
+    # (kube/postgresql/base.py): one round trip fewer per request.
+    DATABASES["default"]["ENGINE"] = "dashboard.kube.postgresql"
+
 # Through PgBouncer's transaction pooling (docs/OPERATIONS.md, "PgBouncer"): also read by migrate.
 KUBEDASH_PGBOUNCER = _env_bool("KUBEDASH_PGBOUNCER") and DATABASES["default"]["ENGINE"] != "dashboard.kube.sqlite"
 if KUBEDASH_PGBOUNCER:

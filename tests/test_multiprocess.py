@@ -436,6 +436,57 @@ def test_concurrent_writers_on_both_processes_watchers_see_every_revision_in_ord
               f"2 processes; {len(recorders)} watchers each saw every revision of its kind in order")
 
 
+def test_writers_racing_on_one_object_lose_no_write(scaled):
+    """Writers on both processes change one Lease at once. Every merge patch lands (on
+    PostgreSQL an update is computed outside the revision lock and written only if the object
+    is still the one it read, else computed again: store._run); of PUTs that all name the same
+    resourceVersion exactly one wins and the others get 409, as kube's storage answers."""
+    a, b = scaled.a, scaled.b
+    ns, name = f"race-{uuid.uuid4().hex[:6]}", "contended"
+    created = write(a, "POST", "Lease", ns, name, make("Lease", ns, name))
+    per_thread, errors = 6, []
+
+    def patcher(server, label):
+        try:
+            for i in range(per_thread):
+                write(server, "PATCH", "Lease", ns, name, {"metadata": {"labels": {f"{label}-{i}": "x"}}})
+        except BaseException as err:  # noqa: BLE001 - re-raised below in the test's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=patcher, args=(server, f"{p}{t}"))
+               for p, server in (("a", a), ("b", b)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors[0]
+    status, _, patched = a.request("GET", collection("Lease", ns) + f"/{name}")
+    assert status == 200, patched
+    wanted = {f"{p}{t}-{i}" for p in "ab" for t in range(4) for i in range(per_thread)}
+    assert wanted <= set(patched["metadata"]["labels"]), "a patch was lost"
+
+    # Eight PUTs of the object as read, each with another holder: one wins.
+    answers: list[int] = []
+
+    def putter(server, holder):
+        body = {**patched, "spec": {**patched["spec"], "holderIdentity": holder}}
+        answers.append(server.request("PUT", collection("Lease", ns) + f"/{name}", body)[0])
+
+    threads = [threading.Thread(target=putter, args=(server, f"holder-{i}"))
+               for i, server in enumerate([a, b] * 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(answers) == [200] + [409] * 7, answers
+
+    # One revision per write that succeeded, in the object's own order.
+    rows = scaled.query("SELECT rv, type FROM kube_revision WHERE kind = 'Lease' AND namespace = %s "
+                        "AND name = %s ORDER BY rv", (ns, name))
+    assert [t for _, t in rows] == ["ADDED"] + ["MODIFIED"] * (len(wanted) + 1)
+    assert rows[0][0] == int(created["metadata"]["resourceVersion"])
+
+
 @pytest.mark.parametrize("scaled", ["postgres"], indirect=True)   # it counts PostgreSQL connections
 def test_finished_requests_do_not_keep_database_connections(scaled):
     """Each ASGI request runs its sync code in a thread of its own: a persistent connection
@@ -528,3 +579,24 @@ def _bulk_create(scaled, ns: str, start: int, end: int) -> None:
         thread.start()
     for thread in threads:
         thread.join(60)
+
+
+@pytest.mark.parametrize("scaled", ["postgres"], indirect=True)
+def test_connections_the_server_closed_are_opened_again(scaled):
+    """The health check asks the socket instead of the server (kube/postgresql/base.py): a
+    connection PostgreSQL has closed since its last request must still be found out, so the
+    next requests on every lane thread get a fresh one, never an error."""
+    ns = f"reopen-{uuid.uuid4().hex[:6]}"
+    for server in (scaled.a, scaled.b):
+        write(server, "POST", "Lease", ns, f"l-{server.http_port}", make("Lease", ns, f"l-{server.http_port}"))
+    with pg_support.connect() as conn:
+        # (with a timeout it waits until each has exited, so its socket is closed before we go on)
+        ended = conn.execute("SELECT bool_and(pg_terminate_backend(pid, 10000)), count(*) FROM pg_stat_activity "
+                             "WHERE datname = %s AND pid <> pg_backend_pid()", (scaled.dbname,)).fetchone()
+    assert ended[0] and ended[1] > 0, ended
+    for i in range(12):
+        for server in (scaled.a, scaled.b):
+            name = f"l-{server.http_port}"
+            write(server, "PATCH", "Lease", ns, name, {"metadata": {"labels": {"step": str(i)}}})
+            status, _, body = server.request("GET", collection("Lease", ns) + f"/{name}")
+            assert status == 200, body

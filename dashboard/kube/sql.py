@@ -82,6 +82,27 @@ def statements(model) -> dict:
     }
 
 
+def one_message_writes() -> bool:
+    """Can an update go as one multi-statement query (conditional_update)? PostgreSQL with
+    psycopg's client-side binding (Django's default): server-side binding allows one statement."""
+    return connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+
+
+@functools.cache
+def conditional_update(model) -> str:
+    """PostgreSQL, an update computed outside the revision lock (store._run): one simple-query
+    string, so one round trip and one implicit transaction (it commits at its end). It takes the
+    lock, then writes only if the typed row still holds the revision the object was read at
+    (params: row id, that revision, then record_update's); else it writes nothing and answers
+    no row. The second statement's snapshot is taken after the lock is held: it sees every
+    write that committed before (a writer lets go of the lock only once it committed)."""
+    table = model._meta.db_table
+    column = next(f.column for f in statements(model)["fields"] if f.attname == "current_id")
+    head = RECORD_HEAD.replace(" WHERE id = 1 ", f" WHERE id = 1 AND EXISTS (SELECT 1 FROM {table} "
+                               f"WHERE id = %s AND {column} = %s) ")
+    return "SELECT pg_advisory_xact_lock(7411); " + statements(model)["record_update"].replace(RECORD_HEAD, head, 1)
+
+
 def load_raw(res: Resource, namespace: str, name: str) -> tuple[int, str] | None:
     """(row id, stored JSON text) of the current object in the current cluster, or None."""
     with connection.cursor() as cursor:
@@ -125,10 +146,13 @@ RECORD_INSERT = (INSERT_REVISION_HEAD.replace(" VALUES ", " ")
 RECORD = f"{RECORD_HEAD} {RECORD_INSERT} RETURNING rv"
 
 
-def record(row: list, update: tuple | None = None) -> int:
+def record(row: list, update: tuple | None = None, expect: int | None = None) -> int | None:
     """Give a revision its number and log it: row is (cluster, kind, namespace, name, type, object
     text with RV_MARK as its resourceVersion, created, upstream_rv); returns the revision.
-    update: (res, row id, object) to write the object's typed row too (an update's)."""
+    update: (res, row id, object) to write the object's typed row too (an update's).
+    expect (PostgreSQL, an update, outside any transaction): the revision the object was read
+    at; the write takes the lock and commits in one round trip (conditional_update), and
+    returns None, having written nothing, if the object has changed since."""
     if connection.vendor == "postgresql":
         params = [*row[:5], row[5], RV_FIELD, '"resourceVersion":"', *row[6:]]
         statement = RECORD
@@ -138,9 +162,15 @@ def record(row: list, update: tuple | None = None) -> int:
             values = dict(zip((f.attname for f in statements(res.model)["fields"]), row_params(res, obj, 0)))
             del values["current_id"]   # (the statement sets it to the new revision)
             params += [*values.values(), row_id]
+            if expect is not None:
+                statement, params = conditional_update(res.model), [row_id, expect, *params]
         with connection.cursor() as cursor:
             cursor.execute(statement, params)
+            if expect is not None:
+                cursor.nextset()   # (the lock's result)
             hit = cursor.fetchone()
+        if expect is not None:
+            return hit[0] if hit is not None else None
         if hit is not None:
             if update is not None and hit[1] != 1:   # (its id was read under the revision lock)
                 raise RuntimeError(f"the typed row {update[1]} of {update[0].kind} vanished inside its write")

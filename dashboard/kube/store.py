@@ -8,7 +8,9 @@ it to the revision log, write its typed row, commit, then announce the revision
 (transaction.on_commit -> revision_committed). Write order is revision order: the lock (on
 PostgreSQL an advisory lock, on SQLite BEGIN IMMEDIATE, settings) is taken before the first
 read, and the counter increment row-locks the counter until commit, so a watcher reading
-"revisions after N" never misses a revision that commits late.
+"revisions after N" never misses a revision that commits late. On PostgreSQL an update reads
+and computes first, outside the lock, then takes the lock, writes only if the object is
+unchanged and commits, in one round trip (_run, sql.conditional_update): same lock, same order.
 
 The statements are in sql.py; lists at a revision in lists.py; a followed cluster's copy
 (written by its follower, never by a client) in mirror.py.
@@ -192,12 +194,17 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
     if (writer := _upstream()) is not None and applying is None and not subresource:
         return writer.update(res, namespace, name, obj_or_fn, dry_run=dry_run)
 
-    def work() -> Result:
-        sql.lock()
+    def work(optimistic: bool = False) -> Result:
+        if not optimistic:
+            sql.lock()
         row_id, current = sql.load(res, namespace, name)
+        # (an optimistic try may be run again: it writes on a copy of the body)
+        body = _copied(obj_or_fn) if optimistic and isinstance(obj_or_fn, dict) else obj_or_fn
         if applying is None and not is_patch:
-            _check_uid_precondition(res, namespace, name, current, obj_or_fn)
+            _check_uid_precondition(res, namespace, name, current, body)
         if current is None:
+            if optimistic:
+                raise _NeedsLock   # (a create: the locked path, which checks the name)
             if applying is not None and (applying.config.get("metadata") or {}).get("uid"):
                 raise conflict(res.group, res.plural, name, "uid mismatch: the provided object specified uid "
                                f"{applying.config['metadata']['uid']}, and no existing object was found")
@@ -206,7 +213,7 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
                 new.setdefault("metadata", {})["name"] = name
                 return _create_inside(res, namespace, new, moment, manager=manager, apply=applying, version=version)
             if not is_patch and applying is None and res.allow_create_on_update and not subresource:
-                new = obj_or_fn
+                new = body
                 new.setdefault("metadata", {})["name"] = name
                 new["metadata"].pop("resourceVersion", None)
                 return _create_inside(res, namespace, new, moment, manager=manager, version=version)
@@ -216,7 +223,7 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
             new, fields = _apply(res, current, copy.deepcopy(applying.config), applying.force, manager,
                                  subresource, moment, version)
         else:
-            new = obj_or_fn(copy.deepcopy(current)) if callable(obj_or_fn) else obj_or_fn
+            new = obj_or_fn(copy.deepcopy(current)) if callable(obj_or_fn) else body
         sent_fields = (new.get("metadata") or {}).get("managedFields") if isinstance(new, dict) else None
         new["apiVersion"], new["kind"] = res.api_version, res.kind
         nm = new.setdefault("metadata", {})
@@ -270,11 +277,14 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
         if new == old:
             return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            if optimistic:
+                raise _NeedsLock
             return _delete_inside(res, row_id, new, moment)
-        _record(res, new, Revision.MODIFIED, moment, row_id=row_id)
+        _record(res, new, Revision.MODIFIED, moment, row_id=row_id,
+                expect=int(old["metadata"]["resourceVersion"]) if optimistic else None)
         return Result(new)
 
-    return _run(dry_run, work)
+    return _run(dry_run, work, optimistic=True)
 
 
 def _keep(new: dict, old: dict, keys) -> None:
@@ -333,11 +343,42 @@ class DryRun(Exception):
         self.result = result
 
 
-def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
+class _Stale(Exception):
+    """An optimistic write found its object changed since it was read: compute it again."""
+
+
+class _NeedsLock(Exception):
+    """An optimistic write turned out to be a create or a delete: the locked path does it."""
+
+
+OPTIMISTIC_TRIES = 3
+
+
+def _copied(body: dict) -> dict:
+    return orjson.loads(orjson.dumps(body))
+
+
+def _run(dry_run: bool, work: Callable[..., Result], optimistic: bool = False) -> Result:
+    """Run work in a write transaction (dry_run: rolled back).
+
+    optimistic (an update; PostgreSQL, not inside a transaction): first work(optimistic=True),
+    which reads and computes outside the revision lock and writes with one statement that takes
+    the lock, writes only if the object is still the one read, and commits (sql.record's
+    expect). The lock is then held for that statement alone, not for the read, the Python work
+    and four round trips. After OPTIMISTIC_TRIES lost races (or for a create or delete), the
+    locked path, which always gets through."""
     if not clusters.is_local():
         # A followed cluster is written only by its follower (mirror.py), never by a client.
         raise ApiError(405, "MethodNotAllowed",
                        f"cluster {clusters.current()!r} is followed read-only: change it in the cluster itself")
+    if optimistic and not dry_run and sql.one_message_writes() and not connection.in_atomic_block:
+        for _ in range(OPTIMISTIC_TRIES):
+            try:
+                return work(optimistic=True)
+            except _Stale:
+                continue
+            except _NeedsLock:
+                break
     if not dry_run:
         with transaction.atomic():
             return work()
@@ -348,16 +389,20 @@ def _run(dry_run: bool, work: Callable[[], Result]) -> Result:
         return done.result
 
 
-def _record(res: Resource, obj: dict, event: str, moment, *, row_id: int | None = None) -> int:
+def _record(res: Resource, obj: dict, event: str, moment, *, row_id: int | None = None,
+            expect: int | None = None) -> int:
     """Give obj the next revision and append it to the log (in the current cluster); returns
     the revision. row_id: also write obj's typed row (that row's update, in the same statement
-    on PostgreSQL: sql.record)."""
+    on PostgreSQL: sql.record). expect: an optimistic update's revision read (sql.record);
+    raises _Stale if the object has changed since."""
     m = obj["metadata"]
     m["resourceVersion"] = sql.RV_MARK   # (the database numbers it: sql.record)
     text = orjson.dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
     rv = sql.record([clusters.current(), res.kind, m.get("namespace", ""), m["name"], event, text,
                      connection.ops.adapt_datetimefield_value(moment), ""],
-                    update=None if row_id is None else (res, row_id, obj))
+                    update=None if row_id is None else (res, row_id, obj), expect=expect)
+    if rv is None:
+        raise _Stale
     m["resourceVersion"] = str(rv)
     announce(rv)
     return rv
