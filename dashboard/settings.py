@@ -204,9 +204,9 @@ KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
 # The expensive lane's work (big lists and Tables, pages) runs in a child process of each serving
 # process, KUBEDASH_HEAVY_NICE steps lower in OS priority (dashboard/server/heavy.py): it no
 # longer shares the renewals' GIL, and the kernel serves renewals first when both want the CPU.
-# On by default on SQLite; 0: in the serving process's own threads, as before.
-KUBEDASH_HEAVY_PROCESS = os.environ.get(
-    "KUBEDASH_HEAVY_PROCESS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "0") != "0"
+# On by default (PostgreSQL too: renewals under a Table loop 0.74x alone against 0.55x in its
+# threads, docs/BENCHMARKS.md task F); 0: in the serving process's own threads, as before.
+KUBEDASH_HEAVY_PROCESS = os.environ.get("KUBEDASH_HEAVY_PROCESS", "1") != "0"
 # How much lower: nice steps (0-19), or "idle" (SCHED_IDLE: only CPU nothing else wants).
 KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "19")
 
