@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/cpu_share.py [--runs 5] [--duration 5] [--slices 1] [--jobs 3000]
                                         [--connections 4] [--flood 80] [--modes old new]
+                                        [--database postgres://USER@HOST:PORT/]
 
-One throw-away server per mode (one worker, SQLite, like bench/api.py), seeded with Leases and
+One throw-away server per mode (one worker, SQLite like bench/api.py, or --database's PostgreSQL), seeded with Leases and
 --jobs Jobs. Modes: `old` serves heavy requests in the worker's own threads
 (KUBEDASH_HEAVY_PROCESS=0), `new` in the worker's heavy child process at a lower OS priority
 (KUBEDASH_HEAVY_PROCESS=1; `new:N`: at nice N). Then --runs rounds, the modes interleaved within each round so
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import (ALL_JOBS, LOADED_MAX_P99_RATIO, LOADED_MIN_RATIO, RENEW_NS, TABLE_ACCEPT,  # noqa: E402
                  WRK_MISSING, TableLoop, run_wrk, scenario_renew, scenario_renew_under_tables,
                  seed_jobs, seed_leases)
-from common import BenchServer, machine, print_targets  # noqa: E402
+from common import BenchServer, add_backend_arguments, backend_name, machine, print_targets  # noqa: E402
 
 def mode_env(mode: str) -> dict:
     """old: heavy work in the worker's threads; new: in its child process; new:N at nice N."""
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flood", type=int, default=80, help="Table clients in the flood case, 0: none (default 80)")
     parser.add_argument("--modes", nargs="+", default=["old", "new"],
                         help="old, new, new:N (heavy child at nice N); default: old new")
+    add_backend_arguments(parser)
     args = parser.parse_args(argv)
     wrk = shutil.which("wrk")
     if wrk is None:
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     c, duration = args.connections, args.duration
     print(f"kubedash CPU-share benchmark  {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
-    print(f"machine: {machine()}; one worker, SQLite; {args.runs} rounds of wrk runs of {duration:g} s "
+    print(f"machine: {machine()}; one worker, {backend_name(args.database, args.redis)}; {args.runs} rounds of wrk runs of {duration:g} s "
           f"({args.slices} alternating slice(s) each), "
           f"{c} renewing connections; Table loop over {args.jobs} Jobs; modes {args.modes}; load {loadavg()}\n")
     servers: dict[str, BenchServer] = {}
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes:
             data_dir = Path(tempfile.mkdtemp(prefix=f"kubedash-bench-cpu-{mode.replace(':', '')}-"))
             dirs.append(data_dir)
-            server = BenchServer(data_dir)
+            server = BenchServer(data_dir, database=args.database, redis=args.redis)
             server.env.update(mode_env(mode))
             server.start()
             servers[mode] = server
