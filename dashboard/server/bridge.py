@@ -189,8 +189,8 @@ class LanedHTTP:
                 if answer is not None:
                     scope.get("kubedash.record", {})["lane"] = f"{lane.name}-loop"
             if answer is None and lane is lane_set.expensive and lane_set.heavy and heavy.takes(scope):
-                answer = await sync_to_async(lane_set.heavy.respond, thread_sensitive=False, executor=lane.executor)(
-                    heavy.FULL if handler is self.full else heavy.API, self._environ(scope, body))
+                answer = await lane_set.heavy.respond(heavy.FULL if handler is self.full else heavy.API,
+                                                      self._environ(scope, body), lane.executor)
                 scope.get("kubedash.record", {})["lane"] = f"{lane.name}-process"
             if answer is None:   # (a fresh environ: an inline try has read the body)
                 answer = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
