@@ -216,9 +216,11 @@ class LanedHTTP:
         sent (at most two pieces and that backlog are held). No Content-Length: HTTP/1.1
         chunks. A failure after the headers cannot become a Status any more: the connection is
         cut."""
-        read = sync_to_async(next, thread_sensitive=False, executor=lane.executor)
+        remote = getattr(response, "aclose", None) is not None   # (heavy.RemoteStream: read on the loop)
+        read = (lambda _pieces, _end: response.read()) if remote else \
+            sync_to_async(next, thread_sensitive=False, executor=lane.executor)
         request = current_request.get()
-        pieces = iter(response)
+        pieces = None if remote else iter(response)
         reading = None   # the next piece, being read
         try:
             await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -248,7 +250,10 @@ class LanedHTTP:
                 await asyncio.wait([reading])
                 if not reading.cancelled():
                     reading.exception()   # (retrieved: its failure, if any, is moot now)
-            await sync_to_async(response.close, thread_sensitive=False, executor=lane.executor)()
+            if remote:
+                await response.aclose()
+            else:
+                await sync_to_async(response.close, thread_sensitive=False, executor=lane.executor)()
 
     @staticmethod
     async def _status(send, err: ApiError, headers: list = ()) -> None:

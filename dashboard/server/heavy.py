@@ -132,7 +132,7 @@ class HeavyProcess:
         iterator, over_limit). Relayed on the event loop itself: non-blocking socket reads when
         the child's bytes are there, no lane thread taking turns at the GIL, and the body read
         raw (not unpickled). At most `keep` requests at the child at once (the lane's threads
-        before); streamed responses are read piece by piece on the lane's threads (RemoteStream)."""
+        before); a streamed response is read piece by piece, on the loop too (RemoteStream)."""
         loop = asyncio.get_running_loop()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.keep)
@@ -205,62 +205,51 @@ async def recv_frame(loop, sock: socket.socket) -> bytes:
     return await recv_exactly(loop, sock, size)
 
 
-def recv_frame_blocking(sock: socket.socket) -> bytes:
-    def exactly(size):
-        buf = bytearray(size)
-        view, got = memoryview(buf), 0
-        while got < size:
-            n = sock.recv_into(view[got:])
-            if not n:
-                raise EOFError
-            got += n
-        return buf
-    size, = struct.unpack("!i", exactly(4))
-    if size == -1:
-        size, = struct.unpack("!Q", exactly(8))
-    return exactly(size)
-
-
 STREAMED_MARK = -1   # (the body's size for a streamed response: pieces follow on request)
 
 
 class RemoteStream:
-    """A streamed response being read from the child: bridge.LanedHTTP._stream calls next()
-    (None at the end) on its lane's threads, and close() at the end, whatever happened."""
+    """A streamed response being read from the child, on the event loop like the rest of the
+    relay: bridge.LanedHTTP._stream awaits read() (None at the end; the next one while the loop
+    sends this piece) and aclose() at the end, whatever happened."""
 
     streaming = True
 
     def __init__(self, heavy: HeavyProcess, conn: socket.socket):
         self.heavy, self.conn = heavy, conn
         self.done = False
-        conn.setblocking(True)   # (read on the lane's threads)
+        self.broken = False   # (cut mid-frame: the connection cannot be used again)
 
-    def __iter__(self):
-        return self
+    async def _ask(self, what: str):
+        loop = asyncio.get_running_loop()
+        self.broken = True
+        await loop.sock_sendall(self.conn, frame(pickle.dumps(what)))
+        answer = pickle.loads(await recv_frame(loop, self.conn))
+        self.broken = False
+        return answer
 
-    def _ask(self, what: str):
-        self.conn.sendall(frame(pickle.dumps(what)))
-        return pickle.loads(recv_frame_blocking(self.conn))
-
-    def __next__(self) -> bytes:
+    async def read(self) -> bytes | None:
         if self.done:
-            raise StopIteration
-        kind, piece = self._ask("next")
+            return None
+        kind, piece = await self._ask("next")
         if kind == "error":
             self.done = True
             raise RuntimeError(f"streamed response failed in the heavy lane process: {piece}")
         if piece is None:
             self.done = True
-            raise StopIteration
         return piece
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         try:
-            self._ask("close")   # (the child closed it: its connection is free again)
+            if self.broken:
+                raise EOFError
+            await self._ask("close")   # (the child closed it: its connection is free again)
         except (OSError, EOFError):
             self.conn.close()
             return
-        self.conn.setblocking(False)
+        except BaseException:
+            self.conn.close()
+            raise
         self.heavy._checkin(self.conn)
 
 
