@@ -211,7 +211,8 @@ class LanedHTTP:
     @staticmethod
     async def _stream(send, status: int, headers: list, response, lane) -> None:
         """Send a streaming response (kube.views.stream_list) piece by piece: each piece is read
-        on the lane's thread (its database work stays off the loop), the next one while this
+        on the lane's thread (its database work stays off the loop; a heavy.RemoteStream's on
+        the loop: the child does that work), the next one while this
         one is sent, as long as the client has taken all but STREAM_BACKLOG_BYTES of what was
         sent (at most two pieces and that backlog are held). No Content-Length: HTTP/1.1
         chunks. A failure after the headers cannot become a Status any more: the connection is

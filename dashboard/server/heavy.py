@@ -4,12 +4,13 @@ In one process the expensive lane's thread (a Table of 3,000 Jobs) and the event
 renewals share one GIL: pauses (kube/yielding.py) give the loop turns, but how much of the two
 cores the Table takes still swung from run to run. Here each serving process (a worker, or
 `serve --workers 1`) starts one child, `python -m dashboard.server.heavy`, niced by
-KUBEDASH_HEAVY_NICE (default 19; `idle`: SCHED_IDLE): the expensive lane's threads only relay.
+KUBEDASH_HEAVY_NICE (default 19; `idle`: SCHED_IDLE): the serving process only relays.
 Each request is sent (its WSGI environ, body included) over a connection of its own to the
 child, whose thread runs the same Django handler the lane thread would have, and sends the
 answer back: in one piece, or piece by piece for a streamed response (each piece asked for by
-the lane's `next`). So the GIL is the child's own, and the kernel gives the renewals' process
-the CPU first when both want it.
+the relay). The serving process's side of it runs on the event loop (HeavyProcess.respond,
+RemoteStream.read): non-blocking socket calls, no lane thread. So the GIL is the child's
+own, and the kernel gives the renewals' process the CPU first when both want it.
 
 What stays in the serving process: admission and 429s (lanes.Lane), the request log and
 metrics (observe.py, from the record the child sends back), the tarpit, streaming's
