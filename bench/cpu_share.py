@@ -3,11 +3,13 @@
     .venv/bin/python bench/cpu_share.py [--runs 5] [--duration 5] [--slices 1] [--jobs 3000]
                                         [--connections 4] [--flood 80] [--modes old new]
                                         [--database postgres://USER@HOST:PORT/]
+                                        [--ref PATH --modes new@ref new]
 
 One throw-away server per mode (one worker, SQLite like bench/api.py, or --database's PostgreSQL), seeded with Leases and
 --jobs Jobs. Modes: `old` serves heavy requests in the worker's own threads
 (KUBEDASH_HEAVY_PROCESS=0), `new` in the worker's heavy child process at a lower OS priority
-(KUBEDASH_HEAVY_PROCESS=1; `new:N`: at nice N). Then --runs rounds, the modes interleaved within each round so
+(KUBEDASH_HEAVY_PROCESS=1; `new:N`: at nice N); a mode ending `@ref` is served from the
+checkout at --ref (an A/B run against older code: `git archive <commit> | tar -x -C PATH`). Then --runs rounds, the modes interleaved within each round so
 both see the same machine: wrk's kubelet-style renewals (bench/lease_renew.lua) alone, then
 while one client loops Table lists of every Job (bench/api.py's scenario_renew_under_tables).
 With --slices N each run's two sides are measured as N alternating pairs of shorter wrk runs
@@ -31,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import (ALL_JOBS, LOADED_MAX_P99_RATIO, LOADED_MIN_RATIO, RENEW_NS, TABLE_ACCEPT,  # noqa: E402
                  WRK_MISSING, TableLoop, run_wrk, scenario_renew, scenario_renew_under_tables,
                  seed_jobs, seed_leases)
-from common import BenchServer, add_backend_arguments, backend_name, machine, print_targets  # noqa: E402
+from common import BenchServer, add_backend_arguments, backend_name, machine, print_targets, proc_cpu_seconds  # noqa: E402
 
 def mode_env(mode: str) -> dict:
     """old: heavy work in the worker's threads; new: in its child process; new:N at nice N."""
@@ -108,6 +110,21 @@ def flood(wrk: str, server: BenchServer, clients: int, connections: int, duratio
     return result, sum(len(loop.times) for loop in loops), sum(loop.rejected for loop in loops), failed
 
 
+def relay_cost(server: BenchServer, seconds: float) -> tuple[float, int]:
+    """The serving process's own CPU (not its heavy child's) while one client loops Tables for
+    `seconds`, no renewals: what relaying (or, in `old`, serving) one Table costs the process the
+    renewals need. Returns (CPU ms a Table, Tables answered)."""
+    pid = server.serving_pids()[0]
+    loop = TableLoop(server)
+    before = proc_cpu_seconds(pid)
+    loop.start()
+    time.sleep(seconds)
+    loop.stopping.set()
+    loop.join()
+    used = proc_cpu_seconds(pid) - before
+    return (1000 * used / len(loop.times) if loop.times else float("nan")), len(loop.times)
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -123,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(default 1: one wrk run each)")
     parser.add_argument("--flood", type=int, default=80, help="Table clients in the flood case, 0: none (default 80)")
     parser.add_argument("--modes", nargs="+", default=["old", "new"],
-                        help="old, new, new:N (heavy child at nice N); default: old new")
+                        help="old, new, new:N (heavy child at nice N), any of them @ref (served from --ref); "
+                             "default: old new")
     add_backend_arguments(parser)
+    parser.add_argument("--relay-rounds", type=int, default=3,
+                        help="rounds measuring the serving process's CPU a Table, 0: none (default 3)")
+    parser.add_argument("--ref", type=Path, help="another kubedash checkout, for the modes ending @ref")
     args = parser.parse_args(argv)
     wrk = shutil.which("wrk")
     if wrk is None:
@@ -139,10 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     dirs = []
     try:
         for mode in args.modes:
-            data_dir = Path(tempfile.mkdtemp(prefix=f"kubedash-bench-cpu-{mode.replace(':', '')}-"))
+            data_dir = Path(tempfile.mkdtemp(prefix=f"kubedash-bench-cpu-{mode.replace(':', '').replace('@', '-')}-"))
             dirs.append(data_dir)
-            server = BenchServer(data_dir, database=args.database, redis=args.redis)
-            server.env.update(mode_env(mode))
+            name, at, _ = mode.partition("@")
+            if at and not args.ref:
+                raise SystemExit(f"mode {mode!r} needs --ref PATH")
+            server = BenchServer(data_dir, database=args.database, redis=args.redis,
+                                 root=args.ref.resolve() if at else None)
+            server.env.update(mode_env(name))
             server.start()
             servers[mode] = server
             seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(c)])
@@ -156,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         p99s: dict[str, list[tuple[float, float]]] = {m: [] for m in args.modes}
         # other CPU: cores used by processes other than the server and wrk (other helpers, the
         # Table client) during the renewals alone / under the Tables.
-        print(f"\n{'run':>3} {'mode':<6} {'alone/s':>8} {'p99 ms':>7} {'Tables/s':>9} {'p99 ms':>7} "
+        print(f"\n{'run':>3} {'mode':<8} {'alone/s':>8} {'p99 ms':>7} {'Tables/s':>9} {'p99 ms':>7} "
               f"{'ratio':>6} {'lists':>6} {'other CPU':>11} {'load':>15}")
         for run in range(1, args.runs + 1):
             for mode, server in servers.items():
@@ -164,21 +189,32 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = loaded.rate / alone.rate if alone.rate else 0.0
                 ratios[mode].append(ratio)
                 p99s[mode].append((alone.p99_ms, loaded.p99_ms))
-                print(f"{run:>3} {mode:<6} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>9.0f} "
+                print(f"{run:>3} {mode:<8} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>9.0f} "
                       f"{loaded.p99_ms:>7.1f} {ratio:>6.2f} {lists:>6} "
                       f"{alone.other_cpu:>5.2f}/{loaded.other_cpu:<5.2f} {loadavg():>15}", flush=True)
+
+        if args.relay_rounds:
+            print(f"\nthe serving process's CPU a Table (one client looping Tables, no renewals; {args.relay_rounds} "
+                  f"alternating rounds of {duration:g} s):")
+            costs: dict[str, list[tuple[float, int]]] = {m: [] for m in args.modes}
+            for _ in range(args.relay_rounds):
+                for mode, server in servers.items():
+                    costs[mode].append(relay_cost(server, duration))
+            for mode in args.modes:
+                print(f"{mode:<8} " + "  ".join(f"{ms:6.2f} ms ({n} Tables)" for ms, n in costs[mode])
+                      + f"   load {loadavg()}")
 
         floods = {}
         if args.flood:
             print(f"\nrenewals while {args.flood} clients loop Table lists of {args.jobs} Jobs (Retry-After honoured):")
-            print(f"{'mode':<6} {'alone/s':>8} {'p99 ms':>7} {'flood/s':>8} {'p99 ms':>7} {'max ms':>7} "
+            print(f"{'mode':<8} {'alone/s':>8} {'p99 ms':>7} {'flood/s':>8} {'p99 ms':>7} {'max ms':>7} "
                   f"{'ratio':>6} {'lists':>6} {'429s':>6} {'load':>15}")
             for mode, server in servers.items():
                 alone = scenario_renew(wrk, server, c, duration)
                 loaded, lists, rejected, failed = flood(wrk, server, args.flood, c, duration)
                 ratio = loaded.rate / alone.rate if alone.rate else 0.0
                 floods[mode] = (ratio, alone, loaded)
-                print(f"{mode:<6} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>8.0f} {loaded.p99_ms:>7.1f} "
+                print(f"{mode:<8} {alone.rate:>8.0f} {alone.p99_ms:>7.1f} {loaded.rate:>8.0f} {loaded.p99_ms:>7.1f} "
                       f"{loaded.extra.get('lat_max_us', 0) / 1000:>7.0f} {ratio:>6.2f} {lists:>6} {rejected:>6} "
                       f"{loadavg():>15}", flush=True)
                 if failed:

@@ -189,8 +189,8 @@ class LanedHTTP:
                 if answer is not None:
                     scope.get("kubedash.record", {})["lane"] = f"{lane.name}-loop"
             if answer is None and lane is lane_set.expensive and lane_set.heavy and heavy.takes(scope):
-                answer = await sync_to_async(lane_set.heavy.respond, thread_sensitive=False, executor=lane.executor)(
-                    heavy.FULL if handler is self.full else heavy.API, self._environ(scope, body))
+                answer = await lane_set.heavy.respond(heavy.FULL if handler is self.full else heavy.API,
+                                                      self._environ(scope, body), lane.executor)
                 scope.get("kubedash.record", {})["lane"] = f"{lane.name}-process"
             if answer is None:   # (a fresh environ: an inline try has read the body)
                 answer = await sync_to_async(self._respond, thread_sensitive=False, executor=lane.executor)(
@@ -211,14 +211,17 @@ class LanedHTTP:
     @staticmethod
     async def _stream(send, status: int, headers: list, response, lane) -> None:
         """Send a streaming response (kube.views.stream_list) piece by piece: each piece is read
-        on the lane's thread (its database work stays off the loop), the next one while this
+        on the lane's thread (its database work stays off the loop; a heavy.RemoteStream's on
+        the loop: the child does that work), the next one while this
         one is sent, as long as the client has taken all but STREAM_BACKLOG_BYTES of what was
         sent (at most two pieces and that backlog are held). No Content-Length: HTTP/1.1
         chunks. A failure after the headers cannot become a Status any more: the connection is
         cut."""
-        read = sync_to_async(next, thread_sensitive=False, executor=lane.executor)
+        remote = getattr(response, "aclose", None) is not None   # (heavy.RemoteStream: read on the loop)
+        read = (lambda _pieces, _end: response.read()) if remote else \
+            sync_to_async(next, thread_sensitive=False, executor=lane.executor)
         request = current_request.get()
-        pieces = iter(response)
+        pieces = None if remote else iter(response)
         reading = None   # the next piece, being read
         try:
             await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -248,7 +251,10 @@ class LanedHTTP:
                 await asyncio.wait([reading])
                 if not reading.cancelled():
                     reading.exception()   # (retrieved: its failure, if any, is moot now)
-            await sync_to_async(response.close, thread_sensitive=False, executor=lane.executor)()
+            if remote:
+                await response.aclose()
+            else:
+                await sync_to_async(response.close, thread_sensitive=False, executor=lane.executor)()
 
     @staticmethod
     async def _status(send, err: ApiError, headers: list = ()) -> None:

@@ -4,12 +4,13 @@ In one process the expensive lane's thread (a Table of 3,000 Jobs) and the event
 renewals share one GIL: pauses (kube/yielding.py) give the loop turns, but how much of the two
 cores the Table takes still swung from run to run. Here each serving process (a worker, or
 `serve --workers 1`) starts one child, `python -m dashboard.server.heavy`, niced by
-KUBEDASH_HEAVY_NICE (default 19; `idle`: SCHED_IDLE): the expensive lane's threads only relay.
+KUBEDASH_HEAVY_NICE (default 19; `idle`: SCHED_IDLE): the serving process only relays.
 Each request is sent (its WSGI environ, body included) over a connection of its own to the
 child, whose thread runs the same Django handler the lane thread would have, and sends the
 answer back: in one piece, or piece by piece for a streamed response (each piece asked for by
-the lane's `next`). So the GIL is the child's own, and the kernel gives the renewals' process
-the CPU first when both want it.
+the relay). The serving process's side of it runs on the event loop (HeavyProcess.respond,
+RemoteStream.read): non-blocking socket calls, no lane thread. So the GIL is the child's
+own, and the kernel gives the renewals' process the CPU first when both want it.
 
 What stays in the serving process: admission and 429s (lanes.Lane), the request log and
 metrics (observe.py, from the record the child sends back), the tarpit, streaming's
@@ -24,10 +25,13 @@ died is started again by the next request, and the requests it had answer 503.
 """
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import os
+import pickle
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -63,7 +67,8 @@ class HeavyProcess:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
-        self._idle: list[Connection] = []
+        self._idle: list[socket.socket] = []
+        self._slots = None   # (asyncio.Semaphore: made on the event loop)
 
     def start(self) -> None:
         with self._lock:
@@ -85,24 +90,24 @@ class HeavyProcess:
         theirs.close()
         self._control = ours
 
-    def _checkout(self) -> Connection:
+    def _checkout(self) -> socket.socket:
         with self._lock:
             self._ensure()
             if self._idle:
                 return self._idle.pop()
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             for end in (ours, theirs):
-                # A piece of a big list (~1 MB) in one write and one read, not 200 KB ones: each
-                # read in this process is a GIL hand-over the loop pays for.
+                # A piece of a big list (~1 MB) in one write and one read, not 200 KB ones.
                 end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
                 end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
             try:
                 socket.send_fds(self._control, [b"c"], [theirs.fileno()])
             finally:
                 theirs.close()
-            conn = Connection(ours.detach())
-            conn.child = self._proc   # (kept for the next request only while this child lives)
-            return conn
+            ours = _Sock(ours)
+            ours.setblocking(False)   # (read and written by the event loop)
+            ours.child = self._proc   # (kept for the next request only while this child lives)
+            return ours
 
     def _lost(self) -> None:
         """A connection broke: its child is likely dying. Its idle connections go, and the next
@@ -116,82 +121,136 @@ class HeavyProcess:
             except subprocess.TimeoutExpired:
                 pass   # alive: only that connection's thread failed
 
-    def _checkin(self, conn: Connection) -> None:
+    def _checkin(self, conn: socket.socket) -> None:
         with self._lock:
-            if len(self._idle) < self.keep and not conn.closed and conn.child is self._proc:
+            if len(self._idle) < self.keep and conn.fileno() >= 0 and conn.child is self._proc:
                 self._idle.append(conn)
                 return
         conn.close()   # (the child's thread for it ends, and closes its database connection)
 
-    def respond(self, kind: str, environ: dict) -> tuple:
-        """LanedHTTP._respond's answer, from the child: (status, headers, body or a streamed
-        response's iterator, over_limit)."""
+    async def respond(self, kind: str, environ: dict, executor) -> tuple:
+        """LanedHTTP's answer, from the child: (status, headers, body or a streamed response's
+        iterator, over_limit). Relayed on the event loop itself: non-blocking socket reads when
+        the child's bytes are there, no lane thread taking turns at the GIL, and the body read
+        raw (not unpickled). At most `keep` requests at the child at once (the lane's threads
+        before); a streamed response is read piece by piece, on the loop too (RemoteStream)."""
+        loop = asyncio.get_running_loop()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.keep)
         record = environ.get("kubedash.record")
         sent = {k: v for k, v in environ.items() if k not in ("wsgi.input", "wsgi.errors")}
         sent["wsgi.input"] = environ["wsgi.input"].getvalue()
+        request = frame(pickle.dumps((kind, sent), pickle.HIGHEST_PROTOCOL))
         # A read is sent again, once, to a new child if the child died under it (not a write:
         # the child may have made it before it died).
         attempts = 2 if environ["REQUEST_METHOD"] in ("GET", "HEAD") else 1
-        for attempt in range(attempts):
-            try:
-                conn = self._checkout()
-            except OSError:
-                log.exception("heavy lane process unreachable")
-                return unavailable()
-            try:
-                conn.send((kind, sent))
-                status, headers, content, over_limit, child_record = conn.recv()
-                break
-            except (OSError, EOFError):
-                conn.close()
-                self._lost()
-                if attempt == attempts - 1:
-                    log.exception("heavy lane process failed a request")
+        async with self._slots:
+            for attempt in range(attempts):
+                try:
+                    conn = self._checkout()
+                except OSError:
+                    log.exception("heavy lane process unreachable")
                     return unavailable()
+                try:
+                    await loop.sock_sendall(conn, request)
+                    status, headers, size, over_limit, child_record = pickle.loads(await recv_frame(loop, conn))
+                    if size != STREAMED_MARK:
+                        content = await recv_frame(loop, conn)   # (send_bytes: a frame of its own)
+                    break
+                except (OSError, EOFError):
+                    conn.close()
+                    await loop.run_in_executor(executor, self._lost)
+                    if attempt == attempts - 1:
+                        log.exception("heavy lane process failed a request")
+                        return unavailable()
+                except BaseException:   # (cancelled mid-answer: the connection's state is unknown)
+                    conn.close()
+                    raise
         if record is not None and child_record:
             record.update(child_record)
-        if isinstance(content, str):   # STREAMED_MARK
+        if size == STREAMED_MARK:
             return status, headers, RemoteStream(self, conn), over_limit
         self._checkin(conn)
         return status, headers, content, over_limit
 
 
-STREAMED_MARK = "kubedash-heavy-streamed"   # (content in place of the body: pieces follow on request)
+class _Sock(socket.socket):
+    """A socket that can carry the child it belongs to."""
+
+    def __init__(self, sock: socket.socket):
+        super().__init__(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        self.child = None
+
+
+# Frames as multiprocessing.connection.Connection writes them (the child's side): a 4-byte
+# big-endian length (-1 and then an 8-byte one for 2 GiB or more), then the bytes.
+def frame(payload: bytes) -> bytes:
+    return struct.pack("!i", len(payload)) + payload
+
+
+async def recv_exactly(loop, sock: socket.socket, size: int) -> bytes:
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = await loop.sock_recv_into(sock, view[got:])
+        if not n:
+            raise EOFError
+        got += n
+    return bytes(buf)   # (one copy: the server's transport takes bytes only)
+
+
+async def recv_frame(loop, sock: socket.socket) -> bytes:
+    size, = struct.unpack("!i", await recv_exactly(loop, sock, 4))
+    if size == -1:
+        size, = struct.unpack("!Q", await recv_exactly(loop, sock, 8))
+    return await recv_exactly(loop, sock, size)
+
+
+STREAMED_MARK = -1   # (the body's size for a streamed response: pieces follow on request)
 
 
 class RemoteStream:
-    """A streamed response being read from the child: bridge.LanedHTTP._stream calls next()
-    (None at the end) on its lane's threads, and close() at the end, whatever happened."""
+    """A streamed response being read from the child, on the event loop like the rest of the
+    relay: bridge.LanedHTTP._stream awaits read() (None at the end; the next one while the loop
+    sends this piece) and aclose() at the end, whatever happened."""
 
     streaming = True
 
-    def __init__(self, heavy: HeavyProcess, conn: Connection):
+    def __init__(self, heavy: HeavyProcess, conn: socket.socket):
         self.heavy, self.conn = heavy, conn
         self.done = False
+        self.broken = False   # (cut mid-frame: the connection cannot be used again)
 
-    def __iter__(self):
-        return self
+    async def _ask(self, what: str):
+        loop = asyncio.get_running_loop()
+        self.broken = True
+        await loop.sock_sendall(self.conn, frame(pickle.dumps(what)))
+        answer = pickle.loads(await recv_frame(loop, self.conn))
+        self.broken = False
+        return answer
 
-    def __next__(self) -> bytes:
+    async def read(self) -> bytes | None:
         if self.done:
-            raise StopIteration
-        self.conn.send("next")
-        kind, piece = self.conn.recv()
+            return None
+        kind, piece = await self._ask("next")
         if kind == "error":
             self.done = True
             raise RuntimeError(f"streamed response failed in the heavy lane process: {piece}")
         if piece is None:
             self.done = True
-            raise StopIteration
         return piece
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         try:
-            self.conn.send("close")
-            self.conn.recv()   # (the child closed it: its connection is free again)
+            if self.broken:
+                raise EOFError
+            await self._ask("close")   # (the child closed it: its connection is free again)
         except (OSError, EOFError):
             self.conn.close()
             return
+        except BaseException:
+            self.conn.close()
+            raise
         self.heavy._checkin(self.conn)
 
 
@@ -222,8 +281,9 @@ def serve_connection(conn: Connection, handlers: dict) -> None:
             environ["wsgi.errors"] = sys.stderr
             status, headers, content, over_limit = LanedHTTP._respond(handlers[kind], environ)
             record = environ.get("kubedash.record")
-            if isinstance(content, bytes):
-                conn.send((status, headers, content, over_limit, record))
+            if isinstance(content, bytes):   # the body raw after its size: not pickled, not copied again
+                conn.send((status, headers, len(content), over_limit, record))
+                conn.send_bytes(content)
                 continue
             conn.send((status, headers, STREAMED_MARK, over_limit, record))
             pieces = iter(content)
