@@ -67,6 +67,22 @@ class Server(BenchServer):
         self.session = self.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
 
 
+def create_renewed_leases(server: BenchServer, count: int) -> None:
+    """The Leases `renewers` renew: renew-{i}, held by node-{i}."""
+    import orjson
+
+    for i in range(count):
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": f"renew-{i}", "namespace": NS},
+                 "spec": {"holderIdentity": f"node-{i}", "leaseDurationSeconds": 40,
+                          "renewTime": "2026-11-25T10:00:00.000000Z"}}
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn.request("POST", LEASES, body=orjson.dumps(lease),
+                     headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"})
+        assert conn.getresponse().status == 201
+        conn.close()
+
+
 def renewers(port: int, token: str, count: int, seconds: float) -> tuple[int, list[float]]:
     """Renew `count` Leases for `seconds`: (renewals, latencies)."""
     stop_at = time.monotonic() + seconds
@@ -233,18 +249,7 @@ def main() -> int:
     server = Server(Path(tempfile.mkdtemp(prefix="kubedash-attack-")), database=args.database, redis=args.redis)
     server.start()
     try:
-        import orjson
-
-        for i in range(args.renewers):
-            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                     "metadata": {"name": f"renew-{i}", "namespace": NS},
-                     "spec": {"holderIdentity": f"node-{i}", "leaseDurationSeconds": 40,
-                              "renewTime": "2026-11-25T10:00:00.000000Z"}}
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-            conn.request("POST", LEASES, body=orjson.dumps(lease),
-                         headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"})
-            assert conn.getresponse().status == 201
-            conn.close()
+        create_renewed_leases(server, args.renewers)
         watching = keep_watching(server.port, server.token)
         renewers(server.port, server.token, args.renewers, 2)   # warm up
         if args.profile_attack:   # (e.g. py-spy record --pid <the server's>) the attack alone

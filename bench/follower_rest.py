@@ -14,7 +14,6 @@ ever watched. Prints renewals/s, p99 and server CPU per phase, and closed / open
 from __future__ import annotations
 
 import argparse
-import http.client
 import shutil
 import socket
 import statistics
@@ -25,24 +24,14 @@ import threading
 import time
 from pathlib import Path
 
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attack import LEASES, NS, renewers  # noqa: E402
+from attack import NS, create_renewed_leases, renewers  # noqa: E402
 from common import ROOT, BenchServer, machine, pct  # noqa: E402
 
 
 def prepare(server: BenchServer, count: int) -> None:
-    for i in range(count):
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                 "metadata": {"name": f"renew-{i}", "namespace": NS},
-                 "spec": {"holderIdentity": f"node-{i}", "leaseDurationSeconds": 40,
-                          "renewTime": "2026-11-25T10:00:00.000000Z"}}
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-        conn.request("POST", LEASES, body=orjson.dumps(lease),
-                     headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"})
-        assert conn.getresponse().status == 201
-        conn.close()
+    create_renewed_leases(server, count)
     renewers(server.port, server.token, count, 2)   # warm up
 
 
