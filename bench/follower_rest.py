@@ -24,7 +24,6 @@ import threading
 import time
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attack import NS, create_renewed_leases, renewers  # noqa: E402
 from common import ROOT, BenchServer, machine, pct  # noqa: E402
