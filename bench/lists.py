@@ -6,8 +6,9 @@ what every list did before), in the same run, on the same database.
 
 Two servers (one process each, one per mode) on the same data are warmed with one list each;
 then each round asks them in turn (an A/B under the same load): for each request it resets
-the process's peak RSS (`/proc/PID/clear_refs` 5), lists every Lease (JSON, then as a Table)
-and reads the peak (VmHWM) minus the RSS before. Time to first byte is to the first byte of
+the peak RSS (`/proc/PID/clear_refs` 5) of the serving process and its children (the heavy
+child builds lists when KUBEDASH_HEAVY_PROCESS is on), lists every Lease (JSON, then as a
+Table) and sums each one's peak (VmHWM) minus its RSS before; CPU is summed alike. Time to first byte is to the first byte of
 the body; the server's CPU time is a mean (/proc counts it in clock ticks). Ceilings: `GET /version` on the same server (its TTFB, its growth), and a streamed
 list's total time at most 1.1x the list built whole (exit status 1 if not).
 """
@@ -57,11 +58,26 @@ def status_kb(pid: int, field: str) -> int:
     raise KeyError(field)
 
 
+def with_children(pid: int) -> list[int]:
+    """The serving process and its children (the heavy child that builds lists and Tables
+    when KUBEDASH_HEAVY_PROCESS is on): the list's memory and CPU are in either."""
+    pids = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            pids += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return pids
+
+
 def one(port: int, token: str, pid: int, path: str, accept: str | None) -> tuple[float, float, int, int, float]:
     """(seconds to the body's first byte, seconds to the last, body bytes, peak RSS growth KiB,
-    the server's CPU seconds)."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")   # VmHWM := the current RSS
-    before, cpu = status_kb(pid, "VmRSS"), proc_cpu_seconds(pid)
+    the server's CPU seconds), both summed over the serving process and its children."""
+    pids = with_children(pid)
+    for p in pids:
+        Path(f"/proc/{p}/clear_refs").write_text("5")   # VmHWM := the current RSS
+    before = {p: status_kb(p, "VmRSS") for p in pids}
+    cpu = sum(proc_cpu_seconds(p) for p in pids)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Authorization": f"Bearer {token}"}
     if accept:
@@ -73,12 +89,12 @@ def one(port: int, token: str, pid: int, path: str, accept: str | None) -> tuple
     ttfb = time.perf_counter() - started
     rest = resp.read()
     total = time.perf_counter() - started
-    cpu = proc_cpu_seconds(pid) - cpu
+    cpu = sum(proc_cpu_seconds(p) for p in pids) - cpu
     conn.close()
     if resp.status != 200 or not first:
         raise SystemExit(f"GET {path}: {resp.status}")
     time.sleep(0.05)
-    return ttfb, total, 1 + len(rest), status_kb(pid, "VmHWM") - before, cpu
+    return ttfb, total, 1 + len(rest), sum(status_kb(p, "VmHWM") - before[p] for p in pids), cpu
 
 
 def measure(servers: dict[str, BenchServer], rounds: int) -> dict:
