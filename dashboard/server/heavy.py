@@ -3,7 +3,7 @@
 In one process the expensive lane's thread (a Table of 3,000 Jobs) and the event loop serving
 renewals share one GIL: pauses (kube/yielding.py) give the loop turns, but how much of the two
 cores the Table takes still swung from run to run. Here each serving process (a worker, or
-`serve --workers 1`) starts one child, `python -m dashboard.server.heavy`, niced by
+`serve --workers 1`) starts one child, `python -m dashboard.server.heavy_child`, niced by
 KUBEDASH_HEAVY_NICE (default 19; `idle`: SCHED_IDLE): the serving process only relays.
 Each request is sent (its WSGI environ, body included) over a connection of its own to the
 child, whose thread runs the same Django handler the lane thread would have, and sends the
@@ -26,16 +26,13 @@ died is started again by the next request, and the requests it had answer 503.
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
-import os
 import pickle
 import socket
 import struct
 import subprocess
 import sys
 import threading
-from multiprocessing.connection import Connection
 
 import orjson
 
@@ -85,7 +82,7 @@ class HeavyProcess:
                 conn.close()
             self._idle.clear()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy", str(theirs.fileno()), str(self.nice)],
+        self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()), str(self.nice)],
                                       pass_fds=[theirs.fileno()])
         theirs.close()
         self._control = ours
@@ -260,80 +257,3 @@ def unavailable() -> tuple:
     err = ApiError(503, "ServiceUnavailable", "the expensive lane's process is restarting; try again shortly",
                    headers={"Retry-After": "1"})
     return (503, [(b"content-type", b"application/json"), (b"retry-after", b"1")], orjson.dumps(err.status()), False)
-
-
-# ---------------------------------------------------------------------------------------------
-# The child
-
-
-def serve_connection(conn: Connection, handlers: dict) -> None:
-    from django.db import connections
-
-    from .bridge import LanedHTTP
-
-    try:
-        while True:
-            try:
-                kind, environ = conn.recv()
-            except (EOFError, OSError):
-                return
-            environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"])
-            environ["wsgi.errors"] = sys.stderr
-            status, headers, content, over_limit = LanedHTTP._respond(handlers[kind], environ)
-            record = environ.get("kubedash.record")
-            if isinstance(content, bytes):   # the body raw after its size: not pickled, not copied again
-                conn.send((status, headers, len(content), over_limit, record))
-                conn.send_bytes(content)
-                continue
-            conn.send((status, headers, STREAMED_MARK, over_limit, record))
-            pieces = iter(content)
-            try:
-                while conn.recv() == "next":
-                    try:
-                        conn.send(("piece", next(pieces, None)))
-                    except Exception as err:   # noqa: BLE001 - the parent cuts the response
-                        log.exception("streamed response failed")
-                        conn.send(("error", repr(err)))
-            finally:
-                content.close()
-            conn.send(("closed", None))
-    except (EOFError, OSError):
-        return
-    finally:
-        conn.close()
-        connections.close_all()
-
-
-def lower_priority(nice: str) -> None:
-    """This process (and the threads it starts) `nice` steps lower, or SCHED_IDLE for "idle": it
-    then runs only on a core nothing else wants, and a waking renewal preempts it at once."""
-    if nice == "idle":
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    else:
-        os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(nice)))
-
-
-def main(control_fd: int, nice: str) -> None:
-    lower_priority(nice)
-    import django
-
-    django.setup()
-    from .bridge import APIWSGIHandler, LaneWSGIHandler
-
-    handlers = {FULL: LaneWSGIHandler(), API: APIWSGIHandler()}
-    control = socket.socket(fileno=control_fd)
-    while True:
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 16, 4)
-        except OSError:
-            break
-        if not msg:
-            break   # the serving process is gone
-        for fd in fds:
-            threading.Thread(target=serve_connection, args=(Connection(fd), handlers), daemon=True,
-                             name="lane-heavy").start()
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2])

@@ -1,0 +1,89 @@
+"""The heavy lane's child process (heavy.py starts it): runs the expensive lane's requests with
+the bridge's own handlers, at a lower OS priority, and answers over the connections the serving
+process hands it. Apart from heavy.py so that the serving side never imports the bridge back."""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import socket
+import sys
+import threading
+from multiprocessing.connection import Connection
+
+from .heavy import API, FULL, STREAMED_MARK
+
+log = logging.getLogger(__name__)
+
+
+def serve_connection(conn: Connection, handlers: dict) -> None:
+    from django.db import connections
+
+    from .bridge import LanedHTTP
+
+    try:
+        while True:
+            try:
+                kind, environ = conn.recv()
+            except (EOFError, OSError):
+                return
+            environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"])
+            environ["wsgi.errors"] = sys.stderr
+            status, headers, content, over_limit = LanedHTTP._respond(handlers[kind], environ)
+            record = environ.get("kubedash.record")
+            if isinstance(content, bytes):   # the body raw after its size: not pickled, not copied again
+                conn.send((status, headers, len(content), over_limit, record))
+                conn.send_bytes(content)
+                continue
+            conn.send((status, headers, STREAMED_MARK, over_limit, record))
+            pieces = iter(content)
+            try:
+                while conn.recv() == "next":
+                    try:
+                        conn.send(("piece", next(pieces, None)))
+                    except Exception as err:   # noqa: BLE001 - the parent cuts the response
+                        log.exception("streamed response failed")
+                        conn.send(("error", repr(err)))
+            finally:
+                content.close()
+            conn.send(("closed", None))
+    except (EOFError, OSError):
+        return
+    finally:
+        conn.close()
+        connections.close_all()
+
+
+def lower_priority(nice: str) -> None:
+    """This process (and the threads it starts) `nice` steps lower, or SCHED_IDLE for "idle": it
+    then runs only on a core nothing else wants, and a waking renewal preempts it at once."""
+    if nice == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    else:
+        os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(nice)))
+
+
+def main(control_fd: int, nice: str) -> None:
+    lower_priority(nice)
+    import django
+
+    django.setup()
+    from .bridge import APIWSGIHandler, LaneWSGIHandler
+
+    handlers = {FULL: LaneWSGIHandler(), API: APIWSGIHandler()}
+    control = socket.socket(fileno=control_fd)
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(control, 16, 4)
+        except OSError:
+            break
+        if not msg:
+            break   # the serving process is gone
+        for fd in fds:
+            threading.Thread(target=serve_connection, args=(Connection(fd), handlers), daemon=True,
+                             name="lane-heavy").start()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])
