@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 
+import orjson
 import pytest
 
 import pg_support
@@ -600,3 +601,39 @@ def test_connections_the_server_closed_are_opened_again(scaled):
             write(server, "PATCH", "Lease", ns, name, {"metadata": {"labels": {"step": str(i)}}})
             status, _, body = server.request("GET", collection("Lease", ns) + f"/{name}")
             assert status == 200, body
+
+
+def test_a_request_waiting_for_postgresql_holds_up_no_other(scaled):
+    """On PostgreSQL the fast lane's requests run on the event loop, each in a greenlet whose
+    round trips the loop waits for (server/green.py). One that waits for the database, here a
+    write for the revision lock another session holds, must not stop the loop: the same
+    process answers reads and health checks meanwhile, and the write goes through once the
+    lock is let go, answered on the loop (its request log line says lane fast-loop)."""
+    if scaled.backend != "postgres":
+        pytest.skip("SQLite's loop never waits: a write that would is run again on the lane's thread")
+    ns = f"held-{uuid.uuid4().hex[:6]}"
+    server = scaled.a
+    for name in ("waits", "reads"):
+        write(server, "POST", "Lease", ns, name, make("Lease", ns, name))
+    answered = {}
+    with pg_support.connect(scaled.dbname, autocommit=False) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(7411)")
+        patch = threading.Thread(target=lambda: answered.update(
+            patch=write(server, "PATCH", "Lease", ns, "waits", {"metadata": {"labels": {"waited": "yes"}}})))
+        patch.start()
+        deadline = time.monotonic() + 20
+        while not scaled.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"):
+            assert time.monotonic() < deadline, "the write never waited for the revision lock"
+            time.sleep(0.05)
+        for _ in range(5):
+            status, _, body = server.request("GET", collection("Lease", ns) + "/reads")
+            assert status == 200, body
+            assert server.request("GET", "/healthz")[0] == 200
+        assert patch.is_alive() and not answered, "the write did not wait for the lock"
+        holder.rollback()
+    patch.join(30)
+    assert answered["patch"]["metadata"]["labels"] == {"waited": "yes"}
+    log = (server.data_dir / f"{server.log_name}.log").read_text()
+    lanes = {orjson.loads(line)["lane"] for line in log.splitlines()
+             if line.startswith("{") and '"method":"PATCH"' in line and f"/{ns}/leases/waits" in line}
+    assert lanes == {"fast-loop"}, lanes

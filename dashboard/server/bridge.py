@@ -23,7 +23,6 @@ import contextvars
 import io
 import logging
 import sys
-from contextlib import contextmanager
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -49,6 +48,7 @@ from dashboard.kube.paths import API_ROOTS
 from dashboard.kube.views import INLINE, STREAMS, bearer_route, serve_direct
 
 from . import heavy, tarpit
+from .green import GreenLane, loop_hidden
 from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
 from .observe import note_user
 from .streams import abort, current_request, unsent_bytes
@@ -334,20 +334,25 @@ class LanedHTTP:
 class LoopInline:
     """The fast lane's bearer-token resource requests (a renewal, a GET of one object), run on
     the event loop itself instead of a hop to the lane's thread: no thread hand-over, no GIL
-    ping-pong between the two (a fifth of a renewal's CPU). SQLite only, and only while it
-    cannot wait: its connection waits neither for the writers' turn (kube/sqlite/base.py) nor
-    in SQLite's busy handler, so a write that finds either taken at BEGIN gets "database is
-    locked" before writing anything, and is run again on the lane's thread, which may wait. A
-    write that sees the turn taken before it starts looks again a little later instead.
-    PostgreSQL round trips would block the loop: there the thread serves everything.
+    ping-pong between the two (a fifth of a renewal's CPU).
 
-    The work runs as sync code (Django's ORM refuses to run under a running loop, so the loop
-    is hidden for the call) in one long-lived context, so it keeps one database connection.
+    SQLite: as sync code, and only while it cannot wait: its connection waits neither for the
+    writers' turn (kube/sqlite/base.py) nor in SQLite's busy handler, so a write that finds
+    either taken at BEGIN gets "database is locked" before writing anything, and is run again
+    on the lane's thread, which may wait. A write that sees the turn taken before it starts
+    looks again a little later instead. The work runs (the loop hidden: Django's ORM refuses
+    to run under a running loop) in one long-lived context, so it keeps one database connection.
+
+    PostgreSQL: in a greenlet each (green.GreenLane), whose round trips the loop waits for
+    while it serves others; several at once, each with its own connection.
+
     KUBEDASH_INLINE_FAST_LANE=0 turns it off (the thread serves every request).
     """
 
     def __init__(self):
-        self.enabled = settings.KUBEDASH_INLINE_FAST_LANE and settings.DATABASES["default"]["ENGINE"].endswith("sqlite")
+        engine = settings.DATABASES["default"]["ENGINE"]
+        self.enabled = settings.KUBEDASH_INLINE_FAST_LANE and engine in ("dashboard.kube.sqlite", "dashboard.kube.postgresql")
+        self.green = GreenLane(settings.KUBEDASH_FAST_LANE_THREADS) if self.enabled and engine.endswith("postgresql") else None
         self.context = contextvars.Context()
 
     def takes(self, scope) -> bool:
@@ -363,6 +368,9 @@ class LoopInline:
 
     async def serve(self, respond, handler, make_environ, *, writes: bool) -> tuple | None:
         """respond(handler, make_environ()) on the loop, or None: it would have waited."""
+        if self.green is not None:
+            answer = await self.green.serve(self._answer, respond, handler, make_environ, "green")
+            return None if answer is WOULD_WAIT else answer
         answer = self.run(respond, handler, make_environ, writes)
         for pause in self.RETRY_SECONDS:
             if answer is not WOULD_WAIT:
@@ -383,30 +391,17 @@ class LoopInline:
                 return WOULD_WAIT    # another writer has the turn: look again soon
         except DatabaseError:
             return None
+        return LoopInline._answer(respond, handler, make_environ, "yes")
+
+    @staticmethod
+    def _answer(respond, handler, make_environ, mark: str):
         environ = make_environ()
-        environ[INLINE] = "yes"
+        environ[INLINE] = mark   # (views: no streamed answers; a SQLite lock is "would wait")
         answer = respond(handler, environ)
         return WOULD_WAIT if environ[INLINE] == "would wait" else answer
 
 
 WOULD_WAIT = object()   # LoopInline: the turn or SQLite's lock is taken right now
-
-
-@contextmanager
-def loop_hidden():
-    """No running event loop in this thread while the block runs (LoopInline's sync call).
-
-    Django's ORM refuses to run wherever asyncio.get_running_loop() answers (its async_unsafe
-    check), and asyncio has no public way to step out of the running loop for one synchronous
-    call; Django's only switch, DJANGO_ALLOW_ASYNC_UNSAFE, is process-wide and would drop the
-    check for every request. So asyncio's private setter (the one uvloop and asyncio's own
-    runners use), here and nowhere else."""
-    loop = asyncio.events._get_running_loop()
-    asyncio.events._set_running_loop(None)
-    try:
-        yield
-    finally:
-        asyncio.events._set_running_loop(loop)
 
 
 class PagesLane:

@@ -1,0 +1,129 @@
+"""Sync request code on the event loop: SQLite's LoopInline calls it there directly (bridge.py),
+and PostgreSQL's fast lane runs it in greenlets that hand their round trips to the loop.
+
+GreenLane: a bearer-token resource request (a renewal, a GET of one object) runs its sync code,
+Django's handler, the view and the store as on a thread, in a greenlet on the loop's thread
+(kube/postgresql/base.py, LoopWaits). Where psycopg would wait for the server's answer, the
+greenlet hands the wait to the loop (psycopg's own asyncio wait), which serves other requests
+and resumes the greenlet once the answer is there. So a renewal neither crosses to a lane thread
+and back nor, after each of its round trips, waits for that thread to win the GIL back from the
+loop and the other threads: that was a fifth of its CPU (docs/BENCHMARKS.md). Only its Python
+work holds the loop, as on SQLite.
+
+Each request in flight has a slot of its own: a Context (its context variables) and a database
+connection, persistent, put in place as the thread's own while its greenlet runs (Django keeps one
+connection per thread; one psycopg connection holds one conversation at a time). As many slots
+as the fast lane has threads (KUBEDASH_FAST_LANE_THREADS); further requests wait for one, in order.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from psycopg import waiting
+
+from dashboard.kube.postgresql.base import WAIT, LoopWaits
+
+
+class Slot:
+    """One request's at a time: its context variables, its database connection."""
+
+    __slots__ = ("context", "connection")
+
+    def __init__(self):
+        self.context = contextvars.Context()
+        self.connection = None   # (made on the loop's thread, its first use: Django checks)
+
+
+class GreenLane:
+    def __init__(self, size: int):
+        self.free = [Slot() for _ in range(size)]
+        self.waiting: deque[asyncio.Future] = deque()
+        # (psycopg's connect has no hook for its waits: a new connection is opened here)
+        self.connector = ThreadPoolExecutor(max_workers=1, thread_name_prefix="green-connect")
+
+    async def serve(self, fn, *args):
+        """fn(*args), run in a greenlet on the loop: its result, or its exception."""
+        slot = await self._take()
+        # Shielded: a request cancelled mid-way still ends its conversation with the database
+        # (its connection stays usable), and only then is its slot free again.
+        return await asyncio.shield(asyncio.ensure_future(self._run(slot, fn, args)))
+
+    async def _take(self) -> Slot:
+        if self.free:
+            return self.free.pop()
+        turn = asyncio.get_running_loop().create_future()
+        self.waiting.append(turn)
+        try:
+            return await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._give(turn.result())   # (handed over just as it was cancelled)
+            raise
+
+    def _give(self, slot: Slot) -> None:
+        while self.waiting:
+            turn = self.waiting.popleft()
+            if not turn.done():
+                turn.set_result(slot)
+                return
+        self.free.append(slot)
+
+    async def _run(self, slot: Slot, fn, args):
+        try:
+            if slot.connection is None:
+                slot.connection = connections.create_connection(DEFAULT_DB_ALIAS)
+            child = LoopWaits(fn)
+            child.gr_context = slot.context
+            resume = functools.partial(child.switch, *args)
+            while True:
+                with loop_hidden(), own_connection(slot.connection):
+                    wanted = resume()   # (returns when the greenlet waits, or ends: its result)
+                if child.dead:
+                    return wanted
+                kind, what, more = wanted
+                try:
+                    if kind == WAIT:
+                        value = await waiting.wait_async(what, more)
+                    else:
+                        value = await asyncio.get_running_loop().run_in_executor(self.connector, what, *more)
+                except BaseException as exc:   # noqa: BLE001 - the greenlet's own call raises it
+                    resume = functools.partial(child.throw, exc)
+                else:
+                    resume = functools.partial(child.switch, value)
+        finally:
+            self._give(slot)
+
+
+@contextmanager
+def own_connection(connection):
+    """connection as the thread's default one while the block runs (the loop hidden, Django's
+    connections are the thread's: kept per thread, not per context, in sync code)."""
+    previous = connections[DEFAULT_DB_ALIAS]
+    connections[DEFAULT_DB_ALIAS] = connection
+    try:
+        yield
+    finally:
+        connections[DEFAULT_DB_ALIAS] = previous
+
+
+@contextmanager
+def loop_hidden():
+    """No running event loop in this thread while the block runs (sync code on the loop).
+
+    Django's ORM refuses to run wherever asyncio.get_running_loop() answers (its async_unsafe
+    check), and asyncio has no public way to step out of the running loop for one synchronous
+    call; Django's only switch, DJANGO_ALLOW_ASYNC_UNSAFE, is process-wide and would drop the
+    check for every request. So asyncio's private setter (the one uvloop and asyncio's own
+    runners use), here and nowhere else."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio.events._set_running_loop(loop)
