@@ -183,7 +183,7 @@ class LanedHTTP:
                 await lane_set.yield_to_fast()   # (an Event write lets waiting renewals go first)
             handler = self.full if wants_full_middleware(scope["path"], scope.get("headers", ())) else self.api
             answer = None
-            if lane in (lane_set.fast, lane_set.background) and handler is self.api and self.inline.takes(scope):
+            if lane in (lane_set.fast, lane_set.background) and self.inline.takes(scope, bare=handler is self.api):
                 answer = await self.inline.serve(self._respond, handler, lambda: self._environ(scope, body),
                                                  writes=scope["method"] not in ("GET", "HEAD"))
                 if answer is not None:
@@ -332,7 +332,7 @@ class LanedHTTP:
 
 
 class LoopInline:
-    """The fast lane's bearer-token resource requests (a renewal, a GET of one object), run on
+    """The fast lane's requests (a renewal, a GET of one object), run on
     the event loop itself instead of a hop to the lane's thread: no thread hand-over, no GIL
     ping-pong between the two (a fifth of a renewal's CPU).
 
@@ -343,7 +343,8 @@ class LoopInline:
     looks again a little later instead. The work runs (the loop hidden: Django's ORM refuses
     to run under a running loop) in one long-lived context, so it keeps one database connection.
 
-    PostgreSQL: in a greenlet each (green.GreenLane), whose round trips the loop waits for
+    PostgreSQL: every request of the fast and background lanes (sessions' and followed
+    clusters' too), each in a greenlet (green.GreenLane) whose round trips the loop waits for
     while it serves others; several at once, each with its own connection.
 
     KUBEDASH_INLINE_FAST_LANE=0 turns it off (the thread serves every request).
@@ -355,8 +356,13 @@ class LoopInline:
         self.green = GreenLane(settings.KUBEDASH_FAST_LANE_THREADS) if self.enabled and engine.endswith("postgresql") else None
         self.context = contextvars.Context()
 
-    def takes(self, scope) -> bool:
-        if not self.enabled or "kubedash.cluster" in scope:
+    def takes(self, scope, bare: bool) -> bool:
+        """bare: the request needs no more than the API's middleware (bearer token)."""
+        if not self.enabled:
+            return False
+        if self.green is not None:
+            return True    # (each in a copy of its own context, as on a thread)
+        if not bare or "kubedash.cluster" in scope:
             return False   # (a followed cluster's reads need the request's context: cluster_paths.py)
         authorization = next((v for n, v in scope.get("headers", ()) if n == b"authorization"), b"")
         return bearer_route(scope["method"], authorization.decode("latin-1"), scope["path"]) is not None

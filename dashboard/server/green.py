@@ -10,10 +10,11 @@ and back nor, after each of its round trips, waits for that thread to win the GI
 loop and the other threads: that was a fifth of its CPU (docs/BENCHMARKS.md). Only its Python
 work holds the loop, as on SQLite.
 
-Each request in flight has a slot of its own: a Context (its context variables) and a database
-connection, persistent, put in place as the thread's own while its greenlet runs (Django keeps one
-connection per thread; one psycopg connection holds one conversation at a time). As many slots
-as the fast lane has threads (KUBEDASH_FAST_LANE_THREADS); further requests wait for one, in order.
+Each request in flight has a database connection of its own, put in place as the thread's own
+while its greenlet runs (Django keeps a connection per thread; one psycopg connection holds one
+conversation at a time), and a copy of its context, as a lane thread would run it. As many
+connections as the fast lane has threads (KUBEDASH_FAST_LANE_THREADS), kept open; further
+requests wait for one, in order.
 """
 from __future__ import annotations
 
@@ -30,31 +31,21 @@ from psycopg import waiting
 from dashboard.kube.postgresql.base import WAIT, LoopWaits
 
 
-class Slot:
-    """One request's at a time: its context variables, its database connection."""
-
-    __slots__ = ("context", "connection")
-
-    def __init__(self):
-        self.context = contextvars.Context()
-        self.connection = None   # (made on the loop's thread, its first use: Django checks)
-
-
 class GreenLane:
     def __init__(self, size: int):
-        self.free = [Slot() for _ in range(size)]
+        self.free = [None] * size   # connections (DatabaseWrappers), each made at its first use
         self.waiting: deque[asyncio.Future] = deque()
         # (psycopg's connect has no hook for its waits: a new connection is opened here)
         self.connector = ThreadPoolExecutor(max_workers=1, thread_name_prefix="green-connect")
 
     async def serve(self, fn, *args):
         """fn(*args), run in a greenlet on the loop: its result, or its exception."""
-        slot = await self._take()
+        connection = await self._take()
         # Shielded: a request cancelled mid-way still ends its conversation with the database
-        # (its connection stays usable), and only then is its slot free again.
-        return await asyncio.shield(asyncio.ensure_future(self._run(slot, fn, args)))
+        # (its connection stays usable), and only then is its connection free again.
+        return await asyncio.shield(asyncio.ensure_future(self._run(connection, fn, args)))
 
-    async def _take(self) -> Slot:
+    async def _take(self):
         if self.free:
             return self.free.pop()
         turn = asyncio.get_running_loop().create_future()
@@ -66,23 +57,23 @@ class GreenLane:
                 self._give(turn.result())   # (handed over just as it was cancelled)
             raise
 
-    def _give(self, slot: Slot) -> None:
+    def _give(self, connection) -> None:
         while self.waiting:
             turn = self.waiting.popleft()
             if not turn.done():
-                turn.set_result(slot)
+                turn.set_result(connection)
                 return
-        self.free.append(slot)
+        self.free.append(connection)
 
-    async def _run(self, slot: Slot, fn, args):
+    async def _run(self, connection, fn, args):
         try:
-            if slot.connection is None:
-                slot.connection = connections.create_connection(DEFAULT_DB_ALIAS)
+            if connection is None:   # (made on the loop's thread, where Django will check it is used)
+                connection = connections.create_connection(DEFAULT_DB_ALIAS)
             child = LoopWaits(fn)
-            child.gr_context = slot.context
+            child.gr_context = contextvars.copy_context()   # (the request's, as on a lane thread)
             resume = functools.partial(child.switch, *args)
             while True:
-                with loop_hidden(), own_connection(slot.connection):
+                with loop_hidden(), own_connection(connection):
                     wanted = resume()   # (returns when the greenlet waits, or ends: its result)
                 if child.dead:
                     return wanted
@@ -97,7 +88,7 @@ class GreenLane:
                 else:
                     resume = functools.partial(child.switch, value)
         finally:
-            self._give(slot)
+            self._give(connection)
 
 
 @contextmanager
