@@ -116,8 +116,9 @@ KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEU
 # and how long one waits at most while renewals are being served (milliseconds).
 KUBEDASH_BACKGROUND_LANE_QUEUE = int(os.environ.get("KUBEDASH_BACKGROUND_LANE_QUEUE", "1000"))
 KUBEDASH_BACKGROUND_YIELD_MS = float(os.environ.get("KUBEDASH_BACKGROUND_YIELD_MS", "50"))
-# On SQLite the fast lane's bearer-token resource requests run on the event loop when they
-# cannot wait (dashboard/server/bridge.py, LoopInline); 0: always on the lane's thread.
+# The fast lane's requests run on the event loop (dashboard/server/bridge.py, LoopInline): on
+# SQLite bearer-token resource requests when they cannot wait, on PostgreSQL every one, in
+# greenlets (server/green.py); 0: always on the lane's threads.
 KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != "0"
 # A whole list (no limit) is sent batch by batch from its snapshot (kube/views.py stream_list);
 # 0: built whole, as before (the benchmark's baseline).
@@ -197,8 +198,9 @@ if KUBEDASH_PGBOUNCER:
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
 
 # The fast lane's threads (dashboard/server/lanes.py): on SQLite one (its requests mostly run on
-# the event loop); on PostgreSQL, where a renewal mostly waits for the server's answers, several,
-# so their round trips overlap. Each thread keeps a connection: docs/OPERATIONS.md counts them.
+# the event loop); on PostgreSQL, where a renewal mostly waits for the server's answers, as many
+# requests at once on the loop (server/green.py), so their round trips overlap. Each keeps a
+# connection: docs/OPERATIONS.md counts them.
 KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
     "KUBEDASH_FAST_LANE_THREADS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "4"))
 # The expensive lane's work (big lists and Tables, pages) runs in a child process of each serving

@@ -10,13 +10,14 @@ persistent database connections, which Django keeps per thread):
   discovery, health checks and `/version`, and watch starts. One thread on SQLite (where it
   mostly runs on the event loop instead: bridge.LoopInline): a renewal waits only for other
   renewals. On PostgreSQL a request spends most of its time waiting for the server's answers,
-  so the lane has several threads (KUBEDASH_FAST_LANE_THREADS, default 4): their round trips
-  overlap, and watch starts (which read a starting list) get a thread of their own.
+  so several run at once (KUBEDASH_FAST_LANE_THREADS, default 4), on the event loop too, each in
+  a greenlet whose round trips the loop awaits (server/green.py): their round trips overlap,
+  and watch starts (which read a starting list) get a thread of their own.
 - BACKGROUND: the fast lane's writes of kinds that declare `background_writes` (Events): served
-  like the fast lane's (on the loop, on SQLite), but each first yields to the fast lane's other
+  like the fast lane's (on the loop), but each first yields to the fast lane's other
   requests while they keep coming (one started within QUIET_SECONDS), for at most
   KUBEDASH_BACKGROUND_YIELD_MS: a burst of Events never delays a renewal, and no Event waits
-  for ever. One thread of its own where the loop does not serve it (PostgreSQL).
+  for ever. One thread of its own where the loop does not serve it.
 - EXPENSIVE: unpaged or large lists (JSON or Table), collection deletes, OpenAPI documents,
   and everything that is not the API (pages, forms, admin). A few threads. A long list or
   Table pauses every few hundred rows while renewals keep coming (kube/yielding.py,
