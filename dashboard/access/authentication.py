@@ -54,14 +54,54 @@ class TokenRow:
     may_impersonate: bool = False
 
 
+_TOKEN_FROM = ("FROM {token} t JOIN {user} u ON u.id = t.user_id LEFT JOIN {profile} p ON p.user_id = u.id "
+               "WHERE t.token_hash = %s AND t.revoked = %s AND u.is_active = %s AND (t.expires IS NULL OR t.expires > %s)")
+# PostgreSQL: what the Principal and TokenRow are made of (all but last_used), hashed: a write may
+# check in its own statement that the token still stands for the same caller (recent_principal).
+_FINGERPRINT = ("md5(ROW(t.id, u.{username}, u.is_superuser, p.role, p.namespaces, u.id, t.expires, p.clusters, "
+                "t.may_impersonate)::text)")
+
+
 @functools.cache
-def _token_sql() -> str:
+def _token_tables() -> dict:
     user_model = get_user_model()
-    return (f"SELECT t.id, t.last_used, u.{user_model.USERNAME_FIELD}, u.is_superuser, p.role, p.namespaces, "
-            "u.id, t.expires, p.clusters, t.may_impersonate "
-            f"FROM {ApiToken._meta.db_table} t JOIN {user_model._meta.db_table} u ON u.id = t.user_id "
-            f"LEFT JOIN {Profile._meta.db_table} p ON p.user_id = u.id "
-            "WHERE t.token_hash = %s AND t.revoked = %s AND u.is_active = %s AND (t.expires IS NULL OR t.expires > %s)")
+    return {"token": ApiToken._meta.db_table, "user": user_model._meta.db_table, "profile": Profile._meta.db_table,
+            "username": user_model.USERNAME_FIELD}
+
+
+@functools.cache
+def _token_sql(vendor: str) -> str:
+    fingerprint = _FINGERPRINT if vendor == "postgresql" else "NULL"
+    return ("SELECT t.id, t.last_used, u.{username}, u.is_superuser, p.role, p.namespaces, u.id, t.expires, "
+            f"p.clusters, t.may_impersonate, {fingerprint} " + _TOKEN_FROM).format(**_token_tables())
+
+
+@functools.cache
+def token_check_sql() -> str:
+    """PostgreSQL: true while the token still stands for the caller a recent_principal() was made
+    from (params: token_check_params)."""
+    return f"EXISTS (SELECT 1 {_TOKEN_FROM} AND {_FINGERPRINT} = %s)".format(**_token_tables())
+
+
+# PostgreSQL: the caller each token stood for at its last check in this process, with its
+# fingerprint: {token hash: (Principal, TokenRow, fingerprint)}; a few thousand at most.
+_recent: dict[str, tuple] = {}
+RECENT_TOKENS = 4096
+
+
+def recent_principal(token_hash: str) -> tuple[Principal, TokenRow, str] | None:
+    """The caller this token stood for when this process last checked it, unconfirmed: only a
+    write that checks token_check_sql in its own statement may act on it (kube/views.py
+    serve_direct). None when never checked here, or its last use was recorded over
+    LAST_USED_GRANULARITY ago (a checked request records it)."""
+    found = _recent.get(token_hash)
+    if found is None or found[1].last_used is None or timezone.now() - found[1].last_used >= LAST_USED_GRANULARITY:
+        return None
+    return found
+
+
+def token_check_params(token_hash: str, fingerprint: str) -> list:
+    return [token_hash, False, True, _db_time(timezone.now()), fingerprint]
 
 
 def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
@@ -71,11 +111,13 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
     three-table join was half of a Lease renewal's CPU.
     """
     with connection.cursor() as cursor:
-        cursor.execute(_token_sql(), [token_hash, False, True, _db_time(timezone.now())])
+        cursor.execute(_token_sql(connection.vendor), [token_hash, False, True, _db_time(timezone.now())])
         hit = cursor.fetchone()
     if hit is None:
+        _recent.pop(token_hash, None)
         return None
-    token_id, last_used, username, is_superuser, role, namespaces, user_id, expires, clusters, may_impersonate = hit
+    token_id, last_used, username, is_superuser, role, namespaces, user_id, expires, clusters, may_impersonate, \
+        fingerprint = hit
     last_used, expires = _aware(last_used), _aware(expires)
     if isinstance(namespaces, str):
         namespaces = orjson.loads(namespaces)
@@ -83,8 +125,13 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
         clusters = orjson.loads(clusters)
     if role is None:
         role = Role.ADMIN if is_superuser else Role.VIEWER
-    return (Principal(username, role, tuple(namespaces or ()), clusters=tuple(clusters or ()), user_id=user_id),
-            TokenRow(token_id, last_used, user_id, expires, bool(may_impersonate)))
+    principal = Principal(username, role, tuple(namespaces or ()), clusters=tuple(clusters or ()), user_id=user_id)
+    row = TokenRow(token_id, last_used, user_id, expires, bool(may_impersonate))
+    if fingerprint is not None:
+        if len(_recent) >= RECENT_TOKENS:
+            _recent.clear()
+        _recent[token_hash] = (principal, row, fingerprint)
+    return principal, row
 
 
 def _aware(value):

@@ -34,6 +34,12 @@ FOLLOWER_RUNNING = Gauge("kubedash_watch_follower_running",
                          multiprocess_mode="livesum")
 
 
+# PostgreSQL updates tried before their token was checked (kube/views.py _unconfirmed_write):
+# "written" (the write checked the token in its own statement), or "served_again" the usual way.
+UNCONFIRMED_WRITES = Counter("kubedash_unconfirmed_writes",
+                             "Updates tried before their token was checked (PostgreSQL), by outcome", ["outcome"])
+
+
 def hub_dispatched(rv: int) -> None:
     _HUB_REVISION.labels("watch").set(rv)
 

@@ -9,6 +9,7 @@ object is read, inside the write transaction too.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import uuid
 
@@ -27,8 +28,28 @@ INSERT_REVISION_HEAD = ("INSERT INTO kube_revision (rv, cluster, kind, namespace
 INSERT_REVISION = INSERT_REVISION_HEAD + "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
+class TokenCheck:
+    """A write on behalf of a caller not yet checked in this request (kube/views.py serve_direct,
+    access/authentication.py recent_principal): the one-statement update checks the token
+    itself (sql, params: appended to its condition); any other write path refuses."""
+
+    __slots__ = ("sql", "params", "confirmed")
+
+    def __init__(self, sql: str, params: list):
+        self.sql, self.params, self.confirmed = sql, params, False
+
+
+class Unconfirmed(Exception):
+    """Under a TokenCheck, nothing was written: check the token and serve the request again."""
+
+
+unconfirmed_token: contextvars.ContextVar[TokenCheck | None] = contextvars.ContextVar("unconfirmed_token", default=None)
+
+
 def lock() -> None:
     """Serialize writers from their first read (read-modify-write), not just their first write."""
+    if unconfirmed_token.get() is not None:
+        raise Unconfirmed   # (the locked path writes without checking the token)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(7411)")
@@ -89,17 +110,18 @@ def one_message_writes() -> bool:
 
 
 @functools.cache
-def conditional_update(model) -> str:
+def conditional_update(model, token_check: str = "") -> str:
     """PostgreSQL, an update computed outside the revision lock (store._run): one simple-query
     string, so one round trip and one implicit transaction (it commits at its end). It takes the
     lock, then writes only if the typed row still holds the revision the object was read at
     (params: row id, that revision, then record_update's); else it writes nothing and answers
     no row. The second statement's snapshot is taken after the lock is held: it sees every
-    write that committed before (a writer lets go of the lock only once it committed)."""
+    write that committed before (a writer lets go of the lock only once it committed).
+    token_check: a TokenCheck's condition, after them (its params after the revision)."""
     table = model._meta.db_table
     column = next(f.column for f in statements(model)["fields"] if f.attname == "current_id")
     head = RECORD_HEAD.replace(" WHERE id = 1 ", f" WHERE id = 1 AND EXISTS (SELECT 1 FROM {table} "
-                               f"WHERE id = %s AND {column} = %s) ")
+                               f"WHERE id = %s AND {column} = %s) " + (f"AND {token_check} " if token_check else ""))
     return "SELECT pg_advisory_xact_lock(7411); " + statements(model)["record_update"].replace(RECORD_HEAD, head, 1)
 
 
@@ -152,10 +174,11 @@ def record(row: list, update: tuple | None = None, expect: int | None = None) ->
     update: (res, row id, object) to write the object's typed row too (an update's).
     expect (PostgreSQL, an update, outside any transaction): the revision the object was read
     at; the write takes the lock and commits in one round trip (conditional_update), and
-    returns None, having written nothing, if the object has changed since."""
+    returns None, having written nothing, if the object has changed since (under a TokenCheck:
+    raises Unconfirmed, if the object or the token has)."""
     if connection.vendor == "postgresql":
         params = [*row[:5], row[5], RV_FIELD, '"resourceVersion":"', *row[6:]]
-        statement = RECORD
+        statement, check = RECORD, None
         if update is not None:
             res, row_id, obj = update
             statement = statements(res.model)["record_update"]
@@ -163,13 +186,19 @@ def record(row: list, update: tuple | None = None, expect: int | None = None) ->
             del values["current_id"]   # (the statement sets it to the new revision)
             params += [*values.values(), row_id]
             if expect is not None:
-                statement, params = conditional_update(res.model), [row_id, expect, *params]
+                check = unconfirmed_token.get()
+                statement = conditional_update(res.model, check.sql if check else "")
+                params = [row_id, expect, *(check.params if check else ()), *params]
         with connection.cursor() as cursor:
             cursor.execute(statement, params)
             if expect is not None:
                 cursor.nextset()   # (the lock's result)
             hit = cursor.fetchone()
         if expect is not None:
+            if check is not None:
+                if hit is None:
+                    raise Unconfirmed   # (the token, or the object, has changed: no retry under it)
+                check.confirmed = True
             return hit[0] if hit is not None else None
         if hit is not None:
             if update is not None and hit[1] != 1:   # (its id was read under the revision lock)

@@ -18,15 +18,18 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from dashboard.access import impersonation
-from dashboard.access.authentication import BearerTokenAuthentication, TokenRow
+from dashboard.access.authentication import (BearerTokenAuthentication, TokenRow, recent_principal, token_check_params,
+                                             token_check_sql)
+from dashboard.access.models import hash_token
 
-from . import codec, lists, registry, schema_state, store
+from . import codec, lists, registry, schema_state, sql, store
 from .registry import backend, from_storage, to_storage
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, forbidden, forbidden_request, invalid,
                      invalid_object, method_not_allowed, not_supported, path_not_found,
                      request_entity_too_large, required, unauthorized)
 from .managed_fields import MAX_MANAGER_LENGTH
+from .metrics import UNCONFIRMED_WRITES
 from .meta import now, parse_bool, parse_resource_version
 from .patch import apply_patch, patch_type
 from .selectors import parse_field_selector, parse_label_selector
@@ -645,6 +648,9 @@ def bearer_route(method: str, authorization: str, path: str) -> tuple[type, dict
 def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
     """What DRF's dispatch does for these views, in a few lines: authenticate the bearer
     token, negotiate the output (406 first, as kube), call the method, Status on failure."""
+    answered = _unconfirmed_write(request, view_class, kw)
+    if answered is not None:
+        return answered
     try:
         found = BearerTokenAuthentication().authenticate(request)
         if found is None:
@@ -664,6 +670,37 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
             request.META[INLINE] = "would wait"
             return HttpResponse(status=503)
         return exception_handler(exc, {"request": request})
+
+
+def _unconfirmed_write(request, view_class: type, kw: dict) -> HttpResponse | None:
+    """PostgreSQL, an update of one object (a renewal): served for the caller its token stood
+    for at its last check in this process (authentication.recent_principal), without checking it
+    first: the one-statement write checks the token itself, in the same statement as the object
+    (sql.TokenCheck), so a revoked or changed token writes nothing, and any answer but a
+    written one is thrown away. None: nothing was written; serve it the usual way (the token
+    checked first). One round trip fewer for a renewal; revocation still ends at once."""
+    if request.method not in ("PUT", "PATCH") or view_class is not ObjectView or not sql.one_message_writes():
+        return None
+    token_hash = hash_token(request.META.get("HTTP_AUTHORIZATION", "")[7:].strip())
+    recent = recent_principal(token_hash)
+    if recent is None or impersonation.wanted(request.META) is not None:
+        return None
+    principal, _, fingerprint = recent
+    check = sql.TokenCheck(token_check_sql(), token_check_params(token_hash, fingerprint))
+    pending = sql.unconfirmed_token.set(check)
+    try:
+        request.user = principal
+        output(request)
+        response = getattr(view_class(), request.method.lower())(request, **kw)
+    except Exception as exc:   # noqa: BLE001 - as serve_direct's
+        response = exception_handler(exc, {"request": request}) if check.confirmed else None
+    finally:
+        sql.unconfirmed_token.reset(pending)
+    (WRITTEN if check.confirmed else SERVED_AGAIN).inc()
+    return response if check.confirmed else None
+
+
+WRITTEN, SERVED_AGAIN = (UNCONFIRMED_WRITES.labels(outcome) for outcome in ("written", "served_again"))
 
 
 INLINE = "kubedash.inline"   # environ key the bridge sets for requests run on the event loop
