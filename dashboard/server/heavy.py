@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import pickle
 import socket
 import struct
@@ -82,8 +83,11 @@ class HeavyProcess:
                 conn.close()
             self._idle.clear()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Two malloc arenas, not 8 per core: the child's threads (one per connection, and its
+        # pool) each took an arena of their own, ~15 MB more RSS after Table loops.
+        env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
         self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()), str(self.nice)],
-                                      pass_fds=[theirs.fileno()])
+                                      pass_fds=[theirs.fileno()], env=env)
         theirs.close()
         self._control = ours
 
