@@ -19,8 +19,9 @@ backpressure, and requests answered from this process's state: /metrics, and req
 
 Connections: a socketpair per request in flight, made on demand, its child end handed to the
 child over the control socket (SCM_RIGHTS; nothing else can connect); up to the lane's
-thread count are kept for the next request (each is one child thread with its own database
-connection). The child exits when the control socket closes (its parent is gone); a child that
+thread count are kept for the next request. Each is one child thread that relays; the database
+work runs on the child's pool of the lane's thread count (heavy_child.py), so its database
+connections are that many however many streams are in flight. The child exits when the control socket closes (its parent is gone); a child that
 died is started again by the next request, and the requests it had answer 503.
 """
 from __future__ import annotations
