@@ -206,7 +206,7 @@ KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
 # longer shares the renewals' GIL, and the kernel serves renewals first when both want the CPU.
 # On by default (0 turns it off). On PostgreSQL the child's database connections are its pool's,
 # KUBEDASH_EXPENSIVE_LANE_THREADS however many lists stream (docs/OPERATIONS.md counts them); its
-# memory is in the shipped pods' limits (deploy/kubernetes).
+# memory is in the shipped pods' memory request (deploy/kubernetes).
 KUBEDASH_HEAVY_PROCESS = os.environ.get("KUBEDASH_HEAVY_PROCESS", "1") != "0"
 # How much lower: nice steps (0-19), or "idle" (SCHED_IDLE: only CPU nothing else wants).
 KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "19")
