@@ -206,12 +206,10 @@ KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
 # The expensive lane's work (big lists and Tables, pages) runs in a child process of each serving
 # process, KUBEDASH_HEAVY_NICE steps lower in OS priority (dashboard/server/heavy.py): it no
 # longer shares the renewals' GIL, and the kernel serves renewals first when both want the CPU.
-# On by default on SQLite. Off on PostgreSQL: there it helps too (renewals under a Table loop
-# 0.74x alone against 0.55x, docs/BENCHMARKS.md task F) but costs each worker a child's memory
-# (the shipped pods' limits) and up to 34 more connections while whole lists stream
-# (docs/OPERATIONS.md): turn it on with PgBouncer in front or connections to spare.
-KUBEDASH_HEAVY_PROCESS = os.environ.get(
-    "KUBEDASH_HEAVY_PROCESS", "1" if DATABASES["default"]["ENGINE"] == "dashboard.kube.sqlite" else "0") != "0"
+# On by default (0 turns it off). On PostgreSQL the child's database connections are its pool's,
+# KUBEDASH_EXPENSIVE_LANE_THREADS however many lists stream (docs/OPERATIONS.md counts them); its
+# memory is in the shipped pods' memory request (deploy/kubernetes).
+KUBEDASH_HEAVY_PROCESS = os.environ.get("KUBEDASH_HEAVY_PROCESS", "1") != "0"
 # How much lower: nice steps (0-19), or "idle" (SCHED_IDLE: only CPU nothing else wants).
 KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "19")
 

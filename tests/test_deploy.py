@@ -936,7 +936,9 @@ def test_manifests_agree_with_each_other_and_the_image():
     # The schema before the server: every pod's init container migrates (one at a time, a lock:
     # dashboard/server/management/commands/migrate.py); no Job racing the rollout.
     memory = container["resources"]["requests"]["memory"]
-    assert memory.endswith("Mi") and int(memory[:-2]) >= 384, "below a pod's measured RSS (~345 MB)"
+    # A pod's measured RSS: ~605 MB, 630 MB at its peak, with the workers' heavy children (577 /
+    # 601 MiB; bench/heavy_memory.py, docs/OPERATIONS.md).
+    assert memory.endswith("Mi") and int(memory[:-2]) >= 601, "below a pod's measured RSS (~630 MB at its peak)"
     [init] = spec["initContainers"]
     assert init["command"][-2:] == ["migrate", "--noinput"] and init["image"] == container["image"]
     assert not by_kind("Job"), "a migrate Job would race the Deployment's rollout"

@@ -147,3 +147,92 @@ def test_the_child_goes_with_its_server(tmp_path_factory):
     while Path(f"/proc/{child}").exists():
         assert time.monotonic() < deadline, "the heavy child outlived its server"
         time.sleep(0.1)
+
+
+def pg_connections_of(pid: int) -> int:
+    """TCP connections to PostgreSQL (port 5432) that process pid holds: its socket inodes in
+    /proc/net/tcp."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[2].endswith(":1538") and fields[9] in inodes:   # (remote port 5432)
+                count += 1
+    return count
+
+
+def test_streams_beyond_the_lane_threads_share_the_child_connections(tmp_path_factory):
+    """On PostgreSQL the child is on by default, and however many whole lists stream at once it
+    holds at most KUBEDASH_EXPENSIVE_LANE_THREADS database connections (their pieces take turns
+    on its pool): clients that read slowly keep the lane's 2 threads + 4 queued admitted
+    streams in flight, the rest are answered 429 with Retry-After, and every admitted list
+    arrives whole."""
+    pg_support.require_postgres()
+    import http.client
+    import socket
+
+    data_dir = tmp_path_factory.mktemp("kubedash-heavy-pg")
+    env = server_env(data_dir)
+    env.pop("KUBEDASH_HEAVY_PROCESS", None)   # (PostgreSQL's default)
+    env.update(KUBEDASH_EXPENSIVE_LANE_THREADS="2", KUBEDASH_EXPENSIVE_LANE_QUEUE="4",
+               KUBEDASH_LIST_STREAM_BATCH="10")   # (many pieces a list)
+    dbname = pg_support.create_database("kubedash_heavypg")
+    env["DATABASE_URL"] = pg_support.pg_url(dbname)
+    server = None
+    socks = []
+    try:
+        migrate(data_dir, env)
+        server = start(data_dir, "--workers", "1", env=env, label="heavy")
+        server.env = env
+        ns = "streams-" + uuid.uuid4().hex[:6]
+        # ~8 MB a list: more than the sockets and the stream's backlog hold for a client not reading.
+        bodies = [job(f"j{i:03}", ns=ns) for i in range(150)]
+        for body in bodies:
+            body["metadata"]["annotations"] = {"pad": "x" * 50_000}
+        post_many(server, JOBS.format(ns=ns), bodies)
+        status, _, _ = server.request("GET", ALL_JOBS)   # (the child is started)
+        assert status == 200
+        [child] = heavy_children(server.proc.pid)
+        request = (f"GET {JOBS.format(ns=ns)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_token}\r\n"
+                   "Connection: close\r\n\r\n").encode()
+        for _ in range(9):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # (a slow reader: a small window)
+            sock.connect((server.host, server.http_port))
+            sock.sendall(request)
+            socks.append(sock)
+        # Every admitted stream has started (the child has sent headers and pieces) and waits on
+        # its client; meanwhile the child never holds more than the pool's connections.
+        most, deadline = 0, time.monotonic() + 4
+        while time.monotonic() < deadline:
+            most = max(most, pg_connections_of(child))
+            time.sleep(0.05)
+        with pg_support.connect() as conn:
+            total = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)).fetchone()[0]
+        assert 1 <= most <= 2, most
+        assert total <= 14, total   # docs/OPERATIONS.md: a worker's bound, child included
+        answers = []
+        for sock in socks:
+            resp = http.client.HTTPResponse(sock)
+            resp.begin()
+            answers.append((resp.status, resp.getheader("Retry-After"), orjson.loads(resp.read())))
+        assert sorted(status for status, _, _ in answers) == [200] * 6 + [429] * 3, [a[0] for a in answers]
+        for status, retry_after, body in answers:
+            if status == 429:
+                assert retry_after and body["kind"] == "Status" and body["code"] == 429, body
+            else:
+                assert [item["metadata"]["name"] for item in body["items"]] == [b["metadata"]["name"] for b in bodies]
+    finally:
+        for sock in socks:
+            sock.close()
+        if server is not None:
+            stop(server)
+        pg_support.drop_database(dbname)

@@ -1,6 +1,12 @@
 """The heavy lane's child process (heavy.py starts it): runs the expensive lane's requests with
 the bridge's own handlers, at a lower OS priority, and answers over the connections the serving
-process hands it. Apart from heavy.py so that the serving side never imports the bridge back."""
+process hands it. Apart from heavy.py so that the serving side never imports the bridge back.
+
+Each connection has a thread that only reads and writes its socket; the database work (the
+handler, each piece of a streamed list, closing it) runs on a pool of
+KUBEDASH_EXPENSIVE_LANE_THREADS threads, as the lane's threads run it in-process. Django keeps a
+connection per thread that queried, so the child holds at most that many database connections
+however many whole lists stream at once (their pieces take turns on the pool)."""
 from __future__ import annotations
 
 import io
@@ -9,6 +15,7 @@ import os
 import socket
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
 from .heavy import API, FULL, STREAMED_MARK
@@ -16,10 +23,11 @@ from .heavy import API, FULL, STREAMED_MARK
 log = logging.getLogger(__name__)
 
 
-def serve_connection(conn: Connection, handlers: dict) -> None:
-    from django.db import connections
-
+def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor) -> None:
     from .bridge import LanedHTTP
+
+    def run(fn, *args):   # on the pool: its threads hold the child's database connections
+        return work.submit(fn, *args).result()
 
     try:
         while True:
@@ -29,7 +37,7 @@ def serve_connection(conn: Connection, handlers: dict) -> None:
                 return
             environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"])
             environ["wsgi.errors"] = sys.stderr
-            status, headers, content, over_limit = LanedHTTP._respond(handlers[kind], environ)
+            status, headers, content, over_limit = run(LanedHTTP._respond, handlers[kind], environ)
             record = environ.get("kubedash.record")
             if isinstance(content, bytes):   # the body raw after its size: not pickled, not copied again
                 conn.send((status, headers, len(content), over_limit, record))
@@ -40,18 +48,17 @@ def serve_connection(conn: Connection, handlers: dict) -> None:
             try:
                 while conn.recv() == "next":
                     try:
-                        conn.send(("piece", next(pieces, None)))
+                        conn.send(("piece", run(next, pieces, None)))
                     except Exception as err:   # noqa: BLE001 - the parent cuts the response
                         log.exception("streamed response failed")
                         conn.send(("error", repr(err)))
             finally:
-                content.close()
+                run(content.close)
             conn.send(("closed", None))
     except (EOFError, OSError):
         return
     finally:
         conn.close()
-        connections.close_all()
 
 
 def lower_priority(nice: str) -> None:
@@ -66,11 +73,17 @@ def lower_priority(nice: str) -> None:
 def main(control_fd: int, nice: str) -> None:
     lower_priority(nice)
     import django
+    from django.conf import settings
 
+    # The child serves no sockets of its own: without daphne's app (which installs Twisted's
+    # reactor at setup, for runserver) it is ~10 MB smaller. Everything it serves is the same.
+    settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "daphne"]
     django.setup()
+
     from .bridge import APIWSGIHandler, LaneWSGIHandler
 
     handlers = {FULL: LaneWSGIHandler(), API: APIWSGIHandler()}
+    work = ThreadPoolExecutor(max_workers=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, thread_name_prefix="lane-heavy")
     control = socket.socket(fileno=control_fd)
     while True:
         try:
@@ -80,8 +93,8 @@ def main(control_fd: int, nice: str) -> None:
         if not msg:
             break   # the serving process is gone
         for fd in fds:
-            threading.Thread(target=serve_connection, args=(Connection(fd), handlers), daemon=True,
-                             name="lane-heavy").start()
+            threading.Thread(target=serve_connection, args=(Connection(fd), handlers, work), daemon=True,
+                             name="heavy-relay").start()
     os._exit(0)
 
 

@@ -22,8 +22,8 @@ persistent database connections, which Django keeps per thread):
   and everything that is not the API (pages, forms, admin). A few threads. A long list or
   Table pauses every few hundred rows while renewals keep coming (kube/yielding.py,
   PAUSE_SECONDS at a time): its thread would otherwise hold the GIL half the time a renewal
-  wants it. With KUBEDASH_HEAVY_PROCESS (SQLite's default) the lane's threads only relay: the
-  work runs in a child process at a lower OS priority (heavy.py), with a GIL of its own.
+  wants it. With KUBEDASH_HEAVY_PROCESS (the default) the lane's threads only relay: the work
+  runs in a child process at a lower OS priority (heavy.py), with a GIL of its own.
 
 Each lane admits a bounded number of requests (running + queued); one more is answered
 429 TooManyRequests with Retry-After, so a flood holds bounded memory and never spills into
