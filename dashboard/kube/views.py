@@ -17,7 +17,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from dashboard.access import impersonation
+from dashboard.access import clusters, impersonation
 from dashboard.access.authentication import (BearerTokenAuthentication, TokenRow, recent_principal, token_check_params,
                                              token_check_sql)
 from dashboard.access.models import hash_token
@@ -679,8 +679,9 @@ def _unconfirmed_write(request, view_class: type, kw: dict) -> HttpResponse | No
     (sql.TokenCheck), so a revoked or changed token writes nothing, and any answer but a
     written one is thrown away. None: nothing was written; serve it the usual way (the token
     checked first). One round trip fewer for a renewal; revocation still ends at once."""
-    if request.method not in ("PUT", "PATCH") or view_class is not ObjectView or not sql.one_message_writes():
-        return None
+    if (request.method not in ("PUT", "PATCH") or view_class is not ObjectView or not sql.one_message_writes()
+            or not clusters.is_local()):
+        return None   # (a followed cluster's writes go to its API server: store.writing_through)
     token_hash = hash_token(request.META.get("HTTP_AUTHORIZATION", "")[7:].strip())
     recent = recent_principal(token_hash)
     if recent is None or impersonation.wanted(request.META) is not None:
