@@ -19,6 +19,7 @@ from django.db import connection
 from dashboard.access.models import AccessChange
 from dashboard.access.signals import access_changed
 
+from .postgresql.base import await_on_the_loop, on_the_loop
 from .store import revision_committed
 
 log = logging.getLogger(__name__)
@@ -199,18 +200,43 @@ def _publish_redis() -> None:
         log.warning("could not publish a revision to Redis", exc_info=True)
 
 
+_loop_client = None   # the event loop's Redis client (publishes from requests served there)
+
+
+async def _publish_redis_on_the_loop() -> None:
+    """_publish_redis for a request served on the loop (server/green.py): awaited, so the loop
+    serves others meanwhile instead of waiting for Redis."""
+    global _loop_client
+    import redis.asyncio as aioredis
+
+    try:
+        if _loop_client is None:
+            _loop_client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+        await _loop_client.publish(REDIS_CHANNEL, b"1")
+    except Exception:  # the other processes fall back to their safety poll
+        log.warning("could not publish a revision to Redis", exc_info=True)
+
+
+def publish() -> None:
+    """Ring the other processes' followers through Redis (if any), from wherever the commit is."""
+    if not settings.REDIS_URL:
+        return
+    if on_the_loop():
+        await_on_the_loop(_publish_redis_on_the_loop)
+    else:
+        _publish_redis()
+
+
 def on_revision_committed(sender, rv, **kwargs) -> None:
     ring()
-    if settings.REDIS_URL:
-        _publish_redis()
+    publish()
 
 
 def on_access_changed(sender, subjects, **kwargs) -> None:
     """An access change committed here: ring this process's follower and the others' (Redis);
     without Redis (or while it is down) they find the notice in the database on their own."""
     ring()
-    if settings.REDIS_URL:
-        _publish_redis()
+    publish()
 
 
 revision_committed.connect(on_revision_committed, dispatch_uid="kube-watch-hub")

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from django.db import DEFAULT_DB_ALIAS, connections
 from psycopg import waiting
 
-from dashboard.kube.postgresql.base import WAIT, LoopWaits
+from dashboard.kube.postgresql.base import AWAIT, WAIT, LoopWaits
 
 
 class GreenLane:
@@ -81,6 +81,8 @@ class GreenLane:
                 try:
                     if kind == WAIT:
                         value = await waiting.wait_async(what, more)
+                    elif kind == AWAIT:
+                        value = await what(*more)
                     else:
                         value = await asyncio.get_running_loop().run_in_executor(self.connector, what, *more)
                 except BaseException as exc:   # noqa: BLE001 - the greenlet's own call raises it

@@ -11,7 +11,9 @@ a rare notice) does Django's `SELECT 1` run and decide.
 The fast lane's requests run on the event loop, each in a LoopWaits greenlet
 (dashboard/server/green.py): where psycopg would block its thread for the server's answer
 (Connection.wait) or for a new connection, such a greenlet hands the wait to its parent, the
-loop, which serves other requests until the socket is ready. Anywhere else psycopg waits as usual.
+loop, which serves other requests until the socket is ready (and so, through
+await_on_the_loop, for other I/O: Redis's publish of a commit). Anywhere else psycopg waits as
+usual.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from django.db.backends.postgresql import base
 
 WAIT = "wait"   # (generator, socket): psycopg's protocol generator, driven until done
 CALL = "call"   # (function, args): a blocking call, run on a thread
+AWAIT = "await"   # (coroutine function, args): awaited on the loop
 
 
 class LoopWaits(greenlet.greenlet):
@@ -33,6 +36,16 @@ class LoopWaits(greenlet.greenlet):
 def _loop_waits() -> LoopWaits | None:
     current = greenlet.getcurrent()
     return current if isinstance(current, LoopWaits) else None
+
+
+def on_the_loop() -> bool:
+    """Is this sync code running on the event loop, in a LoopWaits greenlet?"""
+    return _loop_waits() is not None
+
+
+def await_on_the_loop(coroutine_function, *args):
+    """From a LoopWaits greenlet: coroutine_function(*args), awaited by the loop; its result."""
+    return _loop_waits().parent.switch((AWAIT, coroutine_function, args))
 
 
 class Connection(psycopg.Connection):
