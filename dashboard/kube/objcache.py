@@ -17,9 +17,9 @@ jumps past every revision handed out before (epoch.py, docs/OPERATIONS.md "Resto
 process keeps a cache across it. A flushed test database (the counter starts again) sends
 post_migrate: the cache is cleared then (apps.py), and by epoch.bump in its own process.
 
-Keyed by database, cluster, table, namespace and name; bounded (LRU, SIZE entries) and
-thread-safe; PostgreSQL with one-message writes only (sql.one_message_writes). Callers get a
-fresh dict per use (decoded from the text), never the cached state itself.
+Keyed by database, cluster, table, namespace and name; bounded (LRU, KUBEDASH_UPDATE_CACHE
+entries; 0: off) and thread-safe; PostgreSQL with one-message writes only (sql.one_message_writes).
+Callers get a fresh dict per use (decoded from the text), never the cached state itself.
 """
 from __future__ import annotations
 
@@ -28,13 +28,12 @@ import threading
 from collections import OrderedDict
 
 import orjson
+from django.conf import settings
 from django.db import connection, transaction
 
 from dashboard.access import clusters
 
 from . import metrics, sql
-
-SIZE = 1024
 
 _entries: OrderedDict[tuple, tuple[int, int, str]] = OrderedDict()   # key -> (row id, rv, text)
 _lock = threading.Lock()
@@ -53,7 +52,7 @@ def key(res, namespace: str, name: str) -> tuple:
 
 def used() -> bool:
     """Does this connection's update path use the cache (PostgreSQL's optimistic path)?"""
-    return sql.one_message_writes()
+    return settings.KUBEDASH_UPDATE_CACHE > 0 and sql.one_message_writes()
 
 
 def _put(k: tuple, row_id: int, rv: int, text: str) -> None:
@@ -63,7 +62,7 @@ def _put(k: tuple, row_id: int, rv: int, text: str) -> None:
             return   # (a slower read of an older state: keep the newer one)
         _entries[k] = (row_id, rv, text)
         _entries.move_to_end(k)
-        if len(_entries) > SIZE:
+        if len(_entries) > settings.KUBEDASH_UPDATE_CACHE:
             _entries.popitem(last=False)
 
 
@@ -88,8 +87,11 @@ def written(res, obj: dict, row_id: int, rv: int, marked: str) -> None:
 
 def lookup(res, namespace: str, name: str, rv: str):
     """(key, (row id, a fresh copy of the object)) when the cached object is at revision rv
-    (the one a PUT's body names), else (key, None); counted hit-or-miss by the caller's outcome."""
+    (the one a PUT's body names), else (key, None), counted a miss (the caller counts the rest:
+    hit or stale)."""
     k = key(res, namespace, name)
+    if not used():
+        return k, None
     with _lock:
         found = _entries.get(k)
         if found is not None:
