@@ -45,7 +45,8 @@ def cache_counts(server) -> dict[str, float]:
     status, _, text = server.request("GET", "/metrics")
     assert status == 200
     text = text.decode() if isinstance(text, bytes) else str(text)
-    return {m[0]: float(m[1]) for m in re.findall(r'^kubedash_update_cache_total\{outcome="(\w+)"\} (\S+)$', text, re.M)}
+    found = re.findall(r'^kubedash_update_cache_total\{outcome="(\w+)"\} (\S+)$', text, re.M)
+    return {outcome: float(value) for outcome, value in found}
 
 
 def rv(obj: dict) -> int:
