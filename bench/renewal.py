@@ -10,7 +10,8 @@ server and no sockets:
   renewal: PUT of the Lease with the resourceVersion of the previous answer and a new renewTime.
 Prints the CPU per request of each (process CPU clock) and the renewal's ratio to the ceiling.
 What the server adds on top (Daphne, Twisted, the loop) is bench/api.py's to measure.
-`--profile` prints cProfile's top functions for the renewals instead.
+`--profile` prints cProfile's top functions for the renewals instead. On PostgreSQL it also
+times the update's read against the update cache's lookup that replaces it (kube/objcache.py).
 """
 from __future__ import annotations
 
@@ -145,7 +146,35 @@ def run(args, token: str) -> int:
               f"pg_advisory_xact_lock to COMMIT for a median {median * 1e6:.0f} us "
               f"(p90 {held_sorted[int(len(held_sorted) * 0.9)] * 1e6:.0f} us)")
         print(f"write ceiling of the whole deployment, whatever the processes: 1 / held = {1 / median:.0f} writes/s")
+        read_vs_cache(n)
     return 0
+
+
+def read_vs_cache(n: int) -> None:
+    """PostgreSQL: what objcache saves a renewal, the update's read (sql.load) against the cache
+    lookup that replaces it (objcache.lookup, decoding the cached text), interleaved in 5 rounds."""
+    import statistics
+
+    from dashboard.kube import objcache, registry, sql
+
+    res = registry.lookup("coordination.k8s.io", "v1", "leases")
+    ns, name = LEASE.split("/")[-3], LEASE.split("/")[-1]
+    rv = sql.load(res, ns, name)[1]["metadata"]["resourceVersion"]
+    if objcache.lookup(res, ns, name, rv)[1] is None:
+        print("update cache: off (KUBEDASH_UPDATE_CACHE=0)")
+        return
+    figures: dict[str, list[tuple[float, float]]] = {"read": [], "cached": []}
+    tries = (("read", lambda: sql.load(res, ns, name)), ("cached", lambda: objcache.lookup(res, ns, name, rv)))
+    for _ in range(5):
+        for label, fn in tries:
+            cpu, wall = time.process_time(), time.perf_counter()
+            for _ in range(n // 5):
+                fn()
+            figures[label].append(((time.process_time() - cpu) / (n // 5), (time.perf_counter() - wall) / (n // 5)))
+    (read_cpu, read_wall), (hit_cpu, hit_wall) = (
+        (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for v in figures.values())
+    print(f"update cache: the read {read_cpu * 1e6:.0f} us CPU, {read_wall * 1e6:.0f} us wall; a hit instead "
+          f"{hit_cpu * 1e6:.0f} us CPU, {hit_wall * 1e6:.0f} us wall (medians of 5 interleaved rounds)")
 
 
 def lock_held_seconds() -> list[float]:

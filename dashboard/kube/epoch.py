@@ -15,7 +15,7 @@ import math
 
 from django.db import transaction
 
-from . import revlog
+from . import objcache, revlog
 from .sql import lock
 from .meta import now
 from .models import CompactionState, RevisionCounter
@@ -47,4 +47,5 @@ def bump(by: int | None = None) -> tuple[int, int]:
         state, _ = CompactionState.objects.select_for_update().get_or_create(pk=1)
         state.compacted_rv, state.compacted_at = max(state.compacted_rv, new), now()
         state.save(update_fields=["compacted_rv", "compacted_at"])
+    objcache.clear()   # (this process's, e.g. a test's; the app processes are stopped for a restore)
     return restored, new

@@ -19,7 +19,7 @@ from django.db import connection
 from dashboard.access import clusters
 
 from . import meta as kmeta
-from . import revlog
+from . import objcache, revlog
 from .models import RevisionCounter
 from .registry import Resource
 
@@ -87,7 +87,7 @@ def statements(model) -> dict:
     insert_head = f"INSERT INTO {table} (cluster, namespace, name, " + ", ".join(f.column for f in fields) + ") VALUES "
     return {
         # (cluster last: callers pass namespace and name, then clusters.current())
-        "load": (f"SELECT t.id, r.object FROM {table} t JOIN kube_revision r ON r.rv = t.resource_version "
+        "load": (f"SELECT t.id, r.object, r.rv FROM {table} t JOIN kube_revision r ON r.rv = t.resource_version "
                  "WHERE t.namespace = %s AND t.name = %s AND t.cluster = %s"),
         "exists": f"SELECT 1 FROM {table} WHERE namespace = %s AND name = %s AND cluster = %s",
         "update": f"UPDATE {table} SET " + ", ".join(f"{f.column} = %s" for f in fields) + " WHERE id = %s",
@@ -125,11 +125,15 @@ def conditional_update(model, token_check: str = "") -> str:
     return "SELECT pg_advisory_xact_lock(7411); " + statements(model)["record_update"].replace(RECORD_HEAD, head, 1)
 
 
-def load_raw(res: Resource, namespace: str, name: str) -> tuple[int, str] | None:
-    """(row id, stored JSON text) of the current object in the current cluster, or None."""
+def load_raw(res: Resource, namespace: str, name: str) -> tuple[int, str, int] | None:
+    """(row id, stored JSON text, revision) of the current object in the current cluster, or
+    None. Remembered for the next update (objcache)."""
     with connection.cursor() as cursor:
         cursor.execute(statements(res.model)["load"], [namespace, name, clusters.current()])
-        return cursor.fetchone()
+        hit = cursor.fetchone()
+    if hit is not None:
+        objcache.read(res, namespace, name, *hit)
+    return hit
 
 
 def exists(res: Resource, namespace: str, name: str) -> bool:

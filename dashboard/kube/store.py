@@ -32,7 +32,7 @@ from dashboard.access import clusters
 from . import apply as kapply
 from . import managed_fields as mf
 from . import meta as kmeta
-from . import schema, sql, validation
+from . import objcache, schema, sql, validation
 from .errors import STALE_OBJECT, ApiError, already_exists, bad_request, conflict, invalid, invalid_object, not_found
 from .models import Revision, RevisionCounter
 from .registry import Resource, version_field_names
@@ -194,10 +194,11 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
     if (writer := _upstream()) is not None and applying is None and not subresource:
         return writer.update(res, namespace, name, obj_or_fn, dry_run=dry_run)
 
-    def work(optimistic: bool = False) -> Result:
+    def work(optimistic: bool = False, cached: tuple | None = None) -> Result:
         if not optimistic:
             sql.lock()
-        row_id, current = sql.load(res, namespace, name)
+        # cached: (row id, object) from objcache at the revision the body names, instead of a read
+        row_id, current = cached if cached is not None else sql.load(res, namespace, name)
         # (an optimistic try may be run again: it writes on a copy of the body)
         body = _copied(obj_or_fn) if optimistic and isinstance(obj_or_fn, dict) else obj_or_fn
         if applying is None and not is_patch:
@@ -275,6 +276,8 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
             res.canonicalize(new)
         _set_fields(new, _fields_out(res, fields))
         if new == old:
+            if cached is not None:
+                raise _Stale   # (an answer the write does not check: read first)
             return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             if optimistic:
@@ -284,7 +287,10 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
                 expect=int(old["metadata"]["resourceVersion"]) if optimistic else None)
         return Result(new)
 
-    return _run(dry_run, work, optimistic=True)
+    # A PUT names the revision it was computed from: the object cached at that revision (objcache)
+    meta = obj_or_fn.get("metadata") if applying is None and not is_patch and isinstance(obj_or_fn, dict) else None
+    named = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return _run(dry_run, work, optimistic=True, cached=(res, namespace, name, named) if named else None)
 
 
 def _keep(new: dict, old: dict, keys) -> None:
@@ -303,6 +309,7 @@ def _keep(new: dict, old: dict, keys) -> None:
 def _delete_inside(res: Resource, row_id: int, obj: dict, moment) -> Result:
     _record(res, obj, Revision.DELETED, moment)
     sql.delete_row(res, row_id)
+    objcache.dropped(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
     return Result(obj, deleted=True)
 
 
@@ -358,7 +365,8 @@ def _copied(body: dict) -> dict:
     return orjson.loads(orjson.dumps(body))
 
 
-def _run(dry_run: bool, work: Callable[..., Result], optimistic: bool = False) -> Result:
+def _run(dry_run: bool, work: Callable[..., Result], optimistic: bool = False,
+         cached: tuple | None = None) -> Result:
     """Run work in a write transaction (dry_run: rolled back).
 
     optimistic (an update; PostgreSQL, not inside a transaction): first work(optimistic=True),
@@ -366,12 +374,29 @@ def _run(dry_run: bool, work: Callable[..., Result], optimistic: bool = False) -
     the lock, writes only if the object is still the one read, and commits (sql.record's
     expect). The lock is then held for that statement alone, not for the read, the Python work
     and four round trips. After OPTIMISTIC_TRIES lost races (or for a create or delete), the
-    locked path, which always gets through."""
+    locked path, which always gets through.
+
+    cached: (res, namespace, name, resourceVersion) of a PUT naming the revision it was computed
+    from. When objcache holds the object at that revision, the first try computes from it instead
+    of reading (kube's GuaranteedUpdate from its watch cache); the conditional write verifies it.
+    Whatever else happens on that try (the object changed, any ApiError, a no-op, a create or a
+    delete) nothing was written: the entry is dropped and the tries below read as before, so a
+    stale entry never gives an answer."""
     if not clusters.is_local():
         # A followed cluster is written only by its follower (mirror.py), never by a client.
         raise ApiError(405, "MethodNotAllowed",
                        f"cluster {clusters.current()!r} is followed read-only: change it in the cluster itself")
     if optimistic and not dry_run and sql.one_message_writes() and not connection.in_atomic_block:
+        if cached is not None:
+            key, hit = objcache.lookup(*cached)
+            if hit is not None:
+                try:
+                    result = work(optimistic=True, cached=hit)
+                except (_Stale, _NeedsLock, ApiError):
+                    objcache.stale(key)
+                else:
+                    objcache.hit()
+                    return result
         for _ in range(OPTIMISTIC_TRIES):
             try:
                 return work(optimistic=True)
@@ -404,6 +429,8 @@ def _record(res: Resource, obj: dict, event: str, moment, *, row_id: int | None 
     if rv is None:
         raise _Stale
     m["resourceVersion"] = str(rv)
+    if row_id is not None:
+        objcache.written(res, obj, row_id, rv, text)
     announce(rv)
     return rv
 
