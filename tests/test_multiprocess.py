@@ -678,20 +678,17 @@ def test_an_update_before_its_token_is_checked_checks_it_in_its_own_write(scaled
         status, _, obj = server.request("GET", path)
         return obj["metadata"]["resourceVersion"], obj["spec"]["holderIdentity"]
 
+    def refused_and_not_written(change_sql: str, status_wanted: int) -> None:
+        scaled.query(change_sql + " WHERE user_id = (SELECT id FROM auth_user WHERE username = %s) RETURNING 1", (user,))
+        kept = stored()
+        status, _, body = renew("refused")
+        assert status == status_wanted, body
+        assert stored() == kept
+
     assert stored()[1] == "holder-2"
-    scaled.query("UPDATE access_profile SET role = 'viewer' WHERE user_id = "
-                 "(SELECT id FROM auth_user WHERE username = %s) RETURNING 1", (user,))
-    kept = stored()
-    status, _, body = renew("demoted")
-    assert status == 403, body
-    assert stored() == kept
+    refused_and_not_written("UPDATE access_profile SET role = 'viewer'", 403)
     scaled.query("UPDATE access_profile SET role = 'editor' WHERE user_id = "
                  "(SELECT id FROM auth_user WHERE username = %s) RETURNING 1", (user,))
     assert renew("editor-again")[0] == 200
     assert renew("editor-once-more")[0] == 200
-    scaled.query("UPDATE access_apitoken SET revoked = true WHERE user_id = "
-                 "(SELECT id FROM auth_user WHERE username = %s) RETURNING 1", (user,))
-    kept = stored()
-    status, _, body = renew("revoked")
-    assert status == 401, body
-    assert stored() == kept
+    refused_and_not_written("UPDATE access_apitoken SET revoked = true", 401)

@@ -20,11 +20,6 @@ WATCH_EVENTS = Counter("apiserver_watch_events", "Number of events sent in watch
 WATCH_TERMINATED = Counter("apiserver_terminated_watchers",
                            "Counter of watchers closed due to unresponsiveness broken by resource type.",
                            ["resource"])
-# PostgreSQL's optimistic updates whose body named a resourceVersion (objcache.py): hit, computed
-# from the cached object (no read); miss, not cached at that revision; stale, the cached try fell
-# through (the object changed, an error, a no-op) and the update read and ran again.
-UPDATE_CACHE = Counter("kubedash_update_cache", "Updates computed from the per-process object cache, by outcome",
-                       ["outcome"])
 # The newest revision each process's hub has fanned out; the scrape takes the slowest live one.
 # Labelled, and the label set only on the first dispatch, so a process whose hub never ran
 # reports nothing rather than 0.

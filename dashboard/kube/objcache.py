@@ -18,7 +18,8 @@ process keeps a cache across it. A flushed test database (the counter starts aga
 post_migrate: the cache is cleared then (apps.py), and by epoch.bump in its own process.
 
 Keyed by database, cluster, table, namespace and name; bounded (LRU, KUBEDASH_UPDATE_CACHE
-entries; 0: off) and thread-safe; PostgreSQL with one-message writes only (sql.one_message_writes).
+entries; 0: off) and thread-safe; PostgreSQL only (store._run uses it on the one-message path).
+It imports none of the store's modules (sql.py fills it from its reads).
 Callers get a fresh dict per use (decoded from the text), never the cached state itself.
 """
 from __future__ import annotations
@@ -33,16 +34,21 @@ from django.db import connection, transaction
 
 from dashboard.access import clusters
 
-from . import metrics, sql
+from prometheus_client import Counter
 
 _entries: OrderedDict[tuple, tuple[int, int, str]] = OrderedDict()   # key -> (row id, rv, text)
 _lock = threading.Lock()
 
 
+# hit, computed from the cached object (no read); miss, not cached at that revision; stale, the
+# cached try fell through (the object changed, an error, a no-op) and the update read and ran again.
+UPDATE_CACHE = Counter("kubedash_update_cache", "Updates computed from the per-process object cache, by outcome",
+                       ["outcome"])
+
+
 @functools.cache
 def _counted(outcome: str):
-    # (looked up on first use: metrics imports store, which imports this module)
-    return metrics.UPDATE_CACHE.labels(outcome)
+    return UPDATE_CACHE.labels(outcome)
 
 
 def key(res, namespace: str, name: str) -> tuple:
@@ -52,7 +58,7 @@ def key(res, namespace: str, name: str) -> tuple:
 
 def used() -> bool:
     """Does this connection's update path use the cache (PostgreSQL's optimistic path)?"""
-    return settings.KUBEDASH_UPDATE_CACHE > 0 and sql.one_message_writes()
+    return settings.KUBEDASH_UPDATE_CACHE > 0 and connection.vendor == "postgresql"
 
 
 def _put(k: tuple, row_id: int, rv: int, text: str) -> None:
@@ -72,13 +78,11 @@ def read(res, namespace: str, name: str, row_id: int, text: str, rv: int) -> Non
         _put(key(res, namespace, name), row_id, rv, text)
 
 
-def written(res, obj: dict, row_id: int, rv: int, marked: str) -> None:
-    """An update written (store._record): its text as sent (sql.RV_MARK for its revision) is
-    the stored one once the database numbered it; kept once committed."""
+def written(res, obj: dict, row_id: int, rv: int, text: str) -> None:
+    """An update written (store._record), its stored text: kept once committed."""
     if not used():
         return
     k = key(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-    text = marked.replace(sql.RV_FIELD, f'"resourceVersion":"{rv}"')
     if connection.in_atomic_block:
         transaction.on_commit(lambda: _put(k, row_id, rv, text))
     else:   # (the conditional write committed in its own round trip)

@@ -429,8 +429,8 @@ def _record(res: Resource, obj: dict, event: str, moment, *, row_id: int | None 
     if rv is None:
         raise _Stale
     m["resourceVersion"] = str(rv)
-    if row_id is not None:
-        objcache.written(res, obj, row_id, rv, text)
+    if row_id is not None:   # (the stored text: the database put the revision in for RV_MARK)
+        objcache.written(res, obj, row_id, rv, text.replace(sql.RV_FIELD, f'"resourceVersion":"{rv}"'))
     announce(rv)
     return rv
 
