@@ -70,6 +70,19 @@ def lease(name, rv=None, holder="a"):
 JSON = [("content-type", "application/json")]
 
 
+def ageless(answer):
+    """A Table's Age cells blanked: the two calls may fall on either side of a second."""
+    status, head, body = answer
+    if body.startswith(b'{"kind":"Table"'):
+        table = orjson.loads(body)
+        ages = [i for i, column in enumerate(table["columnDefinitions"]) if column["name"] == "Age"]
+        for row in table["rows"]:
+            for i in ages:
+                row["cells"][i] = None
+        body = orjson.dumps(table)
+    return status, head, body
+
+
 def test_direct_dispatch_answers_every_request_as_the_resolved_path(handlers):
     direct, resolved = handlers
     admin, viewer = issue_token("admin-d", "admin"), issue_token("viewer-d", "viewer")
@@ -118,8 +131,8 @@ def test_direct_dispatch_answers_every_request_as_the_resolved_path(handlers):
         ("PUT", one, lease("one", rv=rv, holder="b"), admin, [*JSON, ("accept", "text/html")], b""),
     ]
     for method, path, body, token, headers, query in cases:
-        got = call(direct, method, path, body, token, headers, query)
-        want = call(resolved, method, path, body, token, headers, query)
+        got = ageless(call(direct, method, path, body, token, headers, query))
+        want = ageless(call(resolved, method, path, body, token, headers, query))
         assert got == want, (method, path, query, got[0], want[0], got[2][:300], want[2][:300])
         assert got[0] != 500, got
     status, _, body = call(direct, "GET", one, b"", admin)
