@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -71,6 +72,9 @@ def lower_priority(nice: str) -> None:
 
 
 def main(control_fd: int, nice: str) -> None:
+    # A terminal's Ctrl-C reaches the whole process group: the child ends when its serving
+    # process does (the control socket closes), after that process has drained, not before.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     lower_priority(nice)
     import django
     from django.conf import settings
