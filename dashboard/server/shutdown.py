@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
 from asgiref.sync import sync_to_async
 from daphne.http_protocol import WebRequest
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_RESTART = 1012   # RFC 6455 / IANA: "the service is restarted": clients reconnect
 TICK_SECONDS = 0.05
+SAME_SIGNAL_SECONDS = 1.0   # a second signal within this is the first one's copy (install)
 IDLE_CLOSE_SECONDS = 3.0   # > the shipped nginx's upstream keepalive_timeout (2 s)
 
 
@@ -45,13 +47,17 @@ def install(server) -> None:
     """In a serving process, before its reactor runs (Daphne's own handlers are off)."""
     from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
 
-    state = {"draining": False}
+    state = {"draining_since": None}
 
     def on_signal(signum, frame):
-        if state["draining"]:
-            reactor.callFromThread(reactor.stop)   # a second signal: stop now
+        since = state["draining_since"]
+        if since is not None:
+            # A terminal's Ctrl-C reaches the worker twice: from the terminal (its process
+            # group) and forwarded by the supervisor (workers.py). A second signal later: stop now.
+            if time.monotonic() - since > SAME_SIGNAL_SECONDS:
+                reactor.callFromThread(reactor.stop)
             return
-        state["draining"] = True
+        state["draining_since"] = time.monotonic()
         reactor.callFromThread(lambda: asyncio.ensure_future(drain(server)))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -139,4 +145,5 @@ async def drain(server) -> None:
     except Exception:
         log.exception("draining failed; stopping now")
     finally:
-        reactor.stop()
+        if reactor.running:   # (unless a second signal stopped it already)
+            reactor.stop()
