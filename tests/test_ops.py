@@ -276,14 +276,16 @@ def _kubectl_reaches(tmp_path: Path, tls_port: int) -> None:
     assert re.search(rf"GET https://127\.0\.0\.1:{tls_port}/version \d{{3}} ", log), log
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, "ctrl-c"])
 def test_serve_listens_on_both_ports_and_stops_on_signal(tmp_path, sig):
+    """ctrl-c: SIGINT to the whole process group, as a terminal sends it (the supervisor, its
+    workers and their heavy children all get it): every process ends, quietly, after the drain."""
     port, tls_port = _free_port(), _free_port()
     env = dict(os.environ, KUBEDASH_DATA_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port),
                              "--tls-port", str(tls_port)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, start_new_session=sig == "ctrl-c")
     try:
         deadline = time.monotonic() + 60
         _wait_for_port(port, proc, deadline)
@@ -295,11 +297,19 @@ def test_serve_listens_on_both_ports_and_stops_on_signal(tmp_path, sig):
                 assert tls.version() in {"TLSv1.2", "TLSv1.3"}
         if sig == signal.SIGTERM:
             _kubectl_reaches(tmp_path, tls_port)
-        proc.send_signal(sig)
+        if sig == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, err
+    assert "KeyboardInterrupt" not in err and "ReactorNotRunning" not in err, err   # (a quiet end)
+    if sig == "ctrl-c":   # (nothing of the group is left: its workers)
+        time.sleep(1)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(proc.pid, 0)
     assert f"http://127.0.0.1:{port}" in out and f"https://127.0.0.1:{tls_port}" in out

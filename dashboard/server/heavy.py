@@ -88,8 +88,10 @@ class HeavyProcess:
         # Two malloc arenas, not 8 per core: the child's threads (one per connection, and its
         # pool) each took an arena of their own: 15-20 MB more RSS after Table loops.
         env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
+        # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) is for the
+        # serving process, which drains; the child ends when that process closes the socket.
         self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()), str(self.nice)],
-                                      pass_fds=[theirs.fileno()], env=env)
+                                      pass_fds=[theirs.fileno()], env=env, start_new_session=True)
         theirs.close()
         self._control = ours
 

@@ -72,8 +72,8 @@ def lower_priority(nice: str) -> None:
 
 
 def main(control_fd: int, nice: str) -> None:
-    # A terminal's Ctrl-C reaches the whole process group: the child ends when its serving
-    # process does (the control socket closes), after that process has drained, not before.
+    # (started in a session of its own, heavy.py: a SIGINT still sent to it changes nothing; it
+    # ends when its serving process does, the control socket closing, after the drain)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lower_priority(nice)
     import django
