@@ -121,6 +121,58 @@ def test_metrics_are_the_serving_process_own(heavy):
     assert logged(server, "GET", "/metrics")[-1]["lane"] == "expensive"
 
 
+def test_the_child_pauses_while_fast_requests_keep_coming(heavy):
+    """heavy_child.Pacer: while the fast lane keeps starting requests, the Table's work in the child
+    pauses (its log line says for how long, "paced", and the serving process's metrics count it);
+    with none coming it runs straight through."""
+    import http.client
+    import threading
+
+    server = heavy
+    ns = "paced-" + uuid.uuid4().hex[:6]
+    path = JOBS.format(ns=ns)
+    post_many(server, path, [job(f"j{i}", ns=ns) for i in range(300)])   # (a pause point every 256 rows)
+
+    def table() -> None:
+        status, _, body = server.request("GET", path, headers={"Accept": TABLE})
+        assert status == 200 and body["kind"] == "Table" and len(body["rows"]) == 300, body
+
+    time.sleep(0.1)   # (the POSTs were fast requests: well past lanes.QUIET_SECONDS since the last)
+    table()   # nothing else coming
+    [quiet] = logged(server, "GET", path)
+    assert quiet["lane"] == "expensive-process" and "paced" not in quiet, quiet
+
+    stopping = threading.Event()
+
+    def fast_requests() -> None:   # one object's GET after another, kept alive: the fast lane
+        conn = http.client.HTTPConnection(server.host, server.http_port, timeout=30)
+        try:
+            while not stopping.is_set():
+                conn.request("GET", f"{path}/j0", headers={"Authorization": f"Bearer {server.admin_token}"})
+                assert conn.getresponse().read()
+        finally:
+            conn.close()
+
+    clients = [threading.Thread(target=fast_requests, daemon=True) for _ in range(2)]
+    for client in clients:
+        client.start()
+    try:
+        for tables in range(2, 22):   # (a loaded machine may leave gaps between them: a few tries)
+            table()
+            if any("paced" in e for e in logged(server, "GET", path, tables)):
+                break
+    finally:
+        stopping.set()
+        for client in clients:
+            client.join(30)
+    paced = [e for e in _logged(server, "GET", path) if "paced" in e]
+    assert paced and paced[0]["lane"] == "expensive-process" and paced[0]["paced"] > 0, paced
+    assert [e["lane"] for e in logged(server, "GET", f"{path}/j0")][0].startswith("fast")
+    status, _, text = server.request("GET", "/metrics")
+    counted = [line for line in text.decode().splitlines() if line.startswith("kubedash_heavy_paced_seconds_total ")]
+    assert status == 200 and counted and float(counted[0].split()[1]) > 0, counted
+
+
 def test_a_killed_child_is_replaced(heavy):
     server = heavy
     [child] = heavy_children(server.proc.pid)

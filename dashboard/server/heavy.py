@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
 import os
 import pickle
 import socket
@@ -38,8 +39,12 @@ import sys
 import threading
 
 import orjson
+from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
+
+PACED = Counter("kubedash_heavy_paced_seconds_total",
+                "Seconds the heavy child's work paused while the fast lane kept starting requests (heavy_child.Pacer)")
 
 FULL, API = "full", "api"   # which of the bridge's handlers serves the request
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024   # (the kernel caps it at net.core.wmem_max)
@@ -55,15 +60,43 @@ def takes(scope) -> bool:
     return scope["path"] not in OWN_STATE_PATHS and "kubedash.cluster" not in scope
 
 
+class FastClock:
+    """When the serving process's fast lane last started a request, read by its heavy child to
+    pace its work (heavy_child.Pacer): 8 bytes of memory both map, a time.monotonic() (one clock
+    for every process of the machine). A fresh one in the serving process; the child's from the
+    descriptor it inherits."""
+
+    def __init__(self, fd: int | None = None):
+        fresh = fd is None
+        if fresh:
+            fd = os.memfd_create("kubedash-fast-clock")
+            os.ftruncate(fd, 8)
+        self.fd = fd
+        self._map = mmap.mmap(fd, 8)
+        if fresh:
+            self.mark(float("-inf"))   # (no fast request yet)
+
+    def mark(self, at: float) -> None:
+        struct.pack_into("d", self._map, 0, at)
+
+    def last(self) -> float:
+        return struct.unpack_from("d", self._map, 0)[0]
+
+
 class HeavyProcess:
     """The serving process's side: the child, and its idle connections."""
 
-    def __init__(self, keep: int, nice: str):
+    def __init__(self, keep: int, nice: str, duty: float = 1.0):
         if nice != "idle" and not nice.isdigit():
             from django.core.exceptions import ImproperlyConfigured
 
             raise ImproperlyConfigured(f"KUBEDASH_HEAVY_NICE={nice!r}: a number of nice steps (0-19) or idle")
-        self.keep, self.nice = keep, nice
+        if not 0 < duty <= 1:
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(f"KUBEDASH_HEAVY_DUTY={duty!r}: a share of the time above 0, at most 1")
+        self.keep, self.nice, self.duty = keep, nice, duty
+        self.clock = FastClock()
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
@@ -90,8 +123,9 @@ class HeavyProcess:
         env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
         # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) is for the
         # serving process, which drains; the child ends when that process closes the socket.
-        self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()), str(self.nice)],
-                                      pass_fds=[theirs.fileno()], env=env, start_new_session=True)
+        self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()),
+                                       str(self.nice), str(self.clock.fd), repr(self.duty)],
+                                      pass_fds=[theirs.fileno(), self.clock.fd], env=env, start_new_session=True)
         theirs.close()
         self._control = ours
 
@@ -173,6 +207,7 @@ class HeavyProcess:
                     raise
         if record is not None and child_record:
             record.update(child_record)
+            PACED.inc(child_record.get("paced", 0.0))
         if size == STREAMED_MARK:
             return status, headers, RemoteStream(self, conn), over_limit
         self._checkin(conn)

@@ -6,7 +6,10 @@ Each connection has a thread that only reads and writes its socket; the database
 handler, each piece of a streamed list, closing it) runs on a pool of
 KUBEDASH_EXPENSIVE_LANE_THREADS threads, as the lane's threads run it in-process. Django keeps a
 connection per thread that queried, so the child holds at most that many database connections
-however many whole lists stream at once (their pieces take turns on the pool)."""
+however many whole lists stream at once (their pieces take turns on the pool).
+
+While the serving process's fast lane keeps starting requests, the pool's work is paced (Pacer):
+a lower OS priority alone did not keep it off the renewals' path (docs/SERVING.md)."""
 from __future__ import annotations
 
 import io
@@ -16,19 +19,66 @@ import signal
 import socket
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
-from .heavy import API, FULL, STREAMED_MARK
+from .heavy import API, FULL, STREAMED_MARK, FastClock
 
 log = logging.getLogger(__name__)
 
+MAX_PAUSE_SECONDS = 0.05   # (one pause's longest sleep: a page still answers within a few of them)
 
-def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor) -> None:
+
+class Pacer:
+    """The heavy work's pause points (kube/yielding.py's every ROWS rows, and the end of each of
+    the pool's tasks) while the serving process's fast lane keeps starting requests (one within
+    `quiet` seconds, read from the shared FastClock): each sleeps so that the thread has worked
+    at most `duty` of the time since its last pause, MAX_PAUSE_SECONDS at most. Otherwise it
+    does nothing: with no renewals coming, a Table runs at full speed.
+
+    Why, beside the child's lower OS priority: with PostgreSQL on the same machine a renewal
+    needs a database backend as well as the event loop. While the child keeps the other core
+    busy (at any priority, SCHED_IDLE too) the kernel wakes that backend on the loop's core, and
+    renewals ran at 0.5x their rate alone (docs/BENCHMARKS.md): the CPU has to be left free."""
+
+    def __init__(self, clock: FastClock, duty: float, quiet: float):
+        self.clock, self.duty, self.quiet = clock, duty, quiet
+        self._since = threading.local()   # (per thread: when it last paused or began a task,
+                                          # and how long it has slept in this task)
+
+    def task(self, fn, *args) -> tuple:
+        """One of the pool's tasks, timed from its start, with a pause point at its end:
+        (fn's result, the seconds it slept in pauses)."""
+        self._since.at, self._since.slept = time.monotonic(), 0.0
+        try:
+            result = fn(*args)
+        finally:
+            self.pause()
+        return result, self._since.slept
+
+    def pause(self) -> None:
+        now = time.monotonic()
+        worked = now - getattr(self._since, "at", now)
+        self._since.at = now
+        if self.duty >= 1 or now - self.clock.last() >= self.quiet:
+            return
+        wait = min(worked * (1 - self.duty) / self.duty, MAX_PAUSE_SECONDS)
+        time.sleep(wait)
+        self._since.at = time.monotonic()
+        self._since.slept = getattr(self._since, "slept", 0.0) + wait
+
+
+def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor, pacer: Pacer) -> None:
     from .bridge import LanedHTTP
 
+    paced = 0.0   # (this request's pauses so far)
+
     def run(fn, *args):   # on the pool: its threads hold the child's database connections
-        return work.submit(fn, *args).result()
+        nonlocal paced
+        result, slept = work.submit(pacer.task, fn, *args).result()
+        paced += slept
+        return result
 
     try:
         while True:
@@ -38,8 +88,11 @@ def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor)
                 return
             environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"])
             environ["wsgi.errors"] = sys.stderr
+            paced = 0.0
             status, headers, content, over_limit = run(LanedHTTP._respond, handlers[kind], environ)
             record = environ.get("kubedash.record")
+            if record is not None and paced:
+                record["paced"] = round(paced, 4)   # (a streamed list's later pieces: not counted)
             if isinstance(content, bytes):   # the body raw after its size: not pickled, not copied again
                 conn.send((status, headers, len(content), over_limit, record))
                 conn.send_bytes(content)
@@ -71,7 +124,7 @@ def lower_priority(nice: str) -> None:
         os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(nice)))
 
 
-def main(control_fd: int, nice: str) -> None:
+def main(control_fd: int, nice: str, clock_fd: int, duty: float) -> None:
     # (started in a session of its own, heavy.py: a SIGINT still sent to it changes nothing; it
     # ends when its serving process does, the control socket closing, after the drain)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -84,8 +137,13 @@ def main(control_fd: int, nice: str) -> None:
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "daphne"]
     django.setup()
 
-    from .bridge import APIWSGIHandler, LaneWSGIHandler
+    from dashboard.kube import yielding
 
+    from .bridge import APIWSGIHandler, LaneWSGIHandler
+    from .lanes import QUIET_SECONDS
+
+    pacer = Pacer(FastClock(clock_fd), duty, QUIET_SECONDS)
+    yielding.install(pacer.pause)
     handlers = {FULL: LaneWSGIHandler(), API: APIWSGIHandler()}
     work = ThreadPoolExecutor(max_workers=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, thread_name_prefix="lane-heavy")
     control = socket.socket(fileno=control_fd)
@@ -97,10 +155,10 @@ def main(control_fd: int, nice: str) -> None:
         if not msg:
             break   # the serving process is gone
         for fd in fds:
-            threading.Thread(target=serve_connection, args=(Connection(fd), handlers, work), daemon=True,
+            threading.Thread(target=serve_connection, args=(Connection(fd), handlers, work, pacer), daemon=True,
                              name="heavy-relay").start()
     os._exit(0)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2])
+    main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))

@@ -184,7 +184,8 @@ class Lanes:
         self.heavy = None
         if settings.KUBEDASH_HEAVY_PROCESS:
             # (started by `serve` once it listens, else by the first request that needs it)
-            self.heavy = HeavyProcess(keep=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, nice=settings.KUBEDASH_HEAVY_NICE)
+            self.heavy = HeavyProcess(keep=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, nice=settings.KUBEDASH_HEAVY_NICE,
+                                      duty=settings.KUBEDASH_HEAVY_DUTY)
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
         self.pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-pages")
         sys.setswitchinterval(SWITCH_INTERVAL)
@@ -196,6 +197,8 @@ class Lanes:
 
     def fast_started(self) -> None:
         self.fast_started_at = time.monotonic()
+        if self.heavy is not None:
+            self.heavy.clock.mark(self.fast_started_at)   # (the child paces by it)
 
     def pause_for_fast(self) -> None:
         """On an expensive lane's thread, a pause point of a long list: while a fast request

@@ -221,6 +221,8 @@ class Observed:
             if "impersonatedUser" in record:
                 line["impersonatedUser"] = record["impersonatedUser"]
                 line["impersonatedGroups"] = record["impersonatedGroups"]
+            if "paced" in record:   # (seconds the heavy child paused for the fast lane: heavy_child.Pacer)
+                line["paced"] = record["paced"]
             request = current_request.get() if watch else None
             if getattr(request, "watch", None) is not None:
                 # A watch that outlives its application (streams.py): counted and logged at its
