@@ -9,7 +9,10 @@ Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua 
   2. PostgreSQL, one worker: renewals alone (x SQLite's), then the same renewals while one client
      loops Table lists of --jobs Jobs (x renewals alone, p99 against alone's p99);
      1 and 2 run on both servers at once, interleaved in --rounds rounds (medians reported), so
-     load from elsewhere on a shared machine falls on both alike;
+     load from elsewhere on a shared machine falls on both alike; each round also renews on both
+     beside a SCHED_IDLE busy loop per CPU (bench/api.py's idle spinners: work that takes only
+     CPU nothing else wants, the best any heavy work could yield), the machine's own ceiling
+     for renewals under heavy work, against which the Table run is also shown;
   3. write capacity: PostgreSQL with --processes app processes (`serve --workers N`), --writers
      wrk connections each renewing its own Lease: renewals (= writes) per second, x one process's,
      and how much of the run the revision lock was held (pg_locks sampled every 10 ms).
@@ -28,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import (RENEW_NS, WRK_MISSING, Result, fmt_ratio, print_results, scenario_renew,  # noqa: E402
-                 scenario_renew_under_tables, seed_jobs, seed_leases)
+                 scenario_renew_beside_idle_spinners, scenario_renew_under_tables, seed_jobs, seed_leases)
 from common import BenchServer, machine, print_targets  # noqa: E402
 
 LOADED_MIN_RATIO = 0.8        # renewals under the Table loop / alone (issue 28, PostgreSQL too)
@@ -123,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     lite = server(args)
     pgs = server(args, database=args.database)
     runs: dict[str, list[Result]] = {"SQLite: renew alone": [], "PostgreSQL: renew alone": [],
+                                     "SQLite: renew + idle spinners": [], "PostgreSQL: renew + idle spinners": [],
                                      "PostgreSQL: renew + Table lists": []}
     tables: list[float] = []
     try:
@@ -138,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
                 r.scenario = name
                 batch.append(r)
             if "loaded" not in args.skip:
+                for name, s in (("SQLite: renew + idle spinners", lite), ("PostgreSQL: renew + idle spinners", pgs)):
+                    r = scenario_renew_beside_idle_spinners(wrk, s, c, d / args.rounds)
+                    r.scenario = name
+                    batch.append(r)
                 r, loop = scenario_renew_under_tables(wrk, pgs, c, d / args.rounds)
                 r.scenario = "PostgreSQL: renew + Table lists"
                 tables += loop.times
@@ -156,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nmedians of {args.rounds} interleaved rounds:")
     print_results([sqlite, pg])
     if loaded is not None:
+        spun = {name: median_result(runs[f"{name}: renew + idle spinners"]) for name in ("SQLite", "PostgreSQL")}
+        spun["SQLite"].ratio = spun["SQLite"].rate / sqlite.rate if sqlite.rate else None
+        spun["PostgreSQL"].ratio = spun["PostgreSQL"].rate / pg.rate if pg.rate else None
         loaded.ratio = loaded.rate / pg.rate if pg.rate else None
-        print_results([loaded], header=False)
+        print_results([spun["SQLite"], spun["PostgreSQL"], loaded], header=False)
         if tables:
             print(f"  meanwhile {len(tables)} Table lists of {args.jobs} Jobs (median "
                   f"{statistics.median(tables) * 1000:.0f} ms)")
@@ -184,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                 sampler.stopping.set()
                 stop(s)
 
-    print("\n(ratios: PostgreSQL alone x SQLite alone; under Tables x PostgreSQL alone; capacity x 1 process)")
+    print("\n(ratios: PostgreSQL alone x SQLite alone; beside idle spinners and under Tables x the same backend "
+          "alone; capacity x 1 process)")
     targets = [(f"PostgreSQL renewals >= {PG_MIN_RATIO} x SQLite's", fmt_ratio(pg.ratio),
                 (pg.ratio or 0) >= PG_MIN_RATIO)]
     if loaded is not None:
@@ -193,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
              (loaded.ratio or 0) >= LOADED_MIN_RATIO),
             (f"PostgreSQL under Table lists p99 <= {LOADED_MAX_P99_RATIO:g} x alone",
              f"{loaded.p99_ms:.1f} / {pg.p99_ms:.1f} ms", loaded.p99_ms <= LOADED_MAX_P99_RATIO * pg.p99_ms),
+            ("the machine's ceiling: SQLite beside idle spinners x alone", fmt_ratio(spun["SQLite"].ratio), None),
+            ("the machine's ceiling: PostgreSQL beside idle spinners", fmt_ratio(spun["PostgreSQL"].ratio), None),
+            ("PostgreSQL under Table lists x beside idle spinners",
+             fmt_ratio(loaded.rate / spun["PostgreSQL"].rate if spun["PostgreSQL"].rate else None), None),
         ]
     for n, r in capacity.items():
         targets.append((f"writes/s with {n} app process(es) (reported)", f"{r.rate:.0f}/s {fmt_ratio(r.ratio)}", None))
