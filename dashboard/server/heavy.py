@@ -44,7 +44,7 @@ from prometheus_client import Counter
 log = logging.getLogger(__name__)
 
 PACED = Counter("kubedash_heavy_paced_seconds_total",
-                "Seconds the heavy child's work paused while the fast lane kept starting requests (heavy_child.Pacer)")
+                "Seconds the heavy child's work paused while the fast lane held requests (heavy_child.Pacer)")
 
 FULL, API = "full", "api"   # which of the bridge's handlers serves the request
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024   # (the kernel caps it at net.core.wmem_max)
@@ -60,27 +60,25 @@ def takes(scope) -> bool:
     return scope["path"] not in OWN_STATE_PATHS and "kubedash.cluster" not in scope
 
 
-class FastClock:
-    """When the serving process's fast lane last started a request, read by its heavy child to
-    pace its work (heavy_child.Pacer): 8 bytes of memory both map, a time.monotonic() (one clock
-    for every process of the machine). A fresh one in the serving process; the child's from the
-    descriptor it inherits."""
+class FastLoad:
+    """How many requests the serving process's fast lane holds (running or queued), read by its
+    heavy child to pace its work (heavy_child.Pacer): 8 bytes of memory both map (a memfd: the
+    serving process makes it, the child maps the descriptor it inherits). Read at random moments
+    it is non-zero for the share of the time renewals are being served: at saturation nearly
+    always, at a few hundred a second now and then."""
 
     def __init__(self, fd: int | None = None):
-        fresh = fd is None
-        if fresh:
-            fd = os.memfd_create("kubedash-fast-clock")
-            os.ftruncate(fd, 8)
+        if fd is None:
+            fd = os.memfd_create("kubedash-fast-load")
+            os.ftruncate(fd, 8)   # (zeros: none)
         self.fd = fd
         self._map = mmap.mmap(fd, 8)
-        if fresh:
-            self.mark(float("-inf"))   # (no fast request yet)
 
-    def mark(self, at: float) -> None:
-        struct.pack_into("d", self._map, 0, at)
+    def set(self, admitted: int) -> None:
+        struct.pack_into("q", self._map, 0, admitted)
 
-    def last(self) -> float:
-        return struct.unpack_from("d", self._map, 0)[0]
+    def busy(self) -> bool:
+        return struct.unpack_from("q", self._map, 0)[0] > 0
 
 
 class HeavyProcess:
@@ -96,7 +94,7 @@ class HeavyProcess:
 
             raise ImproperlyConfigured(f"KUBEDASH_HEAVY_DUTY={duty!r}: a share of the time above 0, at most 1")
         self.keep, self.nice, self.duty = keep, nice, duty
-        self.clock = FastClock()
+        self.fast_load = FastLoad()
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
@@ -124,8 +122,8 @@ class HeavyProcess:
         # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) is for the
         # serving process, which drains; the child ends when that process closes the socket.
         self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()),
-                                       str(self.nice), str(self.clock.fd), repr(self.duty)],
-                                      pass_fds=[theirs.fileno(), self.clock.fd], env=env, start_new_session=True)
+                                       str(self.nice), str(self.fast_load.fd), repr(self.duty)],
+                                      pass_fds=[theirs.fileno(), self.fast_load.fd], env=env, start_new_session=True)
         theirs.close()
         self._control = ours
 

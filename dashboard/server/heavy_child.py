@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
-from .heavy import API, FULL, STREAMED_MARK, FastClock
+from .heavy import API, FULL, STREAMED_MARK, FastLoad
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +32,18 @@ MAX_PAUSE_SECONDS = 0.05   # (one pause's longest sleep: a page still answers wi
 
 class Pacer:
     """The heavy work's pause points (kube/yielding.py's every ROWS rows, and the end of each of
-    the pool's tasks) while the serving process's fast lane keeps starting requests (one within
-    `quiet` seconds, read from the shared FastClock): each sleeps so that the thread has worked
-    at most `duty` of the time since its last pause, MAX_PAUSE_SECONDS at most. Otherwise it
-    does nothing: with no renewals coming, a Table runs at full speed.
+    the pool's tasks): while the serving process's fast lane holds requests (the shared
+    FastLoad), each sleeps so that the thread has worked at most `duty` of the time since its
+    last pause, MAX_PAUSE_SECONDS at most. Otherwise it does nothing: with no renewals being
+    served, a Table runs at full speed; with a few, it pauses at the few points that meet one.
 
     Why, beside the child's lower OS priority: with PostgreSQL on the same machine a renewal
     needs a database backend as well as the event loop. While the child keeps the other core
     busy (at any priority, SCHED_IDLE too) the kernel wakes that backend on the loop's core, and
     renewals ran at 0.5x their rate alone (docs/BENCHMARKS.md): the CPU has to be left free."""
 
-    def __init__(self, clock: FastClock, duty: float, quiet: float):
-        self.clock, self.duty, self.quiet = clock, duty, quiet
+    def __init__(self, fast: FastLoad, duty: float):
+        self.fast, self.duty = fast, duty
         self._since = threading.local()   # (per thread: when it last paused or began a task,
                                           # and how long it has slept in this task)
 
@@ -61,7 +61,7 @@ class Pacer:
         now = time.monotonic()
         worked = now - getattr(self._since, "at", now)
         self._since.at = now
-        if self.duty >= 1 or now - self.clock.last() >= self.quiet:
+        if self.duty >= 1 or not self.fast.busy():
             return
         wait = min(worked * (1 - self.duty) / self.duty, MAX_PAUSE_SECONDS)
         time.sleep(wait)
@@ -124,7 +124,7 @@ def lower_priority(nice: str) -> None:
         os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(nice)))
 
 
-def main(control_fd: int, nice: str, clock_fd: int, duty: float) -> None:
+def main(control_fd: int, nice: str, fast_load_fd: int, duty: float) -> None:
     # (started in a session of its own, heavy.py: a SIGINT still sent to it changes nothing; it
     # ends when its serving process does, the control socket closing, after the drain)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -140,9 +140,8 @@ def main(control_fd: int, nice: str, clock_fd: int, duty: float) -> None:
     from dashboard.kube import yielding
 
     from .bridge import APIWSGIHandler, LaneWSGIHandler
-    from .lanes import QUIET_SECONDS
 
-    pacer = Pacer(FastClock(clock_fd), duty, QUIET_SECONDS)
+    pacer = Pacer(FastLoad(fast_load_fd), duty)
     yielding.install(pacer.pause)
     handlers = {FULL: LaneWSGIHandler(), API: APIWSGIHandler()}
     work = ThreadPoolExecutor(max_workers=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, thread_name_prefix="lane-heavy")

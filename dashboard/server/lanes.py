@@ -85,6 +85,7 @@ class Lane:
         self.streams = self.executor if threads == 1 else ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"lane-{name}-streams")
         self.admitted = 0
+        self.shared = None   # (the fast lane's: heavy.FastLoad, its count for the heavy child)
         self._lock = threading.Lock()
         self._gauge = ADMITTED.labels(name)
         self._rejected = REJECTED.labels(name)
@@ -95,11 +96,15 @@ class Lane:
                 self._rejected.inc()
                 raise LaneFull(self.name)
             self.admitted += 1
+            if self.shared is not None:
+                self.shared.set(self.admitted)
         self._gauge.inc()
 
     def release(self) -> None:
         with self._lock:
             self.admitted -= 1
+            if self.shared is not None:
+                self.shared.set(self.admitted)
         self._gauge.dec()
 
 
@@ -186,6 +191,7 @@ class Lanes:
             # (started by `serve` once it listens, else by the first request that needs it)
             self.heavy = HeavyProcess(keep=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, nice=settings.KUBEDASH_HEAVY_NICE,
                                       duty=settings.KUBEDASH_HEAVY_DUTY)
+            self.fast.shared = self.heavy.fast_load   # (the child paces by it)
         # Live pages (websocket consumers): one thread, unbounded like the sockets it serves.
         self.pages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-pages")
         sys.setswitchinterval(SWITCH_INTERVAL)
@@ -197,8 +203,6 @@ class Lanes:
 
     def fast_started(self) -> None:
         self.fast_started_at = time.monotonic()
-        if self.heavy is not None:
-            self.heavy.clock.mark(self.fast_started_at)   # (the child paces by it)
 
     def pause_for_fast(self) -> None:
         """On an expensive lane's thread, a pause point of a long list: while a fast request
