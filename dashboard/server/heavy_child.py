@@ -8,7 +8,7 @@ KUBEDASH_EXPENSIVE_LANE_THREADS threads, as the lane's threads run it in-process
 connection per thread that queried, so the child holds at most that many database connections
 however many whole lists stream at once (their pieces take turns on the pool).
 
-While the serving process's fast lane keeps starting requests, the pool's work is paced (Pacer):
+While the serving process's fast lane holds requests, the pool's work is paced (Pacer):
 a lower OS priority alone did not keep it off the renewals' path (docs/SERVING.md)."""
 from __future__ import annotations
 
