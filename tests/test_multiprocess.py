@@ -639,6 +639,37 @@ def test_a_request_waiting_for_postgresql_holds_up_no_other(scaled):
     assert lanes == {"fast-loop"}, lanes
 
 
+def test_a_write_whose_database_connection_breaks_is_answered_503_with_retry_after(scaled):
+    """The database session of a write is ended under it (a failover, a restart, an operator's
+    pg_terminate_backend): the answer is a 503 ServiceUnavailable Status with Retry-After, which
+    client-go retries, saying the write may or may not have been made; not a 500 claiming it was
+    not. The process reconnects for the next request."""
+    if scaled.backend == "sqlite":
+        pytest.skip("SQLite has no connection to lose")
+    ns = f"lost-{uuid.uuid4().hex[:6]}"
+    server = scaled.a
+    path = collection("Lease", ns) + "/cut"
+    write(server, "POST", "Lease", ns, "cut", make("Lease", ns, "cut"))
+    answered = {}
+    with pg_support.connect(scaled.dbname, autocommit=False) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(7411)")   # (the write waits for it, mid-statement)
+        patch = threading.Thread(target=lambda: answered.update(patch=server.request(
+            "PATCH", path, {"metadata": {"labels": {"cut": "yes"}}}, content_type="application/merge-patch+json")))
+        patch.start()
+        deadline = time.monotonic() + 20
+        while not scaled.query("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"):
+            assert time.monotonic() < deadline, "the write never waited for the revision lock"
+            time.sleep(0.05)
+        patch.join(30)
+        holder.rollback()
+    status, headers, body = answered["patch"]
+    assert status == 503 and body["kind"] == "Status" and body["reason"] == "ServiceUnavailable", (status, body)
+    assert headers.get("Retry-After") == "1" and "may or may not have been applied" in body["message"], (headers, body)
+    status, _, lease = server.request("GET", path)   # (a new connection)
+    assert status == 200 and "cut" not in (lease["metadata"].get("labels") or {}), lease
+    assert write(server, "PATCH", "Lease", ns, "cut", {"metadata": {"labels": {"cut": "again"}}})["metadata"]["labels"] == {"cut": "again"}
+
+
 def _unconfirmed_written(server: LiveServer) -> float:
     """kubedash_unconfirmed_writes_total{outcome="written"} on the server's /metrics."""
     status, _, body = server.request("GET", "/metrics")

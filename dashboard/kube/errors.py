@@ -129,6 +129,16 @@ def unauthorized(message: str = "Unauthorized") -> ApiError:
     return ApiError(401, "Unauthorized", message)
 
 
+def database_lost(write: bool) -> ApiError:
+    """The database connection broke under the request (the database restarted or failed over,
+    its session was ended): 503 with Retry-After, which client-go retries. A write's outcome is
+    then unknown (the commit may have been made), and the message says so."""
+    message = ("the database connection was lost while the request was being written: it may or may not have "
+               "been applied; read the object before writing it again" if write else
+               "the database connection was lost while serving the request; try again")
+    return ApiError(503, "ServiceUnavailable", message, headers={"Retry-After": "1"})
+
+
 def forbidden_request(user: str, verb: str, group: str, plural: str, namespace: str | None,
                       why: str = "") -> ApiError:
     scope = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"

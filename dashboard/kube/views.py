@@ -10,7 +10,7 @@ import logging
 import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.negotiation import BaseContentNegotiation
@@ -25,8 +25,8 @@ from dashboard.access.models import hash_token
 from . import codec, lists, registry, schema_state, sql, store
 from .registry import backend, from_storage, to_storage
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
-from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, forbidden, forbidden_request, invalid,
-                     invalid_object, method_not_allowed, not_supported, path_not_found,
+from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, database_lost, forbidden, forbidden_request,
+                     invalid, invalid_object, method_not_allowed, not_supported, path_not_found,
                      request_entity_too_large, required, unauthorized)
 from .managed_fields import MAX_MANAGER_LENGTH
 from .metrics import UNCONFIRMED_WRITES
@@ -94,6 +94,10 @@ def exception_handler(exc, context):
     unmigrated = schema_state.not_migrated_error(exc)
     if unmigrated is not None:
         return status_response(unmigrated, request)
+    if _connection_lost(exc):
+        log.warning("database connection lost serving %s %s: %s", getattr(request, "method", "?"),
+                    getattr(request, "path", "?"), exc)
+        return status_response(database_lost(getattr(request, "method", "GET") not in ("GET", "HEAD")), request)
     log.exception("unexpected error serving %s", getattr(request, "path", "?"))
     return status_response(ApiError(500, "InternalError", "an internal error occurred; the request was not applied"), request)
 
@@ -706,6 +710,14 @@ WRITTEN, SERVED_AGAIN = (UNCONFIRMED_WRITES.labels(outcome) for outcome in ("wri
 
 INLINE = "kubedash.inline"   # environ key the bridge sets for requests run on the event loop
 STREAMS = "kubedash.streams"   # environ key: the server sends a streaming response as it is read
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """Did the request's database connection break (not the request's fault: worth a retry)?"""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    raw = connection.connection
+    return raw is None or bool(getattr(raw, "closed", False) or getattr(raw, "broken", False))
 
 
 def _would_wait(exc: Exception) -> bool:
