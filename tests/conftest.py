@@ -292,6 +292,29 @@ def served(data_dir: Path, env: dict, *serve_args: str):
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database; on PostgreSQL, before it is dropped, the watch hub's
+    follower is stopped (it closes its connection) and the sessions other threads still hold on
+    it (a lane's, idle) are ended: else the DROP fails ("being accessed by other users") and
+    the database stays behind."""
+    yield
+    from dashboard.kube import notify
+
+    follower = notify._current
+    if follower is not None:
+        follower.stop()
+        follower.join(10)
+    with django_db_blocker.unblock():
+        from django.db import connection
+
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            connection.close()
+
+
+@pytest.fixture(scope="session")
 def kube_server(tmp_path_factory):
     """`manage.py serve` on free ports with its own SQLite database, for real clients."""
     data_dir = tmp_path_factory.mktemp("kubedash-live")
