@@ -433,3 +433,28 @@ def test_disallowed_host_still_answers_status(api):
     r = api.get(LEASES, headers={"Host": "evil.example"})
     assert r.status_code == 400
     assert r.json()["kind"] == "Status" and r.json()["reason"] == "BadRequest"
+
+
+def test_an_internal_error_says_what_is_known_of_the_write(api, monkeypatch):
+    """A bug of ours is a 500 InternalError Status, never a traceback; and it claims nothing it
+    does not know: a read changed nothing, a write may have been made (here its answer fails
+    to encode after the commit, and the update is stored)."""
+    from dashboard.kube import views
+
+    created = api.post(LEASES, lease()).json()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("an answer that fails to encode")
+
+    monkeypatch.setattr(views.store, "get_raw", broken)
+    r = api.get(f"{LEASES}/l1")
+    assert r.status_code == 500 and r.json()["reason"] == "InternalError", r.content
+    assert "nothing was changed" in r.json()["message"]
+    monkeypatch.undo()
+    monkeypatch.setattr(views, "object_response", broken)
+    created["spec"]["holderIdentity"] = "node-b"
+    r = api.put(f"{LEASES}/l1", created)
+    assert r.status_code == 500 and r.json()["kind"] == "Status", r.content
+    assert "may or may not have been applied" in r.json()["message"], r.json()
+    monkeypatch.undo()
+    assert api.get(f"{LEASES}/l1").json()["spec"]["holderIdentity"] == "node-b"

@@ -129,6 +129,15 @@ def unauthorized(message: str = "Unauthorized") -> ApiError:
     return ApiError(401, "Unauthorized", message)
 
 
+def internal_error(method: str) -> ApiError:
+    """An error of ours. Most happen before a write commits, but not all (an answer that fails to
+    encode after it): a write's message says what is known, not what is likely."""
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return ApiError(500, "InternalError", "an internal error occurred; nothing was changed")
+    return ApiError(500, "InternalError", "an internal error occurred; the request may or may not have been "
+                    "applied: read the object before trying again")
+
+
 def database_lost(write: bool) -> ApiError:
     """The database connection broke under the request (the database restarted or failed over,
     its session was ended): 503 with Retry-After, which client-go retries. A write's outcome is
@@ -221,5 +230,5 @@ def handler400(request, exception=None):
 
 
 def handler500(request):
-    return _django_fallback(request, 500, "InternalError", "an internal error occurred; the request was not applied",
-                            lambda: defaults.server_error(request))
+    err = internal_error(request.method)
+    return _django_fallback(request, err.code, err.reason, err.message, lambda: defaults.server_error(request))

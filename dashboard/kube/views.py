@@ -26,7 +26,7 @@ from . import codec, lists, registry, schema_state, sql, store
 from .registry import backend, from_storage, to_storage
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, database_lost, forbidden, forbidden_request,
-                     invalid, invalid_object, method_not_allowed, not_supported, path_not_found,
+                     internal_error, invalid, invalid_object, method_not_allowed, not_supported, path_not_found,
                      request_entity_too_large, required, unauthorized)
 from .managed_fields import MAX_MANAGER_LENGTH
 from .metrics import UNCONFIRMED_WRITES
@@ -99,7 +99,7 @@ def exception_handler(exc, context):
                     getattr(request, "path", "?"), exc)
         return status_response(database_lost(getattr(request, "method", "GET") not in ("GET", "HEAD")), request)
     log.exception("unexpected error serving %s", getattr(request, "path", "?"))
-    return status_response(ApiError(500, "InternalError", "an internal error occurred; the request was not applied"), request)
+    return status_response(internal_error(getattr(request, "method", "GET")), request)
 
 
 class JSONOnly(BaseContentNegotiation):
