@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import mmap
 import os
 import pickle
@@ -37,6 +38,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import orjson
 from prometheus_client import Counter
@@ -60,25 +62,45 @@ def takes(scope) -> bool:
     return scope["path"] not in OWN_STATE_PATHS and "kubedash.cluster" not in scope
 
 
+FAST_LOAD_SECONDS = 0.1   # (the time constant of FastLoad's share: about the last 100 ms)
+
+
+def _decayed(share: float, busy: float, elapsed: float) -> float:
+    """The share of time busy, an exponential average: `share` then, `busy` (1 or 0) since."""
+    kept = math.exp(-elapsed / FAST_LOAD_SECONDS)
+    return share * kept + (1 - kept) * busy
+
+
 class FastLoad:
-    """How many requests the serving process's fast lane holds (running or queued), read by its
-    heavy child to pace its work (heavy_child.Pacer): 8 bytes of memory both map (a memfd: the
-    serving process makes it, the child maps the descriptor it inherits). Read at random moments
-    it is non-zero for the share of the time renewals are being served: at saturation nearly
-    always, at a few hundred a second now and then."""
+    """How busy the serving process's fast lane has been: the share of about the last 100 ms in
+    which it held a request (running or queued), read by its heavy child to pace its work
+    (heavy_child.Pacer). Saturating renewals keep it near 1; a few hundred a second, a quarter or
+    so. 24 bytes of memory both map (a memfd: the serving process makes it, the child maps the
+    descriptor it inherits): the share, whether busy, and when that changed (time.monotonic,
+    one clock for every process of the machine), written only when busy changes."""
 
     def __init__(self, fd: int | None = None):
         if fd is None:
             fd = os.memfd_create("kubedash-fast-load")
-            os.ftruncate(fd, 8)   # (zeros: none)
+            os.ftruncate(fd, 24)   # (zeros: idle, always)
         self.fd = fd
-        self._map = mmap.mmap(fd, 8)
+        self._map = mmap.mmap(fd, 24)
+        self._share, self._busy, self._since = 0.0, 0.0, time.monotonic()
 
     def set(self, admitted: int) -> None:
-        struct.pack_into("q", self._map, 0, admitted)
+        """(The serving process: at each admit and release of the fast lane.)"""
+        busy = 1.0 if admitted > 0 else 0.0
+        if busy == self._busy:
+            return
+        now = time.monotonic()
+        self._share = _decayed(self._share, self._busy, now - self._since)
+        self._busy, self._since = busy, now
+        struct.pack_into("ddd", self._map, 0, self._share, busy, now)
 
-    def busy(self) -> bool:
-        return struct.unpack_from("q", self._map, 0)[0] > 0
+    def share(self) -> float:
+        """(The child.) A torn read (the three written meanwhile) only misjudges one pause."""
+        share, busy, since = struct.unpack_from("ddd", self._map, 0)
+        return _decayed(share, busy, max(0.0, time.monotonic() - since))
 
 
 class HeavyProcess:

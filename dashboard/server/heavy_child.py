@@ -8,7 +8,7 @@ KUBEDASH_EXPENSIVE_LANE_THREADS threads, as the lane's threads run it in-process
 connection per thread that queried, so the child holds at most that many database connections
 however many whole lists stream at once (their pieces take turns on the pool).
 
-While the serving process's fast lane holds requests, the pool's work is paced (Pacer):
+While the serving process's fast lane is busy, the pool's work is paced (Pacer):
 a lower OS priority alone did not keep it off the renewals' path (docs/SERVING.md)."""
 from __future__ import annotations
 
@@ -28,14 +28,18 @@ from .heavy import API, FULL, STREAMED_MARK, FastLoad
 log = logging.getLogger(__name__)
 
 MAX_PAUSE_SECONDS = 0.05   # (one pause's longest sleep: a page still answers within a few of them)
+# Pacing starts when the fast lane was busy this share of the last ~100 ms (a worker that has
+# time to spare: Tables go at full speed) and is full from the second (renewals want the CPU).
+PACE_FROM, PACE_FULL = 0.25, 0.75
 
 
 class Pacer:
     """The heavy work's pause points (kube/yielding.py's every ROWS rows, and the end of each of
-    the pool's tasks): while the serving process's fast lane holds requests (the shared
-    FastLoad), each sleeps so that the thread has worked at most `duty` of the time since its
-    last pause, MAX_PAUSE_SECONDS at most. Otherwise it does nothing: with no renewals being
-    served, a Table runs at full speed; with a few, it pauses at the few points that meet one.
+    the pool's tasks): while the serving process's fast lane is busy (the shared FastLoad: at
+    least PACE_FULL of the last ~100 ms), each sleeps so that the thread has worked at most
+    `duty` of the time since its last pause, MAX_PAUSE_SECONDS at most; less so between
+    PACE_FROM and PACE_FULL (the sleep scaled down in proportion); not at all below: with
+    renewals leaving the worker time to spare, a Table runs at full speed.
 
     Why, beside the child's lower OS priority: with PostgreSQL on the same machine a renewal
     needs a database backend as well as the event loop. While the child keeps the other core
@@ -61,9 +65,12 @@ class Pacer:
         now = time.monotonic()
         worked = now - getattr(self._since, "at", now)
         self._since.at = now
-        if self.duty >= 1 or not self.fast.busy():
+        if self.duty >= 1:
             return
-        wait = min(worked * (1 - self.duty) / self.duty, MAX_PAUSE_SECONDS)
+        scale = min(1.0, (self.fast.share() - PACE_FROM) / (PACE_FULL - PACE_FROM))
+        if scale <= 0:
+            return
+        wait = min(worked * (1 - self.duty) / self.duty * scale, MAX_PAUSE_SECONDS)
         time.sleep(wait)
         self._since.at = time.monotonic()
         self._since.slept = getattr(self._since, "slept", 0.0) + wait

@@ -85,7 +85,7 @@ class Lane:
         self.streams = self.executor if threads == 1 else ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"lane-{name}-streams")
         self.admitted = 0
-        self.shared = None   # (the fast lane's: heavy.FastLoad, its count for the heavy child)
+        self.shared = None   # (the fast lane's: heavy.FastLoad, how busy it is, for the heavy child)
         self._lock = threading.Lock()
         self._gauge = ADMITTED.labels(name)
         self._rejected = REJECTED.labels(name)
