@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 MAX_PAUSE_SECONDS = 0.05   # (one pause's longest sleep: a page still answers within a few of them)
 # Pacing starts when the fast lane was busy this share of the last ~100 ms (a worker that has
 # time to spare: Tables go at full speed) and is full from the second (renewals want the CPU).
-PACE_FROM, PACE_FULL = 0.25, 0.75
+PACE_FROM, PACE_FULL = 0.5, 0.9
 
 
 class Pacer:
