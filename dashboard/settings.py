@@ -215,9 +215,9 @@ KUBEDASH_FAST_LANE_THREADS = int(os.environ.get(
 KUBEDASH_HEAVY_PROCESS = os.environ.get("KUBEDASH_HEAVY_PROCESS", "1") != "0"
 # How much lower: nice steps (0-19), or "idle" (SCHED_IDLE: only CPU nothing else wants).
 KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "19")
-# While the fast lane holds requests, the child works at most this share of the time (it sleeps
-# at each pause point, kube/yielding.py, in proportion to the work since the last): OS priority
-# alone does not keep its work off the renewals' path (docs/SERVING.md). 1 = no pacing.
+# While the fast lane is busy, the child works at most this share of the time (it sleeps at each
+# pause point, kube/yielding.py, in proportion to the work since the last; heavy_child.Pacer):
+# OS priority alone does not keep its work off the renewals' path (docs/SERVING.md). 1 = none.
 KUBEDASH_HEAVY_DUTY = float(os.environ.get("KUBEDASH_HEAVY_DUTY", "0.1"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")

@@ -46,7 +46,7 @@ from prometheus_client import Counter
 log = logging.getLogger(__name__)
 
 PACED = Counter("kubedash_heavy_paced_seconds_total",
-                "Seconds the heavy child's work paused while the fast lane held requests (heavy_child.Pacer)")
+                "Seconds the heavy child's work paused while the fast lane was busy (heavy_child.Pacer)")
 
 FULL, API = "full", "api"   # which of the bridge's handlers serves the request
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024   # (the kernel caps it at net.core.wmem_max)
