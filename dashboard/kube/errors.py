@@ -129,22 +129,25 @@ def unauthorized(message: str = "Unauthorized") -> ApiError:
     return ApiError(401, "Unauthorized", message)
 
 
+READS = frozenset({"GET", "HEAD", "OPTIONS"})   # (methods that change nothing)
+
+
 def internal_error(method: str) -> ApiError:
     """An error of ours. Most happen before a write commits, but not all (an answer that fails to
     encode after it): a write's message says what is known, not what is likely."""
-    if method in ("GET", "HEAD", "OPTIONS"):
+    if method in READS:
         return ApiError(500, "InternalError", "an internal error occurred; nothing was changed")
     return ApiError(500, "InternalError", "an internal error occurred; the request may or may not have been "
                     "applied: read the object before trying again")
 
 
-def database_lost(write: bool) -> ApiError:
+def database_lost(method: str) -> ApiError:
     """The database connection broke under the request (the database restarted or failed over,
     its session was ended): 503 with Retry-After, which client-go retries. A write's outcome is
     then unknown (the commit may have been made), and the message says so."""
-    message = ("the database connection was lost while the request was being written: it may or may not have "
-               "been applied; read the object before writing it again" if write else
-               "the database connection was lost while serving the request; try again")
+    message = ("the database connection was lost while serving the request; try again" if method in READS else
+               "the database connection was lost while the request was being written: it may or may not have "
+               "been applied; read the object before writing it again")
     return ApiError(503, "ServiceUnavailable", message, headers={"Retry-After": "1"})
 
 

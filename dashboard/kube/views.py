@@ -94,12 +94,12 @@ def exception_handler(exc, context):
     unmigrated = schema_state.not_migrated_error(exc)
     if unmigrated is not None:
         return status_response(unmigrated, request)
+    method, path = getattr(request, "method", "GET"), getattr(request, "path", "?")
     if _connection_lost(exc):
-        log.warning("database connection lost serving %s %s: %s", getattr(request, "method", "?"),
-                    getattr(request, "path", "?"), exc)
-        return status_response(database_lost(getattr(request, "method", "GET") not in ("GET", "HEAD")), request)
-    log.exception("unexpected error serving %s", getattr(request, "path", "?"))
-    return status_response(internal_error(getattr(request, "method", "GET")), request)
+        log.warning("database connection lost serving %s %s: %s", method, path, exc)
+        return status_response(database_lost(method), request)
+    log.exception("unexpected error serving %s", path)
+    return status_response(internal_error(method), request)
 
 
 class JSONOnly(BaseContentNegotiation):

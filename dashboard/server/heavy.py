@@ -107,13 +107,11 @@ class HeavyProcess:
     """The serving process's side: the child, and its idle connections."""
 
     def __init__(self, keep: int, nice: str, duty: float = 1.0):
-        if nice != "idle" and not nice.isdigit():
-            from django.core.exceptions import ImproperlyConfigured
+        from django.core.exceptions import ImproperlyConfigured
 
+        if nice != "idle" and not nice.isdigit():
             raise ImproperlyConfigured(f"KUBEDASH_HEAVY_NICE={nice!r}: a number of nice steps (0-19) or idle")
         if not 0 < duty <= 1:
-            from django.core.exceptions import ImproperlyConfigured
-
             raise ImproperlyConfigured(f"KUBEDASH_HEAVY_DUTY={duty!r}: a share of the time above 0, at most 1")
         self.keep, self.nice, self.duty = keep, nice, duty
         self.fast_load = FastLoad()
