@@ -59,7 +59,7 @@ ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,1
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "dashboard.web.admin_config.KubedashAdminConfig",   # Django's admin, for unlimited admins only
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

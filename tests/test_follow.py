@@ -294,6 +294,34 @@ def test_followed_cluster_is_read_only_through_the_api(here):
     assert status == 200 and body["kind"] == "Table" and len(body["rows"]) == len(holders(here, "/clusters/prod"))
 
 
+def _anonymous(server, path: str, authorization: str | None) -> tuple[int, dict]:
+    import http.client
+
+    import orjson
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+    conn.request("GET", path, headers={"Authorization": authorization} if authorization else {})
+    resp = conn.getresponse()
+    body = orjson.loads(resp.read())
+    conn.close()
+    return resp.status, body
+
+
+def test_followed_names_cannot_be_told_apart_without_credentials(here):
+    """Issue 43: /clusters/<followed>/version, api, apis, api/v1 and openapi/v3 answered 200
+    anonymously while an unknown name answered 401. Now every path of every name (local too) is
+    the same 401 without valid credentials, discovery and /version included."""
+    for authorization in (None, "Bearer not-a-token"):
+        answers = {}
+        for name in ("prod", "nope", "local"):
+            for path in ("/version", "/api", "/apis", "/api/v1", "/openapi/v3", f"{LEASES}/leases"):
+                status, body = _anonymous(here, f"/clusters/{name}{path}", authorization)
+                answers[name, path] = (status, body["reason"], body["message"])
+        assert set(answers.values()) == {(401, "Unauthorized", "Unauthorized")}, answers
+    status, body = _anonymous(here, "/clusters/prod/version", f"Bearer {here.admin_token}")
+    assert status == 200 and "gitVersion" in body
+
+
 def test_a_viewer_limited_to_local_sees_nothing_of_prod(here):
     token = shell(here, "from dashboard.access.models import Profile\n"
                         "from dashboard.access.tokens import issue_token\n"

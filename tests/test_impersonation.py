@@ -177,6 +177,17 @@ def test_groups_uid_or_extra_without_a_user_is_a_bad_request(make_api, headers, 
                                "(kubectl: --as)")
 
 
+def test_one_user_at_a_time(make_api, alice):
+    """Issue 43: two Impersonate-User headers (joined with a comma on their way in) were served as
+    one user "a,b"; kube answers 400. The same for two Impersonate-Uid."""
+    admin = make_api("admin")
+    for headers in ({"Impersonate-User": "alice,bob"}, {"Impersonate-User": "alice", "Impersonate-Uid": "1,2"}):
+        r = admin.get(LEASES.format(ns="team-a"), headers=headers)
+        assert r.status_code == 400, r.content
+        body = r.json()
+        assert body["reason"] == "BadRequest" and "may be sent only once" in body["message"], body
+
+
 def test_a_share_link_session_cannot_impersonate(make_api):
     """Only the API's callers: a principal from a share link is never an impersonator."""
     from dashboard.access.impersonation import may_impersonate
@@ -390,3 +401,42 @@ def test_a_watch_ends_when_the_impersonated_users_limits_change(live):
                 break
             assert time.monotonic() < deadline, "the stream outlived the impersonated user's access"
         assert event["object"]["code"] == 403 and 'User "imp-moved" cannot watch' in event["object"]["message"]
+
+
+def test_two_impersonate_user_headers_on_the_wire_are_a_bad_request(live):
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", live.http_port, timeout=30)
+    conn.putrequest("GET", LEASES.format(ns="imp-a"))
+    conn.putheader("Authorization", f"Bearer {live.admin_token}")
+    conn.putheader("Impersonate-User", "imp-alice")
+    conn.putheader("Impersonate-User", "live-admin")
+    conn.endheaders()
+    resp = conn.getresponse()
+    body = orjson.loads(resp.read())
+    conn.close()
+    assert resp.status == 400 and body["reason"] == "BadRequest", body
+
+
+def test_a_watch_as_a_name_that_becomes_a_limited_user_ends(live):
+    """Issue 43: a watch impersonating a name that is no user (its groups decide) kept those rights
+    after the name became a user limited to another namespace. The user's creation now re-checks
+    it (access-change notices by name), and its grant applies: 403."""
+    token = live.token("imp-watch-admin-2", "admin")
+    with live.watch(ALL_LEASES + "?watch=true&allowWatchBookmarks=true", token=token,
+                    headers={"Impersonate-User": "imp-future", "Impersonate-Group": "kubedash:role:viewer"}) as stream:
+        assert stream.status == 200
+        assert stream.next(timeout=15) is not None   # a bookmark: the stream is open
+        live.manage("shell", "-c", (
+            "from dashboard.access.tokens import ensure_user\n"
+            "from dashboard.access.models import Profile\n"
+            "user = ensure_user('imp-future', 'viewer')\n"
+            "p = Profile.objects.get(user=user)\np.namespaces = ['imp-z']\np.save()\n"))
+        deadline = time.monotonic() + 20   # (bookmarks arrive every second meanwhile)
+        while True:
+            event = stream.next(timeout=30)
+            assert event is not None, "the stream ended without an ERROR event"
+            if event["type"] == "ERROR":
+                break
+            assert time.monotonic() < deadline, "the stream outlived the name becoming a limited user"
+        assert event["object"]["code"] == 403 and 'User "imp-future" cannot watch' in event["object"]["message"]

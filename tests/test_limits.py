@@ -189,8 +189,10 @@ def server(tmp_path_factory):
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
     http_port, tls_port = free_port(), free_port()
     log = open(data_dir / "server.log", "wb")
+    # (--proxy-headers: each test's page sockets come from a client address of their own, the
+    # X-Forwarded-For a proxy would add, so the handshake budgets of one do not spend another's)
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--port",
-                             str(http_port), "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log,
+                             str(http_port), "--tls-port", str(tls_port), "--proxy-headers"], env=env, cwd=ROOT, stdout=log,
                             stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while True:
@@ -471,11 +473,15 @@ def _close_code(ws) -> int | None:
     return None
 
 
-def _page_socket(server, session: str):
+def _page_socket(server, session: str, client: str, forwarded_for: str = ""):
+    """A live page's socket with this session cookie, from `client` (the address the proxy adds
+    last to X-Forwarded-For, after any the client sent itself: `forwarded_for`)."""
     import websocket
 
+    chain = f"{forwarded_for}, {client}" if forwarded_for else client
     return websocket.create_connection(f"ws://127.0.0.1:{server.http_port}/ws/live/?view=leases&namespace=default&rv=0",
-                                       cookie=f"sessionid={session}", origin=server.http_url, timeout=30)
+                                       cookie=f"sessionid={session}", origin=server.http_url, timeout=30,
+                                       header=[f"X-Forwarded-For: {chain}"])
 
 
 def test_websocket_messages_are_bounded(server):
@@ -483,13 +489,13 @@ def test_websocket_messages_are_bounded(server):
     not a TCP reset: issue 29), not buffered; any frame at all is closed with 4008 (pages send
     none: web/socket_limits.py)."""
     session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
-    ws = _page_socket(server, session)
+    ws = _page_socket(server, session, "10.9.0.1")
     try:
         ws.send("x" * (70 * 1024))
         assert _close_code(ws) == 1009, "a 70 KiB websocket frame was not refused with 1009"
     finally:
         ws.close()
-    ws = _page_socket(server, session)
+    ws = _page_socket(server, session, "10.9.0.1")
     try:
         ws.send("small")
         assert _close_code(ws) == 4008
@@ -504,20 +510,20 @@ def test_page_socket_handshakes_are_budgeted_per_session(server):
     import websocket
 
     session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
-    opened = [_page_socket(server, session) for _ in range(SOCKET_BURST)]
+    opened = [_page_socket(server, session, "10.9.0.2") for _ in range(SOCKET_BURST)]
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
-        _page_socket(server, session)
+        _page_socket(server, session, "10.9.0.2")
     assert refused.value.status_code == 429
     for ws in opened:
         ws.close()
     # (the same user's other sessions share the user's budget too: web/socket_limits.py)
     other = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "other-viewer")).strip().splitlines()[-1]
-    ws = _page_socket(server, other)
+    ws = _page_socket(server, other, "10.9.0.2")
     ws.send("x")   # closed (4008), and the rest of this session's budget is gone
     assert _close_code(ws) == 4008
     ws.close()
     with pytest.raises(websocket.WebSocketBadStatusException):
-        _page_socket(server, other)
+        _page_socket(server, other, "10.9.0.2")
     # Every socket closed this way ended its page too (its subscriptions with it).
     deadline = time.monotonic() + 30
     while True:
@@ -526,6 +532,32 @@ def test_page_socket_handshakes_are_budgeted_per_session(server):
             break
         assert time.monotonic() < deadline, metrics.decode()[-2000:]
         time.sleep(0.5)
+
+
+def test_made_up_session_cookies_spend_their_address_budget(server):
+    """Issue 43: the handshake budget was keyed on the session cookie the client sent, so a new
+    made-up cookie each time was never refused (2,431-3,263 handshakes in 10 s). Handshakes are
+    now budgeted by client address before any session is looked up, unless the session is one a
+    page socket here authenticated with; the proxy's X-Forwarded-For entry is the address, not
+    what the client put before it."""
+    import secrets
+
+    import websocket
+
+    known = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "known-viewer")).strip().splitlines()[-1]
+    _page_socket(server, known, "10.9.0.4").close()   # (its address paid; it is known from now on)
+    answers = []
+    for _ in range(SOCKET_BURST + 1):   # (each refusal is held TARPIT seconds)
+        try:
+            # A made-up cookie, and a made-up X-Forwarded-For of its own before the proxy's entry.
+            _page_socket(server, secrets.token_urlsafe(24), "10.9.0.4", forwarded_for=secrets.token_hex(4)).close()
+            answers.append(101)
+        except websocket.WebSocketBadStatusException as refused:
+            answers.append(refused.status_code)
+    assert answers == [101] * (SOCKET_BURST - 1) + [429] * 2, answers
+    # The session a page socket authenticated with has its own budget; another address its own.
+    _page_socket(server, known, "10.9.0.4").close()
+    _page_socket(server, secrets.token_urlsafe(24), "10.9.0.5").close()
 
 
 def test_large_body_with_a_valid_session_is_read(server):
@@ -669,14 +701,14 @@ def test_hostile_refusals_are_answered_after_the_tarpit(server):
 
     # A handshake over its session's budget: refused with 429 after the hold.
     session = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "tarpit-viewer")).strip().splitlines()[-1]
-    ws = _page_socket(server, session)
+    ws = _page_socket(server, session, "10.9.0.3")
     ws.send("x")              # a stray frame: closed (4008), and the session's budget is spent
     assert _close_code(ws) == 4008
     ws.close()
     handshakes = _tarpit_held(server, "websocket_handshake")
     started = time.monotonic()
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
-        _page_socket(server, session)
+        _page_socket(server, session, "10.9.0.3")
     assert refused.value.status_code == 429
     assert time.monotonic() - started >= TARPIT
     assert _tarpit_held(server, "websocket_handshake") == handshakes + 1

@@ -80,3 +80,9 @@ class AccessChange(models.Model):
     id = models.BigAutoField(primary_key=True)
     subject = models.CharField(max_length=64)
     at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+
+def username_subject(username: str) -> str:
+    """The AccessChange subject of a user name, whether or not a user has it yet (a watch that
+    impersonates a name re-checks when it becomes, or stops being, a user); hashed to fit."""
+    return "username:" + hashlib.sha256(username.encode()).hexdigest()[:40]

@@ -48,6 +48,13 @@ class Principal:
     def is_admin(self) -> bool:
         return self.role == Role.ADMIN
 
+    @property
+    def is_full_admin(self) -> bool:
+        """An admin without namespace or cluster limits: the only principal the admin pages
+        (every token and share link, followed clusters, /metrics, Django's admin) serve. A
+        limited admin sees only its own tokens and links there."""
+        return full_admin_role(self.role, self.namespaces, self.clusters)
+
     def sees_cluster(self, name: str) -> bool:
         return not self.clusters or name in self.clusters
 
@@ -84,6 +91,12 @@ class Principal:
         if why is None and verb not in READ_VERBS and not clusters.is_local():
             return f'cluster "{clusters.current()}" is followed read-only: change it in the cluster itself'
         return why
+
+
+def full_admin_role(role: str, namespaces, clusters) -> bool:
+    """Whether a user's grant is an admin's without limits (what Django's is_staff and
+    is_superuser follow: signals.sync_staff_flags)."""
+    return role == Role.ADMIN and not namespaces and not clusters
 
 
 def principal_for(user) -> Principal:

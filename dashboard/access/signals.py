@@ -1,5 +1,10 @@
 """Access-change notices: whatever changes who may see what leaves an AccessChange row.
 
+Django's is_staff and is_superuser follow the kubedash grant (sync_staff_flags): true only for an
+admin without namespace or cluster limits, whenever the profile or the user is saved, so they are
+never a second source of rights (Django's admin serves only such admins: web/admin.py). Every user
+has a profile from its creation (a superuser's says admin).
+
 Users (deactivated, deleted, signed out), profiles (role, namespace limits), API tokens
 (revoked, expired, deleted) and share links (revoked) each record "<what>:<id>" in the same
 transaction as the change. Every process's watch hub reads these rows (kube/notify.py) and
@@ -16,11 +21,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in, user_logged_out
 from django.db import transaction
 from django.db.models import F
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import Signal
 from django.utils import timezone
 
-from .models import AccessChange, ApiToken, Profile, Role, ShareLink
+from .models import AccessChange, ApiToken, Profile, Role, ShareLink, username_subject
+from .principals import full_admin_role
 from .sessions import EPOCH_KEY
 
 log = logging.getLogger(__name__)
@@ -54,17 +60,49 @@ def sign_out_everywhere(user) -> None:
         record(f"user:{user.pk}")
 
 
+def _only_last_login(update_fields) -> bool:
+    # last_login is written on every login and changes no access.
+    return update_fields is not None and set(update_fields) <= {"last_login"}
+
+
+def _user_saving(sender, instance, update_fields=None, **kwargs):
+    """Whatever was set on the user, its staff flags say what its profile grants."""
+    if instance.pk is None or _only_last_login(update_fields):
+        return
+    profile = Profile.objects.filter(user_id=instance.pk).only("role", "namespaces", "clusters").first()
+    if profile is not None:
+        instance.is_staff = instance.is_superuser = full_admin_role(profile.role, profile.namespaces,
+                                                                      profile.clusters)
+
+
 def _user_saved(sender, instance, created, update_fields=None, **kwargs):
-    # Only fields that change access: last_login is written on every login.
-    if not created and (update_fields is None or not set(update_fields) <= {"last_login"}):
-        record(f"user:{instance.pk}")
+    if created:
+        # From its creation every user has a grant, the one place its rights come from.
+        Profile.objects.get_or_create(user=instance,
+                                      defaults={"role": Role.ADMIN if instance.is_superuser else Role.VIEWER})
+    if not _only_last_login(update_fields):
+        # (by name too: a watch impersonating this name before it was a user re-checks: signals
+        # subjects in kube/watch_views.py)
+        record(f"user:{instance.pk}", username_subject(instance.get_username()))
 
 
 def _user_deleted(sender, instance, **kwargs):
-    record(f"user:{instance.pk}")
+    record(f"user:{instance.pk}", username_subject(instance.get_username()))
 
 
-def _profile_changed(sender, instance, **kwargs):
+def sync_staff_flags(profile: Profile) -> None:
+    """is_staff and is_superuser: true exactly for an admin without namespace or cluster limits."""
+    full = full_admin_role(profile.role, profile.namespaces, profile.clusters)
+    get_user_model().objects.filter(pk=profile.user_id).exclude(is_staff=full, is_superuser=full) \
+        .update(is_staff=full, is_superuser=full)
+
+
+def _profile_saved(sender, instance, **kwargs):
+    sync_staff_flags(instance)
+    record(f"user:{instance.user_id}")
+
+
+def _profile_deleted(sender, instance, **kwargs):
     record(f"user:{instance.user_id}")
 
 
@@ -92,9 +130,12 @@ def _logged_out(sender, request, user, **kwargs):
 
 def connect() -> None:
     User = get_user_model()
+    pre_save.connect(_user_saving, sender=User, dispatch_uid="access-user-saving")
     post_save.connect(_user_saved, sender=User, dispatch_uid="access-user-saved")
     post_delete.connect(_user_deleted, sender=User, dispatch_uid="access-user-deleted")
-    for model, handler in ((Profile, _profile_changed), (ApiToken, _token_changed), (ShareLink, _share_changed)):
+    post_save.connect(_profile_saved, sender=Profile, dispatch_uid="access-Profile-saved")
+    post_delete.connect(_profile_deleted, sender=Profile, dispatch_uid="access-Profile-deleted")
+    for model, handler in ((ApiToken, _token_changed), (ShareLink, _share_changed)):
         post_save.connect(handler, sender=model, dispatch_uid=f"access-{model.__name__}-saved")
         post_delete.connect(handler, sender=model, dispatch_uid=f"access-{model.__name__}-deleted")
     user_logged_in.connect(_logged_in, dispatch_uid="access-logged-in")

@@ -14,16 +14,14 @@ from .models import ApiToken, Profile, Role, hash_token
 
 
 def ensure_user(username: str, role: str) -> object:
-    """Create the user if needed and set its role."""
+    """Create the user if needed and set its role (its staff flags follow: access/signals.py)."""
     if role not in Role.values:
         raise ValueError(f"role must be one of {', '.join(Role.values)}")
     User = get_user_model()
     with transaction.atomic():
         user, _ = User.objects.get_or_create(username=username)
         Profile.objects.update_or_create(user=user, defaults={"role": role})
-        if role == Role.ADMIN and not user.is_staff:
-            user.is_staff = user.is_superuser = True
-            user.save(update_fields=["is_staff", "is_superuser"])
+    user.refresh_from_db(fields=["is_staff", "is_superuser"])
     return user
 
 

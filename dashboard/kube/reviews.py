@@ -201,9 +201,9 @@ def non_resource_refusal(principal, verb: str, path: str) -> str | None:
     if path == METRICS_PATH:
         from django.conf import settings
 
-        if principal.is_admin or (not principal.is_share and principal.username in settings.KUBEDASH_METRICS_USERS):
+        if principal.is_full_admin or (not principal.is_share and principal.username in settings.KUBEDASH_METRICS_USERS):
             return None
-        return "/metrics is for admins and KUBEDASH_METRICS_USERS"
+        return "/metrics is for admins without namespace or cluster limits and KUBEDASH_METRICS_USERS"
     if any(path == p or (p.endswith("*") and path.startswith(p[:-1])) for p in PUBLIC_PATHS):
         return None
     return f'kubedash serves nothing at "{path}"'

@@ -22,7 +22,7 @@ from rest_framework.request import Request
 
 from dashboard.access import clusters, impersonation
 from dashboard.access.authentication import BearerTokenAuthentication, token_principal
-from dashboard.access.models import hash_token
+from dashboard.access.models import hash_token, username_subject
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
 
@@ -132,10 +132,12 @@ def _access(request):
 
 def _subjects(principal, *caller: str) -> tuple[str, ...]:
     """What the stream's access depends on: the caller's token and user, and the impersonated
-    kubedash user's (its role or limits may change)."""
-    if principal.impersonator and principal.user_id is not None:
-        return (*caller, f"user:{principal.user_id}")
-    return caller
+    identity's: a kubedash user's (its role or limits may change), and by name (a name that is
+    no user yet may become one, whose grant then applies: access/signals.py)."""
+    if not principal.impersonator:
+        return caller
+    by_name = username_subject(principal.username)
+    return (*caller, f"user:{principal.user_id}", by_name) if principal.user_id is not None else (*caller, by_name)
 
 
 def _prepare(request, kw: dict, single_name: str | None, make_subscriber):

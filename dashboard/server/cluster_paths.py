@@ -6,7 +6,7 @@ discovery, lists, Tables and watches below answer as for local objects, and runs
 as work about that cluster (access/clusters.py: the store's queries, watch subscriptions and
 Principal.can follow it). Writes are refused before the body is read: a followed cluster
 changes only in the cluster itself. Names cannot be probed: without valid credentials every
-name is 401; with them, a name that is not followed and one the caller may not see (a user
+name is 401 on every path (/version and discovery included); with them, a name that is not followed and one the caller may not see (a user
 limited to other clusters) get the same 404, discovery included. "local" names kubedash's own
 objects, read-only here too.
 """
@@ -66,9 +66,11 @@ class ClusterPaths:
             return await _refuse(send, ApiError(503, "ServiceUnavailable",
                                                 "the store is unavailable: try again shortly",
                                                 headers={"Retry-After": "1"}))
-        if not known and caller is None:
-            return await _refuse(send, unauthorized())   # 401 first, as kube would
-        if not known or (caller is not None and not caller.sees_cluster(name)):
+        if caller is None:
+            # Every name, known or not, and every path (discovery and /version too, which the
+            # local API answers anonymously): otherwise an answer would tell followed names apart.
+            return await _refuse(send, unauthorized())
+        if not known or not caller.sees_cluster(name):
             # The same answer for a cluster that is not followed and one this caller may not see.
             return await _refuse(send, ApiError(
                 404, "NotFound", f'cluster "{name}" is not followed here (`manage.py follow list` shows those that are)'))

@@ -5,7 +5,8 @@ dashboard.server.workers) every worker writes its counters there and a scrape of
 reads all of them; without it (one process) the process's own registry is served. The
 revision-log figures are read from the database at scrape time (dashboard.kube.metrics).
 
-Who may read it: admins (bearer token or session), the users named in KUBEDASH_METRICS_USERS
+Who may read it: admins without namespace or cluster limits (bearer token or session; it names
+every followed cluster), the users named in KUBEDASH_METRICS_USERS
 (e.g. a viewer token for Prometheus), the static KUBEDASH_METRICS_TOKEN; anonymously only
 when KUBEDASH_METRICS_ANONYMOUS is on. Otherwise 401 / 403 as kube-apiserver answers them.
 """
@@ -56,7 +57,7 @@ def _check(request) -> None:
             return
         raise unauthorized()
     request.user = principal   # for the request log
-    if principal.is_admin or (not principal.is_share and principal.username in settings.KUBEDASH_METRICS_USERS):
+    if principal.is_full_admin or (not principal.is_share and principal.username in settings.KUBEDASH_METRICS_USERS):
         return
     raise _forbidden(principal.username)
 

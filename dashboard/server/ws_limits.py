@@ -3,8 +3,9 @@
 A flood of frames costs the reactor their parsing and the application a queue entry each (20
 sockets sending 1.1 million frames in 6 s cut Lease renewals from 481/s to 6/s); reconnecting
 costs a handshake and the session and user reads of Channels' auth. So, in Daphne's protocol:
-- the handshake is refused with 429 over a budget per session cookie (or per client address
-  without one): KUBEDASH_WEBSOCKET_CONNECT_BURST at once, KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND
+- the handshake is refused with 429 over a budget per client address (the proxy's X-Forwarded-For
+  entry behind --proxy-headers), or per session for a session cookie a page socket of this process
+  has authenticated with (web/socket_limits.py): KUBEDASH_WEBSOCKET_CONNECT_BURST at once, KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND
   after, before the application or the database is reached, and after the tarpit's delay
   (server/tarpit.py: a client reconnecting in a loop gets one refusal a second a connection);
 - pages send one thing, PONG, their answer to each heartbeat BEAT (web/consumers.py): it is
@@ -36,16 +37,34 @@ PONG = b"pong"        # as web/consumers.PONG: the page's answer to a heartbeat
 PONGS_PER_BEAT = 2    # a page answers once a beat; twice allows for beats it heard late
 
 
-def _key(request) -> str:
+def _session_cookie(request) -> str:
     try:
         cookie = SimpleCookie(request.headers.get("cookie", ""))
     except CookieError:
-        cookie = None
-    session = cookie.get(settings.SESSION_COOKIE_NAME) if cookie else None
-    if session is not None and session.value:
-        return f"session:{session.value}"
-    peer = getattr(request, "peer", "") or ""
-    return f"client:{peer.rsplit(':', 1)[0]}"
+        return ""
+    session = cookie.get(settings.SESSION_COOKIE_NAME)
+    return session.value if session is not None else ""
+
+
+def client_address(transport, headers: dict, forwarded_header: str | None) -> str:
+    """Who is connecting: the peer, or behind a trusted proxy (serve --proxy-headers) the address
+    that proxy added, the last of X-Forwarded-For (the ones before it are the client's own words)."""
+    address = str(getattr(transport.getPeer(), "host", ""))
+    if forwarded_header:
+        added = headers.get(forwarded_header.lower(), "").rsplit(",", 1)[-1].strip()
+        address = added or address
+    return address
+
+
+def _key(protocol, request) -> str:
+    """Whose handshake budget: a session's once a page socket here authenticated with it, else
+    the client address's, decided before any session is looked up (a cookie made up for each
+    handshake is only an address's)."""
+    session = protocol.session
+    if session and socket_limits.session_known(session):
+        return socket_limits.session_budget(session)
+    forwarded = protocol.factory.server_class.proxy_forwarded_address_header
+    return f"client:{client_address(protocol.transport, request.headers, forwarded)}"
 
 
 def _refuse():
@@ -57,8 +76,11 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
     denied = False    # the handshake was refused: Daphne never knew this connection
     refused = False   # a frame came: closing
 
+    session = ""   # the handshake's session cookie, if any
+
     def onConnect(self, request):
-        self.budget_key = _key(request)
+        self.session = _session_cookie(request)
+        self.budget_key = _key(self, request)
         if not socket_limits.connects().take(self.budget_key):
             self.denied = True
             return tarpit.deferred("websocket_handshake", _refuse) or _refuse()
@@ -75,6 +97,10 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
         # the disconnect and unsubscribing)
         self.refused = True
         socket_limits.connects().take(self.budget_key, FRAME_COST)
+        if self.session and socket_limits.session_known(self.session) and \
+                self.budget_key != socket_limits.session_budget(self.session):
+            # (its first socket, paid for by its address: the session pays for its frame too)
+            socket_limits.connects().take(socket_limits.session_budget(self.session), FRAME_COST)
         self.transport.pauseProducing()
         self.sendClose(code=CLOSE_POLICY)
 

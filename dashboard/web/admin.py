@@ -1,7 +1,9 @@
 """The user admin (Django's, /admin/): a user's role and limits edited with the user.
 
 Namespaces and clusters are lists (empty: all); a user limited to clusters sees only those on
-the pages and the API (access/principals.py, Principal.sees_cluster).
+the pages and the API (access/principals.py, Principal.sees_cluster). Only admins without limits
+enter (admin_site.py); is_staff and is_superuser are shown, not edited: they follow the role
+(access/signals.py).
 """
 from django import forms
 from django.contrib import admin
@@ -46,3 +48,9 @@ if admin.site.is_registered(User):
 @admin.register(User)
 class KubedashUserAdmin(UserAdmin):
     inlines = [ProfileInline]
+    readonly_fields = ("is_staff", "is_superuser", "last_login", "date_joined")
+    # Django's groups and permissions grant nothing here: rights are the kubedash access below.
+    fieldsets = tuple((name, {**opts, "fields": tuple(f for f in opts["fields"]
+                                                     if f not in ("groups", "user_permissions"))})
+                      for name, opts in UserAdmin.fieldsets)
+    list_filter = ("is_active", "kube_profile__role")

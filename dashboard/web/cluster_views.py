@@ -97,8 +97,10 @@ def admin_required(view):
     @user_required
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if not principal_for(request.user).is_admin:
-            return forbidden(request, "Only admins can manage followed clusters.")
+        if not principal_for(request.user).is_full_admin:
+            # (a followed cluster's credentials reach every namespace of it, and its write mode
+            # decides what every user may do there)
+            return forbidden(request, "Only admins without namespace or cluster limits can manage followed clusters.")
         return view(request, *args, **kwargs)
     return wrapper
 

@@ -224,6 +224,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if record is not None:
             record["user"] = self.principal.username
         self.budgets = [subjects[0] if subjects else self.principal.username]   # whose budget (socket_limits)
+        session = self.scope.get("session")
+        socket_limits.vouch_for_session(session.session_key if session is not None else None)
         if not socket_limits.may_connect(self.budgets[0]):
             await self.accept()   # (to say why: a refused handshake reaches the page as 1006)
             await self.close(code=socket_limits.CLOSE_TOO_MANY)

@@ -128,9 +128,9 @@ def revoke(link: ShareLink) -> None:
 
 
 def visible_links(principal: Principal, user):
-    """Admins see every link; everyone else the links they made."""
+    """Admins without limits see every link; everyone else (a limited admin too) the links they made."""
     rows = ShareLink.objects.select_related("creator").order_by("-created")
-    return rows if principal.is_admin else rows.filter(creator=user)
+    return rows if principal.is_full_admin else rows.filter(creator=user)
 
 
 # ---------------------------------------------------------------------------------------------

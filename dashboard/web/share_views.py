@@ -74,9 +74,9 @@ def share_list(request):
     now = timezone.now()
     rows = [{"link": link, "state": link.state(now),
              "scope": describe(link.kind, link.namespace, link.label_selector, cluster=link.cluster),
-             "can_revoke": principal.is_admin or link.creator_id == request.user.pk}
+             "can_revoke": principal.is_full_admin or link.creator_id == request.user.pk}
             for link in share.visible_links(principal, request.user)]
-    return render(request, "web/share/list.html", _context(request, rows=rows, all_links=principal.is_admin))
+    return render(request, "web/share/list.html", _context(request, rows=rows, all_links=principal.is_full_admin))
 
 
 @share.user_required
@@ -124,7 +124,7 @@ def share_new(request):
 def share_revoke(request, link_id: int):
     principal = principal_for(request.user)
     link = get_object_or_404(ShareLink, pk=link_id)
-    if not (principal.is_admin or link.creator_id == request.user.pk):
+    if not (principal.is_full_admin or link.creator_id == request.user.pk):
         # Don't confirm that someone else's link exists.
         raise Http404("No such share link.")
     share.revoke(link)

@@ -2,8 +2,8 @@
 user may open one.
 
 Under Daphne the protocol enforces both first, before the application or the database is
-reached (server/ws_limits.py: handshakes per session cookie, PONGs per socket, any other frame
-closes); what is here holds for any server and per user (whichever session or token).
+reached (server/ws_limits.py: handshakes per client address, or per session once a socket here
+authenticated with it; PONGs per socket, any other frame closes); what is here holds for any server and per user (whichever session or token).
 
 Pages only listen, but for PONG, live.js's answer to each heartbeat BEAT (web/consumers.py);
 the htmx extension sends nothing over the socket. So any other frame from a client is not a page's: the socket is closed with CLOSE_POLICY (4008) on the first one,
@@ -17,6 +17,8 @@ than KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES are refused by the protocol with 1009 
 docs/SERVING.md, "Limits".
 """
 from __future__ import annotations
+
+import time
 
 from django.conf import settings
 from prometheus_client import Counter
@@ -32,6 +34,37 @@ REFUSED = Counter("kubedash_websocket_refused_total", "Page sockets closed for w
 
 
 _connects: Budget | None = None
+
+# Session cookies this process has seen belong to someone (a page socket authenticated with it):
+# only those are budgeted by session at the protocol (server/ws_limits.py); any other handshake is
+# budgeted by its client's address, before a session is looked up, so cookies made up for each
+# handshake buy nothing. {session key: monotonic time it was last vouched for}
+KNOWN_SESSION_SECONDS = 600.0
+MAX_KNOWN_SESSIONS = 10_000
+_known_sessions: dict[str, float] = {}
+
+
+def session_budget(session_key: str) -> str:
+    """The handshake budget's key of a session the protocol knows (server/ws_limits.py)."""
+    return f"session:{session_key}"
+
+
+def vouch_for_session(session_key: str | None) -> None:
+    """A page socket authenticated with this session (web/consumers.py): its next handshakes
+    spend the session's budget, which this one's counts against too (its address paid for it)."""
+    if not session_key:
+        return
+    if not session_known(session_key):
+        connects().take(session_budget(session_key))
+    _known_sessions.pop(session_key, None)
+    _known_sessions[session_key] = time.monotonic()
+    while len(_known_sessions) > MAX_KNOWN_SESSIONS:
+        del _known_sessions[next(iter(_known_sessions))]   # (the oldest vouched for)
+
+
+def session_known(session_key: str) -> bool:
+    at = _known_sessions.get(session_key)
+    return at is not None and time.monotonic() - at < KNOWN_SESSION_SECONDS
 
 
 def connects() -> Budget:

@@ -1,4 +1,5 @@
-"""The tokens page: API tokens for the signed-in user (admins see everyone's).
+"""The tokens page: API tokens for the signed-in user (admins without limits see everyone's;
+a limited admin, like everyone else, only its own).
 
 A token is shown once, on the page that answers its creation (or inside the kubeconfig
 download that creates it); only its sha256 is stored.
@@ -65,14 +66,14 @@ def tls_port() -> int:
 
 def _rows(request, principal):
     rows = ApiToken.objects.select_related("user").filter(revoked=False).order_by("-created")
-    return rows if principal.is_admin else rows.filter(user=request.user)
+    return rows if principal.is_full_admin else rows.filter(user=request.user)
 
 
 def _page(request, status=200, **extra):
     principal = principal_for(request.user)
     namespace = sorted(principal.namespaces)[0] if principal.namespaces else "default"
     ctx = {"principal": principal, "active": "tokens", "tokens": _rows(request, principal),
-           "all_tokens": principal.is_admin, "form": TokenForm(),
+           "all_tokens": principal.is_full_admin, "form": TokenForm(),
            "kube_form": KubeconfigForm(initial={"name": "kubeconfig", "server": guess_server(request),
                                                 "namespace": namespace}),
            **extra}
@@ -100,7 +101,7 @@ def tokens(request):
 def token_revoke(request, token_id: int):
     principal = principal_for(request.user)
     row = get_object_or_404(ApiToken, pk=token_id, revoked=False)
-    if not (principal.is_admin or row.user_id == request.user.pk):
+    if not (principal.is_full_admin or row.user_id == request.user.pk):
         raise Http404("No such token.")
     row.revoked = True
     row.save(update_fields=["revoked"])
