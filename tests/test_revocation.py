@@ -608,12 +608,15 @@ def test_kubectl_watch_ends_with_unauthorized(kube_server, tmp_path):
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}, "spec": {}}
         assert kube_server.request("POST", path, body)[0] == 201
         deadline = time.monotonic() + WAIT
+        tries = 0
         while not any("probe" in line for line in out):
             assert time.monotonic() < deadline, out
             try:
                 out.append(lines.get(timeout=0.5))
             except queue.Empty:
-                kube_server.request("PATCH", path + "/probe", b'{"spec":{"holderIdentity":"%d"}}' % len(out),
+                # (each a real change: a watch that opened after the last one sees the next)
+                tries += 1
+                kube_server.request("PATCH", path + "/probe", b'{"spec":{"holderIdentity":"%d"}}' % tries,
                                     content_type="application/merge-patch+json")
         kube_server.manage("shell", "-c", (
             "from dashboard.access.models import ApiToken\n"
