@@ -330,14 +330,14 @@ import json, time
 from django.contrib.auth import get_user_model
 from django.test import RequestFactory
 from dashboard.kube.meta import now
-from dashboard.web import kinds, present as p, views
+from dashboard.web import kinds, present as p, queries, views
 user = get_user_model().objects.get(username={user!r})
 out = {{}}
 for web in kinds.registered():
     kind, path, view = web.kind, web.list_url, views.KindListView.as_view(web=web)
     rows = {{\"fetch\": [], \"present\": [], \"view\": []}}
     for i in range({repeat} + 1):   # the first is a warm-up (template compilation, caches)
-        t0 = time.perf_counter(); f = views.fetch(kind, [{ns!r}], None, \"\", 1000, \"\")
+        t0 = time.perf_counter(); f = queries.fetch(kind, [{ns!r}], None, \"\", 1000, \"\")
         t1 = time.perf_counter(); p.page_context(kind, f.objects, now())
         t2 = time.perf_counter()
         request = RequestFactory().get(path, {{\"namespace\": {ns!r}, \"limit\": \"1000\"}}); request.user = user

@@ -491,7 +491,7 @@ def test_a_push_batch_of_rows_and_other_changes_parses_whole(db_beside_playwrigh
 
     from dashboard.kube.hub import Event
     from dashboard.web import live
-    from dashboard.web.consumers import parse_spec
+    from dashboard.web.live_page import PageSocket, PageView
     from manifests import lease
 
     def event(rv, name, type_="MODIFIED", holder="node-a"):
@@ -499,19 +499,19 @@ def test_a_push_batch_of_rows_and_other_changes_parses_whole(db_beside_playwrigh
         obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
         return ("lease", Event(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode()))
 
-    spec = parse_spec(b"view=leases&namespace=mix&paged=1&first=mix/b&last=mix/d&rv=10")
-    shown, known = [("mix", "b"), ("mix", "c"), ("mix", "d")], {("mix", k) for k in "bcdxy"}
+    socket = PageSocket(view=PageView.parse(b"view=leases&namespace=mix&paged=1&first=mix/b&last=mix/d&rv=10"),
+                        shown=[("mix", "b"), ("mix", "c"), ("mix", "d")], known={("mix", k) for k in "bcdxy"})
     pending = {("Lease", "mix", "a"): ("ADDED", event(11, "a", "ADDED")[1]),           # new, not on this page
                ("Lease", "mix", "b"): ("MODIFIED", event(12, "b", holder="node-z")[1]),
                ("Lease", "mix", "c"): ("DELETED", event(13, "c", "DELETED")[1]),
                ("Lease", "mix", "d"): ("MODIFIED", event(14, "d", holder="node-q")[1])}
-    messages = live.render_changes(spec, pending, shown, known)
+    messages = live.render_changes(socket, pending)
     parsed = parsed_ids(chromium, messages, None)
     ids = [i for ids in parsed for i in ids]
     for wanted in ("lease-mix--b", "lease-mix--d", "lease-mix--c", "items-new", "live-rv"):
         assert wanted in ids, f"{wanted} lost in parsing: {parsed} from {messages}"
     assert ids.count("items-new") == 1
-    assert spec.announced == 1 and shown == [("mix", "b"), ("mix", "d")]
+    assert socket.announced == 1 and socket.shown == [("mix", "b"), ("mix", "d")]
 
 
 def parsed_ids(chromium, messages: list[str], selector: str | None) -> list[list[str]]:
@@ -538,7 +538,7 @@ def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(db_beside_pl
 
     from dashboard.kube.hub import Event
     from dashboard.web import live
-    from dashboard.web.consumers import parse_spec
+    from dashboard.web.live_page import PageSocket, PageView
     from manifests import lease
 
     def event(rv, name, type_):
@@ -546,17 +546,17 @@ def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(db_beside_pl
         obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
         return Event(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode())
 
-    spec = parse_spec(b"view=leases&namespace=mix&rv=10")
-    shown, known = [("mix", "a"), ("mix", "b")], {("mix", "a"), ("mix", "b")}
+    socket = PageSocket(view=PageView.parse(b"view=leases&namespace=mix&rv=10"),
+                        shown=[("mix", "a"), ("mix", "b")], known={("mix", "a"), ("mix", "b")})
     pending = {("Lease", "mix", "a"): ("MODIFIED", event(11, "a", "MODIFIED")),
                ("Lease", "mix", "b"): ("DELETED", event(12, "b", "DELETED")),
                ("Lease", "mix", "c"): ("ADDED", event(13, "c", "ADDED"))}
-    messages = live.render_changes(spec, pending, shown, known)
+    messages = live.render_changes(socket, pending)
     parsed = parsed_ids(chromium, messages, "[id]")
     ids = [i for ids in parsed for i in ids]
     for wanted in ("lease-mix--a", "lease-mix--b", "lease-mix--c", "live-rv"):
         assert wanted in ids, f"{wanted} lost in parsing: {parsed} from {messages}"
-    assert shown == [("mix", "a"), ("mix", "c")]
+    assert socket.shown == [("mix", "a"), ("mix", "c")]
 
 
 def test_new_objects_count_goes_on_after_a_reconnect(page, kube_server, ns):

@@ -84,6 +84,18 @@ async def test_nothing_for_writes_outside_the_view(user, store_ops):
     await comm.disconnect()
 
 
+async def test_the_name_search_pushes_what_the_page_lists_whatever_the_case(user, store_ops):
+    """The page's name search ignores case (test_pages: ?q=AMM lists "gamma"); so do its pushes."""
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=leases&q=AMM&rv={rv}")
+    assert ok
+    await _write(store_ops.create, "other")
+    await _write(store_ops.create, "gamma")
+    html = await comm.receive_from(timeout=5)   # (a push of the earlier write would come first)
+    assert "lease-default--gamma" in html and "lease-default--other" not in html
+    await comm.disconnect()
+
+
 async def test_new_rows_land_in_order_and_deletes_remove(user, store_ops):
     await _write(store_ops.create, "b")
     await _write(store_ops.create, "d")
@@ -226,6 +238,25 @@ async def test_overview_recounts_namespaces(user, store_ops):
     await _write(store_ops.create, "b", ns="ov-b")       # a namespace the page has not seen
     html = await comm.receive_from(timeout=5)
     assert 'hx-swap-oob="innerHTML:#namespaces"' in html and 'id="ns-ov-a"' in html and 'id="ns-ov-b"' in html
+    await comm.disconnect()
+
+
+async def test_overview_pushes_the_cards_its_page_shows(store_ops, transactional_db):
+    """A namespace-limited viewer's Overview has a card for each of their namespaces, an empty
+    one too (views.overview); its pushes keep every one of them."""
+    from dashboard.access.models import Profile
+    from dashboard.access.tokens import ensure_user
+
+    limited = await sync_to_async(ensure_user)("ov-limited", "viewer")
+    await sync_to_async(Profile.objects.filter(user=limited).update)(namespaces=["ov-a", "ov-empty"])
+    limited = await sync_to_async(lambda: type(limited).objects.select_related("kube_profile").get(pk=limited.pk))()
+    await _write(store_ops.create, "a", ns="ov-a")
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(limited, f"view=overview&rv={rv}")
+    assert ok
+    await _write(store_ops.create, "b", ns="ov-a")
+    html = await comm.receive_from(timeout=5)
+    assert 'hx-swap-oob="innerHTML:#namespaces"' in html and 'id="ns-ov-a"' in html and 'id="ns-ov-empty"' in html
     await comm.disconnect()
 
 

@@ -194,7 +194,7 @@ def test_a_warning_pushes_only_its_rows_badge_on_a_paged_list(api):
 
     from dashboard.kube.hub import Event
     from dashboard.web import live
-    from dashboard.web.consumers import parse_spec
+    from dashboard.web.live_page import PageSocket, PageView
 
     for name in ("pa", "pb", "pz"):
         assert api.post(JOBS, job(name)).status_code == 201
@@ -203,14 +203,14 @@ def test_a_warning_pushes_only_its_rows_badge_on_a_paged_list(api):
         r = api.post(EVENTS, event(name, "BackoffLimitExceeded", "backoff limit", "Warning", obj=about))
         assert r.status_code == 201, r.content
         made.append(r.json())
-    spec = parse_spec(b"view=jobs&namespace=default&rv=1&paged=1&first=default/pa&last=default/pb")
-    shown, known = [("default", "pa"), ("default", "pb")], {("default", "pa"), ("default", "pb")}
+    socket = PageSocket(view=PageView.parse(b"view=jobs&namespace=default&rv=1&paged=1&first=default/pa&last=default/pb"),
+                        shown=[("default", "pa"), ("default", "pb")], known={("default", "pa"), ("default", "pb")})
     pending = {("Event", "default", o["metadata"]["name"]): (
         "ADDED", Event(int(o["metadata"]["resourceVersion"]), "Event", "default", o["metadata"]["name"], "ADDED",
                        orjson.dumps(o).decode())) for o in made}
-    messages = live.render_changes(spec, pending, shown, known)
+    messages = live.render_changes(socket, pending)
     html = "".join(messages)
     assert 'id="job-default--pa"' in html and "1 warning" in html
-    assert "job-default--pz" not in html and "new object" not in html and spec.announced == 0
-    assert shown == [("default", "pa"), ("default", "pb")] and ("default", "pz") not in known
+    assert "job-default--pz" not in html and "new object" not in html and socket.announced == 0
+    assert socket.shown == [("default", "pa"), ("default", "pb")] and ("default", "pz") not in socket.known
     assert 'id="list-totals"' not in html

@@ -453,7 +453,7 @@ def test_limited_viewer_pages_across_namespaces(spread, api, login):
 
 
 def test_namespace_summary_for_the_live_overview(api):
-    from dashboard.web.views import namespace_summary
+    from dashboard.web.queries import namespace_summary
     assert api.post(LEASES, fresh_lease("a")).status_code == 201
     card = namespace_summary("default", datetime.now(timezone.utc))
     assert card["dom_id"] == "ns-default" and card["leases"]["held"] == 1

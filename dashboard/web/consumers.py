@@ -13,23 +13,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
-from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.template.loader import render_to_string
 
 from dashboard.kube import registry
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
-from dashboard.kube.selectors import parse_label_selector
 from dashboard.access import clusters
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
 from dashboard.kube.hub import CLOSE, Guard, Subscriber, hub
 
 from . import cluster_scope, kinds, live, scope, share, socket_limits
+from .live_page import PageSocket, PageView
+from .queries import view_predicate
 
 log = logging.getLogger(__name__)
 
@@ -62,70 +62,6 @@ SIGNED_OUT_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page
                        '<a href="/accounts/login/">Sign in again</a></p></main>')
 NO_ACCESS_FRAGMENT = ('<main id="main" hx-swap-oob="innerHTML"><div class="page-head"><h1>Not allowed</h1></div>'
                       '<p class="alert" role="alert">You no longer have access to this page.</p></main>')
-
-
-@dataclass
-class PageSpec:
-    """What a page shows, parsed from the websocket's query string (mirrors the page URL)."""
-
-    view: str
-    kinds: tuple[str, ...]
-    namespace: str | None
-    label_selector: object
-    q: str
-    name: str
-    rv: int
-    allowed: tuple[str, ...] = ()   # the viewer's namespace limits (empty: all)
-    # One page of several (limit/continue): its first and last rows, (namespace, name). Live
-    # updates keep each row on its page: rows in the range change in place or go; new rows
-    # are announced ("N new — show"), never pushed into the page.
-    paged: bool = False
-    first: tuple[str, str] | None = None
-    last: tuple[str, str] | None = None
-    announced: int = 0
-    tab: str = ""   # a detail page's History or Field owners view (kinds.DETAIL_TABS)
-    show: str = ""  # the History view's filter (web/history.py SHOW: changes only, warnings only)
-    # A sorted view (views.KindListView.sorted): its rows are those the sorted page holds when
-    # the socket connects (`members`); they change in place and never move.
-    sort: str = ""
-    page: int = 1
-    limit: int = 0
-    members: set | None = None
-    cluster: str = "local"   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
-    # The list's namespaces for its heading counts (scope.list_scope for the viewer), and the
-    # rows before the page (its pager's "Rows 101–200 of N"; None: the page has no pager).
-    namespaces: list | None = None
-    offset: int | None = None
-    principal: object = None   # the viewer (the overview's clusters panel)
-    totals_sent: str | None = None   # the last heading counts pushed (live.render_changes)
-
-
-def _key(text: str) -> tuple[str, str] | None:
-    namespace, sep, name = text.partition("/")
-    return (namespace, name) if sep else None
-
-
-def parse_spec(query: bytes) -> PageSpec:
-    params = {k: v[-1] for k, v in parse_qs(query.decode()).items()}
-    view = params.get("view", "")
-    shown = kinds.view_kinds(view)
-    if shown is None:
-        raise ValueError(f"unknown view {view!r}")
-    rv = params.get("rv", "0")
-    sort, page, limit = params.get("sort", ""), params.get("page", "1"), params.get("limit", "0")
-    cluster = params.get("cluster") or clusters.LOCAL
-    if not clusters.NAME_RE.match(cluster):
-        raise ValueError(f"bad cluster {cluster!r}")
-    return PageSpec(cluster=cluster, sort=sort, page=int(page) if page.isdigit() else 1, limit=int(limit) if limit.isdigit() else 0,
-                    announced=int(params["announced"]) if params.get("announced", "").isdigit() else 0,
-                    offset=int(params["offset"]) if params.get("offset", "").isdigit() else None,
-                    view=view, kinds=shown, namespace=params.get("namespace") or None,
-                    label_selector=parse_label_selector(params.get("labelSelector", "")) if params.get("labelSelector") else None,
-                    q=params.get("q", ""), name=params.get("name", ""), rv=int(rv) if rv.isdigit() else 0,
-                    paged=params.get("paged") == "1" or bool(sort), first=_key(params.get("first", "")),
-                    last=_key(params.get("last", "")),
-                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "",
-                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "")
 
 
 def page_access(scope, fresh: bool = False):
@@ -187,31 +123,29 @@ def _earliest(*times):
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
+    """One page's socket. It holds the page's view as parsed from its address (self.page, a
+    live_page.PageView) and everything that changes while the socket lives (self.socket, a
+    live_page.PageSocket)."""
+
     # No channel layer: pushes come from the watch hub and access changes from its notices,
     # so a page keeps working while Redis is down (a layer's receive would fail with it).
     channel_layer_alias = None   # not a configured alias: get_channel_layer() gives None
 
     async def connect(self):
-        self.subscribers: list[Subscriber] = []
-        self.pending: dict[tuple, tuple] = {}
-        self.flush_lock = asyncio.Lock()
-        self.flush_handle = None
-        self.flush_task = None
-        self.last_flush_at = float("-inf")   # loop time of the last push
-        self.pump = None
-        self.closing = False
+        self.socket = s = PageSocket()   # (first: disconnect reads it, however early connect stops)
         try:
-            self.spec = parse_spec(self.scope.get("query_string", b""))
+            self.page = PageView.parse(self.scope.get("query_string", b""))
         except (ValueError, ApiError):
             await self.close(code=4400)
             return
+        s.rv, s.announced = self.page.rv, self.page.announced   # (they count on from the page's)
         # Everything this consumer does from here runs about the page's cluster: this task
         # (connect, later messages) and the tasks it starts (pump, flushes) copy the context.
-        clusters.enter(self.spec.cluster)
+        clusters.enter(self.page.cluster)
         await hub.start()
         generation = hub.access_generation
-        self.principal, subjects, deadline = await sync_to_async(page_access)(self.scope)
-        if self.principal is None:
+        principal, subjects, deadline = await sync_to_async(page_access)(self.scope)
+        if principal is None:
             if share.session_has_share(self.scope.get("session")):
                 await self.close(code=4403)   # the share link stopped: refused
                 return
@@ -222,194 +156,192 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         record = self.scope.get("kubedash.record")   # the websocket's log line (server/observe.py)
         if record is not None:
-            record["user"] = self.principal.username
-        self.budgets = [subjects[0] if subjects else self.principal.username]   # whose budget (socket_limits)
+            record["user"] = principal.username
+        s.budgets = (subjects[0] if subjects else principal.username,)   # whose budget (socket_limits)
         session = self.scope.get("session")
         socket_limits.vouch_for_session(session.session_key if session is not None else None)
-        if not socket_limits.may_connect(self.budgets[0]):
+        if not socket_limits.may_connect(s.budgets[0]):
             await self.accept()   # (to say why: a refused handshake reaches the page as 1006)
             await self.close(code=socket_limits.CLOSE_TOO_MANY)
             return
-        if not live.may_view(self.principal, self.spec.namespace, self.spec.kinds) or \
-                not await sync_to_async(cluster_known)(self.spec.cluster):
+        if not live.may_view(principal, self.page.namespace, self.page.kinds) or \
+                not await sync_to_async(cluster_known)(self.page.cluster):
             await self.close(code=4403)
             return
         # Re-checked whenever that access changes (notices from any process) or expires.
-        self.guard = Guard(frozenset(), recheck=self._recheck)
-        hub.guard(self.guard, subjects, deadline)
-        self.queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
-        state = await self._subscribe()
+        s.guard = Guard(frozenset(), recheck=self._recheck)
+        hub.guard(s.guard, subjects, deadline)
+        s.queue = asyncio.Queue(maxsize=10000)
+        state = await self._subscribe(principal)
         await self.accept()  # only now: the subscription and the snapshot are in place
-        if await sync_to_async(live.changed_since)(self.spec, state.rv):
+        if await sync_to_async(live.changed_since)(s.view, state.rv):
             # The changes since the page's revision when that will do; else the whole page.
-            messages = await sync_to_async(live.catch_up)(self.spec, self.principal, state)
+            messages = await sync_to_async(live.catch_up)(s, state)
             if messages is None:
-                messages = [await sync_to_async(live.render_refresh)(self.spec, state)]
+                messages = [await sync_to_async(live.render_refresh)(s, state)]
             for html in messages:
                 await self.send(text_data=html)
-        for sub in self.subscribers:
+        for sub in s.subscribers:
             sub.release_buffer()
-        self.pump = asyncio.get_running_loop().create_task(self._pump())
-        self.heard_at = asyncio.get_running_loop().time()
-        self.beat_task = asyncio.get_running_loop().create_task(self._heartbeat())
-        if self.spec.cluster != clusters.LOCAL:
-            self.banner_task = asyncio.get_running_loop().create_task(self._watch_banner())
+        loop = asyncio.get_running_loop()
+        s.pump = loop.create_task(self._pump())
+        s.heard_at = loop.time()
+        s.beat_task = loop.create_task(self._heartbeat())
+        if self.page.cluster != clusters.LOCAL:
+            s.banner_task = loop.create_task(self._watch_banner())
         if hub.access_generation != generation:
             await self._recheck()   # a notice may have come between resolving and guarding
 
-    async def _subscribe(self):
-        """Subscribe to what the page shows for self.principal; the snapshot it starts from."""
-        self.spec.allowed = tuple(self.principal.namespaces)
-        self.spec.principal = self.principal
-        if not kinds.is_detail_view(self.spec.view) and self.spec.view != kinds.OVERVIEW:
-            self.spec.namespaces = scope.list_scope(self.principal, self.spec.namespace or "", self.spec.kinds[0])
-        # A share link's selector narrows whatever the page asked for (never widens).
-        self.spec.label_selector = scope.narrow(self.principal, self.spec.label_selector)
-        for kind in self.spec.kinds:
+    async def _subscribe(self, principal):
+        """Subscribe to what the page shows `principal`; the snapshot it starts from."""
+        s = self.socket
+        s.principal, s.view = principal, self.page.for_viewer(principal)
+        view = s.view
+        if not kinds.is_detail_view(view.view) and view.view != kinds.OVERVIEW:
+            s.namespaces = scope.list_scope(principal, view.namespace or "", view.kinds[0])
+        for kind in view.kinds:
             res = registry.by_kind(kind)
-            sub = Subscriber(resource=res, namespace=self.spec.namespace, label_selector=self.spec.label_selector,
-                             names=(self.spec.name,) if self.spec.name else (),
-                             predicate=live.page_predicate(self.principal, self.spec.q), queue=self.queue)
+            sub = Subscriber(resource=res, namespace=view.namespace, label_selector=view.label_selector,
+                             names=(view.name,) if view.name else (),
+                             predicate=view_predicate(principal, view.q), queue=s.queue)
             sub.matching = set()
             hub.register(sub)            # buffered until the snapshot below is taken
-            self.subscribers.append(sub)
+            s.subscribers.append(sub)
         timeline = kinds.timeline()
-        if self.spec.tab == kinds.DETAIL_TABS[0] and self.spec.name and timeline is not None:
+        if view.tab == kinds.DETAIL_TABS[0] and view.name and timeline is not None:
             # The History view is one timeline: the Events about its object push it too.
-            sub = Subscriber(resource=registry.by_kind(timeline.kind), namespace=self.spec.namespace,
-                             field_selector=timeline.selector(self.spec.kinds[0], self.spec.name), queue=self.queue)
+            sub = Subscriber(resource=registry.by_kind(timeline.kind), namespace=view.namespace,
+                             field_selector=timeline.selector(view.kinds[0], view.name), queue=s.queue)
             sub.matching = set()
             hub.register(sub)
-            self.subscribers.append(sub)
-        elif not kinds.is_detail_view(self.spec.view) and timeline is not None:
+            s.subscribers.append(sub)
+        elif not kinds.is_detail_view(view.view) and timeline is not None:
             # A list's warning badges and the overview's warnings line: the warnings about its
             # kind (the overview: any kind), within the viewer's namespaces, push them too.
-            about = None if self.spec.view == kinds.OVERVIEW else self.spec.kinds[0]
-            sub = Subscriber(resource=registry.by_kind(timeline.kind), namespace=self.spec.namespace,
+            about = None if view.view == kinds.OVERVIEW else view.kinds[0]
+            sub = Subscriber(resource=registry.by_kind(timeline.kind), namespace=view.namespace,
                              field_selector=timeline.warnings_selector(about),
-                             predicate=live.namespace_predicate(self.principal), queue=self.queue)
+                             predicate=live.namespace_predicate(principal), queue=s.queue)
             sub.matching = set()
             hub.register(sub)
-            self.subscribers.append(sub)
-        if self.spec.sort:
-            self.spec.members = await sync_to_async(live.sorted_members)(self.spec, self.principal)
-        state = await sync_to_async(live.snapshot)(self.spec, self.principal)
-        for sub in self.subscribers:
+            s.subscribers.append(sub)
+        if view.sort:
+            s.members = await sync_to_async(live.sorted_members)(s)
+        state = await sync_to_async(live.snapshot)(view, principal)
+        for sub in s.subscribers:
             sub.start_rv = state.rv
             sub.matching.update(state.keys.get(sub.resource.kind, ()))
-        self.known = {k for keys in state.keys.values() for k in keys}   # everything the view matches
-        self.shown = sorted(k for k in self.known if live.on_page(self.spec, k))
+        s.known, s.shown = live.page_rows(s, state)
         return state
 
     async def disconnect(self, code):
-        self.closing = True
-        if getattr(self, "guard", None) is not None:
-            hub.unguard(self.guard)
-        for sub in getattr(self, "subscribers", ()):
+        s = self.socket
+        s.closing = True
+        if s.guard is not None:
+            hub.unguard(s.guard)
+        for sub in s.subscribers:
             hub.unregister(sub)
-        if getattr(self, "pump", None) is not None:
-            self.pump.cancel()
-        if getattr(self, "flush_handle", None) is not None:
-            self.flush_handle.cancel()
-        if getattr(self, "flush_task", None) is not None:
-            self.flush_task.cancel()   # a render for a socket that is gone: its send would fail
-        if getattr(self, "banner_task", None) is not None:
-            self.banner_task.cancel()
-        if getattr(self, "beat_task", None) is not None:
-            self.beat_task.cancel()
+        # (the flush task: a render for a socket that is gone, whose send would fail)
+        for timer in (s.pump, s.flush_handle, s.flush_task, s.banner_task, s.beat_task):
+            if timer is not None:
+                timer.cancel()
 
     async def websocket_receive(self, message):
         # A page sends one thing: PONG, its answer to each BEAT (the heartbeat), at most a few a
         # beat (server/ws_limits.py refuses a faster stream at the protocol, before it gets here).
         # Anything else is not a page's (web/socket_limits.py): closed on the first, charged to
         # its user; what follows before the close completes costs nothing.
-        if self.closing:
+        s = self.socket
+        if s.closing:
             return
         if message.get("text") == PONG:
-            self.heard_at = asyncio.get_running_loop().time()
+            s.heard_at = asyncio.get_running_loop().time()
             return
-        self.closing = True
-        socket_limits.stray_frame(getattr(self, "budgets", ()))
-        for sub in getattr(self, "subscribers", ()):
+        s.closing = True
+        socket_limits.stray_frame(s.budgets)
+        for sub in s.subscribers:
             hub.unregister(sub)
         await self.close(code=socket_limits.CLOSE_POLICY)
+
     async def _heartbeat(self):
         """BEAT every HEARTBEAT_SECONDS; close a client that answered none of the last SILENT_BEATS."""
-        from django.conf import settings
-
+        s = self.socket
         interval = settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS
         loop = asyncio.get_running_loop()
-        while not self.closing:
+        while not s.closing:
             await asyncio.sleep(interval)
-            if self.closing:
+            if s.closing:
                 return
-            if loop.time() - self.heard_at > SILENT_BEATS * interval:
-                self.closing = True
+            if loop.time() - s.heard_at > SILENT_BEATS * interval:
+                s.closing = True
                 await self.close(code=CLOSE_BEHIND)
                 return
             try:
                 await self.send(text_data=BEAT)
             except Exception:   # gone meanwhile
                 return
-            if self.spec.view == kinds.OVERVIEW:
+            if self.page.view == kinds.OVERVIEW:
                 await self._send_clusters_panel()
 
     async def _send_clusters_panel(self):
         """The Overview's clusters panel, when it changed since last sent."""
+        s = self.socket
         try:
-            panel = await sync_to_async(live.clusters_fragment)(self.spec, now())
-            if panel and panel != getattr(self, "panel_sent", None) and not self.closing:
-                self.panel_sent = panel
+            panel = await sync_to_async(live.clusters_fragment)(s, now())
+            if panel and panel != s.panel_sent and not s.closing:
+                s.panel_sent = panel
                 await self.send(text_data=panel)
         except Exception:
-            if not self.closing:
+            if not s.closing:
                 log.warning("the overview's clusters panel push failed", exc_info=True)
 
     async def _recheck(self):
         """The access this page was opened with changed or expired: close, narrow, or carry on."""
+        s = self.socket
         # The hub runs re-checks in a fresh context: back to this page's cluster first.
-        clusters.enter(self.spec.cluster)
-        if self.closing:
+        clusters.enter(self.page.cluster)
+        if s.closing:
             return
         principal, subjects, deadline = await sync_to_async(page_access)(self.scope, fresh=True)
-        if self.closing:
+        if s.closing:
             return
         if principal is None:
             # A share link that stopped, or a user signed out / deactivated / expired.
-            if self.principal.share_id is not None:
+            if s.principal.share_id is not None:
                 await self._close(share.REVOKED_FRAGMENT, 4403)
             else:
                 await self._close(SIGNED_OUT_FRAGMENT, CLOSE_SIGNED_OUT)
             return
-        if not live.may_view(principal, self.spec.namespace, self.spec.kinds):
+        if not live.may_view(principal, self.page.namespace, self.page.kinds):
             await self._close(NO_ACCESS_FRAGMENT, 4403)
             return
-        hub.guard(self.guard, subjects, deadline)
-        if principal != self.principal:
+        hub.guard(s.guard, subjects, deadline)
+        if principal != s.principal:
             await self._narrow(principal)
 
     async def _narrow(self, principal):
         """Still allowed to view the page, but maybe less of it: re-subscribe and re-render, so
         rows it may no longer see leave the page and are no longer pushed."""
-        async with self.flush_lock:
-            for sub in self.subscribers:
+        s = self.socket
+        async with s.flush_lock:
+            for sub in s.subscribers:
                 hub.unregister(sub)
-            self.subscribers, self.pending = [], {}
-            while not self.queue.empty():
-                self.queue.get_nowait()
-            self.principal = principal
-            state = await self._subscribe()
-            await self.send(text_data=await sync_to_async(live.render_refresh)(self.spec, state))
-            for sub in self.subscribers:
+            s.subscribers, s.pending = [], {}
+            while not s.queue.empty():
+                s.queue.get_nowait()
+            state = await self._subscribe(principal)
+            await self.send(text_data=await sync_to_async(live.render_refresh)(s, state))
+            for sub in s.subscribers:
                 sub.release_buffer()
 
     async def _close(self, fragment: str, code: int):
         # Clear the page's data first (the page shows why), then close: 4xxx means "don't retry".
-        if self.closing:
+        s = self.socket
+        if s.closing:
             return
-        self.closing = True
-        hub.unguard(self.guard)
-        for sub in self.subscribers:
+        s.closing = True
+        hub.unguard(s.guard)
+        for sub in s.subscribers:
             hub.unregister(sub)
         try:
             await self.send(text_data=fragment)
@@ -420,11 +352,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _watch_banner(self):
         """A followed cluster's page: its stale banner follows the follower's state (read every
         BANNER_SECONDS), so a copy that stops being current never keeps looking current."""
-        shown = await sync_to_async(banner_state)(self.spec.cluster, fresh=True)
-        while not self.closing:
+        s = self.socket
+        shown = await sync_to_async(banner_state)(self.page.cluster, fresh=True)
+        while not s.closing:
             await asyncio.sleep(BANNER_SECONDS)
-            now = await sync_to_async(banner_state)(self.spec.cluster)
-            if now[0] != shown[0] and not self.closing:
+            now = await sync_to_async(banner_state)(self.page.cluster)
+            if now[0] != shown[0] and not s.closing:
                 shown = now
                 try:
                     await self.send(text_data=now[1])
@@ -432,48 +365,51 @@ class LiveConsumer(AsyncWebsocketConsumer):
                     return
 
     async def _pump(self):
+        s = self.socket
         loop = asyncio.get_running_loop()
         while True:
-            kind, ev = await self.queue.get()
+            kind, ev = await s.queue.get()
             if kind is CLOSE:
                 # We fell too far behind: close; the page reconnects at once and catches up
                 # from its revision (live.js: 4408 is the one 4xxx code that retries).
-                self.closing = True
+                s.closing = True
                 await self.close(code=CLOSE_BEHIND)
                 return
-            self.pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
-            if self.flush_handle is None:
-                delay = max(FLUSH_SECONDS, self.last_flush_at + PUSH_INTERVAL_SECONDS - loop.time())
-                self.flush_handle = loop.call_later(delay, self._start_flush)
+            s.pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
+            if s.flush_handle is None:
+                delay = max(FLUSH_SECONDS, s.last_flush_at + PUSH_INTERVAL_SECONDS - loop.time())
+                s.flush_handle = loop.call_later(delay, self._start_flush)
 
     def _start_flush(self):
-        self.flush_handle = None
-        if self.closing:
+        s = self.socket
+        s.flush_handle = None
+        if s.closing:
             return
-        self.last_flush_at = asyncio.get_running_loop().time()
-        self.flush_task = asyncio.get_running_loop().create_task(self._flush())
-        self.flush_task.add_done_callback(self._flushed)
+        s.last_flush_at = asyncio.get_running_loop().time()
+        s.flush_task = asyncio.get_running_loop().create_task(self._flush())
+        s.flush_task.add_done_callback(self._flushed)
 
     def _flushed(self, task: asyncio.Task) -> None:
         # Retrieve the outcome (no "Task exception was never retrieved"): a render that failed
         # is logged (a push into a socket that closed meanwhile is not an error: _flush).
-        self.flush_task = None
+        self.socket.flush_task = None
         if task.cancelled() or task.exception() is None:
             return
-        if not self.closing:
+        if not self.socket.closing:
             log.warning("a live page push failed", exc_info=task.exception())
 
     async def _flush(self):
-        async with self.flush_lock:  # one render at a time: it updates self.shown
-            pending, self.pending = self.pending, {}
+        s = self.socket
+        async with s.flush_lock:  # one render at a time: it updates the socket's rows
+            pending, s.pending = s.pending, {}
             if not pending:
                 return
-            messages = await sync_to_async(live.render_changes)(self.spec, pending, self.shown, self.known)
+            messages = await sync_to_async(live.render_changes)(s, pending)
             for html in messages:
-                if self.closing:   # closed while rendering (asgiref finishes the render anyway)
+                if s.closing:   # closed while rendering (asgiref finishes the render anyway)
                     return
                 try:
                     await self.send(text_data=html)
                 except Exception:   # the client went away meanwhile: its disconnect is on its way
-                    self.closing = True
+                    s.closing = True
                     return

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_safe
 from dashboard.kube import revlog, store
 
 from . import history, kinds, scope
+from .live_page import PageView
 from .present import detail_url
 from .share import page_principal, viewer_required
 from .views import base_context, forbidden_page, ws_url
@@ -88,39 +89,41 @@ def fields_view(request, namespace: str, name: str, web: kinds.KindWeb, principa
     return render(request, "web/_field_owners.html", ctx)
 
 
-def live_fragment(spec, kind: str, obj: dict | None) -> str:
-    """What a History or Field owners page is pushed when its object changed: the revisions
-    written since the page's newest (prepended), or the re-annotated YAML."""
-    if spec.tab == HISTORY:
-        selector = spec.label_selector   # the viewer's scope: already narrowed by a share link's selector
+def live_fragment(view: PageView, kind: str, obj: dict | None, since: int) -> tuple[str, int]:
+    """What a History or Field owners page is pushed when its object changed, and the newest
+    revision the page shows then: the revisions written after `since` (the newest it showed),
+    prepended, or the re-annotated YAML."""
+    if view.tab == HISTORY:
+        selector = view.label_selector   # the viewer's scope: already narrowed by a share link's selector
 
         def visible(o):
             return selector is None or selector.matches((o.get("metadata") or {}).get("labels") or {})
 
-        kind = spec.kinds[0]   # (a change of an Event about the object comes here too)
-        entries = history.newer_entries(kind, spec.namespace, spec.name, visible, spec.rv)
+        kind = view.kinds[0]   # (a change of an Event about the object comes here too)
+        entries = history.newer_entries(kind, view.namespace, view.name, visible, since)
         timeline = kinds.timeline()
-        happenings = timeline.entries(kind, spec.namespace, spec.name, spec.rv) if timeline is not None else []
+        happenings = timeline.entries(kind, view.namespace, view.name, since) if timeline is not None else []
         if not entries and not happenings:
-            return ""
-        spec.rv = max([spec.rv] + [e["rv"] for e in entries + happenings])
-        shown = history.merge(entries, happenings, getattr(spec, "show", ""))
+            return "", since
+        reached = max([since] + [e["rv"] for e in entries + happenings])
+        shown = history.merge(entries, happenings, view.show)
         # An Event seen again (count + 1) moves to the top: its old entry goes first.
         moved = "".join(f'<li id="event-{e["key"]}" hx-swap-oob="delete"></li>' for e in happenings)
         if not shown:
-            return moved
+            return moved, reached
         entries = [e for e in entries if e in shown]
         html = render_to_string("web/_history.html#entries", {"entries": shown})
         # The page keeps the newest PAGE revisions (a Lease renewed every 2 s would otherwise
         # grow it without end): those pushed off the bottom go, and "Older revisions" moves.
-        off = revlog.revision_numbers(kind, spec.namespace, spec.name, len(entries) + 1, offset=history.PAGE - 1)
+        off = revlog.revision_numbers(kind, view.namespace, view.name, len(entries) + 1, offset=history.PAGE - 1)
         gone = "".join(f'<li id="rev-{rv}" hx-swap-oob="delete"></li>' for rv in off[1:])
-        total = revlog.count_revisions(kind, spec.namespace, spec.name)
+        total = revlog.count_revisions(kind, view.namespace, view.name)
         tail = render_to_string("web/_history.html#count", {"oob": "true", "history": {"total": total}})
         if len(off) > 1:
             tail += render_to_string("web/_history.html#pager", {"oob": "true", "history": {"older": off[0]}})
-        return f'{moved}<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{gone}{tail}'
-    newest = history.latest(kind, spec.namespace, spec.name)
+        return f'{moved}<div hx-swap-oob="afterbegin:#history-entries">{html}</div>{gone}{tail}', reached
+    newest = history.latest(kind, view.namespace, view.name)
     owners = history.field_owners(newest[2], kind) if newest else {"lines": [], "managers": [], "recorded": False}
     deleted = newest is None or newest[1] == revlog.DELETED
-    return render_to_string("web/_field_owners.html#owners", {"owners": owners, "deleted": deleted, "oob": "true"})
+    html = render_to_string("web/_field_owners.html#owners", {"owners": owners, "deleted": deleted, "oob": "true"})
+    return html, since

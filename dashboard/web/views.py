@@ -1,9 +1,9 @@
 """The pages: server-rendered lists and details over the store, one shareable URL each.
 
 Each list and detail page is the same generic view configured by its kind's declaration
-(web.kinds.KindWeb, registered by the kind app's web.py). Reads go through
-lists.list_objects (one consistent snapshot, continue tokens) and the rows are built by
-present.present(), the same function the live consumer uses for its pushes.
+(web.kinds.KindWeb, registered by the kind app's web.py). Lists are read by queries.py, the
+module the live pushes read through too (lists.list_objects: one consistent snapshot,
+continue tokens), and the rows are built by present.present(), as the pushes build theirs.
 
 Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
 substring), limit (page size) and continue (the next page of the same snapshot); sort (a
@@ -17,7 +17,6 @@ row does not jump away under the pointer); new objects are announced ("N new —
 """
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
@@ -34,19 +33,18 @@ from django.views.decorators.http import require_safe
 
 from dashboard.access import clusters
 from dashboard.access.principals import SHARE_VERB, Principal
-from dashboard.follow.models import Cluster
 from dashboard.kube import lists, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
-from dashboard.kube.registry import by_kind
-from dashboard.kube.selectors import label_selector_q, parse_label_selector
+from dashboard.kube.selectors import parse_label_selector
 
 from . import cluster_scope, kinds, scope, warnings
 from . import present as p
+from .queries import (PAGE_SIZE, Fetched, cluster_rows, fetch, namespace_cards, overview_namespaces, page_keys,
+                      position, view_rows, view_totals)
 from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
 
-PAGE_SIZE = 100            # rows per page by default: a page that renders fast
 MAX_PAGE_SIZE = 5000
 PAGE_SIZES = (50, 100, 500, 1000)   # the "Per page" choices
 
@@ -165,108 +163,6 @@ def canonical_redirect(request, filters: Filters):
     return redirect(cluster_scope.in_cluster(request.path + (f"?{canonical}" if canonical else "")))
 
 
-@dataclass
-class Fetched:
-    objects: list[dict]
-    resource_version: int
-    next_token: str
-
-
-def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int, token: str) -> Fetched:
-    """One page of objects in (namespace, name) order, read from one snapshot.
-
-    namespaces is [None] (all), or the sorted namespaces to read one after another (a
-    namespace-limited user). The name filter q is applied here, so the store is read in
-    chunks until the page is full; the next-page token is our own (same snapshot, resumes
-    after the last object shown).
-    """
-    res = by_kind(kind)
-    start = lists.decode_continue(token) if token else None
-    rv: int | None = start[0] if start else None
-    out: list[dict] = []
-    needle = q.lower()
-    chunk = limit + 1 if not needle else max(limit + 1, 500)
-    for ns in namespaces:
-        if start is not None and ns is not None and ns < start[1]:
-            continue
-        if start is not None and (ns is None or ns == start[1]):
-            cont = lists.encode_continue(rv, start[1], start[2])
-        elif rv is not None:
-            cont = lists.encode_continue(rv, ns, "")   # the same snapshot, from this namespace's start
-        else:
-            cont = ""
-        while True:
-            page = lists.list_objects(res, lists.ListQuery(namespace=ns, label_selector=selector, limit=chunk,
-                                                           continue_token=cont))
-            rv = page.resource_version
-            for raw in page.items:
-                obj = orjson.loads(raw)
-                meta = obj["metadata"]
-                if needle and needle not in meta["name"].lower():
-                    continue
-                if len(out) == limit:
-                    last = out[-1]["metadata"]
-                    return Fetched(out, rv, lists.encode_continue(rv, last["namespace"], last["name"]))
-                out.append(obj)
-            if not page.continue_token:
-                break
-            cont = page.continue_token
-    return Fetched(out, rv if rv is not None else store.current_revision(), "")
-
-
-def view_rows(kind: str, namespaces: list[str | None], selector, q: str):
-    """The typed rows of a view (namespace limits, label selector pushed down where it can
-    be, name search), and the selector's rest to check in Python (None: nothing left)."""
-    rows = by_kind(kind).model.objects.all()
-    if namespaces != [None]:
-        rows = rows.filter(namespace__in=namespaces)
-    if q:
-        rows = rows.filter(name__icontains=q)
-    if selector is None or selector.empty:
-        return rows, None
-    pushed = label_selector_q(selector)
-    return (rows.filter(pushed) if pushed is not None else rows), selector
-
-
-def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, now: datetime) -> dict:
-    """The whole filtered view's counts, not one page's: its number of objects (`text`: "1
-    lease") and the kind's overview part over them (e.g. held / expired, with the expiry
-    instants live.js recounts as time passes), for the list's heading and pager. The live push
-    sends them again after every change (live.totals_fragment), so they stay exact."""
-    rows, rest = view_rows(web.kind, namespaces, selector, q)
-    if rest is not None:
-        rows = rows.filter(id__in=[pk for pk, labels in rows.values_list("id", "labels") if rest.matches(labels)])
-    part = _summed([web.overview.card(found, now) for found in web.overview.counts(rows).values()]) \
-        or web.overview.card(None, now)
-    total = part.get(web.overview.count_key) or 0
-    return {"total": total, "text": web.counted(total), "part": part,
-            "template": f"{web.list_template}#{web.overview.partial}"}
-
-
-def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str,
-                now: datetime) -> list[tuple[int, str, str]]:
-    """(row id, namespace, name) of the whole view in `sort` order (see kinds.Sort)."""
-    spec = web.sort(sort.lstrip("-"))
-    rows, rest = view_rows(web.kind, namespaces, selector, q)
-    keyed, missing = [], []
-    for row in rows.values_list("id", "namespace", "name", "labels", *spec.columns):
-        if rest is not None and not rest.matches(row[3]):
-            continue
-        value = spec.value(row[4:], now)
-        (missing if value is None else keyed).append((value, row[1], row[2], row[0]))
-    keyed.sort(key=lambda k: (k[1], k[2]))
-    keyed.sort(key=lambda k: k[0], reverse=sort.startswith("-"))   # stable: ties stay in key order
-    missing.sort(key=lambda k: (k[1], k[2]))
-    return [(k[3], k[1], k[2]) for k in keyed + missing]
-
-
-def page_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
-              limit: int, now: datetime) -> tuple[list[tuple[int, str, str]], int]:
-    """One page of a sorted view: its (id, namespace, name) keys, and the view's total."""
-    keys = sorted_keys(web, namespaces, selector, q, sort, now)
-    return keys[(page - 1) * limit:page * limit], len(keys)
-
-
 def fetch_sorted(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
                  limit: int, now: datetime) -> tuple[Fetched, int]:
     """A page of a sorted view (the objects, the revision read before them, no token) and the
@@ -289,36 +185,6 @@ def sort_headers(web: kinds.KindWeb, sort: str) -> dict:
         out[s.key] = {"aria": ("descending" if desc else "ascending") if on else "",
                       "next": (s.key if desc else f"-{s.key}") if on else s.key, "label": s.label}
     return out
-
-
-def position(kind: str, namespaces: list[str | None], selector, q: str, start: tuple[str, str] | None,
-             limit: int) -> dict:
-    """Where a page sits in its whole view, from the typed table (the current state): the
-    number of rows before it, the total, and the key the previous page resumes after (None:
-    the previous page is the first)."""
-    rows = by_kind(kind).model.objects.all()
-    if namespaces != [None]:
-        rows = rows.filter(namespace__in=namespaces)
-    if q:
-        rows = rows.filter(name__icontains=q)
-    rows = rows.order_by("namespace", "name")
-    if selector is None or selector.empty:
-        total = rows.count()
-        before = rows.filter(Q(namespace__lt=start[0]) | Q(namespace=start[0], name__lte=start[1])).count() \
-            if start else 0
-        at = before - limit - 1
-        prev = tuple(rows.values_list("namespace", "name")[at]) if at >= 0 else None
-    else:
-        pushed = label_selector_q(selector)
-        if pushed is not None:
-            rows = rows.filter(pushed)
-        keys = [(ns, name) for ns, name, labels in rows.values_list("namespace", "name", "labels")
-                if selector.matches(labels)]
-        total = len(keys)
-        before = bisect.bisect_right(keys, tuple(start)) if start else 0
-        at = before - limit - 1
-        prev = keys[at] if at >= 0 else None
-    return {"before": before, "total": total, "prev": prev}
 
 
 def forbidden_page(request, principal, active: str, namespace: str):
@@ -572,75 +438,6 @@ class SearchView(View):
 # Overview
 
 
-def namespace_cards(now: datetime, namespaces: list[str] | None = None) -> list[dict]:
-    """One overview card per namespace (all in use, or just `namespaces`), from the typed
-    columns: one grouped query per kind (its Overview.counts), no per-object work beyond
-    what a kind's card sums."""
-    parts: dict[str, dict] = {}
-    for web in kinds.registered():
-        rows = web.resource.model.objects.all()
-        if namespaces is not None:
-            rows = rows.filter(namespace__in=namespaces)
-        parts[web.plural] = web.overview.counts(rows)
-    names = set(namespaces or ()).union(*parts.values())
-    return [p.namespace_card(ns, now, **{plural: found.get(ns) for plural, found in parts.items()})
-            for ns in sorted(names)]
-
-
-def namespace_summary(namespace: str, now: datetime) -> dict:
-    """One namespace's overview card (the `ns` of "web/overview.html#namespace"); all zero
-    when the namespace no longer holds any object."""
-    return namespace_cards(now, [namespace])[0]
-
-
-def _summed(parts: list[dict]) -> dict:
-    """A kind's overview parts of several namespaces as one (numbers added, texts such as a
-    Lease part's expiry instants joined): a whole cluster's part, for the clusters table."""
-    out: dict = {}
-    for part in parts:
-        for key, value in part.items():
-            if isinstance(value, str):
-                out[key] = " ".join(t for t in (out.get(key, ""), value) if t)
-            else:
-                out[key] = out.get(key, 0) + (value or 0)
-    return out
-
-
-def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] | None = None) -> list[dict]:
-    """The overview's table across clusters: one row per cluster the viewer may see, each
-    kind's overview counts over the whole cluster (its namespace cards, summed), the
-    follower's state and last event. Empty when no cluster is followed. current_cards: the
-    page's own cards of the current cluster, when they cover the same namespaces (not read twice)."""
-    names = cluster_scope.visible_clusters(principal)
-    if names in ([], [clusters.LOCAL]):
-        return []
-
-    followed = {c.name: c for c in Cluster.objects.filter(name__in=names)}
-    only = sorted(principal.namespaces) if principal.namespaces else None
-    rows = []
-    for name in names:
-        if name == clusters.current() and current_cards is not None:
-            cards = current_cards
-        else:
-            with clusters.within(name):
-                cards = namespace_cards(now, only)
-        row = followed.get(name)
-        last = row.last_event_at if row is not None else None
-        stale = row is not None and cluster_scope.staleness(row, now) is not None
-        rows.append({
-            "name": name, "url": cluster_scope.in_cluster("/", name), "current": name == clusters.current(),
-            "state": row.state if row is not None else "local", "stale": stale,
-            "tone": cluster_scope.state_tone(row, stale) if row is not None else "", "last_event": p.iso(last),
-            "last_event_ago": p.age(last, now) if last else "",
-            "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url, name), "part": part,
-                       "count": part.get(web.overview.count_key, 0),
-                       "template": f"{web.list_template}#{web.overview.partial}"}
-                      for web in kinds.registered()
-                      for part in [_summed([c[web.plural] for c in cards]) or web.overview.card(None, now)]],
-        })
-    return rows
-
-
 @login_required
 @require_safe
 def overview(request):
@@ -654,7 +451,7 @@ def overview(request):
     # can only repeat a change, never miss one.
     rv = store.current_revision()
     now = utcnow()
-    only = [namespace] if namespace else (sorted(principal.namespaces) if principal.namespaces else None)
+    only = overview_namespaces(principal, namespace)
     cards = namespace_cards(now, only)
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
