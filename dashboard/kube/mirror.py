@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from dashboard.access import clusters
 
 from . import meta as kmeta
-from . import sql
+from . import revlog, sql
 from .models import Revision
 from .registry import Resource, all_resources
 from .store import announce
@@ -148,10 +148,11 @@ def mirrored_keys(cluster: str, res: Resource, namespace: str | None = None,
     compares it with what upstream listed); `only`: a filter on the typed columns (the part of
     the kind a field-selected reflector lists: Resource.follow_selectors)."""
     with clusters.within(cluster):
-        rows = res.model.objects.filter(**(only or {}))
+        held = res.model.objects.filter(**(only or {}))
         if namespace:
-            rows = rows.filter(namespace=namespace)
-        return {(ns, name): urv for ns, name, urv in rows.values_list("namespace", "name", "current__upstream_rv")}
+            held = held.filter(namespace=namespace)
+        keyed = revlog.with_current(held, "namespace", "name", logged="upstream_rv")
+        return {(ns, name): urv for ns, name, urv in keyed}
 
 
 def forget(cluster: str) -> int:
