@@ -1,11 +1,11 @@
 """Every read of the revision log (kube_revision): watch catch-up, list snapshots, history pages,
 the current objects the typed rows point at; and compaction's cut.
 
-The log is written only by store.py and mirror.py (one row per write, in revision order), whose
-statements (sql.py) also read the current object they are about to write. Every other read
-goes through these functions, so the questions asked of it — "what happened after rv", "what
-did this key look like at rv", "who held this lease" — have one answer each, like kine's log
-layer beside its SQL driver.
+The log is written only through the storage (storage/: store.py's writes and mirror.py's
+batches; one row per write, in revision order), which also reads the current object it is about
+to write. Every other read goes through these functions, so the questions asked of it — "what
+happened after rv", "what did this key look like at rv", "who held this lease" — have one
+answer each, like kine's log layer beside its SQL driver.
 """
 from __future__ import annotations
 
