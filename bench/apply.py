@@ -162,7 +162,7 @@ def profile(server: BenchServer, step, n: int, path: Path) -> None:
         print("\n(py-spy recorded nothing: it may need ptrace permission)")
         return
     cats = [("managed fields", ("managed_fields.py",)), ("apply merge", ("kube/apply.py",)),
-            ("store", ("kube/store.py", "kube/sql.py")), ("schema decode", ("kube/schema.py",)), ("codec", ("kube/codec.py",)),
+            ("store", ("kube/store.py", "kube/storage/")), ("schema decode", ("kube/schema.py",)), ("codec", ("kube/codec.py",)),
             ("views", ("kube/views.py",)), ("django / drf", ("django/", "rest_framework/")),
             ("daphne / twisted", ("daphne/", "twisted/"))]
     tally: Counter = Counter()

@@ -39,7 +39,7 @@ PROFILE_CATEGORIES = [  # (label, substrings of a frame), first match from the l
     ("SQLite / Django ORM", ("sqlite3", "django/db/")),
     ("JSON (orjson)", ("orjson",)),
     ("kubernetes client + urllib3 + ssl (reading upstream)", ("kubernetes/", "urllib3/", "ssl.py")),
-    ("the store's mirror (kube/mirror.py, sql.py)", ("kube/mirror.py", "kube/sql.py")),
+    ("the store's mirror (kube/mirror.py, storage/)", ("kube/mirror.py", "kube/storage/")),
     ("informer (follow/)", ("follow/",)),
     ("watch hub and streams (kube/watch*.py)", ("kube/watch",)),
     ("pages (web/)", ("dashboard/web/",)),

@@ -66,7 +66,7 @@ def median_result(results: list[Result]) -> Result:
 
 
 class LockSampler(threading.Thread):
-    """Samples pg_locks every 10 ms for the revision lock (advisory key 7411, sql.py) in the
+    """Samples pg_locks every 10 ms for the revision lock (advisory key 7411, kube/storage/postgresql.py) in the
     server's database: the share of samples where it is held (the lock's utilisation: near
     100% means the lock is the ceiling) and the mean number of writers waiting for it."""
 

@@ -11,7 +11,7 @@ server and no sockets:
 Prints the CPU per request of each (process CPU clock) and the renewal's ratio to the ceiling.
 What the server adds on top (Daphne, Twisted, the loop) is bench/api.py's to measure.
 `--profile` prints cProfile's top functions for the renewals instead. On PostgreSQL it also
-times the update's read against the update cache's lookup that replaces it (kube/objcache.py).
+times the update's read against the update cache's lookup that replaces it (kube/storage/objcache.py).
 """
 from __future__ import annotations
 
@@ -151,20 +151,22 @@ def run(args, token: str) -> int:
 
 
 def read_vs_cache(n: int) -> None:
-    """PostgreSQL: what objcache saves a renewal, the update's read (sql.load) against the cache
-    lookup that replaces it (objcache.lookup, decoding the cached text), interleaved in 5 rounds."""
+    """PostgreSQL: what objcache saves a renewal, the update's read (the backend's load) against the
+    cache lookup that replaces it (objcache.lookup, decoding the cached text), interleaved in 5 rounds."""
     import statistics
 
-    from dashboard.kube import objcache, registry, sql
+    from dashboard.kube import registry, storage
+    from dashboard.kube.storage import objcache
 
     res = registry.lookup("coordination.k8s.io", "v1", "leases")
     ns, name = LEASE.split("/")[-3], LEASE.split("/")[-1]
-    rv = sql.load(res, ns, name)[1]["metadata"]["resourceVersion"]
+    db, key = storage.backend(), storage.Key(res, ns, name)
+    rv = db.load(key)[1]["metadata"]["resourceVersion"]
     if objcache.lookup(res, ns, name, rv)[1] is None:
         print("update cache: off (KUBEDASH_UPDATE_CACHE=0)")
         return
     figures: dict[str, list[tuple[float, float]]] = {"read": [], "cached": []}
-    tries = (("read", lambda: sql.load(res, ns, name)), ("cached", lambda: objcache.lookup(res, ns, name, rv)))
+    tries = (("read", lambda: db.load(key)), ("cached", lambda: objcache.lookup(res, ns, name, rv)))
     for _ in range(5):
         for label, fn in tries:
             cpu, wall = time.process_time(), time.perf_counter()
@@ -178,33 +180,32 @@ def read_vs_cache(n: int) -> None:
 
 
 def lock_held_seconds() -> list[float]:
-    """Times the revision lock's critical section of every write from now on: from the lock
-    statement's answer (sql.lock) to the commit's end (revision_committed, sent on commit).
-    An update computed outside the lock (sql.record's expect) takes the lock, writes and commits
-    in one statement: its whole round trip is timed (more than the section, never less)."""
-    from dashboard.kube import sql, store
+    """PostgreSQL: times the revision lock's critical section of every write from now on: from
+    the lock statement's answer (the backend's lock) to the commit's end (revision_committed,
+    sent on commit). An update computed outside the lock (the backend's conditional message,
+    _log_if_unchanged) takes the lock, writes and commits in one message: its whole round trip
+    is timed (more than the section, never less)."""
+    from dashboard.kube import storage
 
     held: list[float] = []
     taken = {}
-    lock, record = sql.lock, sql.record
+    db = storage.backend()
+    lock, conditional = db.lock, db._log_if_unchanged
 
     def timed_lock() -> None:
         lock()
         taken["at"] = time.perf_counter()
 
-    def timed_record(*args, **kwargs):
-        if kwargs.get("expect") is not None:
-            taken["at"] = time.perf_counter()
-        return record(*args, **kwargs)
-
-    sql.record = timed_record
+    def timed_conditional(*args, **kwargs):
+        taken["at"] = time.perf_counter()
+        return conditional(*args, **kwargs)
 
     def committed(**_) -> None:
         if "at" in taken:
             held.append(time.perf_counter() - taken.pop("at"))
 
-    sql.lock = timed_lock
-    store.revision_committed.connect(committed, weak=False)
+    db.lock, db._log_if_unchanged = timed_lock, timed_conditional   # (this process's backend, for the run)
+    storage.revision_committed.connect(committed, weak=False)
     return held
 
 

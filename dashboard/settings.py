@@ -126,7 +126,7 @@ KUBEDASH_STREAM_LISTS = os.environ.get("KUBEDASH_STREAM_LISTS", "1") != "0"
 # Typed rows a streamed list reads per query (keyset pagination over (namespace, name): no
 # server-side cursor, so PgBouncer's transaction pooling is fine).
 KUBEDASH_LIST_STREAM_BATCH = int(os.environ.get("KUBEDASH_LIST_STREAM_BATCH", "1000"))
-# PostgreSQL: current objects each process keeps for the next update (kube/objcache.py: a PUT
+# PostgreSQL: current objects each process keeps for the next update (kube/storage/objcache.py: a PUT
 # naming the cached resourceVersion is computed without reading); 0: always read (the baseline).
 KUBEDASH_UPDATE_CACHE = int(os.environ.get("KUBEDASH_UPDATE_CACHE", "1024"))
 

@@ -32,11 +32,11 @@ def test_resource_version_is_global_and_increasing(api):
 
 
 def test_stored_text_gets_its_own_resource_version_only(api):
-    """The store writes an object's text before the database numbers it (kube/sql.py: record,
+    """The store writes an object's text before the database numbers it (kube/storage: record,
     a mark in metadata.resourceVersion replaced by the revision in the same statement): a
     resourceVersion key elsewhere in the object keeps its value, in the answer, in a GET, in a
     list and in the revision log."""
-    from dashboard.kube import sql
+    from dashboard.kube import storage
     from dashboard.kube.models import Revision
 
     body = lease("marked")
@@ -48,7 +48,7 @@ def test_stored_text_gets_its_own_resource_version_only(api):
         assert rv.isdigit() and (older is None or int(rv) > int(older["metadata"]["resourceVersion"]))
         assert obj["metadata"]["annotations"] == body["metadata"]["annotations"]
         logged = Revision.objects.get(rv=int(rv)).object
-        assert '"resourceVersion":"%s"' % rv in logged and "kubedash-rv-0" in logged and sql.RV_MARK not in logged
+        assert '"resourceVersion":"%s"' % rv in logged and "kubedash-rv-0" in logged and storage.RV_MARK not in logged
     assert api.get(f"{LEASES}/marked").json() == updated
     assert api.get(LEASES).json()["items"] == [updated]
 

@@ -440,7 +440,7 @@ def test_concurrent_writers_on_both_processes_watchers_see_every_revision_in_ord
 def test_writers_racing_on_one_object_lose_no_write(scaled):
     """Writers on both processes change one Lease at once. Every merge patch lands (on
     PostgreSQL an update is computed outside the revision lock and written only if the object
-    is still the one it read, else computed again: store._run); of PUTs that all name the same
+    is still the one it read, else computed again: storage/postgresql.py); of PUTs that all name the same
     resourceVersion exactly one wins and the others get 409, as kube's storage answers."""
     a, b = scaled.a, scaled.b
     ns, name = f"race-{uuid.uuid4().hex[:6]}", "contended"

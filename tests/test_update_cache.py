@@ -1,4 +1,4 @@
-"""PostgreSQL's update cache (dashboard/kube/objcache.py) through two real server processes.
+"""PostgreSQL's update cache (dashboard/kube/storage/objcache.py) through two real server processes.
 
 Each process computes a PUT that names the resourceVersion it holds from its cached object, not
 from a read; the conditional write checks the typed row still holds that revision. Two processes

@@ -56,10 +56,21 @@ class TokenRow:
 
 _TOKEN_FROM = ("FROM {token} t JOIN {user} u ON u.id = t.user_id LEFT JOIN {profile} p ON p.user_id = u.id "
                "WHERE t.token_hash = %s AND t.revoked = %s AND u.is_active = %s AND (t.expires IS NULL OR t.expires > %s)")
-# PostgreSQL: what the Principal and TokenRow are made of (all but last_used), hashed: a write may
-# check in its own statement that the token still stands for the same caller (recent_principal).
-_FINGERPRINT = ("md5(ROW(t.id, u.{username}, u.is_superuser, p.role, p.namespaces, u.id, t.expires, p.clusters, "
-                "t.may_impersonate)::text)")
+# What the Principal and TokenRow are made of (all but last_used). A database whose write can check
+# in its own statement that the token still stands for the same caller (recent_principal) hashes
+# them into a fingerprint: kube's storage hands its SQL over at start-up (use_fingerprint).
+FINGERPRINT_COLUMNS = ("t.id", "u.{username}", "u.is_superuser", "p.role", "p.namespaces", "u.id", "t.expires",
+                       "p.clusters", "t.may_impersonate")
+_fingerprint = "NULL"   # the fingerprint's SQL; NULL: none (every request's token is checked first)
+
+
+def use_fingerprint(sql: str) -> None:
+    """From start-up (kube/apps.py): `sql` hashes FINGERPRINT_COLUMNS in this database's dialect.
+    From then on the token query reads each token's fingerprint, and recent_principal answers."""
+    global _fingerprint
+    _fingerprint = sql
+    _token_sql.cache_clear()
+    token_check_sql.cache_clear()
 
 
 @functools.cache
@@ -70,20 +81,19 @@ def _token_tables() -> dict:
 
 
 @functools.cache
-def _token_sql(vendor: str) -> str:
-    fingerprint = _FINGERPRINT if vendor == "postgresql" else "NULL"
+def _token_sql() -> str:
     return ("SELECT t.id, t.last_used, u.{username}, u.is_superuser, p.role, p.namespaces, u.id, t.expires, "
-            f"p.clusters, t.may_impersonate, {fingerprint} " + _TOKEN_FROM).format(**_token_tables())
+            f"p.clusters, t.may_impersonate, {_fingerprint} " + _TOKEN_FROM).format(**_token_tables())
 
 
 @functools.cache
 def token_check_sql() -> str:
-    """PostgreSQL: true while the token still stands for the caller a recent_principal() was made
-    from (params: token_check_params)."""
-    return f"EXISTS (SELECT 1 {_TOKEN_FROM} AND {_FINGERPRINT} = %s)".format(**_token_tables())
+    """(With a fingerprint) true while the token still stands for the caller a recent_principal()
+    was made from (params: token_check_params)."""
+    return f"EXISTS (SELECT 1 {_TOKEN_FROM} AND {_fingerprint} = %s)".format(**_token_tables())
 
 
-# PostgreSQL: the caller each token stood for at its last check in this process, with its
+# With a fingerprint: the caller each token stood for at its last check in this process, and its
 # fingerprint: {token hash: (Principal, TokenRow, fingerprint)}; a few thousand at most.
 _recent: dict[str, tuple] = {}
 RECENT_TOKENS = 4096
@@ -111,7 +121,7 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
     three-table join was half of a Lease renewal's CPU.
     """
     with connection.cursor() as cursor:
-        cursor.execute(_token_sql(connection.vendor), [token_hash, False, True, _db_time(timezone.now())])
+        cursor.execute(_token_sql(), [token_hash, False, True, _db_time(timezone.now())])
         hit = cursor.fetchone()
     if hit is None:
         _recent.pop(token_hash, None)

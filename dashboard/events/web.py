@@ -7,7 +7,7 @@ from datetime import datetime
 import orjson
 from django.db.models import Q
 
-from dashboard.kube import registry, store
+from dashboard.kube import registry, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_field_selector
 from dashboard.web import kinds
@@ -78,7 +78,7 @@ def entries(kind: str, namespace: str, name: str, after_rv: int | None = None) -
     rows = Event.objects.filter(_about(kind, namespace, name), involved_namespace=namespace)
     if after_rv is not None:
         rows = rows.filter(current_id__gt=after_rv)
-    rows = rows.order_by("-last_seen", "-current_id").values_list("current_id", "current__object")[:TIMELINE_EVENTS]
+    rows = revlog.with_current(rows.order_by("-last_seen", "-current_id"), "current_id")[:TIMELINE_EVENTS]
     return [_entry(orjson.loads(text), rv, kind, name) for rv, text in rows]
 
 

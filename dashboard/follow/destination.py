@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from dashboard.kube import storage
+
 BACKEND_PORTS = (5432, 6379)   # PostgreSQL's and Redis's default ports: never an API server
 
 
@@ -107,10 +109,10 @@ def own_listeners() -> set[int]:
 def _backends() -> set[tuple[str, int]]:
     """(address, port) of the database and Redis."""
     out = set()
-    db = settings.DATABASES["default"]
-    if db.get("HOST") and "postgres" in db.get("ENGINE", ""):
-        port = int(db.get("PORT") or 5432)
-        out |= {(a, port) for a in _addresses(db["HOST"], port)}
+    database = storage.backend().server_address()
+    if database is not None:
+        host, port = database
+        out |= {(a, port) for a in _addresses(host, port)}
     redis_url = getattr(settings, "REDIS_URL", "")
     if redis_url:
         try:

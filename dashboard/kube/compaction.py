@@ -13,7 +13,7 @@ from django.db import transaction
 
 from . import registry, revlog, store
 from .meta import now
-from .models import CompactionState, Revision
+from .models import CompactionState
 
 
 def compaction_point(keep: int | None = None, keep_seconds: int | None = None) -> int:
@@ -35,18 +35,7 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0) -> int:
         state, _ = CompactionState.objects.select_for_update().get_or_create(pk=1)
         if point <= state.compacted_rv:
             return 0
-        live = set()
-        for res in registry.all_resources():
-            live.update(res.model.everywhere.filter(current_id__lte=point).values_list("current_id", flat=True))
-        # Every cluster's log at once (access/clusters.py): revisions are global, like etcd's.
-        doomed = Revision.everywhere.filter(rv__lte=point).exclude(rv__in=live) if len(live) < 50000 else None
-        if doomed is None:  # too many live keys for one IN list: go kind by kind
-            removed = 0
-            for res in registry.all_resources():
-                keep_rvs = res.model.everywhere.values("current_id")
-                removed += Revision.everywhere.filter(rv__lte=point, kind=res.kind).exclude(rv__in=keep_rvs).delete()[0]
-        else:
-            removed = doomed.delete()[0]
+        removed = revlog.drop_superseded(point, list(registry.all_resources()))
         state.compacted_rv, state.compacted_at = point, now()
         state.save(update_fields=["compacted_rv", "compacted_at"])
         return removed

@@ -15,8 +15,7 @@ import math
 
 from django.db import transaction
 
-from . import objcache, revlog
-from .sql import lock
+from . import revlog, storage
 from .meta import now
 from .models import CompactionState, RevisionCounter
 
@@ -37,8 +36,9 @@ def default_bump() -> int:
 def bump(by: int | None = None) -> tuple[int, int]:
     """Move the revision counter `by` (default: default_bump()) past the restored one and mark
     everything up to the new value compacted. Returns (restored revision, new revision)."""
+    db = storage.backend()
     with transaction.atomic():
-        lock()   # PostgreSQL's revision lock (SQLite: the transaction holds the write lock)
+        db.lock()   # the storage's revision lock
         counter, _ = RevisionCounter.objects.select_for_update().get_or_create(pk=1)
         restored = max(counter.value, revlog.last_logged())
         new = restored + (default_bump() if by is None else by)
@@ -47,5 +47,5 @@ def bump(by: int | None = None) -> tuple[int, int]:
         state, _ = CompactionState.objects.select_for_update().get_or_create(pk=1)
         state.compacted_rv, state.compacted_at = max(state.compacted_rv, new), now()
         state.save(update_fields=["compacted_rv", "compacted_at"])
-    objcache.clear()   # (this process's, e.g. a test's; the app processes are stopped for a restore)
+    db.forget_cache()   # (this process's, e.g. a test's; the app processes are stopped for a restore)
     return restored, new

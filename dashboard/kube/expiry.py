@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.db import transaction
 
-from . import registry, store
+from . import registry, revlog, store
 from .errors import ApiError
 from .meta import now as utcnow
 
@@ -25,7 +25,7 @@ def expire(now=None, limit: int = 50_000) -> int:
         if seconds is None:
             continue
         cutoff = now - timedelta(seconds=seconds)
-        doomed = list(res.model.objects.filter(current__created__lt=cutoff)
+        doomed = list(revlog.current_written_before(res.model.objects, cutoff)
                       .values_list("namespace", "name", "current_id")[:limit])
         for i in range(0, len(doomed), BATCH):
             with transaction.atomic():

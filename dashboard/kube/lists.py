@@ -150,13 +150,13 @@ def _rows(res: Resource, q: ListQuery, after):
         rows = rows.filter(name__in=q.names)
     if after is not None:
         rows = rows.filter(_after_key(res, q, after))
-    columns = ("namespace", "name", "current__object")
+    columns = ("namespace", "name")
     if q.label_selector is not None and not q.label_selector.empty:
         pushed = label_selector_q(q.label_selector)
         if pushed is not None:
             rows = rows.filter(pushed)
-        columns = ("namespace", "name", "labels", "current__object")
-    return rows.order_by("namespace", "name").values_list(*columns)
+        columns = ("namespace", "name", "labels")
+    return revlog.with_current(rows.order_by("namespace", "name"), *columns)
 
 
 def _after_key(res: Resource, q: ListQuery, after) -> Q | RawSQL:

@@ -6,12 +6,10 @@ figures are read from the database when /metrics is scraped, never kept up to da
 """
 from __future__ import annotations
 
-from django.db import connection
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 
-from . import revlog, store
-from .models import Revision
+from . import revlog, storage, store
 
 # kube-apiserver's names where it has one (apiserver_watch_events_total,
 # apiserver_terminated_watchers_total); kubedash_* where it has none.
@@ -34,7 +32,7 @@ FOLLOWER_RUNNING = Gauge("kubedash_watch_follower_running",
                          multiprocess_mode="livesum")
 
 
-# PostgreSQL updates tried before their token was checked (kube/views.py _unconfirmed_write):
+# Updates tried before their token was checked (kube/views.py _unconfirmed_write, PostgreSQL):
 # "written" (the write checked the token in its own statement), or "served_again" the usual way.
 UNCONFIRMED_WRITES = Counter("kubedash_unconfirmed_writes",
                              "Updates tried before their token was checked (PostgreSQL), by outcome", ["outcome"])
@@ -62,17 +60,6 @@ async def counted(stream, res):
         await stream.aclose()
 
 
-def revision_log_size() -> int:
-    """Rows in the revision log: PostgreSQL's planner estimate (no scan), an exact count elsewhere."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s", [Revision._meta.db_table])
-            row = cursor.fetchone()
-        if row is not None and row[0] >= 0:
-            return row[0]
-    return Revision.everywhere.count()
-
-
 class RevisionLogCollector:
     """Collected at scrape time from the database: three small queries."""
 
@@ -86,7 +73,7 @@ class RevisionLogCollector:
                                 "The compaction horizon: older resourceVersions answer 410 Expired",
                                 value=revlog.compacted_revision())
         yield GaugeMetricFamily("kubedash_revision_log_rows", "Rows in the revision log (estimate on PostgreSQL)",
-                                value=revision_log_size())
+                                value=storage.backend().log_size())
         hub = self.hub_revision() if self.hub_revision else None
         if hub is not None:
             yield GaugeMetricFamily("kubedash_watch_hub_lag_revisions",

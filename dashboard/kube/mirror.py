@@ -1,8 +1,8 @@
 """A followed cluster's copy (dashboard/follow): objects as read upstream, stored verbatim.
 
 The follower's only way in: store.py refuses client writes outside the local cluster. Each
-batch is one transaction under the store's write lock, logged in the same revision log, so
-watches, lists and continue tokens through /clusters/<name>/ work on kubedash's revisions.
+batch is one transaction under the storage's write lock (storage/), logged in the same revision
+log, so watches, lists and continue tokens through /clusters/<name>/ work on kubedash's revisions.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from django.db import connection, transaction
 from dashboard.access import clusters
 
 from . import meta as kmeta
-from . import sql
+from . import revlog, storage
 from .models import Revision
 from .registry import Resource, all_resources
-from .store import announce
+from .storage import Key, rows
 
 
 @dataclass
@@ -57,8 +57,9 @@ def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], b
     the batch leaves it (a relist of thousands of objects; a burst of watch events).
     """
     moment = kmeta.now()
+    db = storage.backend()
     with clusters.within(cluster), transaction.atomic():
-        sql.lock()
+        db.lock()
         if still_followed is not None and not still_followed():
             return 0
         held = _held(changes)
@@ -86,19 +87,19 @@ def mirror(cluster: str, changes: list[Mirrored], still_followed: Callable[[], b
             upstream[key], latest[key] = new_upstream_rv, (ch.res, obj)
         if not entries:
             return 0
-        first = sql.next_revisions(len(entries))
+        first = db.next_revisions(len(entries))
         created = connection.ops.adapt_datetimefield_value(moment)
-        rows, last_rv = [], {}
+        logged, last_rv = [], {}
         for rv, (res, key, event, obj, upstream_rv) in enumerate(entries, start=first):
             if obj is None:
-                obj = sql.load(res, key[1], key[2])[1]
+                obj = db.load(Key(res, key[1], key[2]))[1]
             obj["metadata"]["resourceVersion"] = str(rv)
             text = orjson.dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
-            rows.append((rv, cluster, res.kind, key[1], key[2], event, text, created, upstream_rv))
+            logged.append((rv, cluster, res.kind, key[1], key[2], event, text, created, upstream_rv))
             last_rv[key] = rv
-        sql.insert_many(sql.INSERT_REVISION_HEAD, rows)
+        rows.insert_many(rows.INSERT_REVISION_HEAD, logged)
         _write_rows(cluster, held, latest, last_rv)
-        announce(first + len(entries) - 1)
+        storage.announce(first + len(entries) - 1)
         return len(entries)
 
 
@@ -109,15 +110,15 @@ def _write_rows(cluster: str, held: dict, latest: dict, last_rv: dict) -> None:
         row_id = held[key][0] if key in held else None
         if obj is None:
             if row_id is not None:
-                sql.delete_row(res, row_id)
+                rows.delete_row(res, row_id)
             continue
         if row_id is None:
             inserts.setdefault(res.kind, (res, []))[1].append(
-                (cluster, key[1], key[2], *sql.row_params(res, obj, last_rv[key])))
+                (cluster, key[1], key[2], *rows.row_params(res, obj, last_rv[key])))
         else:
-            sql.update_row(res, row_id, obj, last_rv[key])
-    for res, rows in inserts.values():
-        sql.insert_many(sql.statements(res.model)["insert_head"], rows)
+            rows.update_row(res, row_id, obj, last_rv[key])
+    for res, new_rows in inserts.values():
+        rows.insert_many(rows.statements(res.model)["insert_head"], new_rows)
 
 
 def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]]:
@@ -128,7 +129,7 @@ def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]
         by_kind.setdefault(ch.res.kind, (ch.res, set()))[1].add(ch.name)
     out = {}
     for res, names in by_kind.values():
-        for ns, name, row_id, upstream_rv in sql.rows_and_upstream(res, list(names)):
+        for ns, name, row_id, upstream_rv in rows.rows_and_upstream(res, list(names)):
             out[(res.kind, ns, name)] = (row_id, upstream_rv)
     return out
 
@@ -136,7 +137,7 @@ def _held(changes: list[Mirrored]) -> dict[tuple[str, str, str], tuple[int, str]
 def upstream_rv(cluster: str, res: Resource, namespace: str, name: str) -> str:
     """The upstream resourceVersion of the stored copy of one object ("" when not held)."""
     with clusters.within(cluster):
-        for ns, _name, _row, urv in sql.rows_and_upstream(res, [name]):
+        for ns, _name, _row, urv in rows.rows_and_upstream(res, [name]):
             if ns == namespace:
                 return urv or ""
     return ""
@@ -148,10 +149,11 @@ def mirrored_keys(cluster: str, res: Resource, namespace: str | None = None,
     compares it with what upstream listed); `only`: a filter on the typed columns (the part of
     the kind a field-selected reflector lists: Resource.follow_selectors)."""
     with clusters.within(cluster):
-        rows = res.model.objects.filter(**(only or {}))
+        held = res.model.objects.filter(**(only or {}))
         if namespace:
-            rows = rows.filter(namespace=namespace)
-        return {(ns, name): urv for ns, name, urv in rows.values_list("namespace", "name", "current__upstream_rv")}
+            held = held.filter(namespace=namespace)
+        keyed = revlog.with_current(held, "namespace", "name", logged="upstream_rv")
+        return {(ns, name): urv for ns, name, urv in keyed}
 
 
 def forget(cluster: str) -> int:

@@ -2,10 +2,11 @@
 
 A commit here rings this process's follower at once (revision_committed, access_changed) and,
 with Redis, publishes so every other process's follower is rung too. The follower is a thread
-with its own database connection: when rung, or on SQLite whenever `PRAGMA data_version` says
-another connection committed (polled every few ms: how a write taken by another worker process
-reaches this one without any service), or on a slow safety poll, it reads the new revisions and
-access notices and hands them, in order, to the hub on its event loop (hub.py).
+with its own database connection: when rung, or whenever the database says another connection
+committed (storage: counts_commits, SQLite's `PRAGMA data_version`, polled every few ms: how a
+write taken by another worker process reaches this one without any service), or on a slow
+safety poll, it reads the new revisions and access notices and hands them, in order, to the hub
+on its event loop (hub.py).
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from django.db import connection
 from dashboard.access.models import AccessChange
 from dashboard.access.signals import access_changed
 
+from . import storage
 from .postgresql.base import await_on_the_loop, on_the_loop
-from .store import revision_committed
+from .storage import revision_committed
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +44,6 @@ def ring() -> None:
         follower.doorbell.set()
 
 
-def _data_version() -> int:
-    """SQLite's count of commits by other connections to this database file (3-4 us)."""
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA data_version")
-        return cursor.fetchone()[0]
-
-
 class Follower(threading.Thread):
     """The hub's reader thread: follows the revision log, posts batches to the loop in order.
 
@@ -68,7 +63,7 @@ class Follower(threading.Thread):
         self.resting = False
         self.awake = threading.Event()
         self.awake.set()
-        self.sqlite = connection.vendor == "sqlite"
+        self.storage = storage.backend()
 
     def start(self) -> None:
         global _current
@@ -93,10 +88,11 @@ class Follower(threading.Thread):
 
     def run(self) -> None:
         safety = settings.KUBE_WATCH_POLL_SECONDS
-        # Without SQLite's cheap data_version, access notices are polled on their own, often
-        # enough that a change made in another process is noticed in time even when Redis (the
-        # doorbell) is down; the revision log keeps its safety poll.
-        interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS, safety) if self.sqlite else min(safety, ACCESS_POLL_SECONDS)
+        # Without a cheap count of commits (SQLite's data_version), access notices are polled on
+        # their own, often enough that a change made in another process is noticed in time even
+        # when Redis (the doorbell) is down; the revision log keeps its safety poll.
+        counts_commits = self.storage.counts_commits
+        interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS if counts_commits else ACCESS_POLL_SECONDS, safety)
         seen_version, quiet = None, 0.0
         try:
             while not self.stopped and not self.loop.is_closed():
@@ -106,10 +102,10 @@ class Follower(threading.Thread):
                 rung = self.doorbell.wait(interval)
                 self.doorbell.clear()
                 try:
-                    if self.sqlite:
+                    if counts_commits:
                         # Taken before reading the log: a commit after this read bumps it again,
                         # and a local write that rang the doorbell is not read a second time.
-                        version = _data_version()
+                        version = self.storage.data_version()
                         if version == seen_version and not rung and quiet < safety:
                             quiet += interval
                             continue

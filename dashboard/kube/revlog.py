@@ -1,9 +1,11 @@
-"""Every read of the revision log (kube_revision): watch catch-up, list snapshots, history pages.
+"""Every read of the revision log (kube_revision): watch catch-up, list snapshots, history pages,
+the current objects the typed rows point at; and compaction's cut.
 
-The log is written only by store.py and mirror.py (one row per write, in revision order).
-Reading it goes through these functions, so the questions asked of it — "what happened after
-rv", "what did this key look like at rv", "who held this lease" — have one answer each, like
-kine's log layer beside its SQL driver.
+The log is written only through the storage (storage/: store.py's writes and mirror.py's
+batches; one row per write, in revision order), which also reads the current object it is about
+to write. Every other read goes through these functions, so the questions asked of it — "what
+happened after rv", "what did this key look like at rv", "who held this lease" — have one
+answer each, like kine's log layer beside its SQL driver.
 """
 from __future__ import annotations
 
@@ -34,6 +36,23 @@ def read_after(rv: int, limit: int, upto: int | None = None) -> list[Row]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [rv, upto, limit] if upto is not None else [rv, limit])
         return cursor.fetchall()
+
+
+def with_current(rows, *columns: str, logged: str = "object"):
+    """A kind's typed rows (a queryset) as values_list: `columns`, then the field `logged` of the
+    revision each row is at (object: the current object's JSON text; upstream_rv: a followed
+    cluster's own resourceVersion of it), read in the same query."""
+    return rows.values_list(*columns, f"current__{logged}")
+
+
+def current_written_before(rows, moment: datetime):
+    """The typed rows (a queryset) whose current revision was written before `moment`."""
+    return rows.filter(current__created__lt=moment)
+
+
+def logged_count() -> int:
+    """How many revisions the log holds, in every cluster (an exact count)."""
+    return Revision.everywhere.count()
 
 
 def last_logged() -> int:
@@ -145,6 +164,22 @@ def horizon() -> tuple[int, datetime | None]:
     """(revision, time) of the last compaction: the log holds nothing superseded at or below it."""
     hit = CompactionState.objects.filter(pk=1).values_list("compacted_rv", "compacted_at").first()
     return hit if hit else (0, None)
+
+
+def drop_superseded(point: int, resources: Iterable) -> int:
+    """Compaction's cut (compaction.py): delete every logged revision at or below `point`, in
+    every cluster (revisions are global, like etcd's), except those a typed row of one of the
+    resources is at. Returns how many went."""
+    live = set()
+    for res in resources:
+        live.update(res.model.everywhere.filter(current_id__lte=point).values_list("current_id", flat=True))
+    if len(live) < 50000:
+        return Revision.everywhere.filter(rv__lte=point).exclude(rv__in=live).delete()[0]
+    removed = 0   # (too many live keys for one IN list: kind by kind)
+    for res in resources:
+        keep_rvs = res.model.everywhere.values("current_id")
+        removed += Revision.everywhere.filter(rv__lte=point, kind=res.kind).exclude(rv__in=keep_rvs).delete()[0]
+    return removed
 
 
 def compacted_revision() -> int:

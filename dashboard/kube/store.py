@@ -1,44 +1,39 @@
 """The only code that changes a kubedash object: create, update (and patch, apply), delete.
 
-Laid out like kube-apiserver's generic registry store (registry/generic/registry/store.go):
-each verb loads the current object, runs the kind's strategy (defaults, PrepareFor*,
-validation, canonicalization) and managedFields, then stores it. Every write runs in one
-transaction: take the write lock, read the current object, give it the next revision, append
-it to the revision log, write its typed row, commit, then announce the revision
-(transaction.on_commit -> revision_committed). Write order is revision order: the lock (on
-PostgreSQL an advisory lock, on SQLite BEGIN IMMEDIATE, settings) is taken before the first
-read, and the counter increment row-locks the counter until commit, so a watcher reading
-"revisions after N" never misses a revision that commits late. On PostgreSQL an update reads
-and computes first, outside the lock, then takes the lock, writes only if the object is
-unchanged and commits, in one round trip (_run, sql.conditional_update): same lock, same order.
+Laid out like kube-apiserver's generic registry store (registry/generic/registry/store.go).
+Each verb has a pure part, a function of the current object and the request: the kind's
+strategy (defaults, PrepareFor*, validation, canonicalization), managedFields, the name,
+namespace and resourceVersion checks. It hands that part to the storage (storage/), as
+store.go hands its tryUpdate to Storage.GuaranteedUpdate: the backend reads the current object,
+calls it, and writes what it returns in revision order, as often as it takes. Which path a
+write takes there (one locked transaction, or PostgreSQL's optimistic tries, from its object
+cache first) is the backend's; the pure part only learns whether it may use up the request's
+body (final: no other try follows).
 
-The statements are in sql.py; lists at a revision in lists.py; a followed cluster's copy
-(written by its follower, never by a client) in mirror.py.
+A followed cluster's copy is written by its follower (mirror.py), never through here: the store
+refuses (405), unless the pages hand it the cluster's own writer (writing_through).
 """
 from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from datetime import datetime
 
-import django.dispatch
 import orjson
-from django.db import connection, transaction
 
 from dashboard.access import clusters
 
 from . import apply as kapply
 from . import managed_fields as mf
 from . import meta as kmeta
-from . import objcache, schema, sql, validation
-from .errors import STALE_OBJECT, ApiError, already_exists, bad_request, conflict, invalid, invalid_object, not_found
-from .models import Revision, RevisionCounter
+from . import schema, storage, validation
+from .errors import STALE_OBJECT, ApiError, bad_request, conflict, invalid, invalid_object, not_found
+from .models import RevisionCounter
 from .registry import Resource, version_field_names
-
-# Sent after commit with rv=<int>; the watch hub's notifier (notify.py) listens to it.
-revision_committed = django.dispatch.Signal()
+from .storage import ADDED, DELETED, MODIFIED, Change, Key, TokenCheck
 
 
 @dataclass
@@ -54,6 +49,19 @@ class Apply:
     """A server-side apply: the applied configuration (decoded, without managedFields)."""
     config: dict
     force: bool = False
+
+
+def _result(change: Change) -> Result:
+    return Result(change.obj, created=change.event == ADDED, deleted=change.event == DELETED,
+                  changed=change.event is not None)
+
+
+def current_revision() -> int:
+    return RevisionCounter.objects.filter(pk=1).values_list("value", flat=True).first() or 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Followed clusters: written by their follower, or through their own API server
 
 
 # A followed cluster's writer (follow/writes.py) for the dashboard's writes in this context: set
@@ -77,8 +85,11 @@ def _upstream():
     return None if clusters.is_local() else _through.get()
 
 
-def current_revision() -> int:
-    return RevisionCounter.objects.filter(pk=1).values_list("value", flat=True).first() or 0
+def _refuse_followed() -> None:
+    if not clusters.is_local():
+        # A followed cluster is written only by its follower (mirror.py), never by a client.
+        raise ApiError(405, "MethodNotAllowed",
+                       f"cluster {clusters.current()!r} is followed read-only: change it in the cluster itself")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,7 +98,7 @@ def current_revision() -> int:
 
 def get_raw(res: Resource, namespace: str, name: str) -> bytes:
     """The stored JSON of one object, as served (no decode, no re-encode)."""
-    hit = sql.load_raw(res, namespace, name)
+    hit = storage.backend().get_raw(Key(res, namespace, name))
     if hit is None:
         raise not_found(res.group, res.plural, name)
     return hit[1].encode()
@@ -113,20 +124,19 @@ def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False,
     obj.setdefault("metadata", {})
     if (writer := _upstream()) is not None:
         return writer.create(res, namespace, obj, dry_run=dry_run)
-
-    def work() -> Result:
-        sql.lock()
-        return _create_inside(res, namespace, obj, kmeta.now(), manager=manager, version=version)
-
-    result = _run(dry_run, work)
+    _refuse_followed()
+    moment = kmeta.now()
+    new = _new_object(res, namespace, obj, moment, manager=manager, version=version)
+    result = _result(storage.backend().create(Key(res, namespace, new["metadata"]["name"]), new, moment=moment,
+                                              dry_run=dry_run))
     if dry_run:
         result.object["metadata"].pop("resourceVersion", None)
     return result
 
 
-def _create_inside(res: Resource, namespace: str, obj: dict, moment, *, manager: str,
-                   apply: Apply | None = None, version: str = "") -> Result:
-    """Create inside an open, locked write transaction (POST, create-on-update, apply)."""
+def _new_object(res: Resource, namespace: str, obj: dict, moment: datetime, *, manager: str,
+                apply: Apply | None = None, version: str = "") -> dict:
+    """The pure part of a create (POST, create-on-update, apply): obj as it will be stored."""
     obj["apiVersion"], obj["kind"] = res.api_version, res.kind
     m = obj["metadata"]
     m["namespace"] = namespace
@@ -136,7 +146,7 @@ def _create_inside(res: Resource, namespace: str, obj: dict, moment, *, manager:
         obj, fields = _apply(res, None, obj, apply.force, manager, "", moment, version)
         m = obj["metadata"]
     res.default(obj)
-    if apply is None:  # before PrepareForCreate, as kube's field manager (see update)
+    if apply is None:  # before PrepareForCreate, as kube's field manager (see _updated)
         fields = mf.created(mf.without_managed_fields(obj), _zero(res), schema.node(res.definition), manager=manager,
                             subresource="", api_version=version or res.api_version,
                             ignored=mf.ignored_fields(res, ""), now=kmeta.format_time(moment), sent=sent_fields)
@@ -146,29 +156,58 @@ def _create_inside(res: Resource, namespace: str, obj: dict, moment, *, manager:
     _validate(res, obj, _meta_causes(obj) + res.validate(obj))
     res.canonicalize(obj)
     _set_fields(obj, _fields_out(res, fields))
-    if sql.exists(res, namespace, m["name"]):   # (plain SQL: the ORM's query was a fifth of a create)
-        raise already_exists(res.group, res.plural, m["name"])
-    rv = _record(res, obj, Revision.ADDED, moment)
-    sql.insert_row(res, namespace, m["name"], obj, rv)
-    return Result(obj, created=True)
+    return obj
 
 
 # ---------------------------------------------------------------------------------------------
 # Update
 
 
-def _check_preconditions(res: Resource, name: str, current: dict, uid: str | None, rv: str | None) -> None:
-    m = current["metadata"]
-    if uid and uid != m.get("uid"):
-        raise conflict(res.group, res.plural, name,
-                       f"Precondition failed: UID in precondition: {uid}, UID in object meta: {m.get('uid')}")
-    if rv and rv != m.get("resourceVersion"):
-        raise conflict(res.group, res.plural, name,
-                       f"Precondition failed: ResourceVersion in precondition: {rv}, "
-                       f"ResourceVersion in object meta: {m.get('resourceVersion')}")
+def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
+           dry_run: bool = False, is_patch: bool = False, manager: str = mf.WEB_MANAGER,
+           version: str = "", token_check: TokenCheck | None = None) -> Result:
+    """Replace an object. obj_or_fn is the new object, fn(current) -> new object (PATCH), or
+    an Apply (server-side apply: merged by the schema; creates the object when missing).
+
+    The main resource keeps the stored status; /status keeps everything but status.
+    manager, version: who writes, through which apiVersion, for managedFields (see create).
+    token_check: the caller's token is not checked yet (kube/views.py _unconfirmed_write): only
+    a backend that checks it in the write's own statement writes (token_check.confirmed);
+    anything else raises storage.Unconfirmed, having written nothing.
+    """
+    applying = obj_or_fn if isinstance(obj_or_fn, Apply) else None
+    if (writer := _upstream()) is not None and applying is None and not subresource:
+        return writer.update(res, namespace, name, obj_or_fn, dry_run=dry_run)
+    _refuse_followed()
+    request = _Update(res, namespace, name, obj_or_fn, applying, subresource, is_patch, manager, version, kmeta.now())
+    # A PUT's body: its metadata.uid is a precondition, and the resourceVersion it names is the
+    # one it was computed from (a backend may hold that object already: known_rv).
+    put = applying is None and not is_patch
+    meta = obj_or_fn.get("metadata") if put and isinstance(obj_or_fn, dict) else None
+    named = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    change = storage.backend().guaranteed_update(
+        Key(res, namespace, name), functools.partial(_updated, request),
+        functools.partial(_check_uid_precondition, res, namespace, name, obj_or_fn) if put else None,
+        moment=request.moment, known_rv=named or "", dry_run=dry_run, token_check=token_check)
+    return _result(change)
 
 
-def _check_uid_precondition(res: Resource, namespace: str, name: str, current: dict | None, body: dict) -> None:
+@dataclass(slots=True)
+class _Update:
+    """An update as its request asked it: all its pure part needs besides the current object."""
+    res: Resource
+    namespace: str
+    name: str
+    body: object             # the new object, fn(current) -> new object (PATCH), or an Apply
+    applying: Apply | None
+    subresource: str
+    is_patch: bool
+    manager: str
+    version: str
+    moment: datetime
+
+
+def _check_uid_precondition(res: Resource, namespace: str, name: str, body, current: dict | None) -> None:
     """A PUT body's metadata.uid is a precondition (kube's DefaultUpdatedObjectInfo): it must be
     the stored object's (a missing object has none), else 409 as kube's storage words it."""
     uid = (body.get("metadata") or {}).get("uid") if isinstance(body, dict) else None
@@ -180,117 +219,96 @@ def _check_uid_precondition(res: Resource, namespace: str, name: str, current: d
                        f"UID in object meta: {stored}")
 
 
-def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
-           dry_run: bool = False, is_patch: bool = False, manager: str = mf.WEB_MANAGER,
-           version: str = "") -> Result:
-    """Replace an object. obj_or_fn is the new object, fn(current) -> new object (PATCH), or
-    an Apply (server-side apply: merged by the schema; creates the object when missing).
-
-    The main resource keeps the stored status; /status keeps everything but status.
-    manager, version: who writes, through which apiVersion, for managedFields (see create).
-    """
-    moment = kmeta.now()
-    applying = obj_or_fn if isinstance(obj_or_fn, Apply) else None
-    if (writer := _upstream()) is not None and applying is None and not subresource:
-        return writer.update(res, namespace, name, obj_or_fn, dry_run=dry_run)
-
-    def work(optimistic: bool = False, cached: tuple | None = None) -> Result:
-        if not optimistic:
-            sql.lock()
-        # cached: (row id, object) from objcache at the revision the body names, instead of a read
-        row_id, current = cached if cached is not None else sql.load(res, namespace, name)
-        # (an optimistic try may be run again: it writes on a copy of the body)
-        body = _copied(obj_or_fn) if optimistic and isinstance(obj_or_fn, dict) else obj_or_fn
-        if applying is None and not is_patch:
-            _check_uid_precondition(res, namespace, name, current, body)
-        if current is None:
-            if optimistic:
-                raise _NeedsLock   # (a create: the locked path, which checks the name)
-            if applying is not None and (applying.config.get("metadata") or {}).get("uid"):
-                raise conflict(res.group, res.plural, name, "uid mismatch: the provided object specified uid "
-                               f"{applying.config['metadata']['uid']}, and no existing object was found")
-            if applying is not None and not subresource:
-                new = copy.deepcopy(applying.config)
-                new.setdefault("metadata", {})["name"] = name
-                return _create_inside(res, namespace, new, moment, manager=manager, apply=applying, version=version)
-            if not is_patch and applying is None and res.allow_create_on_update and not subresource:
-                new = body
-                new.setdefault("metadata", {})["name"] = name
-                new["metadata"].pop("resourceVersion", None)
-                return _create_inside(res, namespace, new, moment, manager=manager, version=version)
-            raise not_found(res.group, res.plural, name)
-        fields = None
-        if applying is not None:
-            new, fields = _apply(res, current, copy.deepcopy(applying.config), applying.force, manager,
-                                 subresource, moment, version)
-        else:
-            new = obj_or_fn(copy.deepcopy(current)) if callable(obj_or_fn) else body
-        sent_fields = (new.get("metadata") or {}).get("managedFields") if isinstance(new, dict) else None
-        new["apiVersion"], new["kind"] = res.api_version, res.kind
-        nm = new.setdefault("metadata", {})
-        if nm.get("name", name) != name:
-            # A PUT body names its object; a patch that changes the name is invalid.
-            if is_patch:
-                raise invalid_object(res.group, res.kind, name, [
-                    invalid("metadata.name", nm.get("name"), "field is immutable")])
-            raise bad_request(f"the name of the object ({nm.get('name')}) does not match the name on the URL ({name})")
-        nm["name"] = name
-        if nm.get("namespace", namespace) != namespace:
-            if is_patch:
-                raise invalid_object(res.group, res.kind, name, [
-                    invalid("metadata.namespace", nm.get("namespace"), "field is immutable")])
-            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
-        nm["namespace"] = namespace
-        wanted_rv = nm.get("resourceVersion") or ""
-        if wanted_rv:
-            if wanted_rv != current["metadata"]["resourceVersion"]:
-                raise conflict(res.group, res.plural, name, STALE_OBJECT)
-        elif not res.allow_unconditional_update and not is_patch:
+def _updated(req: _Update, current: dict | None, final: bool) -> Change:
+    """The pure part of an update: what the request makes of `current` (None: there is none),
+    as the object to store and how (storage.Change), or an ApiError. No database: the backend
+    calls it with the object it read (or cached), as often as it needs. final: no other try
+    follows, so the request's body may be used up; before that each try works on a copy."""
+    res, namespace, name, applying, moment = req.res, req.namespace, req.name, req.applying, req.moment
+    body = req.body if final or not isinstance(req.body, dict) else _copied(req.body)
+    if current is None:
+        return Change(_created_by_update(req, body), ADDED)
+    fields = None
+    if applying is not None:
+        new, fields = _apply(res, current, copy.deepcopy(applying.config), applying.force, req.manager,
+                             req.subresource, moment, req.version)
+    else:
+        new = body(copy.deepcopy(current)) if callable(body) else body
+    sent_fields = (new.get("metadata") or {}).get("managedFields") if isinstance(new, dict) else None
+    new["apiVersion"], new["kind"] = res.api_version, res.kind
+    nm = new.setdefault("metadata", {})
+    if nm.get("name", name) != name:
+        # A PUT body names its object; a patch that changes the name is invalid.
+        if req.is_patch:
             raise invalid_object(res.group, res.kind, name, [
-                invalid("metadata.resourceVersion", "0x0", "must be specified for an update")])
-        old = current
-        res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
-        if applying is None:
-            # kube's field manager sees the decoded, defaulted object, before the strategy's
-            # PrepareForUpdate: what the strategy sets is nobody's.
-            fields = _updated_fields(res, old, new, _fields_in(res, sent_fields), manager, subresource, moment,
-                                     version)
-        kmeta.prepare_update(nm, old["metadata"])
-        if subresource == "status":
-            # kube's status strategies reset only the spec: metadata (labels, annotations,
-            # finalizers...) written through /status is kept, as the main resource keeps status.
-            _keep(new, old, res.spec_keys)
-        else:
-            res.prepare_for_update(new, old)
-            _keep(new, old, res.status_keys)
-            if res.has_generation and any(new.get(k) != old.get(k) for k in res.spec_keys):
-                new["metadata"]["generation"] = (old["metadata"].get("generation") or 0) + 1
-        kmeta.drop_empty(new["metadata"])
-        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        if subresource == "status":
-            causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate_status_update(new, old)
-        else:
-            causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate(new) + res.validate_update(new, old)
-        _validate(res, new, causes)
-        if subresource != "status":
-            res.canonicalize(new)
-        _set_fields(new, _fields_out(res, fields))
-        if new == old:
-            if cached is not None:
-                raise _Stale   # (an answer the write does not check: read first)
-            return Result(old, changed=False)  # no-op writes keep the resourceVersion, as etcd does
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            if optimistic:
-                raise _NeedsLock
-            return _delete_inside(res, row_id, new, moment)
-        _record(res, new, Revision.MODIFIED, moment, row_id=row_id,
-                expect=int(old["metadata"]["resourceVersion"]) if optimistic else None)
-        return Result(new)
+                invalid("metadata.name", nm.get("name"), "field is immutable")])
+        raise bad_request(f"the name of the object ({nm.get('name')}) does not match the name on the URL ({name})")
+    nm["name"] = name
+    if nm.get("namespace", namespace) != namespace:
+        if req.is_patch:
+            raise invalid_object(res.group, res.kind, name, [
+                invalid("metadata.namespace", nm.get("namespace"), "field is immutable")])
+        raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+    nm["namespace"] = namespace
+    wanted_rv = nm.get("resourceVersion") or ""
+    if wanted_rv:
+        if wanted_rv != current["metadata"]["resourceVersion"]:
+            raise conflict(res.group, res.plural, name, STALE_OBJECT)
+    elif not res.allow_unconditional_update and not req.is_patch:
+        raise invalid_object(res.group, res.kind, name, [
+            invalid("metadata.resourceVersion", "0x0", "must be specified for an update")])
+    old = current
+    res.default(new)  # kube decodes (and defaults) status bodies too: times get normalized
+    if applying is None:
+        # kube's field manager sees the decoded, defaulted object, before the strategy's
+        # PrepareForUpdate: what the strategy sets is nobody's.
+        fields = _updated_fields(res, old, new, _fields_in(res, sent_fields), req.manager, req.subresource, moment,
+                                 req.version)
+    kmeta.prepare_update(nm, old["metadata"])
+    if req.subresource == "status":
+        # kube's status strategies reset only the spec: metadata (labels, annotations,
+        # finalizers...) written through /status is kept, as the main resource keeps status.
+        _keep(new, old, res.spec_keys)
+    else:
+        res.prepare_for_update(new, old)
+        _keep(new, old, res.status_keys)
+        if res.has_generation and any(new.get(k) != old.get(k) for k in res.spec_keys):
+            new["metadata"]["generation"] = (old["metadata"].get("generation") or 0) + 1
+    kmeta.drop_empty(new["metadata"])
+    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+    if req.subresource == "status":
+        causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate_status_update(new, old)
+    else:
+        causes = _meta_causes(new) + _meta_update_causes(new, old) + res.validate(new) + res.validate_update(new, old)
+    _validate(res, new, causes)
+    if req.subresource != "status":
+        res.canonicalize(new)
+    _set_fields(new, _fields_out(res, fields))
+    if new == old:
+        return Change(old, None)   # no-op writes keep the resourceVersion, as etcd does
+    if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        return Change(new, DELETED)   # (kube's shouldDeleteDuringUpdate: the last finalizer went)
+    return Change(new, MODIFIED)
 
-    # A PUT names the revision it was computed from: the object cached at that revision (objcache)
-    meta = obj_or_fn.get("metadata") if applying is None and not is_patch and isinstance(obj_or_fn, dict) else None
-    named = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return _run(dry_run, work, optimistic=True, cached=(res, namespace, name, named) if named else None)
+
+def _created_by_update(req: _Update, body) -> dict:
+    """An update of a missing object: a server-side apply creates it, a PUT of a kind that allows
+    create-on-update too; else 404."""
+    res, name, applying = req.res, req.name, req.applying
+    if applying is not None and (applying.config.get("metadata") or {}).get("uid"):
+        raise conflict(res.group, res.plural, name, "uid mismatch: the provided object specified uid "
+                       f"{applying.config['metadata']['uid']}, and no existing object was found")
+    if applying is not None and not req.subresource:
+        new = copy.deepcopy(applying.config)
+        new.setdefault("metadata", {})["name"] = name
+        return _new_object(res, req.namespace, new, req.moment, manager=req.manager, apply=applying,
+                           version=req.version)
+    if not req.is_patch and applying is None and res.allow_create_on_update and not req.subresource:
+        new = body
+        new.setdefault("metadata", {})["name"] = name
+        new["metadata"].pop("resourceVersion", None)
+        return _new_object(res, req.namespace, new, req.moment, manager=req.manager, version=req.version)
+    raise not_found(res.group, res.plural, name)
 
 
 def _keep(new: dict, old: dict, keys) -> None:
@@ -302,15 +320,12 @@ def _keep(new: dict, old: dict, keys) -> None:
             new.pop(key, None)
 
 
+def _copied(body: dict) -> dict:
+    return orjson.loads(orjson.dumps(body))
+
+
 # ---------------------------------------------------------------------------------------------
 # Delete
-
-
-def _delete_inside(res: Resource, row_id: int, obj: dict, moment) -> Result:
-    _record(res, obj, Revision.DELETED, moment)
-    sql.delete_row(res, row_id)
-    objcache.dropped(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-    return Result(obj, deleted=True)
 
 
 def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, rv: str | None = None,
@@ -319,125 +334,35 @@ def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, 
     moment = kmeta.now()
     if (writer := _upstream()) is not None:
         return writer.delete(res, namespace, name, uid=uid, rv=rv, dry_run=dry_run)
-
-    def work() -> Result:
-        sql.lock()
-        row_id, current = sql.load(res, namespace, name)
-        if current is None:
-            raise not_found(res.group, res.plural, name)
-        _check_preconditions(res, name, current, uid, rv)
-        m = current["metadata"]
-        if m.get("finalizers"):
-            if m.get("deletionTimestamp"):
-                return Result(current, changed=False)
-            m["deletionTimestamp"] = kmeta.format_time(moment)
-            m["deletionGracePeriodSeconds"] = 0
-            _record(res, current, Revision.MODIFIED, moment, row_id=row_id)
-            return Result(current)
-        return _delete_inside(res, row_id, current, moment)
-
-    return _run(dry_run, work)
+    _refuse_followed()
+    change = storage.backend().delete(Key(res, namespace, name), functools.partial(_deleting, moment),
+                                      functools.partial(_check_preconditions, res, name, uid, rv),
+                                      moment=moment, dry_run=dry_run)
+    return _result(change)
 
 
-# ---------------------------------------------------------------------------------------------
-# The transaction and the revision
+def _check_preconditions(res: Resource, name: str, uid: str | None, rv: str | None, current: dict) -> None:
+    m = current["metadata"]
+    if uid and uid != m.get("uid"):
+        raise conflict(res.group, res.plural, name,
+                       f"Precondition failed: UID in precondition: {uid}, UID in object meta: {m.get('uid')}")
+    if rv and rv != m.get("resourceVersion"):
+        raise conflict(res.group, res.plural, name,
+                       f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                       f"ResourceVersion in object meta: {m.get('resourceVersion')}")
 
 
-class DryRun(Exception):
-    """Raised inside a write transaction to roll it back while keeping the answer."""
-
-    def __init__(self, result):
-        self.result = result
-
-
-class _Stale(Exception):
-    """An optimistic write found its object changed since it was read: compute it again."""
-
-
-class _NeedsLock(Exception):
-    """An optimistic write turned out to be a create or a delete: the locked path does it."""
-
-
-OPTIMISTIC_TRIES = 3
-
-
-def _copied(body: dict) -> dict:
-    return orjson.loads(orjson.dumps(body))
-
-
-def _run(dry_run: bool, work: Callable[..., Result], optimistic: bool = False,
-         cached: tuple | None = None) -> Result:
-    """Run work in a write transaction (dry_run: rolled back).
-
-    optimistic (an update; PostgreSQL, not inside a transaction): first work(optimistic=True),
-    which reads and computes outside the revision lock and writes with one statement that takes
-    the lock, writes only if the object is still the one read, and commits (sql.record's
-    expect). The lock is then held for that statement alone, not for the read, the Python work
-    and four round trips. After OPTIMISTIC_TRIES lost races (or for a create or delete), the
-    locked path, which always gets through.
-
-    cached: (res, namespace, name, resourceVersion) of a PUT naming the revision it was computed
-    from. When objcache holds the object at that revision, the first try computes from it instead
-    of reading (kube's GuaranteedUpdate from its watch cache); the conditional write verifies it.
-    Whatever else happens on that try (the object changed, any ApiError, a no-op, a create or a
-    delete) nothing was written: the entry is dropped and the tries below read as before, so a
-    stale entry never gives an answer."""
-    if not clusters.is_local():
-        # A followed cluster is written only by its follower (mirror.py), never by a client.
-        raise ApiError(405, "MethodNotAllowed",
-                       f"cluster {clusters.current()!r} is followed read-only: change it in the cluster itself")
-    if optimistic and not dry_run and sql.one_message_writes() and not connection.in_atomic_block:
-        if cached is not None:
-            key, hit = objcache.lookup(*cached)
-            if hit is not None:
-                try:
-                    result = work(optimistic=True, cached=hit)
-                except (_Stale, _NeedsLock, ApiError):
-                    objcache.stale(key)
-                else:
-                    objcache.hit()
-                    return result
-        for _ in range(OPTIMISTIC_TRIES):
-            try:
-                return work(optimistic=True)
-            except _Stale:
-                continue
-            except _NeedsLock:
-                break
-    if not dry_run:
-        with transaction.atomic():
-            return work()
-    try:
-        with transaction.atomic():
-            raise DryRun(work())
-    except DryRun as done:
-        return done.result
-
-
-def _record(res: Resource, obj: dict, event: str, moment, *, row_id: int | None = None,
-            expect: int | None = None) -> int:
-    """Give obj the next revision and append it to the log (in the current cluster); returns
-    the revision. row_id: also write obj's typed row (that row's update, in the same statement
-    on PostgreSQL: sql.record). expect: an optimistic update's revision read (sql.record);
-    raises _Stale if the object has changed since."""
-    m = obj["metadata"]
-    m["resourceVersion"] = sql.RV_MARK   # (the database numbers it: sql.record)
-    text = orjson.dumps({"kind": res.kind, "apiVersion": res.api_version, **obj}).decode()
-    rv = sql.record([clusters.current(), res.kind, m.get("namespace", ""), m["name"], event, text,
-                     connection.ops.adapt_datetimefield_value(moment), ""],
-                    update=None if row_id is None else (res, row_id, obj), expect=expect)
-    if rv is None:
-        raise _Stale
-    m["resourceVersion"] = str(rv)
-    if row_id is not None:   # (the stored text: the database put the revision in for RV_MARK)
-        objcache.written(res, obj, row_id, rv, text.replace(sql.RV_FIELD, f'"resourceVersion":"{rv}"'))
-    announce(rv)
-    return rv
-
-
-def announce(rv: int) -> None:
-    """Once the transaction commits: revision_committed (the watch hubs, here and elsewhere)."""
-    transaction.on_commit(lambda: revision_committed.send(sender=Revision, rv=rv))
+def _deleting(moment: datetime, current: dict) -> Change:
+    """The pure part of a delete: gone, or (finalizers remain) marked with deletionTimestamp,
+    once (kube's updateForGracefulDeletionAndFinalizers)."""
+    m = current["metadata"]
+    if not m.get("finalizers"):
+        return Change(current, DELETED)
+    if m.get("deletionTimestamp"):
+        return Change(current, None)
+    m["deletionTimestamp"] = kmeta.format_time(moment)
+    m["deletionGracePeriodSeconds"] = 0
+    return Change(current, MODIFIED)
 
 
 # ---------------------------------------------------------------------------------------------

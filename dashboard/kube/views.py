@@ -10,7 +10,6 @@ import logging
 import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.negotiation import BaseContentNegotiation
@@ -22,7 +21,7 @@ from dashboard.access.authentication import (BearerTokenAuthentication, TokenRow
                                              token_check_sql)
 from dashboard.access.models import hash_token
 
-from . import codec, lists, registry, schema_state, sql, store
+from . import codec, lists, registry, schema_state, storage, store
 from .registry import backend, from_storage, to_storage
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, database_lost, forbidden, forbidden_request,
@@ -95,7 +94,7 @@ def exception_handler(exc, context):
     if unmigrated is not None:
         return status_response(unmigrated, request)
     method, path = getattr(request, "method", "GET"), getattr(request, "path", "?")
-    if _connection_lost(exc):
+    if storage.backend().connection_lost(exc):
         log.warning("database connection lost serving %s %s: %s", method, path, exc)
         return status_response(database_lost(method), request)
     log.exception("unexpected error serving %s", path)
@@ -516,17 +515,17 @@ class ObjectView(KubeAPIView):
             return render_objects(request, res, [raw], {"resourceVersion": obj["metadata"]["resourceVersion"]}, single=True)
         return json_response(raw, request=request)
 
-    def put(self, request, **kw):
+    def put(self, request, token_check: storage.TokenCheck | None = None, **kw):
         res, ns, name, sub = self._target(request, kw, "update")
         mode, manager, is_dry = write_options(request, "UpdateOptions")
         obj = read_body(request)
         check_type_meta(res, obj)
         obj, warnings = decode_object(res, obj, mode, duplicates=duplicate_fields(request.body, _body_type(request), mode))
         result = store.update(backend(res), ns, name, to_storage(res, obj), subresource=sub, dry_run=is_dry,
-                              manager=manager, version=res.api_version)
+                              manager=manager, version=res.api_version, token_check=token_check)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
-    def patch(self, request, **kw):
+    def patch(self, request, token_check: storage.TokenCheck | None = None, **kw):
         res, ns, name, sub = self._target(request, kw, "patch")
         ctype = patch_type(request.META.get("CONTENT_TYPE", ""))
         mode, manager, is_dry = write_options(request, "PatchOptions", apply=ctype == APPLY_PATCH)
@@ -536,7 +535,7 @@ class ObjectView(KubeAPIView):
         warnings: list[str] = []
 
         if ctype == APPLY_PATCH:
-            return self._apply(request, res, ns, name, sub, body, mode, manager, is_dry)
+            return self._apply(request, res, ns, name, sub, body, mode, manager, is_dry, token_check)
         repeated = duplicate_fields(body, ctype, mode)
 
         def patched(current: dict) -> dict:
@@ -549,10 +548,10 @@ class ObjectView(KubeAPIView):
             return to_storage(res, new)
 
         result = store.update(backend(res), ns, name, patched, subresource=sub, dry_run=is_dry, is_patch=True,
-                              manager=manager, version=res.api_version)
+                              manager=manager, version=res.api_version, token_check=token_check)
         return object_response(request, res, result.object, 200, warnings)
 
-    def _apply(self, request, res, ns, name, sub, body, mode, manager, is_dry):
+    def _apply(self, request, res, ns, name, sub, body, mode, manager, is_dry, token_check):
         """Server-side apply (apply.py): the applied configuration merged by the schema, with
         field ownership; creates the object when it does not exist."""
         force = parse_bool(request.GET.get("force"), "force")
@@ -575,7 +574,8 @@ class ObjectView(KubeAPIView):
             raise bad_request("metadata.managedFields must be nil")
         am.pop("resourceVersion", None)
         result = store.update(backend(res), ns, name, store.Apply(to_storage(res, applied), force), subresource=sub,
-                              dry_run=is_dry, is_patch=True, manager=manager, version=res.api_version)
+                              dry_run=is_dry, is_patch=True, manager=manager, version=res.api_version,
+                              token_check=token_check)
         return object_response(request, res, result.object, 201 if result.created else 200, warnings)
 
     def delete(self, request, **kw):
@@ -668,7 +668,7 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
         output(request)
         return handler(view_class(), request, **kw)
     except Exception as exc:   # noqa: BLE001 - every failure is answered as a Status
-        if request.META.get(INLINE) is not None and _would_wait(exc):
+        if request.META.get(INLINE) is not None and storage.backend().would_wait(exc):
             # Run on the event loop, which must not wait for SQLite's lock: nothing was
             # written (the lock is taken first); the bridge runs the request again on a thread.
             request.META[INLINE] = "would wait"
@@ -677,30 +677,28 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
 
 
 def _unconfirmed_write(request, view_class: type, kw: dict) -> HttpResponse | None:
-    """PostgreSQL, an update of one object (a renewal): served for the caller its token stood
-    for at its last check in this process (authentication.recent_principal), without checking it
-    first: the one-statement write checks the token itself, in the same statement as the object
-    (sql.TokenCheck), so a revoked or changed token writes nothing, and any answer but a
-    written one is thrown away. None: nothing was written; serve it the usual way (the token
-    checked first). One round trip fewer for a renewal; revocation still ends at once."""
-    if (request.method not in ("PUT", "PATCH") or view_class is not ObjectView or not sql.one_message_writes()
-            or not clusters.is_local()):
+    """An update of one object (a renewal) on a database whose write can check a token in its own
+    statement (PostgreSQL): served for the caller its token stood for at its last check in this
+    process (authentication.recent_principal), without checking it first. The token check is
+    handed to the store (storage.TokenCheck), whose one-statement write checks it with the
+    object, so a revoked or changed token writes nothing; any answer but a confirmed write is
+    thrown away. None: nothing was written; serve it the usual way (the token checked first).
+    One round trip fewer for a renewal; revocation still ends at once."""
+    if (request.method not in ("PUT", "PATCH") or view_class is not ObjectView
+            or not storage.backend().confirms_tokens() or not clusters.is_local()):
         return None   # (a followed cluster's writes go to its API server: store.writing_through)
     token_hash = hash_token(request.META.get("HTTP_AUTHORIZATION", "")[7:].strip())
     recent = recent_principal(token_hash)
     if recent is None or impersonation.wanted(request.META) is not None:
         return None
     principal, _, fingerprint = recent
-    check = sql.TokenCheck(token_check_sql(), token_check_params(token_hash, fingerprint))
-    pending = sql.unconfirmed_token.set(check)
+    check = storage.TokenCheck(token_check_sql(), token_check_params(token_hash, fingerprint))
     try:
         request.user = principal
         output(request)
-        response = getattr(view_class(), request.method.lower())(request, **kw)
+        response = getattr(view_class(), request.method.lower())(request, token_check=check, **kw)
     except Exception as exc:   # noqa: BLE001 - as serve_direct's
         response = exception_handler(exc, {"request": request}) if check.confirmed else None
-    finally:
-        sql.unconfirmed_token.reset(pending)
     (WRITTEN if check.confirmed else SERVED_AGAIN).inc()
     return response if check.confirmed else None
 
@@ -710,16 +708,3 @@ WRITTEN, SERVED_AGAIN = (UNCONFIRMED_WRITES.labels(outcome) for outcome in ("wri
 
 INLINE = "kubedash.inline"   # environ key the bridge sets for requests run on the event loop
 STREAMS = "kubedash.streams"   # environ key: the server sends a streaming response as it is read
-
-
-def _connection_lost(exc: Exception) -> bool:
-    """Did the request's database connection break (not the request's fault: worth a retry)?"""
-    if not isinstance(exc, (OperationalError, InterfaceError)):
-        return False
-    raw = connection.connection
-    return raw is None or bool(getattr(raw, "closed", False) or getattr(raw, "broken", False))
-
-
-def _would_wait(exc: Exception) -> bool:
-    return isinstance(exc, OperationalError) and "locked" in str(exc)
-

@@ -1,25 +1,25 @@
-"""The current objects this process last wrote or read: PostgreSQL's optimistic update without its read.
+"""PostgreSQL's object cache: the current objects this process last wrote or read, so an update needs no read.
 
 kube-apiserver's GuaranteedUpdate computes an update from its watch cache's copy of the object
 and lets etcd's transaction compare the mod revision; only when that fails does it read again.
-store.update does the same (store._run): a PUT whose body names the resourceVersion held here is
-computed from this copy instead of a read, and the conditional write (sql.conditional_update:
-the typed row still holds that revision) verifies it. An entry may be stale: that costs only the
-try (any error, a no-op or a lost check drops the entry and the update reads and runs again,
-having written nothing). It must never be wrong: every (row id, revision, text) held here was
-committed together, so it is filled only from reads outside any transaction (committed data)
-and from writes once they committed (on_commit), never from a rolled-back write whose revision
-number the next write will hand out again.
+The PostgreSQL backend does the same (postgresql.py, guaranteed_update): a PUT whose body names
+the resourceVersion held here is computed from this copy instead of a read, and the conditional
+write (the typed row still holds that revision) verifies it. An entry may be stale: that costs
+only the try (any error, a no-op or a lost check drops the entry and the update reads and runs
+again, having written nothing). It must never be wrong: every (row id, revision, text) held here
+was committed together, so it is filled only from reads outside any transaction (committed
+data) and from writes once they committed (on_commit), never from a rolled-back write whose
+revision number the next write will hand out again.
 
 A revision never names two states of a row: the counter only goes up, and a restore (which
 brings an older counter back) is done with every app process stopped, then `bump_revision`
 jumps past every revision handed out before (epoch.py, docs/OPERATIONS.md "Restoring"), so no
 process keeps a cache across it. A flushed test database (the counter starts again) sends
-post_migrate: the cache is cleared then (apps.py), and by epoch.bump in its own process.
+post_migrate: the cache is cleared then (apps.py: Storage.forget_cache), and by epoch.bump in
+its own process.
 
 Keyed by database, cluster, table, namespace and name; bounded (LRU, KUBEDASH_UPDATE_CACHE
-entries; 0: off) and thread-safe; PostgreSQL only (store._run uses it on the one-message path).
-It imports none of the store's modules (sql.py fills it from its reads).
+entries; 0: off) and thread-safe. Only postgresql.py uses it.
 Callers get a fresh dict per use (decoded from the text), never the cached state itself.
 """
 from __future__ import annotations
@@ -57,8 +57,7 @@ def key(res, namespace: str, name: str) -> tuple:
 
 
 def used() -> bool:
-    """Does this connection's update path use the cache (PostgreSQL's optimistic path)?"""
-    return settings.KUBEDASH_UPDATE_CACHE > 0 and connection.vendor == "postgresql"
+    return settings.KUBEDASH_UPDATE_CACHE > 0
 
 
 def _put(k: tuple, row_id: int, rv: int, text: str) -> None:
@@ -73,13 +72,13 @@ def _put(k: tuple, row_id: int, rv: int, text: str) -> None:
 
 
 def read(res, namespace: str, name: str, row_id: int, text: str, rv: int) -> None:
-    """A current object read (sql.load_raw): kept only when read outside any transaction."""
+    """A current object read (PostgreSQLStorage.get_raw): kept only when read outside any transaction."""
     if used() and not connection.in_atomic_block:
         _put(key(res, namespace, name), row_id, rv, text)
 
 
 def written(res, obj: dict, row_id: int, rv: int, text: str) -> None:
-    """An update written (store._record), its stored text: kept once committed."""
+    """An update written (PostgreSQLStorage.record), its stored text: kept once committed."""
     if not used():
         return
     k = key(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
