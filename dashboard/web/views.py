@@ -33,7 +33,7 @@ from django.views.decorators.http import require_safe
 
 from dashboard.access import clusters
 from dashboard.access.principals import SHARE_VERB, Principal
-from dashboard.kube import lists, store
+from dashboard.kube import lists, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.selectors import parse_label_selector
@@ -170,8 +170,7 @@ def fetch_sorted(web: kinds.KindWeb, namespaces: list[str | None], selector, q: 
     from it can only repeat a change, never miss one."""
     rv = store.current_revision()
     keys, total = page_keys(web, namespaces, selector, q, sort, page, limit, now)
-    texts = dict(web.resource.model.objects.filter(id__in=[k[0] for k in keys])
-                 .values_list("id", "current__object"))
+    texts = dict(revlog.with_current(web.resource.model.objects.filter(id__in=[k[0] for k in keys]), "id"))
     return Fetched([orjson.loads(texts[k[0]]) for k in keys if k[0] in texts], rv, ""), total
 
 
@@ -354,8 +353,6 @@ class DetailView(View):
 def last_deletion(web: kinds.KindWeb, namespace: str, name: str):
     """(the object as it was when deleted, when) from the revision log, when the object's last
     logged write is its deletion; else None (never there, or its history compacted away)."""
-    from dashboard.kube import revlog
-
     last = revlog.object_revisions(web.kind, namespace, name, 1)
     if not last or last[0][1] != revlog.DELETED:
         return None
