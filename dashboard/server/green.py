@@ -1,4 +1,4 @@
-"""Sync request code on the event loop: SQLite's LoopInline calls it there directly (bridge.py),
+"""Sync request code on the event loop: SQLite's LoopInline calls it there directly (inline.py),
 and PostgreSQL's fast lane runs it in greenlets that hand their round trips to the loop.
 
 GreenLane: a bearer-token resource request (a renewal, a GET of one object) runs its sync code,

@@ -9,11 +9,11 @@ so the bounds must hold here, while it is read (docs/SERVING.md, "Limits"):
   (slow-loris sockets are closed), and a connection idle between requests, or while sending a
   body, is closed after KUBEDASH_IDLE_TIMEOUT_SECONDS. Twisted stops that idle clock while a
   request is answered, so watches and slow lists are never cut;
-- at the end of the headers the bridge decides whether the body may be read at all: a body
+- at the end of the headers admission.py decides whether the body may be read at all: a body
   that may be larger than KUBEDASH_ANONYMOUS_BODY_BYTES needs a token or session (401 without
   one), which is checked on the fast lane's thread while the socket is paused
-  (bridge.credentials_valid: 401 if it is not valid); then a declared length over the limit
-  is answered 413 (bridge.size_refusal), all before any of the body is read;
+  (admission.credentials_valid: 401 if it is not valid); then a declared length over the limit
+  is answered 413 (admission.size_refusal), all before any of the body is read;
 - a chunked body is answered 413 the moment it passes the limit;
 - the body is kept as received, joined once into the one copy the application reads.
 
@@ -35,10 +35,11 @@ from twisted.internet.interfaces import ISSLTransport
 from twisted.web.http import HTTPChannel
 from twisted.web.http_headers import Headers
 
-from dashboard.kube.errors import ApiError, unauthorized
+from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.hub import direct_subscriber
 
-from . import bridge, observe
+from . import observe
+from .admission import anonymous_refusal, body_limit, credentials_valid, needs_credentials, size_refusal
 from .lanes import lanes
 from .streams import StreamSubscriber, StreamWriter, current_request
 
@@ -260,13 +261,13 @@ class LimitedRequest(WebRequest):
         path = self.channel._path.split(b"?", 1)[0].decode("latin-1")
         headers = [(name.lower(), value) for name, values in self.requestHeaders.getAllRawHeaders()
                    for value in values]
-        self._limit = bridge.body_limit(path)
-        if not bridge.needs_credentials(length):
+        self._limit = body_limit(path)
+        if not needs_credentials(length):
             return
-        refusal = bridge.anonymous_refusal(headers, length)
+        refusal = anonymous_refusal(headers, length)
         if refusal is not None:
             return self.channel.refuse(refusal)
-        self._check_credentials(headers, bridge.size_refusal(path, length))
+        self._check_credentials(headers, size_refusal(path, length))
 
     def _check_credentials(self, headers, then: ApiError | None) -> None:
         """Read no more until the token or session proves valid (at most what one read of the
@@ -275,7 +276,7 @@ class LimitedRequest(WebRequest):
         channel._networkProducer.pauseProducing()
         channel._continue = "held"
         self._checking = True
-        future = asyncio.get_event_loop().run_in_executor(lanes().fast.executor, bridge.credentials_valid, headers)
+        future = asyncio.get_event_loop().run_in_executor(lanes().fast.executor, credentials_valid, headers)
 
         def checked(done: asyncio.Future) -> None:
             if not self._checking:    # the whole body had arrived already; Django answers it
@@ -297,7 +298,7 @@ class LimitedRequest(WebRequest):
             return
         self._size += len(data)
         if self._size > self._limit:
-            return self.channel.refuse(bridge.request_entity_too_large(self._limit))
+            return self.channel.refuse(request_entity_too_large(self._limit))
         self._chunks.append(data)
 
     def process(self):
@@ -325,7 +326,7 @@ class LimitedRequest(WebRequest):
     def requestReceived(self, command, path, version):
         self._checking = False
         self.channel._continue = None
-        # The one copy of the body: Daphne reads it whole (request_buffer_size) and the bridge
+        # The one copy of the body: Daphne reads it whole (request_buffer_size) and the dispatch
         # hands the same bytes to Django.
         self.content = io.BytesIO(b"".join(self._chunks or ()))
         self._chunks = None
