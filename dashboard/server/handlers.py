@@ -19,23 +19,19 @@ import sys
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, RequestAborted
-from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.exception import convert_exception_to_response
-from django.core.handlers.wsgi import WSGIHandler
 from django.utils.module_loading import import_string
 
+from dashboard.compat.django import (CallersThreadASGIHandler, HookedWSGIHandler, exception_response,
+                                     install_middleware_chain, view_step)
 from dashboard.kube import codec
 from dashboard.kube.views import STREAMS, bearer_route, serve_direct
 
 from .observe import note_user
 
 
-class SharedThreadASGIHandler(ASGIHandler):
+class SharedThreadASGIHandler(CallersThreadASGIHandler):
     """Django's ASGI handler without the per-request thread: sync work goes to the thread of
     the ThreadSensitiveContext the caller opened (a lane's)."""
-
-    async def __call__(self, scope, receive, send):
-        await self.handle(scope, receive, send)
 
     async def get_response_async(self, request):
         response = await super().get_response_async(request)
@@ -43,7 +39,7 @@ class SharedThreadASGIHandler(ASGIHandler):
         return response
 
 
-class LaneWSGIHandler(WSGIHandler):
+class LaneWSGIHandler(HookedWSGIHandler):
     """Django's WSGI handler, run on a lane's thread.
 
     An async view that has a sync equivalent for requests that are not streams (the list
@@ -52,12 +48,8 @@ class LaneWSGIHandler(WSGIHandler):
     round trip through the event loop and back to this thread for every list and create.
     """
 
-    def resolve_request(self, request):
-        match = super().resolve_request(request)
-        sync_view = getattr(match.func, "sync_view", None)
-        if sync_view is not None:
-            match.func = sync_view
-        return match
+    def view_for(self, view):
+        return getattr(view, "sync_view", view)
 
     def get_response(self, request):
         response = super().get_response(request)
@@ -68,18 +60,18 @@ class LaneWSGIHandler(WSGIHandler):
 MIDDLEWARE_HOOKS = ("process_view", "process_template_response", "process_exception")
 
 
-def load_api_middleware(handler, get_response) -> None:
+def load_api_middleware(handler, asynchronous: bool = False) -> None:
     """Django's loader reads settings.MIDDLEWARE; this chain is KUBEDASH_API_MIDDLEWARE, built
     the same way for what that list may hold: middleware that only wrap the response (no view,
-    template or exception hooks: refused at start-up), around get_response (sync or async)."""
-    handler._view_middleware, handler._template_response_middleware, handler._exception_middleware = [], [], []
-    chain = convert_exception_to_response(get_response)
+    template or exception hooks: refused at start-up), around the handler's view step (sync or
+    async)."""
+    chain = exception_response(view_step(handler, asynchronous))
     for path in reversed(settings.KUBEDASH_API_MIDDLEWARE):
         middleware = import_string(path)(chain)
         if any(hasattr(middleware, hook) for hook in MIDDLEWARE_HOOKS):
             raise ImproperlyConfigured(f"{path}: the API's middleware may not have {', '.join(MIDDLEWARE_HOOKS)}")
-        chain = convert_exception_to_response(middleware)
-    handler._middleware_chain = chain
+        chain = exception_response(middleware)
+    install_middleware_chain(handler, chain)
 
 
 class APIStreamsHandler(SharedThreadASGIHandler):
@@ -88,7 +80,7 @@ class APIStreamsHandler(SharedThreadASGIHandler):
     as long as each watch stays open, and a bearer-token watch uses none of them."""
 
     def load_middleware(self, is_async=False):
-        load_api_middleware(self, self._get_response_async)
+        load_api_middleware(self, asynchronous=True)
 
 
 class APIWSGIHandler(LaneWSGIHandler):
@@ -96,13 +88,11 @@ class APIWSGIHandler(LaneWSGIHandler):
     resource paths of bearer-token calls are dispatched directly (kube.views.serve_direct)."""
 
     def load_middleware(self, is_async=False):
-        load_api_middleware(self, self._get_response)
+        load_api_middleware(self)
 
-    def _get_response(self, request):
+    def direct_response(self, request):
         route = bearer_route(request.method, request.META.get("HTTP_AUTHORIZATION", ""), request.path_info)
-        if route is not None:
-            return serve_direct(request, *route)
-        return super()._get_response(request)
+        return serve_direct(request, *route) if route is not None else None
 
 
 def respond(handler, environ) -> tuple[int, list, bytes, bool]:

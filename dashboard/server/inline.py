@@ -8,9 +8,10 @@ import contextvars
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from dashboard.compat.asyncio import loop_hidden
 from dashboard.kube.views import INLINE, bearer_route
 
-from .green import GreenLane, loop_hidden
+from .green import GreenLane
 from .handlers import respond
 
 

@@ -20,6 +20,8 @@ so the bounds must hold here, while it is read (docs/SERVING.md, "Limits"):
 A refused request is answered at once with a metav1.Status and `Connection: close`; what the
 client still sends is read and dropped for a moment (so it reads the answer rather than a
 reset, as Go's net/http does), then the connection is closed.
+
+What this relies on inside Twisted and Daphne is in dashboard/compat/twisted.py and daphne.py.
 """
 from __future__ import annotations
 
@@ -29,12 +31,14 @@ import time
 from http import HTTPStatus
 
 import orjson
-from daphne.http_protocol import HTTPFactory, WebRequest
+from daphne.http_protocol import HTTPFactory
 from django.conf import settings
 from twisted.internet.interfaces import ISSLTransport
-from twisted.web.http import HTTPChannel
 from twisted.web.http_headers import Headers
 
+from dashboard.compat.daphne import Request as DaphneRequest
+from dashboard.compat.twisted import (HeldContinueChannel, disconnected, header_bytes_received, pause_reading,
+                                      request_line, request_target, resume_reading)
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.hub import direct_subscriber
 
@@ -55,7 +59,7 @@ def headers_too_large(limit: int) -> ApiError:
     return ApiError(431, "RequestHeaderFieldsTooLarge", f"the request headers are larger than {limit} bytes")
 
 
-class LimitedChannel(HTTPChannel):
+class LimitedChannel(HeldContinueChannel):
     """One HTTP/1.1 connection: line and header limits, the header clock, refusals."""
 
     _awaiting_headers = True
@@ -81,15 +85,15 @@ class LimitedChannel(HTTPChannel):
 
     def lineReceived(self, line):
         # Twisted counts the request line among the headers; the two limits are separate.
-        if self._receivedHeaderSize == 0:
+        received = header_bytes_received(self)
+        if received == 0:
             self._request_line_bytes = len(line)
-        elif (self._receivedHeaderSize - self._request_line_bytes + len(line)
-              > settings.KUBEDASH_MAX_HEADER_BYTES):
+        elif received - self._request_line_bytes + len(line) > settings.KUBEDASH_MAX_HEADER_BYTES:
             return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
         super().lineReceived(line)
 
     def lineLengthExceeded(self, line):
-        if self._receivedHeaderSize == 0:    # still the request line
+        if header_bytes_received(self) == 0:    # still the request line
             self._long_line = line[:256]
             return self.refuse(uri_too_long(settings.KUBEDASH_MAX_URL_BYTES))
         return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
@@ -99,21 +103,21 @@ class LimitedChannel(HTTPChannel):
         self._stop_header_clock()
         super().allHeadersReceived()
 
-    def _send100Continue(self):
+    def continue_allowed(self) -> bool:
         # Only once the body may be read: never after a refusal, and after the credentials check.
         if self._refused:
-            return
+            return False
         if self._continue == "held":
             self._continue = "owed"
-            return
-        super()._send100Continue()
+            return False
+        return True
 
     def release_body(self):
         """The credentials check passed: read the body (and say so if the client waits to be told)."""
         owed, self._continue = self._continue == "owed", None
-        self._networkProducer.resumeProducing()
+        resume_reading(self)
         if owed:
-            super()._send100Continue()
+            self.send_continue()
 
     def allContentReceived(self):
         if not self._refused:
@@ -173,7 +177,7 @@ class LimitedChannel(HTTPChannel):
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n").encode("latin-1")
         self.transport.write(head + audit + b"\r\n" + body)
         self.dataReceived = self.lineReceived = self.rawDataReceived = _drop
-        self._networkProducer.resumeProducing()   # in case a credentials check paused it
+        resume_reading(self)   # in case a credentials check paused it
         if not ISSLTransport.providedBy(self.transport):
             # TCP: FIN after the answer. (TLS has no half-close: a TLS transport would pass
             # this on to the TCP connection beneath it and break the session.)
@@ -183,7 +187,7 @@ class LimitedChannel(HTTPChannel):
 
     def _request_line(self) -> tuple[str, str, bytes]:
         """(method, path, query) of the request being refused, as far as it was read."""
-        command, target = getattr(self, "_command", None), getattr(self, "_path", None)
+        command, target = request_line(self)
         if command is None:     # the request line itself was too long: what fits of it
             command, _, target = self._long_line.partition(b" ")
         path, _, query = (target or b"").partition(b"?")
@@ -194,7 +198,7 @@ def _drop(*args) -> None:
     return None
 
 
-class LimitedRequest(WebRequest):
+class LimitedRequest(DaphneRequest):
     """Daphne's request, its body bounded and checked before it is read."""
 
     _parsePOSTFormSubmission = False   # Django parses forms; Twisted's copy would be wasted
@@ -210,21 +214,21 @@ class LimitedRequest(WebRequest):
 
     def hand_over(self, sub) -> bool:
         """Let sub drive this response from now on; False if it is over already."""
-        if self._over or self.finished or self._disconnected:
+        if self._over or self.finished or disconnected(self):
             return False   # (lost while the stream caught up: its application is told, not sub)
         self.watch = sub
         # What only the application or the headers' writing read, dropped for the watch's life
-        # (~4 KB): the application's queue (at the end the watch is told, not it), the request
-        # and response headers (sent already), Daphne's copy of them, the parsed query.
-        self.application_queue = None
+        # (~4 KB): the application's queue (at the end the watch is told, not it) and Daphne's
+        # copy of the headers (take_response), the request and response headers (sent already),
+        # the parsed query.
+        self.take_response()
         self.requestHeaders, self.responseHeaders = Headers(), Headers()
-        self.clean_headers = None
         self.args = {}
         return True
 
     def when_ended(self, callback) -> None:
         """Call callback() once this response is over (finished or its connection lost); now if it is."""
-        if self._over or self.finished or self._disconnected:
+        if self._over or self.finished or disconnected(self):
             callback()
         else:
             self._on_end = [*(self._on_end or ()), callback]
@@ -240,11 +244,6 @@ class LimitedRequest(WebRequest):
         for callback in callbacks or ():
             callback()
 
-    def handle_reply(self, message):
-        if self.watch is not None and message.get("type") == "http.response.body" and not message.get("more_body"):
-            return   # the application's end, not the response's: the watch goes on without it
-        super().handle_reply(message)
-
     def finish(self):
         super().finish()
         self._ended()
@@ -258,7 +257,7 @@ class LimitedRequest(WebRequest):
         self.content = io.BytesIO()   # replaced by the body in requestReceived; never a temp file
         if not length and length is not None:
             return                    # no body: nothing to decide
-        path = self.channel._path.split(b"?", 1)[0].decode("latin-1")
+        path = request_target(self.channel).split(b"?", 1)[0].decode("latin-1")
         headers = [(name.lower(), value) for name, values in self.requestHeaders.getAllRawHeaders()
                    for value in values]
         self._limit = body_limit(path)
@@ -273,7 +272,7 @@ class LimitedRequest(WebRequest):
         """Read no more until the token or session proves valid (at most what one read of the
         socket already holds is buffered meanwhile)."""
         channel = self.channel
-        channel._networkProducer.pauseProducing()
+        pause_reading(channel)
         channel._continue = "held"
         self._checking = True
         future = asyncio.get_event_loop().run_in_executor(lanes().fast.executor, credentials_valid, headers)
@@ -282,7 +281,7 @@ class LimitedRequest(WebRequest):
             if not self._checking:    # the whole body had arrived already; Django answers it
                 return
             self._checking = False
-            if self._disconnected or channel._refused:
+            if disconnected(self) or channel._refused:
                 return
             if done.exception() is not None or not done.result():
                 channel.refuse(unauthorized())
@@ -301,13 +300,14 @@ class LimitedRequest(WebRequest):
             return self.channel.refuse(request_entity_too_large(self._limit))
         self._chunks.append(data)
 
-    def process(self):
-        # Daphne creates the request's application task in here: the task's context carries
-        # how to write this response's body directly (watch streams: streams.py).
+    def start_application(self, start):
+        # The one place a request's ContextVars are set: start() makes the request's application
+        # task (compat.daphne.Request), whose context then carries how to write this response's
+        # body directly (watch streams: streams.py). Only that task sees them.
         token = direct_subscriber.set(self.watch_subscriber)
         request_token = current_request.set(self)
         try:
-            return super().process()
+            return start()
         finally:
             current_request.reset(request_token)
             direct_subscriber.reset(token)
@@ -318,7 +318,7 @@ class LimitedRequest(WebRequest):
 
     def stream_writer(self) -> StreamWriter | None:
         """A direct writer for this response's body, once its headers are out (chunked), else None."""
-        if (self.startedWriting and self.chunked and not self.finished and not self._disconnected
+        if (self.startedWriting and self.chunked and not self.finished and not disconnected(self)
                 and self.channel is not None and not self.responseHeaders.hasHeader(b"content-encoding")):
             return StreamWriter(self)
         return None

@@ -23,10 +23,10 @@ from __future__ import annotations
 from http.cookies import CookieError, SimpleCookie
 
 from autobahn.websocket.types import ConnectionDeny
-from daphne.ws_protocol import WebSocketProtocol
 from django.conf import settings
 
 from dashboard.access.budgets import CLOSE_POLICY, FRAME_COST, Budget, connects, session_budget, session_known
+from dashboard.compat.daphne import FrameGateProtocol, forwarded_address_header, install_websocket_protocol
 
 from . import tarpit
 
@@ -60,18 +60,16 @@ def _key(protocol, request) -> str:
     session = protocol.session
     if session and session_known(session):
         return session_budget(session)
-    forwarded = protocol.factory.server_class.proxy_forwarded_address_header
-    return f"client:{client_address(protocol.transport, request.headers, forwarded)}"
+    return f"client:{client_address(protocol.transport, request.headers, forwarded_address_header(protocol))}"
 
 
 def _refuse():
     raise ConnectionDeny(429, "Too Many Requests")
 
 
-class LimitedWebSocketProtocol(WebSocketProtocol):
+class LimitedWebSocketProtocol(FrameGateProtocol):
     budget_key = ""
     denied = False    # the handshake was refused: Daphne never knew this connection
-    refused = False   # a frame came: closing
 
     session = ""   # the handshake's session cookie, if any
 
@@ -86,27 +84,20 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
     pongs: Budget | None = None
 
     def onMessage(self, payload, isBinary):
-        if self.refused:
+        if self.reading_stopped:   # (a frame came: closing)
             return
         if not isBinary and payload == PONG and self._pong_allowed():
             return super().onMessage(payload, isBinary)
         # (not passed on; not `muted` either, which would keep the application from hearing of
         # the disconnect and unsubscribing)
-        self.refused = True
+        # Reading stops at once: the frames already read with this one (a read holds thousands of
+        # small frames) are dropped unparsed, as what comes after them is never read.
+        self.stop_reading()
         connects().take(self.budget_key, FRAME_COST)
         if self.session and session_known(self.session) and self.budget_key != session_budget(self.session):
             # (its first socket, paid for by its address: the session pays for its frame too)
             connects().take(session_budget(self.session), FRAME_COST)
-        self.transport.pauseProducing()
         self.sendClose(code=CLOSE_POLICY)
-
-    def processData(self) -> bool:
-        if self.refused:
-            # The frames already read with the refused one (a read holds thousands of small
-            # frames) are dropped unparsed, as what comes after them is never read.
-            self.data = b""
-            return False
-        return super().processData()
 
     def _pong_allowed(self) -> bool:
         if self.pongs is None:
@@ -121,5 +112,4 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
 
 def install(server) -> None:
     """Daphne's websocket factory builds this protocol; protocol errors get their close code."""
-    server.ws_factory.protocol = LimitedWebSocketProtocol
-    server.ws_factory.setProtocolOptions(failByDrop=False)
+    install_websocket_protocol(server, LimitedWebSocketProtocol, failByDrop=False)
