@@ -140,6 +140,8 @@ RELIED_ON = [
     Attribute(twisted_compat.HeldContinueChannel, tw, HTTPChannel, "_send100Continue", ("self",)),
     Uses(twisted_compat.HeldContinueChannel, tw, HTTPChannel, "allHeadersReceived", ("_send100Continue",)),
     Attribute(twisted_compat.disconnected, tw, http.Request, "_disconnected"),
+    Attribute(twisted_compat.request_factory_without_form_parsing, tw, http.Request, "__init__",
+              ("self", "channel", "queued", "parsePOSTFormSubmission")),
     Attribute(twisted_compat.queued_bytes, tw, abstract.FileDescriptor, "dataBuffer"),
     Attribute(twisted_compat.queued_bytes, tw, abstract.FileDescriptor, "offset"),
     Uses(twisted_compat.queued_bytes, tw, abstract.FileDescriptor, "__init__", ("_tempDataLen",)),
@@ -360,6 +362,14 @@ def disconnect_seen():
     request.connectionLost(None)
     expect(twisted_compat.disconnected(request), twisted_compat.disconnected, tw,
            "Request.connectionLost setting Request._disconnected")
+
+
+def forms_not_parsed():
+    form = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 3\r\n\r\na=1"
+    ch, _ = channel(request_factory=twisted_compat.request_factory_without_form_parsing(Unprocessed))
+    ch.dataReceived(form)
+    expect(ch.requests[0].args == {}, twisted_compat.request_factory_without_form_parsing, tw,
+           "Request(parsePOSTFormSubmission=False) leaving a form's fields unparsed")
 
 
 def tcp_pair() -> tuple[socket.socket, socket.socket]:
@@ -625,7 +635,7 @@ def running_loop_hidden():
 
 
 BEHAVIOURS = [header_count_and_request_line, reading_paused_and_resumed, continue_held_then_sent, disconnect_seen,
-              tcp_buffer_and_direct_writes, tls_layout, keep_alive_ended, one_accept_per_wakeup,
+              forms_not_parsed, tcp_buffer_and_direct_writes, tls_layout, keep_alive_ended, one_accept_per_wakeup,
               daphne_request, daphne_server, websocket_factory_and_frames, django_handler_steps,
               django_thread_connection, running_loop_hidden]
 
@@ -637,7 +647,11 @@ def test_behaviour(behaviour):
 
 # Each behaviour made to fail by a change in its library, as a new version could make it.
 
-_PORT_DO_READ = tcp.Port.doRead
+_REQUEST_INIT, _PORT_DO_READ = http.Request.__init__, tcp.Port.doRead
+
+
+def _init_parsing_forms(self, *args, parsePOSTFormSubmission=True):
+    _REQUEST_INIT(self, *args)
 
 
 def _accept_all(self):
@@ -660,6 +674,7 @@ CHANGES = {
     reading_paused_and_resumed: lambda mp: mp.setattr(StringTransport, "pauseProducing", lambda self: None),
     continue_held_then_sent: lambda mp: mp.setattr(twisted_compat.HeldContinueChannel, "_send100Continue",
                                                    HTTPChannel._send100Continue),
+    forms_not_parsed: lambda mp: mp.setattr(http.Request, "__init__", _init_parsing_forms),
     tcp_buffer_and_direct_writes: lambda mp: mp.setattr(abstract.FileDescriptor, "offset", 1 << 40),
     one_accept_per_wakeup: lambda mp: mp.setattr(tcp.Port, "doRead", _accept_all),
     daphne_request: lambda mp: mp.setattr(WebRequest, "finish", _finish_telling_application),

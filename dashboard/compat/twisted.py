@@ -1,10 +1,12 @@
 """Twisted internals kubedash relies on (checked with Twisted 26.10.0; tests/test_compat.py).
 
 HTTPChannel's header count, network producer, request line and `100 Continue`; Request's
-connection-lost flag; the TCP transport's write buffer (watch streams write to
+connection-lost flag and form parsing; the TCP transport's write buffer (watch streams write to
 the socket directly); a channel's keep-alive; a listening port's accepts per wake-up.
 """
 from __future__ import annotations
+
+import functools
 
 from twisted.internet import tcp
 from twisted.web.http import HTTPChannel
@@ -61,6 +63,14 @@ class HeldContinueChannel(HTTPChannel):
 def disconnected(request) -> bool:
     """Has the request's connection been lost (Request._disconnected, set by Request.connectionLost)?"""
     return request._disconnected
+
+
+def request_factory_without_form_parsing(request_class):
+    """HTTPChannel.requestFactory making request_class whose form bodies Twisted does not parse
+    (Request.__init__'s parsePOSTFormSubmission=False; it sets the instance's
+    _parsePOSTFormSubmission, so a class attribute of that name does nothing). The channel
+    calls the factory with (channel, queue position)."""
+    return functools.partial(request_class, parsePOSTFormSubmission=False)
 
 
 def queued_bytes(transport) -> int:

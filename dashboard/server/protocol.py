@@ -38,7 +38,8 @@ from twisted.web.http_headers import Headers
 
 from dashboard.compat.daphne import Request as DaphneRequest
 from dashboard.compat.twisted import (HeldContinueChannel, disconnected, header_bytes_received, pause_reading,
-                                      request_line, request_target, resume_reading)
+                                      request_factory_without_form_parsing, request_line, request_target,
+                                      resume_reading)
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.hub import direct_subscriber
 
@@ -201,7 +202,6 @@ def _drop(*args) -> None:
 class LimitedRequest(DaphneRequest):
     """Daphne's request, its body bounded and checked before it is read."""
 
-    _parsePOSTFormSubmission = False   # Django parses forms; Twisted's copy would be wasted
     _chunks: list | None = None
     _size = 0
     _limit = 0
@@ -356,6 +356,9 @@ class _Deadlines:
 
 _deadlines = _Deadlines()
 
+# Django parses forms; Twisted's copy of a form's fields would be wasted.
+REQUEST_FACTORY = request_factory_without_form_parsing(LimitedRequest)
+
 
 class LimitedHTTPFactory(HTTPFactory):
     """Daphne's HTTP factory building LimitedChannel / LimitedRequest, with the idle timeout."""
@@ -368,7 +371,7 @@ class LimitedHTTPFactory(HTTPFactory):
 
     def buildProtocol(self, addr):
         protocol = super().buildProtocol(addr)
-        protocol.requestFactory = LimitedRequest
+        protocol.requestFactory = REQUEST_FACTORY
         return protocol
 
     def log(self, request):
