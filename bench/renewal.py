@@ -1,9 +1,9 @@
-"""Renewal benchmark, in-process (issue 10): CPU of a Lease renewal through the bridge's handler.
+"""Renewal benchmark, in-process (issue 10): CPU of a Lease renewal through the server's handler.
 
     .venv/bin/python bench/renewal.py [--renewals 3000] [--profile] [--database postgres://USER@HOST:PORT/]
 
 Makes a throw-away SQLite database (or, with --database, a fresh PostgreSQL one, dropped after) (temp data dir, migrated) with an admin token and one Lease,
-then drives `dashboard.server.bridge`'s API handler exactly as a worker does for a bearer-token
+then drives `dashboard.server.handlers`' API handler exactly as a worker does for a bearer-token
 request (Django's WSGI handler with the API middleware, direct dispatch, the store), with no
 server and no sockets:
   ceiling: GET /healthz through the same handler (Django's resolver, a view that does nothing);
@@ -77,16 +77,16 @@ def run(args, token: str) -> int:
 
     import orjson
 
-    from dashboard.server.bridge import LanedHTTP
+    from dashboard.server.handlers import APIWSGIHandler, respond, wsgi_environ
 
-    app = LanedHTTP(None)
+    api = APIWSGIHandler()
 
     def call(method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         scope = {"type": "http", "method": method, "path": path, "query_string": b"",
                  "headers": [(b"authorization", f"Bearer {token}".encode()), (b"content-type", b"application/json"),
                              (b"host", b"127.0.0.1")],
                  "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 40000)}
-        status, _, content, _ = app._respond(app.api, app._environ(scope, body))
+        status, _, content, _ = respond(api, wsgi_environ(scope, body))
         return status, content
 
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -131,7 +131,7 @@ def run(args, token: str) -> int:
     ceiling = cpu_per_call(healthz, 0)
     renewal = cpu_per_call(renew, 300)
     backend = "PostgreSQL" if args.database else "SQLite"
-    print(f"kubedash in-process renewal benchmark (no server: the bridge's API handler, {backend})")
+    print(f"kubedash in-process renewal benchmark (no server: the server's API handler, {backend})")
     print(f"requests of each: {n}")
     print(f"ceiling: GET /healthz        {ceiling * 1e6:7.0f} us CPU")
     print(f"renewal: PUT of one Lease    {renewal * 1e6:7.0f} us CPU   ({renewal / ceiling:.2f}x the ceiling)")

@@ -410,9 +410,9 @@ async def test_a_frame_from_the_client_closes_the_socket(user, store_ops):
 
 async def test_each_user_has_a_budget_of_sockets(user, store_ops, monkeypatch, transactional_db):
     from dashboard.access.tokens import ensure_user
-    from dashboard.web import socket_limits
+    from dashboard.access import budgets
 
-    monkeypatch.setattr(socket_limits, "_connects", socket_limits.Budget(rate=0.001, burst=3))
+    monkeypatch.setattr(budgets, "_connects", budgets.Budget(rate=0.001, burst=3))
     opened = []
     for _ in range(3):
         comm, ok, _ = await connect(user, "view=leases&namespace=default")

@@ -2,18 +2,17 @@
 URL resolver and DRF's dispatch. They must be answered exactly as the resolved path answers
 them: the same status, body, content type and headers, for successes and for every error.
 
-Each request goes through the bridge's own handler (dashboard/server/bridge.py, as Daphne's
+Each request goes through the server's own handler (dashboard/server/handlers.py, as Daphne's
 lanes call it) twice: once as served (direct) and once with direct dispatch turned off.
 """
 from __future__ import annotations
 
 import orjson
 import pytest
-from django.core.handlers.base import BaseHandler
 
 from dashboard.access.tokens import issue_token
 from dashboard.kube import views
-from dashboard.server.bridge import APIWSGIHandler, LanedHTTP
+from dashboard.server.handlers import APIWSGIHandler, respond, wsgi_environ
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/team/leases"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -23,8 +22,8 @@ PARTIAL = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
 class Resolved(APIWSGIHandler):
     """The same handler and middleware, with every path through Django's resolver and DRF."""
 
-    def _get_response(self, request):
-        return BaseHandler._get_response(self, request)
+    def direct_response(self, request):
+        return None
 
 
 @pytest.fixture
@@ -50,8 +49,8 @@ def call(handler, method, path, body=b"", token="", headers=(), query=b""):
     all_headers += [(k.encode(), v.encode()) for k, v in headers]
     scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": all_headers,
              "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 40000)}
-    status, head, content, _ = LanedHTTP._respond(handler, LanedHTTP._environ(scope, body))
-    if not isinstance(content, bytes):   # a streamed list (the bridge sends it as it is read)
+    status, head, content, _ = respond(handler, wsgi_environ(scope, body))
+    if not isinstance(content, bytes):   # a streamed list (the dispatch sends it as it is read)
         response, content = content, b"".join(content)
         response.close()
     head = {k.decode().lower(): v.decode() for k, v in head}

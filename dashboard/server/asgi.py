@@ -13,8 +13,10 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
-from dashboard.server.bridge import LanedHTTP, PagesLane, SharedThreadASGIHandler  # noqa: E402
 from dashboard.server.cluster_paths import ClusterPaths  # noqa: E402
+from dashboard.server.dispatch import LanedHTTP  # noqa: E402
+from dashboard.server.handlers import SharedThreadASGIHandler  # noqa: E402
+from dashboard.server.lanes import PagesLane  # noqa: E402
 from dashboard.server.observe import Observed, ObservedWebsocket  # noqa: E402
 
 # The websocket routes are named by a setting, as ROOT_URLCONF names the HTTP ones: the server

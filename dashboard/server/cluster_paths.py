@@ -24,7 +24,7 @@ from dashboard.kube import reviews
 from dashboard.kube.errors import ApiError, unauthorized
 from dashboard.kube.paths import CLUSTER_API_PATH
 
-from .bridge import caller_principal
+from .admission import caller_principal
 
 READ_METHODS = ("GET", "HEAD")
 NAMES_TTL_SECONDS = 1.0   # a cluster added or removed is seen here within this

@@ -1,4 +1,4 @@
-"""Sync request code on the event loop: SQLite's LoopInline calls it there directly (bridge.py),
+"""Sync request code on the event loop: SQLite's LoopInline calls it there directly (inline.py),
 and PostgreSQL's fast lane runs it in greenlets that hand their round trips to the loop.
 
 GreenLane: a bearer-token resource request (a renewal, a GET of one object) runs its sync code,
@@ -23,11 +23,11 @@ import contextvars
 import functools
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
-from django.db import DEFAULT_DB_ALIAS, connections
 from psycopg import waiting
 
+from dashboard.compat.asyncio import loop_hidden
+from dashboard.compat.django import new_connection, thread_connection
 from dashboard.kube.postgresql.base import AWAIT, WAIT, LoopWaits
 
 
@@ -68,12 +68,12 @@ class GreenLane:
     async def _run(self, connection, fn, args):
         try:
             if connection is None:   # (made on the loop's thread, where Django will check it is used)
-                connection = connections.create_connection(DEFAULT_DB_ALIAS)
+                connection = new_connection()
             child = LoopWaits(fn)
             child.gr_context = contextvars.copy_context()   # (the request's, as on a lane thread)
             resume = functools.partial(child.switch, *args)
             while True:
-                with loop_hidden(), own_connection(connection):
+                with loop_hidden(), thread_connection(connection):
                     wanted = resume()   # (returns when the greenlet waits, or ends: its result)
                 if child.dead:
                     return wanted
@@ -91,32 +91,3 @@ class GreenLane:
                     resume = functools.partial(child.switch, value)
         finally:
             self._give(connection)
-
-
-@contextmanager
-def own_connection(connection):
-    """connection as the thread's default one while the block runs (the loop hidden, Django's
-    connections are the thread's: kept per thread, not per context, in sync code)."""
-    previous = connections[DEFAULT_DB_ALIAS]
-    connections[DEFAULT_DB_ALIAS] = connection
-    try:
-        yield
-    finally:
-        connections[DEFAULT_DB_ALIAS] = previous
-
-
-@contextmanager
-def loop_hidden():
-    """No running event loop in this thread while the block runs (sync code on the loop).
-
-    Django's ORM refuses to run wherever asyncio.get_running_loop() answers (its async_unsafe
-    check), and asyncio has no public way to step out of the running loop for one synchronous
-    call; Django's only switch, DJANGO_ALLOW_ASYNC_UNSAFE, is process-wide and would drop the
-    check for every request. So asyncio's private setter (the one uvloop and asyncio's own
-    runners use), here and nowhere else."""
-    loop = asyncio.events._get_running_loop()
-    asyncio.events._set_running_loop(None)
-    try:
-        yield
-    finally:
-        asyncio.events._set_running_loop(loop)

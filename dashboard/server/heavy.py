@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 PACED = Counter("kubedash_heavy_paced_seconds_total",
                 "Seconds the heavy child's work paused while the fast lane was busy (heavy_child.Pacer)")
 
-FULL, API = "full", "api"   # which of the bridge's handlers serves the request
+FULL, API = "full", "api"   # which of handlers.py's handlers serves the request
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024   # (the kernel caps it at net.core.wmem_max)
 
 
@@ -269,7 +269,7 @@ STREAMED_MARK = -1   # (the body's size for a streamed response: pieces follow o
 
 class RemoteStream:
     """A streamed response being read from the child, on the event loop like the rest of the
-    relay: bridge.LanedHTTP._stream awaits read() (None at the end; the next one while the loop
+    relay: dispatch.LanedHTTP._stream awaits read() (None at the end; the next one while the loop
     sends this piece) and aclose() at the end, whatever happened."""
 
     streaming = True

@@ -1,6 +1,7 @@
 """The heavy lane's child process (heavy.py starts it): runs the expensive lane's requests with
-the bridge's own handlers, at a lower OS priority, and answers over the connections the serving
-process hands it. Apart from heavy.py so that the serving side never imports the bridge back.
+the serving process's own handlers (handlers.py), at a lower OS priority, and answers over the
+connections the serving process hands it. Apart from heavy.py, which the serving side imports:
+the child imports the handlers only once it has set Django up (main).
 
 Each connection has a thread that only reads and writes its socket; the database work (the
 handler, each piece of a streamed list, closing it) runs on a pool of
@@ -22,6 +23,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
+
+import django
+from django.conf import settings
 
 from .heavy import API, FULL, STREAMED_MARK, FastLoad
 
@@ -77,7 +81,7 @@ class Pacer:
 
 
 def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor, pacer: Pacer) -> None:
-    from .bridge import LanedHTTP
+    from .handlers import respond   # (not at the top: main() sets Django up before the handlers may be imported)
 
     paced = 0.0   # (this request's pauses so far)
 
@@ -96,7 +100,7 @@ def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor,
             environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"])
             environ["wsgi.errors"] = sys.stderr
             paced = 0.0
-            status, headers, content, over_limit = run(LanedHTTP._respond, handlers[kind], environ)
+            status, headers, content, over_limit = run(respond, handlers[kind], environ)
             record = environ.get("kubedash.record")
             if record is not None and paced:
                 record["paced"] = round(paced, 4)   # (a streamed list's later pieces: not counted)
@@ -136,17 +140,15 @@ def main(control_fd: int, nice: str, fast_load_fd: int, duty: float) -> None:
     # ends when its serving process does, the control socket closing, after the drain)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lower_priority(nice)
-    import django
-    from django.conf import settings
 
     # The child serves no sockets of its own: without daphne's app (which installs Twisted's
     # reactor at setup, for runserver) it is ~10 MB smaller. Everything it serves is the same.
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "daphne"]
     django.setup()
 
-    from dashboard.kube import yielding
+    from dashboard.kube import yielding   # (after django.setup(): the project's modules need it)
 
-    from .bridge import APIWSGIHandler, LaneWSGIHandler
+    from .handlers import APIWSGIHandler, LaneWSGIHandler   # (after django.setup(), as yielding)
 
     pacer = Pacer(FastLoad(fast_load_fd), duty)
     yielding.install(pacer.pause)

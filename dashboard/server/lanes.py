@@ -8,7 +8,7 @@ persistent database connections, which Django keeps per thread):
 - FAST: single-object reads and writes (GET/PUT/PATCH/DELETE of one object, POST of one),
   `/status` and other subresources, small pages of a list (`limit` <= FAST_LIST_LIMIT),
   discovery, health checks and `/version`, and watch starts. One thread on SQLite (where it
-  mostly runs on the event loop instead: bridge.LoopInline): a renewal waits only for other
+  mostly runs on the event loop instead: inline.LoopInline): a renewal waits only for other
   renewals. On PostgreSQL a request spends most of its time waiting for the server's answers,
   so several run at once (KUBEDASH_FAST_LANE_THREADS, default 4), on the event loop too, each in
   a greenlet whose round trips the loop awaits (server/green.py): their round trips overlap,
@@ -38,6 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
+from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from prometheus_client import Counter, Gauge
 
@@ -240,3 +241,15 @@ def lanes() -> Lanes:
             if _lanes is None:
                 _lanes = Lanes()
     return _lanes
+
+
+class PagesLane:
+    """ASGI wrapper for websockets (live pages): their sync work runs on the pages lane's
+    thread, never on the fast lane's."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        async with ThreadSensitiveContext(executor=lanes().pages):
+            return await self.app(scope, receive, send)

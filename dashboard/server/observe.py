@@ -5,8 +5,8 @@ per request, and an Audit-ID response header.
 kube-apiserver's RequestInfo does (verb LIST/WATCH/GET/POST/..., group, version, resource,
 subresource, scope, namespace, name), times it, counts it in `apiserver_request_total` and
 `apiserver_request_duration_seconds` (kube's names, labels and buckets), keeps
-`apiserver_longrunning_requests` for open watches, and writes the log line. The bridge adds
-what only it knows (the lane, the authenticated user) to the scope's record.
+`apiserver_longrunning_requests` for open watches, and writes the log line. The dispatch adds
+what only it knows (the lane) to the scope's record, and its handlers the authenticated user.
 `ObservedWebsocket` does the same for page websockets (a gauge of open ones, a line at close).
 
 The log line never holds a token, an Authorization header, a cookie, a query string or a
@@ -140,7 +140,7 @@ def safe_path(path: str) -> str:
 
 
 def note_user(request) -> None:
-    """Called by the bridge once Django has authenticated the request: who it was."""
+    """Called by the handlers (handlers.py) once Django has authenticated the request: who it was."""
     record = request.META.get("kubedash.record") if hasattr(request, "META") else None
     if record is None:
         scope = getattr(request, "scope", None)

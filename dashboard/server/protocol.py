@@ -9,17 +9,19 @@ so the bounds must hold here, while it is read (docs/SERVING.md, "Limits"):
   (slow-loris sockets are closed), and a connection idle between requests, or while sending a
   body, is closed after KUBEDASH_IDLE_TIMEOUT_SECONDS. Twisted stops that idle clock while a
   request is answered, so watches and slow lists are never cut;
-- at the end of the headers the bridge decides whether the body may be read at all: a body
+- at the end of the headers admission.py decides whether the body may be read at all: a body
   that may be larger than KUBEDASH_ANONYMOUS_BODY_BYTES needs a token or session (401 without
   one), which is checked on the fast lane's thread while the socket is paused
-  (bridge.credentials_valid: 401 if it is not valid); then a declared length over the limit
-  is answered 413 (bridge.size_refusal), all before any of the body is read;
+  (admission.credentials_valid: 401 if it is not valid); then a declared length over the limit
+  is answered 413 (admission.size_refusal), all before any of the body is read;
 - a chunked body is answered 413 the moment it passes the limit;
 - the body is kept as received, joined once into the one copy the application reads.
 
 A refused request is answered at once with a metav1.Status and `Connection: close`; what the
 client still sends is read and dropped for a moment (so it reads the answer rather than a
 reset, as Go's net/http does), then the connection is closed.
+
+What this relies on inside Twisted and Daphne is in dashboard/compat/twisted.py and daphne.py.
 """
 from __future__ import annotations
 
@@ -29,16 +31,20 @@ import time
 from http import HTTPStatus
 
 import orjson
-from daphne.http_protocol import HTTPFactory, WebRequest
+from daphne.http_protocol import HTTPFactory
 from django.conf import settings
 from twisted.internet.interfaces import ISSLTransport
-from twisted.web.http import HTTPChannel
 from twisted.web.http_headers import Headers
 
-from dashboard.kube.errors import ApiError, unauthorized
+from dashboard.compat.daphne import Request as DaphneRequest
+from dashboard.compat.twisted import (HeldContinueChannel, disconnected, header_bytes_received, pause_reading,
+                                      request_factory_without_form_parsing, request_line, request_target,
+                                      resume_reading)
+from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
 from dashboard.kube.hub import direct_subscriber
 
-from . import bridge, observe
+from . import observe
+from .admission import anonymous_refusal, body_limit, credentials_valid, needs_credentials, size_refusal
 from .lanes import lanes
 from .streams import StreamSubscriber, StreamWriter, current_request
 
@@ -54,7 +60,7 @@ def headers_too_large(limit: int) -> ApiError:
     return ApiError(431, "RequestHeaderFieldsTooLarge", f"the request headers are larger than {limit} bytes")
 
 
-class LimitedChannel(HTTPChannel):
+class LimitedChannel(HeldContinueChannel):
     """One HTTP/1.1 connection: line and header limits, the header clock, refusals."""
 
     _awaiting_headers = True
@@ -80,15 +86,15 @@ class LimitedChannel(HTTPChannel):
 
     def lineReceived(self, line):
         # Twisted counts the request line among the headers; the two limits are separate.
-        if self._receivedHeaderSize == 0:
+        received = header_bytes_received(self)
+        if received == 0:
             self._request_line_bytes = len(line)
-        elif (self._receivedHeaderSize - self._request_line_bytes + len(line)
-              > settings.KUBEDASH_MAX_HEADER_BYTES):
+        elif received - self._request_line_bytes + len(line) > settings.KUBEDASH_MAX_HEADER_BYTES:
             return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
         super().lineReceived(line)
 
     def lineLengthExceeded(self, line):
-        if self._receivedHeaderSize == 0:    # still the request line
+        if header_bytes_received(self) == 0:    # still the request line
             self._long_line = line[:256]
             return self.refuse(uri_too_long(settings.KUBEDASH_MAX_URL_BYTES))
         return self.refuse(headers_too_large(settings.KUBEDASH_MAX_HEADER_BYTES))
@@ -98,21 +104,21 @@ class LimitedChannel(HTTPChannel):
         self._stop_header_clock()
         super().allHeadersReceived()
 
-    def _send100Continue(self):
+    def continue_allowed(self) -> bool:
         # Only once the body may be read: never after a refusal, and after the credentials check.
         if self._refused:
-            return
+            return False
         if self._continue == "held":
             self._continue = "owed"
-            return
-        super()._send100Continue()
+            return False
+        return True
 
     def release_body(self):
         """The credentials check passed: read the body (and say so if the client waits to be told)."""
         owed, self._continue = self._continue == "owed", None
-        self._networkProducer.resumeProducing()
+        resume_reading(self)
         if owed:
-            super()._send100Continue()
+            self.send_continue()
 
     def allContentReceived(self):
         if not self._refused:
@@ -172,7 +178,7 @@ class LimitedChannel(HTTPChannel):
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n").encode("latin-1")
         self.transport.write(head + audit + b"\r\n" + body)
         self.dataReceived = self.lineReceived = self.rawDataReceived = _drop
-        self._networkProducer.resumeProducing()   # in case a credentials check paused it
+        resume_reading(self)   # in case a credentials check paused it
         if not ISSLTransport.providedBy(self.transport):
             # TCP: FIN after the answer. (TLS has no half-close: a TLS transport would pass
             # this on to the TCP connection beneath it and break the session.)
@@ -182,7 +188,7 @@ class LimitedChannel(HTTPChannel):
 
     def _request_line(self) -> tuple[str, str, bytes]:
         """(method, path, query) of the request being refused, as far as it was read."""
-        command, target = getattr(self, "_command", None), getattr(self, "_path", None)
+        command, target = request_line(self)
         if command is None:     # the request line itself was too long: what fits of it
             command, _, target = self._long_line.partition(b" ")
         path, _, query = (target or b"").partition(b"?")
@@ -193,10 +199,9 @@ def _drop(*args) -> None:
     return None
 
 
-class LimitedRequest(WebRequest):
+class LimitedRequest(DaphneRequest):
     """Daphne's request, its body bounded and checked before it is read."""
 
-    _parsePOSTFormSubmission = False   # Django parses forms; Twisted's copy would be wasted
     _chunks: list | None = None
     _size = 0
     _limit = 0
@@ -209,21 +214,21 @@ class LimitedRequest(WebRequest):
 
     def hand_over(self, sub) -> bool:
         """Let sub drive this response from now on; False if it is over already."""
-        if self._over or self.finished or self._disconnected:
+        if self._over or self.finished or disconnected(self):
             return False   # (lost while the stream caught up: its application is told, not sub)
         self.watch = sub
         # What only the application or the headers' writing read, dropped for the watch's life
-        # (~4 KB): the application's queue (at the end the watch is told, not it), the request
-        # and response headers (sent already), Daphne's copy of them, the parsed query.
-        self.application_queue = None
+        # (~4 KB): the application's queue (at the end the watch is told, not it) and Daphne's
+        # copy of the headers (take_response), the request and response headers (sent already),
+        # the parsed query.
+        self.take_response()
         self.requestHeaders, self.responseHeaders = Headers(), Headers()
-        self.clean_headers = None
         self.args = {}
         return True
 
     def when_ended(self, callback) -> None:
         """Call callback() once this response is over (finished or its connection lost); now if it is."""
-        if self._over or self.finished or self._disconnected:
+        if self._over or self.finished or disconnected(self):
             callback()
         else:
             self._on_end = [*(self._on_end or ()), callback]
@@ -239,11 +244,6 @@ class LimitedRequest(WebRequest):
         for callback in callbacks or ():
             callback()
 
-    def handle_reply(self, message):
-        if self.watch is not None and message.get("type") == "http.response.body" and not message.get("more_body"):
-            return   # the application's end, not the response's: the watch goes on without it
-        super().handle_reply(message)
-
     def finish(self):
         super().finish()
         self._ended()
@@ -257,31 +257,31 @@ class LimitedRequest(WebRequest):
         self.content = io.BytesIO()   # replaced by the body in requestReceived; never a temp file
         if not length and length is not None:
             return                    # no body: nothing to decide
-        path = self.channel._path.split(b"?", 1)[0].decode("latin-1")
+        path = request_target(self.channel).split(b"?", 1)[0].decode("latin-1")
         headers = [(name.lower(), value) for name, values in self.requestHeaders.getAllRawHeaders()
                    for value in values]
-        self._limit = bridge.body_limit(path)
-        if not bridge.needs_credentials(length):
+        self._limit = body_limit(path)
+        if not needs_credentials(length):
             return
-        refusal = bridge.anonymous_refusal(headers, length)
+        refusal = anonymous_refusal(headers, length)
         if refusal is not None:
             return self.channel.refuse(refusal)
-        self._check_credentials(headers, bridge.size_refusal(path, length))
+        self._check_credentials(headers, size_refusal(path, length))
 
     def _check_credentials(self, headers, then: ApiError | None) -> None:
         """Read no more until the token or session proves valid (at most what one read of the
         socket already holds is buffered meanwhile)."""
         channel = self.channel
-        channel._networkProducer.pauseProducing()
+        pause_reading(channel)
         channel._continue = "held"
         self._checking = True
-        future = asyncio.get_event_loop().run_in_executor(lanes().fast.executor, bridge.credentials_valid, headers)
+        future = asyncio.get_event_loop().run_in_executor(lanes().fast.executor, credentials_valid, headers)
 
         def checked(done: asyncio.Future) -> None:
             if not self._checking:    # the whole body had arrived already; Django answers it
                 return
             self._checking = False
-            if self._disconnected or channel._refused:
+            if disconnected(self) or channel._refused:
                 return
             if done.exception() is not None or not done.result():
                 channel.refuse(unauthorized())
@@ -297,16 +297,17 @@ class LimitedRequest(WebRequest):
             return
         self._size += len(data)
         if self._size > self._limit:
-            return self.channel.refuse(bridge.request_entity_too_large(self._limit))
+            return self.channel.refuse(request_entity_too_large(self._limit))
         self._chunks.append(data)
 
-    def process(self):
-        # Daphne creates the request's application task in here: the task's context carries
-        # how to write this response's body directly (watch streams: streams.py).
+    def start_application(self, start):
+        # The one place a request's ContextVars are set: start() makes the request's application
+        # task (compat.daphne.Request), whose context then carries how to write this response's
+        # body directly (watch streams: streams.py). Only that task sees them.
         token = direct_subscriber.set(self.watch_subscriber)
         request_token = current_request.set(self)
         try:
-            return super().process()
+            return start()
         finally:
             current_request.reset(request_token)
             direct_subscriber.reset(token)
@@ -317,7 +318,7 @@ class LimitedRequest(WebRequest):
 
     def stream_writer(self) -> StreamWriter | None:
         """A direct writer for this response's body, once its headers are out (chunked), else None."""
-        if (self.startedWriting and self.chunked and not self.finished and not self._disconnected
+        if (self.startedWriting and self.chunked and not self.finished and not disconnected(self)
                 and self.channel is not None and not self.responseHeaders.hasHeader(b"content-encoding")):
             return StreamWriter(self)
         return None
@@ -325,7 +326,7 @@ class LimitedRequest(WebRequest):
     def requestReceived(self, command, path, version):
         self._checking = False
         self.channel._continue = None
-        # The one copy of the body: Daphne reads it whole (request_buffer_size) and the bridge
+        # The one copy of the body: Daphne reads it whole (request_buffer_size) and the dispatch
         # hands the same bytes to Django.
         self.content = io.BytesIO(b"".join(self._chunks or ()))
         self._chunks = None
@@ -355,6 +356,9 @@ class _Deadlines:
 
 _deadlines = _Deadlines()
 
+# Django parses forms; Twisted's copy of a form's fields would be wasted.
+REQUEST_FACTORY = request_factory_without_form_parsing(LimitedRequest)
+
 
 class LimitedHTTPFactory(HTTPFactory):
     """Daphne's HTTP factory building LimitedChannel / LimitedRequest, with the idle timeout."""
@@ -367,7 +371,7 @@ class LimitedHTTPFactory(HTTPFactory):
 
     def buildProtocol(self, addr):
         protocol = super().buildProtocol(addr)
-        protocol.requestFactory = LimitedRequest
+        protocol.requestFactory = REQUEST_FACTORY
         return protocol
 
     def log(self, request):

@@ -27,8 +27,9 @@ from asgiref.sync import sync_to_async
 from daphne.http_protocol import WebRequest
 from daphne.ws_protocol import WebSocketProtocol
 from django.conf import settings
-from twisted.web.http import HTTPChannel
 
+from dashboard.compat.daphne import connections, send_close
+from dashboard.compat.twisted import close_after_response, http_channels
 from dashboard.kube.hub import hub
 
 from . import maintenance
@@ -64,17 +65,6 @@ def install(server) -> None:
         signal.signal(sig, on_signal)
 
 
-def _channels():
-    """The HTTP connections of this process (plain or inside TLS)."""
-    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
-
-    for reader in reactor.getReaders():
-        proto = getattr(reader, "protocol", None)
-        proto = getattr(proto, "wrappedProtocol", proto)
-        if isinstance(proto, HTTPChannel):
-            yield proto
-
-
 def _stop_listening() -> None:
     from twisted.internet import reactor, tcp   # late: importing it installs a reactor, and Daphne installs its own first
 
@@ -85,21 +75,15 @@ def _stop_listening() -> None:
             port.stopListening()
 
 
-def _last_response(request, version) -> bool:
-    """HTTPChannel.checkPersistence while draining: this response says `Connection: close`."""
-    request.responseHeaders.setRawHeaders(b"Connection", [b"close"])
-    return False
-
-
 def _close_keepalive(close_idle: bool) -> int:
     """Every connection's next response is its last; idle ones close too when close_idle.
     Returns how many connections are still open."""
-    channels = list(_channels())
+    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
+
+    channels = list(http_channels(reactor))
     for channel in channels:
-        channel.checkPersistence = _last_response   # a request arriving from now on
-        if channel._handlingRequest:
-            channel.persistent = False      # closes once this response is complete
-        elif close_idle:
+        answering = close_after_response(channel)   # (a request arriving from now on too)
+        if close_idle and not answering:
             channel.transport.loseConnection()
     return len(channels)
 
@@ -111,16 +95,16 @@ def _end_streams() -> None:
 
 
 def _busy(server) -> int:
-    return sum(1 for proto in list(server.connections) if isinstance(proto, WebRequest) and not proto.finished)
+    return sum(1 for proto in connections(server) if isinstance(proto, WebRequest) and not proto.finished)
 
 
 def _close_websockets(server) -> None:
     """1012 to every open page socket. Sent by the protocol itself: autobahn lets an
     application close only with 1000 or 3000-4999, though a server may say 1012 (RFC 6455, IANA)."""
     closed_by_protocol(SERVICE_RESTART)   # what their log lines say (observe.py)
-    for proto in list(server.connections):
-        if isinstance(proto, WebSocketProtocol) and proto.state == WebSocketProtocol.STATE_OPEN:
-            proto.sendCloseFrame(code=SERVICE_RESTART, reasonUtf8=b"service restart")
+    for proto in connections(server):
+        if isinstance(proto, WebSocketProtocol):
+            send_close(proto, SERVICE_RESTART, b"service restart")
 
 
 async def drain(server) -> None:

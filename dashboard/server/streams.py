@@ -16,8 +16,8 @@ import contextvars
 
 from daphne.http_protocol import WebRequest
 from django.conf import settings
-from twisted.internet import tcp
 
+from dashboard.compat.twisted import DirectChunkWriter, disconnected, queued_bytes
 from dashboard.kube.hub import Event, Subscriber, hub
 from dashboard.kube.metrics import WATCH_TERMINATED
 
@@ -32,11 +32,9 @@ def unsent_bytes(request: WebRequest | None) -> int:
     the response is over (disconnected); 0 when unknown (another server)."""
     if request is None:
         return 0
-    if request.finished or request._disconnected or request.channel is None:
+    if request.finished or disconnected(request) or request.channel is None:
         return -1
-    t = request.channel.transport
-    t = t if isinstance(t, tcp.Connection) else getattr(t, "transport", None)   # TLS: the TCP beneath
-    return len(t.dataBuffer) - t.offset + t._tempDataLen if isinstance(t, tcp.Connection) else 0
+    return queued_bytes(request.channel.transport)
 
 
 def abort(request: WebRequest | None) -> None:
@@ -218,54 +216,10 @@ class StreamSubscriber(Subscriber):
         self.writer.finish()
 
 
-class StreamWriter:
-    """Writes a streamed response's body to its connection, bypassing the ASGI send path.
+class StreamWriter(DirectChunkWriter):
+    """Writes a watch stream's body to its connection (StreamSubscriber above), once Daphne has
+    sent the headers: each write one HTTP/1.1 chunk, straight to the socket when nothing is
+    queued before it (compat.twisted.DirectChunkWriter). The response is still ended by Daphne
+    (Request.finish writes the last chunk after everything written here)."""
 
-    For a watch stream (StreamSubscriber above) once Daphne has sent the
-    headers: each write is one HTTP/1.1 chunk, framed here as Twisted's Request.write would.
-    On plain TCP, when Twisted holds nothing unsent for the connection, the chunk goes out
-    with one non-blocking send(); what the socket does not take (and everything while Twisted
-    holds something, so the order is kept) is left to the transport, which sends it when the
-    socket is writable. Over TLS every chunk goes through the TLS transport. The response is
-    still ended by Daphne (Request.finish writes the last chunk after everything written here).
-    """
-
-    __slots__ = ("request", "transport", "tcp", "sock")
-
-    def __init__(self, request: WebRequest):
-        self.request = request
-        self.transport = transport = request.channel.transport
-        self.tcp = transport if isinstance(transport, tcp.Connection) else None
-        self.sock = self.tcp.socket if self.tcp is not None else None
-
-    def finish(self) -> None:
-        """Complete the response (the last chunk), unless it is over already."""
-        request = self.request
-        if not request.finished and not request._disconnected:
-            request.finish()
-
-    def write(self, data: bytes) -> int:
-        """Write data as one chunk; returns the bytes still queued for the socket, or -1 when
-        the response is over (finished or disconnected) and nothing was written."""
-        request = self.request
-        if request.finished or request._disconnected:
-            return -1
-        frame = b"%x\r\n%b\r\n" % (len(data), data)
-        t = self.tcp
-        if t is None:   # TLS: through its transport; what is queued is the TCP transport's beneath
-            self.transport.write(frame)
-            t = getattr(self.transport, "transport", None)
-            if not isinstance(t, tcp.Connection):
-                return 0
-            return len(t.dataBuffer) - t.offset + t._tempDataLen
-        if not t._tempDataLen and t.offset == len(t.dataBuffer) and t.connected and not t.disconnecting \
-                and not t._writeDisconnected:
-            try:
-                sent = self.sock.send(frame)
-            except OSError:   # EAGAIN, or the connection broke: the transport finds out when it writes
-                sent = 0
-            if sent == len(frame):
-                return 0
-            frame = frame[sent:]
-        t.write(frame)
-        return len(t.dataBuffer) - t.offset + t._tempDataLen
+    __slots__ = ()

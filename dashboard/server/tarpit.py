@@ -52,7 +52,7 @@ async def _wait(what: str) -> None:
 
 
 async def hold(what: str) -> None:
-    """Wait out the tarpit before answering a refusal (the HTTP bridge)."""
+    """Wait out the tarpit before answering a refusal (dispatch.LanedHTTP)."""
     if _take():
         await _wait(what)
 

@@ -28,6 +28,9 @@ from prometheus_client import multiprocess
 from twisted.internet import ssl
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
+from dashboard.compat.daphne import http_factory, listening
+from dashboard.compat.twisted import after_each_accept
+
 RESTART_BACKOFF_SECONDS = (0.1, 0.5, 1, 2, 5)   # a worker that keeps dying is restarted slower
 STABLE_SECONDS = 30                              # ...and counts as healthy again after this long
 STOP_GRACE_SECONDS = 15
@@ -73,13 +76,13 @@ def adopt(reactor, server, listen_fds: str, tls_paths) -> None:
         probe.listen(LISTEN_BACKLOG)  # a no-op when another worker got here first
         probe.detach()  # leave the fd open: it is the listening socket
         os.set_blocking(fd, False)  # the reactor accepts until EAGAIN
-        factory = server.http_factory
+        factory = http_factory(server)
         if kind == "tls":
             pem = tls_paths.server_cert.read_bytes() + b"\n" + tls_paths.server_key.read_bytes()
             factory = TLSMemoryBIOFactory(ssl.PrivateCertificate.loadPEM(pem).options(), False, factory)
         port = reactor.adoptStreamPort(fd, family, factory)
         accept_in_turns(port)
-        server.listen_success(port)
+        listening(server, port)
 
 
 # After accepting, a worker leaves the shared socket to the others this long.
@@ -93,11 +96,8 @@ def accept_in_turns(port) -> None:
     connections (wrk's 4, a client pool's 10) all went to one worker and the others idled. Here
     a worker accepts one connection, then leaves the socket to the others for 2 ms: a burst
     is spread over the workers free to take it, and no connection waits longer than that."""
-    read = port.doRead
 
-    def doRead():
-        port.numberAccepts = 1
-        read()
+    def pause():
         if not port.disconnecting:
             port.stopReading()
             port.reactor.callLater(ACCEPT_PAUSE_SECONDS, resume)
@@ -106,7 +106,7 @@ def accept_in_turns(port) -> None:
         if port.connected and not port.disconnecting:
             port.startReading()
 
-    port.doRead = doRead
+    after_each_accept(port, pause)
     ADOPTED_PORTS.append(port)
 
 

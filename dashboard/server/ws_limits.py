@@ -5,7 +5,7 @@ sockets sending 1.1 million frames in 6 s cut Lease renewals from 481/s to 6/s);
 costs a handshake and the session and user reads of Channels' auth. So, in Daphne's protocol:
 - the handshake is refused with 429 over a budget per client address (the proxy's X-Forwarded-For
   entry behind --proxy-headers), or per session for a session cookie a page socket of this process
-  has authenticated with (web/socket_limits.py): KUBEDASH_WEBSOCKET_CONNECT_BURST at once, KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND
+  has authenticated with (access/budgets.py): KUBEDASH_WEBSOCKET_CONNECT_BURST at once, KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND
   after, before the application or the database is reached, and after the tarpit's delay
   (server/tarpit.py: a client reconnecting in a loop gets one refusal a second a connection);
 - pages send one thing, PONG, their answer to each heartbeat BEAT (web/consumers.py): it is
@@ -23,16 +23,13 @@ from __future__ import annotations
 from http.cookies import CookieError, SimpleCookie
 
 from autobahn.websocket.types import ConnectionDeny
-from daphne.ws_protocol import WebSocketProtocol
 from django.conf import settings
 
-from dashboard.access.budgets import Budget
-from dashboard.web import socket_limits
+from dashboard.access.budgets import CLOSE_POLICY, FRAME_COST, Budget, connects, session_budget, session_known
+from dashboard.compat.daphne import FrameGateProtocol, forwarded_address_header, install_websocket_protocol
 
 from . import tarpit
 
-CLOSE_POLICY = socket_limits.CLOSE_POLICY   # a frame from a client
-FRAME_COST = socket_limits.FRAME_COST
 PONG = b"pong"        # as web/consumers.PONG: the page's answer to a heartbeat
 PONGS_PER_BEAT = 2    # a page answers once a beat; twice allows for beats it heard late
 
@@ -61,27 +58,25 @@ def _key(protocol, request) -> str:
     the client address's, decided before any session is looked up (a cookie made up for each
     handshake is only an address's)."""
     session = protocol.session
-    if session and socket_limits.session_known(session):
-        return socket_limits.session_budget(session)
-    forwarded = protocol.factory.server_class.proxy_forwarded_address_header
-    return f"client:{client_address(protocol.transport, request.headers, forwarded)}"
+    if session and session_known(session):
+        return session_budget(session)
+    return f"client:{client_address(protocol.transport, request.headers, forwarded_address_header(protocol))}"
 
 
 def _refuse():
     raise ConnectionDeny(429, "Too Many Requests")
 
 
-class LimitedWebSocketProtocol(WebSocketProtocol):
+class LimitedWebSocketProtocol(FrameGateProtocol):
     budget_key = ""
     denied = False    # the handshake was refused: Daphne never knew this connection
-    refused = False   # a frame came: closing
 
     session = ""   # the handshake's session cookie, if any
 
     def onConnect(self, request):
         self.session = _session_cookie(request)
         self.budget_key = _key(self, request)
-        if not socket_limits.connects().take(self.budget_key):
+        if not connects().take(self.budget_key):
             self.denied = True
             return tarpit.deferred("websocket_handshake", _refuse) or _refuse()
         return super().onConnect(request)
@@ -89,28 +84,20 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
     pongs: Budget | None = None
 
     def onMessage(self, payload, isBinary):
-        if self.refused:
+        if self.reading_stopped:   # (a frame came: closing)
             return
         if not isBinary and payload == PONG and self._pong_allowed():
             return super().onMessage(payload, isBinary)
         # (not passed on; not `muted` either, which would keep the application from hearing of
         # the disconnect and unsubscribing)
-        self.refused = True
-        socket_limits.connects().take(self.budget_key, FRAME_COST)
-        if self.session and socket_limits.session_known(self.session) and \
-                self.budget_key != socket_limits.session_budget(self.session):
+        # Reading stops at once: the frames already read with this one (a read holds thousands of
+        # small frames) are dropped unparsed, as what comes after them is never read.
+        self.stop_reading()
+        connects().take(self.budget_key, FRAME_COST)
+        if self.session and session_known(self.session) and self.budget_key != session_budget(self.session):
             # (its first socket, paid for by its address: the session pays for its frame too)
-            socket_limits.connects().take(socket_limits.session_budget(self.session), FRAME_COST)
-        self.transport.pauseProducing()
+            connects().take(session_budget(self.session), FRAME_COST)
         self.sendClose(code=CLOSE_POLICY)
-
-    def processData(self) -> bool:
-        if self.refused:
-            # The frames already read with the refused one (a read holds thousands of small
-            # frames) are dropped unparsed, as what comes after them is never read.
-            self.data = b""
-            return False
-        return super().processData()
 
     def _pong_allowed(self) -> bool:
         if self.pongs is None:
@@ -125,5 +112,4 @@ class LimitedWebSocketProtocol(WebSocketProtocol):
 
 def install(server) -> None:
     """Daphne's websocket factory builds this protocol; protocol errors get their close code."""
-    server.ws_factory.protocol = LimitedWebSocketProtocol
-    server.ws_factory.setProtocolOptions(failByDrop=False)
+    install_websocket_protocol(server, LimitedWebSocketProtocol, failByDrop=False)

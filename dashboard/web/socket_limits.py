@@ -18,60 +18,15 @@ docs/SERVING.md, "Limits".
 """
 from __future__ import annotations
 
-import time
-
-from django.conf import settings
 from prometheus_client import Counter
 
-from dashboard.access.budgets import Budget
-
-CLOSE_POLICY = 4008      # a frame from a client: pages send none (1008 in the 4xxx range autobahn allows)
-CLOSE_TOO_MANY = 4429    # over the user's budget of connections
-FRAME_COST = 10          # a stray frame costs as much as this many connections
+# The budget, the known sessions and the close codes are access's: the protocol (server/ws_limits.py)
+# shares them. The consumer reaches them here.
+from dashboard.access.budgets import (CLOSE_POLICY, CLOSE_TOO_MANY, FRAME_COST, connects,  # noqa: F401 (re-exported)
+                                      vouch_for_session)
 
 REFUSED = Counter("kubedash_websocket_refused_total", "Page sockets closed for what their client did",
                   ["reason"])
-
-
-_connects: Budget | None = None
-
-# Session cookies this process has seen belong to someone (a page socket authenticated with it):
-# only those are budgeted by session at the protocol (server/ws_limits.py); any other handshake is
-# budgeted by its client's address, before a session is looked up, so cookies made up for each
-# handshake buy nothing. {session key: monotonic time it was last vouched for}
-KNOWN_SESSION_SECONDS = 600.0
-MAX_KNOWN_SESSIONS = 10_000
-_known_sessions: dict[str, float] = {}
-
-
-def session_budget(session_key: str) -> str:
-    """The handshake budget's key of a session the protocol knows (server/ws_limits.py)."""
-    return f"session:{session_key}"
-
-
-def vouch_for_session(session_key: str | None) -> None:
-    """A page socket authenticated with this session (web/consumers.py): its next handshakes
-    spend the session's budget, which this one's counts against too (its address paid for it)."""
-    if not session_key:
-        return
-    if not session_known(session_key):
-        connects().take(session_budget(session_key))
-    _known_sessions.pop(session_key, None)
-    _known_sessions[session_key] = time.monotonic()
-    while len(_known_sessions) > MAX_KNOWN_SESSIONS:
-        del _known_sessions[next(iter(_known_sessions))]   # (the oldest vouched for)
-
-
-def session_known(session_key: str) -> bool:
-    at = _known_sessions.get(session_key)
-    return at is not None and time.monotonic() - at < KNOWN_SESSION_SECONDS
-
-
-def connects() -> Budget:
-    global _connects
-    if _connects is None:
-        _connects = Budget(settings.KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND, settings.KUBEDASH_WEBSOCKET_CONNECT_BURST)
-    return _connects
 
 
 def may_connect(who: str) -> bool:

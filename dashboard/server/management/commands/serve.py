@@ -15,10 +15,9 @@ import os
 import resource
 import sys
 
+from daphne.access import AccessLogGenerator
 # Daphne installs Twisted's asyncio reactor when imported; it must come before anything
 # imports twisted.internet.reactor (the daphne app in INSTALLED_APPS already did this).
-import daphne.server
-from daphne.access import AccessLogGenerator
 from daphne.server import Server
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -26,6 +25,7 @@ from django.urls import get_resolver
 
 from dashboard.access.kubeconfig import WILDCARDS, client_url
 from dashboard.access.tls import ensure_tls
+from dashboard.compat.daphne import failed_to_listen, install_http_factory, listen_on_no_endpoint
 from dashboard.kube import registry, schema
 from dashboard.server import lanes, maintenance, protocol, shutdown, workers, ws_limits
 
@@ -161,9 +161,8 @@ class Command(BaseCommand):
             freeze_startup_objects()
 
         proxy = options["proxy_headers"]
-        # Daphne builds its HTTP factory in Server.run() by this name: ours bounds what a
-        # client may send, and how slowly (dashboard.server.protocol).
-        daphne.server.HTTPFactory = protocol.LimitedHTTPFactory
+        # Ours bounds what a client may send, and how slowly (dashboard.server.protocol).
+        install_http_factory(protocol.LimitedHTTPFactory)
         server = Server(
             application=application,
             # A worker's listeners are adopted in ready(); Daphne insists on some endpoint.
@@ -184,9 +183,9 @@ class Command(BaseCommand):
             server_name="kubedash",
         )
         if listen_fds:
-            server.endpoints = []
+            listen_on_no_endpoint(server)
         server.run()
-        if server.abort_start:
+        if failed_to_listen(server):
             # Daphne logged why (address in use, permission denied, bad certificate).
             raise CommandError(f"could not listen on {', '.join(urls)}")
 
