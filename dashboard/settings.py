@@ -116,7 +116,7 @@ KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEU
 # and how long one waits at most while renewals are being served (milliseconds).
 KUBEDASH_BACKGROUND_LANE_QUEUE = int(os.environ.get("KUBEDASH_BACKGROUND_LANE_QUEUE", "1000"))
 KUBEDASH_BACKGROUND_YIELD_MS = float(os.environ.get("KUBEDASH_BACKGROUND_YIELD_MS", "50"))
-# The fast lane's requests run on the event loop (dashboard/server/bridge.py, LoopInline): on
+# The fast lane's requests run on the event loop (dashboard/server/inline.py, LoopInline): on
 # SQLite bearer-token resource requests when they cannot wait, on PostgreSQL every one, in
 # greenlets (server/green.py); 0: always on the lane's threads.
 KUBEDASH_INLINE_FAST_LANE = os.environ.get("KUBEDASH_INLINE_FAST_LANE", "1") != "0"

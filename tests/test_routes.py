@@ -1,5 +1,5 @@
 """No path answers 500: malformed and unknown routes against a live `manage.py serve`, on both
-listeners (plain HTTP and HTTPS), with a valid bearer token (the bridge's direct dispatch),
+listeners (plain HTTP and HTTPS), with a valid bearer token (the server's direct dispatch),
 a wrong one and none (Django's resolver), for every method. API paths answer a metav1.Status."""
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ def test_a_lock_nobody_releases_does_not_stop_writes(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_that_never_waits_is_refused_at_begin_while_the_turn_is_taken():
-    """The event loop's connection (bridge.LoopInline): a write that finds the writers' turn
+    """The event loop's connection (server/inline.py LoopInline): a write that finds the writers' turn
     taken gets "database is locked" before anything is written, instead of waiting."""
     from django.db import OperationalError
 

@@ -607,7 +607,7 @@ class NotFoundView(KubeAPIView):
 # straight to the view's method, without Django's URL resolver or DRF's request wrapper,
 # authenticator list and response finalising: a third of a Lease renewal's CPU. The same
 # methods answer, with the same authentication, negotiation and Status errors
-# (dashboard/server/bridge.py decides which requests come here).
+# (dashboard/server/dispatch.py decides which requests come here).
 
 DIRECT_METHODS = frozenset({"GET", "HEAD", "PUT", "PATCH", "POST", "DELETE"})
 
@@ -643,7 +643,7 @@ def direct_route(path: str) -> tuple[type, dict] | None:
 
 def bearer_route(method: str, authorization: str, path: str) -> tuple[type, dict] | None:
     """direct_route for a request that may be dispatched directly: a bearer token, a method the
-    views answer (the bridge asks before Django builds the request, and again inside it)."""
+    views answer (the server asks (server/admission.py) before Django builds the request, and again inside it)."""
     if method not in DIRECT_METHODS or authorization[:7].lower() != "bearer ":
         return None
     return direct_route(path)
@@ -670,7 +670,7 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
     except Exception as exc:   # noqa: BLE001 - every failure is answered as a Status
         if request.META.get(INLINE) is not None and storage.backend().would_wait(exc):
             # Run on the event loop, which must not wait for SQLite's lock: nothing was
-            # written (the lock is taken first); the bridge runs the request again on a thread.
+            # written (the lock is taken first); server/inline.py runs the request again on a thread.
             request.META[INLINE] = "would wait"
             return HttpResponse(status=503)
         return exception_handler(exc, {"request": request})
@@ -706,5 +706,5 @@ def _unconfirmed_write(request, view_class: type, kw: dict) -> HttpResponse | No
 WRITTEN, SERVED_AGAIN = (UNCONFIRMED_WRITES.labels(outcome) for outcome in ("written", "served_again"))
 
 
-INLINE = "kubedash.inline"   # environ key the bridge sets for requests run on the event loop
+INLINE = "kubedash.inline"   # environ key server/inline.py sets for requests run on the event loop
 STREAMS = "kubedash.streams"   # environ key: the server sends a streaming response as it is read

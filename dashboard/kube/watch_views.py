@@ -449,7 +449,7 @@ async def collection_or_watch(request, **kw):
     return await sync_to_async(collection)(request, **kw)
 
 
-# What a handler that never serves streams may call instead (dashboard.server.bridge).
+# What a handler that never serves streams may call instead (dashboard.server.handlers).
 collection_or_watch.sync_view = collection
 
 

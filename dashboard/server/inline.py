@@ -6,9 +6,10 @@ import asyncio
 import contextvars
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from dashboard.compat.asyncio import loop_hidden
+from dashboard.kube import storage
 from dashboard.kube.views import INLINE, bearer_route
 
 from .green import GreenLane
@@ -35,9 +36,9 @@ class LoopInline:
     """
 
     def __init__(self):
-        engine = settings.DATABASES["default"]["ENGINE"]
-        self.enabled = settings.KUBEDASH_INLINE_FAST_LANE and engine in ("dashboard.kube.sqlite", "dashboard.kube.postgresql")
-        self.green = GreenLane(settings.KUBEDASH_FAST_LANE_THREADS) if self.enabled and engine.endswith("postgresql") else None
+        mode = storage.backend().loop_mode   # "inline" (SQLite), "green" (PostgreSQL)
+        self.enabled = bool(settings.KUBEDASH_INLINE_FAST_LANE and mode)
+        self.green = GreenLane(settings.KUBEDASH_FAST_LANE_THREADS) if self.enabled and mode == "green" else None
         self.context = contextvars.Context()
 
     def takes(self, scope, bare: bool) -> bool:
@@ -76,8 +77,9 @@ class LoopInline:
     @staticmethod
     def _run(handler, make_environ, writes):
         try:
-            connection.never_wait()
-            if writes and not connection.writers_turn_free():
+            db = storage.backend()
+            db.never_wait()
+            if writes and not db.writers_turn_free():
                 return WOULD_WAIT    # another writer has the turn: look again soon
         except DatabaseError:
             return None

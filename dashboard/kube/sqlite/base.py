@@ -47,7 +47,7 @@ class CursorWrapper(base.SQLiteCursorWrapper):
 class DatabaseWrapper(base.DatabaseWrapper):
     _writers_fd: int | None = None
     _holds_writers = False
-    # The event loop's connection (dashboard/server/bridge.py, LoopInline) never waits: not in
+    # The event loop's connection (dashboard/server/inline.py, LoopInline) never waits: not in
     # SQLite's busy handler (busy_timeout 0), and for the writers' turn at most
     # NEVER_WAIT_SECONDS. Either is then "database is locked" at BEGIN, before anything is written.
     _never_waits = None     # the underlying connection told so
