@@ -90,10 +90,10 @@ def main() -> None:
             here.manage("follow", "add", "prod", "--kubeconfig", str(follower), "--writes", "own-credentials")
             here.manage("shell", "-c", (
                 "from pathlib import Path\nfrom django.contrib.auth.models import User\n"
-                "from dashboard.access.models import Profile\nfrom dashboard.follow import clusters\n"
+                "from dashboard.access.models import Profile\nfrom dashboard.follow import following\n"
                 "from dashboard.follow.models import Cluster\n"
                 f"Profile.objects.filter(user__username={USER!r}).update(role='editor')\n"
-                f"clusters.save_user_credentials(Cluster.objects.get(name='prod'), User.objects.get(username={USER!r}),"
+                f"following.save_user_credentials(Cluster.objects.get(name='prod'), User.objects.get(username={USER!r}),"
                 f" Path({str(mine)!r}).read_text())\n"))
             deadline = time.monotonic() + 60
             while "live" not in here.manage("follow", "list"):

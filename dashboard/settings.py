@@ -248,9 +248,8 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
 # Kubernetes API limits.
-KUBE_MAX_BODY_BYTES = 3 * 1024 * 1024          # kube-apiserver's default request body limit
-DATA_UPLOAD_MAX_MEMORY_SIZE = KUBE_MAX_BODY_BYTES + 1024
-KUBE_DEFAULT_LIST_LIMIT = None                    # no limit unless the client asks
+KUBEDASH_MAX_BODY_BYTES = 3 * 1024 * 1024          # kube-apiserver's default request body limit
+DATA_UPLOAD_MAX_MEMORY_SIZE = KUBEDASH_MAX_BODY_BYTES + 1024
 
 # What a client may send and how slowly (dashboard.server.protocol; docs/SERVING.md, "Limits").
 # A body that may exceed this comes only from a request whose token or session is checked
@@ -274,17 +273,17 @@ KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND = float(os.environ.get("KUBEDASH_WEBSOCKE
 # socket budget) are answered this much later (server/tarpit.py); 0 answers them at once.
 KUBEDASH_TARPIT_SECONDS = float(os.environ.get("KUBEDASH_TARPIT_SECONDS", "1"))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
-KUBE_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
-KUBE_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))
+KUBEDASH_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
+KUBEDASH_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))
 
 # Watch: bookmark interval, the floor of the randomized stream lifetime, per-watcher queue
 # bound (a watcher this far behind is closed and resumes), and the hub's safety poll.
-KUBE_WATCH_BOOKMARK_SECONDS = float(os.environ.get("KUBEDASH_WATCH_BOOKMARK_SECONDS", "60"))
-KUBE_WATCH_MIN_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_WATCH_MIN_TIMEOUT_SECONDS", "1800"))
-KUBE_WATCH_QUEUE_SIZE = int(os.environ.get("KUBEDASH_WATCH_QUEUE_SIZE", "1000"))
-KUBE_WATCH_POLL_SECONDS = float(os.environ.get("KUBEDASH_WATCH_POLL_SECONDS", "2"))
+KUBEDASH_WATCH_BOOKMARK_SECONDS = float(os.environ.get("KUBEDASH_WATCH_BOOKMARK_SECONDS", "60"))
+KUBEDASH_WATCH_MIN_TIMEOUT_SECONDS = float(os.environ.get("KUBEDASH_WATCH_MIN_TIMEOUT_SECONDS", "1800"))
+KUBEDASH_WATCH_QUEUE_SIZE = int(os.environ.get("KUBEDASH_WATCH_QUEUE_SIZE", "1000"))
+KUBEDASH_WATCH_POLL_SECONDS = float(os.environ.get("KUBEDASH_WATCH_POLL_SECONDS", "2"))
 # On SQLite the hub also checks this often whether another process committed (data_version).
-KUBE_WATCH_FOLLOW_SECONDS = float(os.environ.get("KUBEDASH_WATCH_FOLLOW_SECONDS", "0.002"))
+KUBEDASH_WATCH_FOLLOW_SECONDS = float(os.environ.get("KUBEDASH_WATCH_FOLLOW_SECONDS", "0.002"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -489,7 +489,7 @@ def test_a_push_batch_of_rows_and_other_changes_parses_whole(db_beside_playwrigh
     in a <template>), keeps every element it carries."""
     import orjson
 
-    from dashboard.kube.hub import Event
+    from dashboard.kube.hub import LogEntry
     from dashboard.web import live
     from dashboard.web.live_page import PageSocket, PageView
     from manifests import lease
@@ -497,7 +497,7 @@ def test_a_push_batch_of_rows_and_other_changes_parses_whole(db_beside_playwrigh
     def event(rv, name, type_="MODIFIED", holder="node-a"):
         obj = lease(name, holder=holder, ns="mix")
         obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
-        return ("lease", Event(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode()))
+        return ("lease", LogEntry(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode()))
 
     socket = PageSocket(view=PageView.parse(b"view=leases&namespace=mix&paged=1&first=mix/b&last=mix/d&rv=10"),
                         shown=[("mix", "b"), ("mix", "c"), ("mix", "d")], known={("mix", k) for k in "bcdxy"})
@@ -536,7 +536,7 @@ def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(db_beside_pl
     <div> in the message (the parser would drop it), so both arrive."""
     import orjson
 
-    from dashboard.kube.hub import Event
+    from dashboard.kube.hub import LogEntry
     from dashboard.web import live
     from dashboard.web.live_page import PageSocket, PageView
     from manifests import lease
@@ -544,7 +544,7 @@ def test_a_push_batch_with_a_deletion_before_a_new_row_parses_whole(db_beside_pl
     def event(rv, name, type_):
         obj = lease(name, holder="node-a", ns="mix")
         obj["metadata"].update(resourceVersion=str(rv), uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
-        return Event(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode())
+        return LogEntry(rv, "Lease", "mix", name, type_, orjson.dumps(obj).decode())
 
     socket = PageSocket(view=PageView.parse(b"view=leases&namespace=mix&rv=10"),
                         shown=[("mix", "a"), ("mix", "b")], known={("mix", "a"), ("mix", "b")})

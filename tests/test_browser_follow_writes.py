@@ -38,10 +38,10 @@ def servers(tmp_path_factory):
     here.manage("shell", "-c", (
         "from pathlib import Path\n"
         "from dashboard.access.tokens import ensure_user\n"
-        "from dashboard.follow import clusters\n"
+        "from dashboard.follow import following\n"
         "from dashboard.follow.models import Cluster\n"
         f"u = ensure_user('alice', 'editor'); u.set_password({PASSWORD!r}); u.save()\n"
-        f"clusters.save_user_credentials(Cluster.objects.get(name='prod'), u, Path({str(mine)!r}).read_text())\n"))
+        f"following.save_user_credentials(Cluster.objects.get(name='prod'), u, Path({str(mine)!r}).read_text())\n"))
     eventually(lambda: "live" in here.manage("follow", "list"), 60, "prod to be followed")
     yield up, here
     next(here_gen, None)

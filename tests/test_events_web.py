@@ -192,7 +192,7 @@ def test_a_warning_pushes_only_its_rows_badge_on_a_paged_list(api):
     not announced as a new object, and adds no row."""
     import orjson
 
-    from dashboard.kube.hub import Event
+    from dashboard.kube.hub import LogEntry
     from dashboard.web import live
     from dashboard.web.live_page import PageSocket, PageView
 
@@ -206,7 +206,7 @@ def test_a_warning_pushes_only_its_rows_badge_on_a_paged_list(api):
     socket = PageSocket(view=PageView.parse(b"view=jobs&namespace=default&rv=1&paged=1&first=default/pa&last=default/pb"),
                         shown=[("default", "pa"), ("default", "pb")], known={("default", "pa"), ("default", "pb")})
     pending = {("Event", "default", o["metadata"]["name"]): (
-        "ADDED", Event(int(o["metadata"]["resourceVersion"]), "Event", "default", o["metadata"]["name"], "ADDED",
+        "ADDED", LogEntry(int(o["metadata"]["resourceVersion"]), "Event", "default", o["metadata"]["name"], "ADDED",
                        orjson.dumps(o).decode())) for o in made}
     messages = live.render_changes(socket, pending)
     html = "".join(messages)

@@ -1,6 +1,6 @@
 """Following clusters, the configuration side: credentials encrypted at rest (follow/secrets.py),
-kubeconfigs reduced to one context with files inlined (follow/kubeconfig.py), adding and
-removing clusters (follow/clusters.py) through `manage.py follow` and the clusters page, and
+kubeconfigs reduced to one context with files inlined (follow/upstream_kubeconfig.py), adding and
+removing clusters (follow/following.py) through `manage.py follow` and the clusters page, and
 the API client the follower gets from the stored credentials, used against a real server."""
 from __future__ import annotations
 
@@ -118,11 +118,11 @@ def test_without_the_variable_a_key_file_is_made_once_0600(monkeypatch, settings
 
 
 # ---------------------------------------------------------------------------------------------
-# kubeconfig.reduce
+# upstream_kubeconfig.reduce
 
 
 def test_reduce_keeps_only_the_current_context_with_a_token():
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     r = reduce(kubeconfig())
     assert (r.server, r.context, r.namespace_hint, r.auth) == ("https://prod.example.com:6443", "prod", "team-a",
@@ -140,7 +140,7 @@ def test_reduce_keeps_only_the_current_context_with_a_token():
 
 
 def test_reduce_picks_the_named_context():
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     r = reduce(kubeconfig(), context="dev")
     assert (r.server, r.context, r.namespace_hint, r.auth) == ("https://dev.example.com", "dev", "",
@@ -152,7 +152,7 @@ def test_reduce_picks_the_named_context():
 
 
 def test_a_missing_context_names_the_available_ones():
-    from dashboard.follow.kubeconfig import KubeconfigError, reduce
+    from dashboard.follow.upstream_kubeconfig import KubeconfigError, reduce
 
     with pytest.raises(KubeconfigError, match="context 'staging' is not in the kubeconfig; its contexts: prod, dev") as info:
         reduce(kubeconfig(), context="staging")
@@ -162,7 +162,7 @@ def test_a_missing_context_names_the_available_ones():
 
 
 def test_files_are_inlined_relative_to_the_base_dir(tmp_path):
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     (tmp_path / "pki").mkdir()
     (tmp_path / "pki" / "ca.crt").write_bytes(CA_PEM)
@@ -182,7 +182,7 @@ def test_files_are_inlined_relative_to_the_base_dir(tmp_path):
 
 
 def test_a_token_file_is_inlined(tmp_path):
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     (tmp_path / "token").write_text(TOKEN + "\n")
     r = reduce(kubeconfig(users={"prod-user": {"tokenFile": "token"}, "dev-user": {}}), base_dir=tmp_path)
@@ -190,7 +190,7 @@ def test_a_token_file_is_inlined(tmp_path):
 
 
 def test_file_references_are_refused_without_a_base_dir_and_missing_files_named(tmp_path):
-    from dashboard.follow.kubeconfig import KubeconfigError, reduce
+    from dashboard.follow.upstream_kubeconfig import KubeconfigError, reduce
 
     text = kubeconfig(clusters={"prod-cluster": {"server": "https://p", "certificate-authority": "/etc/passwd"}})
     with pytest.raises(KubeconfigError, match=r"refers to a file \(certificate-authority: /etc/passwd\); a pasted or "
@@ -211,7 +211,7 @@ def test_file_references_are_refused_without_a_base_dir_and_missing_files_named(
      "create a ServiceAccount token"),
 ])
 def test_exec_and_auth_provider_users_are_refused(user, words):
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     with pytest.raises(ValueError, match=words):
         reduce(kubeconfig(users={"prod-user": user}))
@@ -225,7 +225,7 @@ def test_exec_and_auth_provider_users_are_refused(user, words):
     ({"server": "https://p", "insecure-skip-tls-verify": "yes"}, "insecure-skip-tls-verify must be true or false"),
 ])
 def test_bad_clusters_are_refused(cluster, words):
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     with pytest.raises(ValueError, match=words):
         reduce(kubeconfig(clusters={"prod-cluster": cluster}))
@@ -242,7 +242,7 @@ def test_bad_clusters_are_refused(cluster, words):
     ({"server": "https://prod.example.com", "proxy-url": "http://127.0.0.1:6379"}, "proxy-url is not allowed here"),
 ])
 def test_servers_that_would_reach_elsewhere_are_refused(cluster, words):
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     with pytest.raises(ValueError, match=words) as err:
         reduce(kubeconfig(clusters={"prod-cluster": cluster}))
@@ -250,7 +250,7 @@ def test_servers_that_would_reach_elsewhere_are_refused(cluster, words):
 
 
 def test_a_proxy_is_followed_only_when_an_admin_allows_it(settings):
-    from dashboard.follow.kubeconfig import api_client, reduce
+    from dashboard.follow.upstream_kubeconfig import api_client, reduce
 
     settings.KUBEDASH_FOLLOW_ALLOW_PROXY = True
     config = reduce(kubeconfig(clusters={"prod-cluster": {"server": "https://prod.example.com",
@@ -267,7 +267,7 @@ def test_a_proxy_is_followed_only_when_an_admin_allows_it(settings):
 
 @pytest.mark.parametrize("token", [TOKEN + "\n", "  " + TOKEN + "\t"])
 def test_tokens_are_stripped(token):
-    from dashboard.follow.kubeconfig import api_client, reduce
+    from dashboard.follow.upstream_kubeconfig import api_client, reduce
 
     reduced = reduce(kubeconfig(users={"prod-user": {"token": token}}))
     assert reduced.config["users"][0]["user"] == {"token": TOKEN}
@@ -277,7 +277,7 @@ def test_tokens_are_stripped(token):
 
 @pytest.mark.parametrize("token", ["abc\ndef", "abc def", "abc\r\nX-Injected: 1", "tok\x00en", "tökén"])
 def test_tokens_that_are_not_bearer_tokens_are_refused_without_repeating_them(token):
-    from dashboard.follow.kubeconfig import KubeconfigError, reduce
+    from dashboard.follow.upstream_kubeconfig import KubeconfigError, reduce
 
     with pytest.raises(KubeconfigError, match="not a valid bearer token") as err:
         reduce(kubeconfig(users={"prod-user": {"token": token}}))
@@ -291,14 +291,14 @@ def test_tokens_that_are_not_bearer_tokens_are_refused_without_repeating_them(to
     (kubeconfig(contexts={"prod": {"cluster": "gone", "user": "prod-user"}}), "no cluster named 'gone'"),
 ])
 def test_unusable_kubeconfigs_say_why(text, words):
-    from dashboard.follow.kubeconfig import reduce
+    from dashboard.follow.upstream_kubeconfig import reduce
 
     with pytest.raises(ValueError, match=words):
         reduce(text)
 
 
 def test_api_client_from_a_reduced_kubeconfig():
-    from dashboard.follow.kubeconfig import api_client, reduce
+    from dashboard.follow.upstream_kubeconfig import api_client, reduce
 
     users = {"prod-user": {"client-certificate-data": b64(CERT_PEM), "client-key-data": b64(KEY_PEM)},
              "dev-user": {"token": TOKEN}}
@@ -323,27 +323,27 @@ def test_api_client_from_a_reduced_kubeconfig():
 
 @pytest.mark.django_db
 def test_add_stores_the_credentials_encrypted():
-    from dashboard.follow import clusters
+    from dashboard.follow import following
     from dashboard.follow.models import Cluster
 
-    cluster = clusters.add("prod", kubeconfig(), namespace="team-b")
+    cluster = following.add("prod", kubeconfig(), namespace="team-b")
     row = Cluster.objects.get(name="prod")
     assert (row.server, row.context, row.namespace, row.state) == ("https://prod.example.com:6443", "prod", "team-b",
                                                                   Cluster.SYNCING)
     stored = bytes(row.credentials)
     assert TOKEN.encode() not in stored and b64(TOKEN.encode()).encode() not in stored
-    assert clusters.credentials(row)["users"] == [{"name": "prod-user", "user": {"token": TOKEN}}]
-    assert clusters.cluster_api_client(cluster).configuration.api_key == {"BearerToken": f"Bearer {TOKEN}"}
+    assert following.credentials(row)["users"] == [{"name": "prod-user", "user": {"token": TOKEN}}]
+    assert following.cluster_api_client(cluster).configuration.api_key == {"BearerToken": f"Bearer {TOKEN}"}
 
 
 @pytest.mark.django_db
 def test_a_cluster_saved_under_another_key_fails_clearly(monkeypatch):
-    from dashboard.follow import clusters, secrets
+    from dashboard.follow import following, secrets
 
-    cluster = clusters.add("prod", kubeconfig())
+    cluster = following.add("prod", kubeconfig())
     monkeypatch.setenv("KUBEDASH_CREDENTIALS_KEY", Fernet.generate_key().decode())
     with pytest.raises(secrets.CredentialsError, match="cannot be decrypted with this KUBEDASH_CREDENTIALS_KEY"):
-        clusters.cluster_api_client(cluster)
+        following.cluster_api_client(cluster)
 
 
 @pytest.mark.django_db
@@ -355,34 +355,34 @@ def test_a_cluster_saved_under_another_key_fails_clearly(monkeypatch):
     ("", "a cluster needs a name"),
 ])
 def test_add_refuses_bad_names(name, words):
-    from dashboard.follow import clusters
+    from dashboard.follow import following
     from dashboard.follow.models import Cluster
 
     with pytest.raises(ValueError, match=words):
-        clusters.add(name, kubeconfig())
+        following.add(name, kubeconfig())
     assert not Cluster.objects.exists()
 
 
 @pytest.mark.django_db
 def test_add_refuses_duplicates_and_bad_namespaces_and_contacts_nothing():
-    from dashboard.follow import clusters
+    from dashboard.follow import following
 
     # Nothing listens at this address: add only records the cluster.
-    clusters.add("prod", kubeconfig(clusters={"prod-cluster": {"server": "https://127.0.0.1:1"}}))
+    following.add("prod", kubeconfig(clusters={"prod-cluster": {"server": "https://127.0.0.1:1"}}))
     with pytest.raises(ValueError, match="a cluster named 'prod' is already followed"):
-        clusters.add("prod", kubeconfig())
+        following.add("prod", kubeconfig())
     with pytest.raises(ValueError, match="'Team_A' is not a valid namespace name"):
-        clusters.add("other", kubeconfig(), namespace="Team_A")
+        following.add("other", kubeconfig(), namespace="Team_A")
 
 
 @pytest.mark.django_db(transaction=True)
 def test_remove_forgets_the_clusters_objects():
     from dashboard.access import clusters as access_clusters
-    from dashboard.follow import clusters
+    from dashboard.follow import following
     from dashboard.follow.models import Cluster
     from dashboard.kube import mirror, registry, store
 
-    clusters.add("prod", kubeconfig())
+    following.add("prod", kubeconfig())
     res = registry.by_kind("Lease")
     upstream = [lease(f"l{i}", uid=f"uid-{i}", resourceVersion=str(100 + i),
                       creationTimestamp="2026-01-02T03:04:05Z") for i in range(3)]
@@ -391,13 +391,13 @@ def test_remove_forgets_the_clusters_objects():
     with access_clusters.within("prod"):
         assert res.model.objects.count() == 3
 
-    assert clusters.remove("prod") == 3
+    assert following.remove("prod") == 3
     assert not Cluster.objects.exists()
     with access_clusters.within("prod"):
         assert res.model.objects.count() == 0
     assert list(res.model.objects.values_list("name", flat=True)) == ["mine"]   # local objects stay
     with pytest.raises(ValueError, match="no followed cluster is named 'prod'"):
-        clusters.remove("prod")
+        following.remove("prod")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,7 +415,7 @@ def run(*args, stdin: str | None = None, monkeypatch=None) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_follow_command_add_list_remove(tmp_path, monkeypatch):
     from dashboard.follow.models import Cluster
-    from dashboard.access.kubeconfig import build_kubeconfig, write_kubeconfig
+    from dashboard.access.own_kubeconfig import build_kubeconfig, write_kubeconfig
 
     path = write_kubeconfig(tmp_path / "kubeconfig",
                             build_kubeconfig("https://127.0.0.1:8443", CA_PEM, "admin", TOKEN, "team-a"))
@@ -477,7 +477,7 @@ def test_the_api_client_reaches_a_real_server(kube_server, tmp_path, monkeypatch
     token in files beside it: both work once stored and decrypted."""
     from kubernetes import client as k8s
 
-    from dashboard.follow import clusters
+    from dashboard.follow import following
 
     path = kube_server.kubeconfig(tmp_path / "kubeconfig", "follower", "viewer")
     run("add", "live", "--kubeconfig", str(path))
@@ -493,7 +493,7 @@ def test_the_api_client_reaches_a_real_server(kube_server, tmp_path, monkeypatch
 
     from dashboard.follow.models import Cluster
     for cluster in Cluster.objects.all():
-        with clusters.cluster_api_client(cluster) as c:
+        with following.cluster_api_client(cluster) as c:
             leases = k8s.CoordinationV1Api(c).list_lease_for_all_namespaces()
             assert leases.metadata.resource_version
             with pytest.raises(k8s.ApiException) as info:   # a viewer: reads only

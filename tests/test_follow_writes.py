@@ -58,10 +58,10 @@ def upstream_get(up, kind: str, name: str):
 
 def follow(up, mode: str):
     """prod, in `mode`, its copy seeded from a list of the upstream (what the follower does)."""
-    from dashboard.follow import admit, clusters
+    from dashboard.follow import admit, following
     from dashboard.kube import mirror, registry
 
-    cluster = clusters.add("prod", up.kubeconfigs["follower"], writes=mode)
+    cluster = following.add("prod", up.kubeconfigs["follower"], writes=mode)
     for kind, path in PATHS.items():
         status, _, body = up.request("GET", path)
         assert status == 200
@@ -74,11 +74,11 @@ def follow(up, mode: str):
 def user(name: str, role: str, kubeconfig: str | None = None, cluster=None):
     from conftest import signed_in_client
     from dashboard.access.tokens import ensure_user
-    from dashboard.follow import clusters
+    from dashboard.follow import following
 
     client = signed_in_client(role, name)
     if kubeconfig is not None:
-        clusters.save_user_credentials(cluster, ensure_user(name, role), kubeconfig)
+        following.save_user_credentials(cluster, ensure_user(name, role), kubeconfig)
     return client
 
 
@@ -285,13 +285,13 @@ def test_as_user_impersonates_the_signed_in_user(up, objects, caplog):
 
 def test_user_credentials_must_name_the_clusters_server(up):
     from dashboard.access.tokens import ensure_user
-    from dashboard.follow import clusters
-    from dashboard.follow.kubeconfig import KubeconfigError
+    from dashboard.follow import following
+    from dashboard.follow.upstream_kubeconfig import KubeconfigError
 
     cluster = follow(up, "own-credentials")
     other = up.kubeconfigs["alice"].replace("https://127.0.0.1:", "https://localhost:")
     with pytest.raises(KubeconfigError, match="server is not prod's"):
-        clusters.save_user_credentials(cluster, ensure_user("alice", "editor"), other)
+        following.save_user_credentials(cluster, ensure_user("alice", "editor"), other)
 
 
 def test_clusters_page_sets_the_mode_and_stores_a_users_credentials(up, objects):

@@ -645,7 +645,7 @@ def test_alias_bombs_are_400_on_the_api(api):
 
 
 def test_alias_bombs_in_the_yaml_editor_and_a_pasted_kubeconfig(login):
-    from dashboard.follow import kubeconfig
+    from dashboard.follow import upstream_kubeconfig
 
     editor = login("editor")
     fresh_lease()
@@ -654,8 +654,8 @@ def test_alias_bombs_in_the_yaml_editor_and_a_pasted_kubeconfig(login):
     resp = editor.post("/leases/default/l1/yaml/", data)
     assert resp.status_code == 400, resp.status_code
     assert "aliases expand to too many nodes" in field_errors(resp, "yaml")
-    with pytest.raises(kubeconfig.KubeconfigError) as err:
-        kubeconfig.reduce(alias_bomb() + "current-context: x\n")
+    with pytest.raises(upstream_kubeconfig.KubeconfigError) as err:
+        upstream_kubeconfig.reduce(alias_bomb() + "current-context: x\n")
     assert "aliases expand to too many nodes" in str(err.value)
 
 

@@ -135,7 +135,7 @@ class _VersionHandler(http.server.BaseHTTPRequestHandler):
 def test_kubectl_trusts_the_certificate_and_sends_the_token(tmp_path, host):
     """kubectl (Go TLS) accepts the CA and serving cert from a generated kubeconfig."""
     kubectl = _kubectl_or_skip()
-    from dashboard.access.kubeconfig import build_kubeconfig, write_kubeconfig
+    from dashboard.access.own_kubeconfig import build_kubeconfig, write_kubeconfig
 
     paths = ensure_tls(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -161,7 +161,7 @@ def test_kubectl_trusts_the_certificate_and_sends_the_token(tmp_path, host):
 # --- kubeconfig helpers (no database) ----------------------------------------------------
 
 def test_kubeconfig_file_shape(tmp_path):
-    from dashboard.access.kubeconfig import (
+    from dashboard.access.own_kubeconfig import (
         build_kubeconfig, read_token, write_kubeconfig)
 
     path = write_kubeconfig(tmp_path / "kc", build_kubeconfig(
@@ -221,7 +221,7 @@ def test_kubeconfig_command(db, data_dir, tmp_path):
 
 
 def test_start_reuses_kubeconfig_token_and_password(db, data_dir, tmp_path):
-    from dashboard.access.kubeconfig import read_token
+    from dashboard.access.own_kubeconfig import read_token
     from dashboard.demo.management.commands.start import ensure_admin_kubeconfig, ensure_admin_password
     from dashboard.access.models import ApiToken
 
@@ -265,7 +265,7 @@ def _wait_for_port(port: int, proc, deadline: float) -> None:
 def _kubectl_reaches(tmp_path: Path, tls_port: int) -> None:
     """kubectl completes a TLS handshake with Daphne's listener: any HTTP status proves it."""
     kubectl = _kubectl_or_skip()
-    from dashboard.access.kubeconfig import build_kubeconfig, write_kubeconfig
+    from dashboard.access.own_kubeconfig import build_kubeconfig, write_kubeconfig
 
     ca_pem = (tmp_path / "tls" / "ca.crt").read_bytes()
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", build_kubeconfig(

@@ -14,9 +14,9 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from . import destination, keys
-from .clusters import cluster_api_client
+from .following import cluster_api_client
 from .informer import ClusterFollower
-from .kubeconfig import KubeconfigError
+from .upstream_kubeconfig import KubeconfigError
 from .models import Cluster
 from .secrets import CredentialsError
 

@@ -40,7 +40,7 @@ from dashboard.kube import mirror, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict, not_found
 from dashboard.kube.registry import Resource
 
-from . import admit, clusters, destination, kubeconfig, secrets
+from . import admit, destination, following, secrets, upstream_kubeconfig
 from .failures import collection_path, describe
 from .models import Cluster, UserCredentials
 
@@ -103,7 +103,7 @@ class Writer:
             if row is None:
                 raise NoCredentials()
             return json.loads(secrets.decrypt(bytes(row.credentials)))
-        return clusters.credentials(self.cluster)
+        return following.credentials(self.cluster)
 
     def identity(self) -> str:
         """Who upstream sees, for the audit line (never a secret)."""
@@ -125,8 +125,8 @@ class Writer:
             raise ApiError(503, "ServiceUnavailable", f"cannot use the credentials for {self.cluster.name}: "
                            + (str(err) if isinstance(err, secrets.CredentialsError) else "store them again")) from None
         try:
-            client = kubeconfig.api_client(config)
-        except kubeconfig.KubeconfigError as err:
+            client = upstream_kubeconfig.api_client(config)
+        except upstream_kubeconfig.KubeconfigError as err:
             raise ApiError(503, "ServiceUnavailable", f"cannot use the credentials for {self.cluster.name}: {err}") from None
         try:
             if why := describe_refusal(client):

@@ -18,8 +18,8 @@ from .models import CompactionState
 
 def compaction_point(keep: int | None = None, keep_seconds: int | None = None) -> int:
     """The highest revision that may go: older than both the count and the age retention."""
-    keep = settings.KUBE_RETAIN_REVISIONS if keep is None else keep
-    keep_seconds = settings.KUBE_RETAIN_SECONDS if keep_seconds is None else keep_seconds
+    keep = settings.KUBEDASH_RETAIN_REVISIONS if keep is None else keep
+    keep_seconds = settings.KUBEDASH_RETAIN_SECONDS if keep_seconds is None else keep_seconds
     point = store.current_revision() - keep
     if keep_seconds:
         cutoff = now() - timedelta(seconds=keep_seconds)

@@ -62,7 +62,7 @@ class Guard:
     recheck: object = None
 
 
-class Event:
+class LogEntry:
     """One revision as the hub read it; parsed and encoded at most once per format."""
 
     __slots__ = ("rv", "kind", "namespace", "name", "type", "text", "cluster", "_obj", "_lines")
@@ -125,7 +125,7 @@ class Subscriber:
 
     def inbox(self) -> asyncio.Queue:
         if self.queue is None:
-            self.queue = asyncio.Queue(settings.KUBE_WATCH_QUEUE_SIZE)
+            self.queue = asyncio.Queue(settings.KUBEDASH_WATCH_QUEUE_SIZE)
         return self.queue
 
     def selects(self, obj: dict) -> bool:
@@ -136,7 +136,7 @@ class Subscriber:
             return False
         return self.predicate is None or self.predicate(obj)
 
-    def offer(self, ev: Event) -> None:
+    def offer(self, ev: LogEntry) -> None:
         if self.closed or not self.wants(ev):
             return
         if self.buffer is not None:
@@ -144,7 +144,7 @@ class Subscriber:
             return
         self._deliver(ev)
 
-    def _deliver(self, ev: Event) -> None:
+    def _deliver(self, ev: LogEntry) -> None:
         kind = self.decide(ev)
         if kind is None:
             return
@@ -154,7 +154,7 @@ class Subscriber:
             metrics.WATCH_TERMINATED.labels(self.resource.plural).inc()
             self.close()
 
-    def decide(self, ev: Event) -> str | None:
+    def decide(self, ev: LogEntry) -> str | None:
         """The event type this watcher must see for ev, or None to skip it."""
         kind = ev.type
         if self.matching is not None:
@@ -173,7 +173,7 @@ class Subscriber:
             return None  # name/namespace terms only: these never change for a key
         return kind
 
-    def wants(self, ev: Event) -> bool:
+    def wants(self, ev: LogEntry) -> bool:
         if ev.rv <= self.start_rv or ev.kind != self.resource.kind or ev.cluster != self.cluster:
             return False
         if self.namespace is not None and ev.namespace != self.namespace:
@@ -198,7 +198,7 @@ class Subscriber:
 
     def attach(self, encode, counter) -> bool:
         """Write this watcher's events straight to its connection from now on (encode: (type,
-        Event) -> bytes; counter: its events' metric)? Only a server's subscriber can
+        LogEntry) -> bytes; counter: its events' metric)? Only a server's subscriber can
         (direct_subscriber); this one's events come through `queue`. A subscriber that
         attaches also has sent(events, size), final, and hand_over(clock, guard), which gives
         it the rest of the stream once caught up (watch_views.py; server/streams.py has the
@@ -206,9 +206,9 @@ class Subscriber:
         return False
 
 
-def read_after(rv: int, limit: int, upto: int | None = None) -> list[Event]:
-    """The revisions after rv (up to upto), as Events: at most limit of them."""
-    return [Event(*row) for row in revlog.read_after(rv, limit, upto)]
+def read_after(rv: int, limit: int, upto: int | None = None) -> list[LogEntry]:
+    """The revisions after rv (up to upto), as LogEntry objects: at most limit of them."""
+    return [LogEntry(*row) for row in revlog.read_after(rv, limit, upto)]
 
 
 class Hub:
@@ -273,7 +273,7 @@ class Hub:
             if settings.REDIS_URL:
                 self._redis_task = loop.create_task(notify.listen_redis())
 
-    def read_new(self, after: int) -> list[Event]:
+    def read_new(self, after: int) -> list[LogEntry]:
         """(The follower's thread) the next batch of revisions after `after`."""
         return read_after(after, self.BATCH)
 
@@ -362,7 +362,7 @@ class Hub:
                 self.expiring.discard(g)   # until the re-check sets a new deadline
                 self._recheck(g)
 
-    def dispatch(self, events: list[Event]) -> None:
+    def dispatch(self, events: list[LogEntry]) -> None:
         for ev in events:
             if ev.rv <= self.last_rv:
                 continue  # a follower replaced by a newer one may hand over a batch already seen

@@ -87,12 +87,12 @@ class Follower(threading.Thread):
         self.doorbell.set()
 
     def run(self) -> None:
-        safety = settings.KUBE_WATCH_POLL_SECONDS
+        safety = settings.KUBEDASH_WATCH_POLL_SECONDS
         # Without a cheap count of commits (SQLite's data_version), access notices are polled on
         # their own, often enough that a change made in another process is noticed in time even
         # when Redis (the doorbell) is down; the revision log keeps its safety poll.
         counts_commits = self.storage.counts_commits
-        interval = min(settings.KUBE_WATCH_FOLLOW_SECONDS if counts_commits else ACCESS_POLL_SECONDS, safety)
+        interval = min(settings.KUBEDASH_WATCH_FOLLOW_SECONDS if counts_commits else ACCESS_POLL_SECONDS, safety)
         seen_version, quiet = None, 0.0
         try:
             while not self.stopped and not self.loop.is_closed():

@@ -87,7 +87,7 @@ def exception_handler(exc, context):
     if isinstance(exc, drf_exceptions.MethodNotAllowed):
         return status_response(method_not_allowed(request.method if request else ""), request)
     if isinstance(exc, RequestDataTooBig):
-        return status_response(request_entity_too_large(settings.KUBE_MAX_BODY_BYTES), request)
+        return status_response(request_entity_too_large(settings.KUBEDASH_MAX_BODY_BYTES), request)
     if isinstance(exc, drf_exceptions.APIException):
         return status_response(ApiError(exc.status_code, type(exc).__name__, str(exc.detail)), request)
     unmigrated = schema_state.not_migrated_error(exc)
@@ -169,7 +169,7 @@ def read_body(request) -> dict:
     try:
         raw = request.body
     except RequestDataTooBig:
-        raise request_entity_too_large(settings.KUBE_MAX_BODY_BYTES)
+        raise request_entity_too_large(settings.KUBEDASH_MAX_BODY_BYTES)
     return codec.decode_body(raw, codec.content_type(request.META.get("CONTENT_TYPE", "")))
 
 

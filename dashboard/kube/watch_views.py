@@ -28,7 +28,7 @@ from dashboard.access.sessions import reload_session, session_deadline, session_
 
 from . import lists, revlog, schema_state, store
 from .errors import ApiError, forbidden_request, gone, method_not_allowed, unauthorized
-from .hub import CLOSE, Event, Guard, Subscriber, direct_subscriber, hub, read_after
+from .hub import CLOSE, Guard, LogEntry, Subscriber, direct_subscriber, hub, read_after
 from .meta import now, parse_bool
 from .registry import backend
 from .metrics import WATCH_EVENTS, counted
@@ -74,7 +74,7 @@ def _watch_options(request) -> dict:
         seconds = None
     if seconds is None:
         # kube-apiserver spreads watch lifetimes over [min, 2*min) so clients don't reconnect in step.
-        low = settings.KUBE_WATCH_MIN_TIMEOUT_SECONDS
+        low = settings.KUBEDASH_WATCH_MIN_TIMEOUT_SECONDS
         seconds = low * (1 + random.random())
     return {"send_initial": send_initial, "bookmarks": bookmarks, "timeout": seconds}
 
@@ -221,7 +221,7 @@ class _Encoder:
         self.partial = version if shape == "PartialObjectMetadata" else None
         self.first = True
 
-    def event(self, kind: str, ev: Event) -> bytes:
+    def event(self, kind: str, ev: LogEntry) -> bytes:
         if self.table is None and self.partial is None:
             if self.res.storage is not None:   # another version of the stored kind
                 return orjson.dumps({"type": kind, "object": self.res.from_storage(orjson.loads(ev.text))}) + b"\n"
@@ -291,7 +291,7 @@ class _Clock:
     def __init__(self, enc: "_Encoder", options: dict, now: float):
         self.enc = enc
         self.deadline = now + options["timeout"]
-        self.interval = settings.KUBE_WATCH_BOOKMARK_SECONDS
+        self.interval = settings.KUBEDASH_WATCH_BOOKMARK_SECONDS
         self.bookmarks = options["bookmarks"]
         self.final_bookmark = options["bookmarks"] and options["timeout"] >= 2
         self.next_bookmark = now + self.interval

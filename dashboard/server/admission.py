@@ -27,7 +27,7 @@ from dashboard.kube.paths import API_ROOTS
 def body_limit(path: str) -> int:
     """The largest body a request to this path may send: the API's (kube's 3 MiB), or a page
     form's (Django's DATA_UPLOAD_MAX_MEMORY_SIZE)."""
-    return settings.KUBE_MAX_BODY_BYTES if path.startswith(API_ROOTS) else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return settings.KUBEDASH_MAX_BODY_BYTES if path.startswith(API_ROOTS) else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
 def needs_credentials(length: int | None) -> bool:

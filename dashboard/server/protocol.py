@@ -381,4 +381,4 @@ class LimitedHTTPFactory(HTTPFactory):
 
 def request_buffer_size() -> int:
     """Daphne's read size for a request body: all of the largest allowed body in one message."""
-    return max(settings.KUBE_MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) + 1
+    return max(settings.KUBEDASH_MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) + 1

@@ -18,7 +18,7 @@ from daphne.http_protocol import WebRequest
 from django.conf import settings
 
 from dashboard.compat.twisted import DirectChunkWriter, disconnected, queued_bytes
-from dashboard.kube.hub import Event, Subscriber, hub
+from dashboard.kube.hub import LogEntry, Subscriber, hub
 from dashboard.kube.metrics import WATCH_TERMINATED
 
 
@@ -67,7 +67,7 @@ class StreamSubscriber(Subscriber):
     and view, their tasks and frames - has returned by then: an idle watch costs this object,
     its writer, clock and guard, and Twisted's request.
 
-    Bounded: a watcher more than KUBE_WATCH_QUEUE_SIZE events behind - estimated from the
+    Bounded: a watcher more than KUBEDASH_WATCH_QUEUE_SIZE events behind - estimated from the
     bytes its socket has not taken - is closed (its response ends cleanly, its client resumes
     from the last resourceVersion it got), never buffered on; `out` never holds more than that
     many lines (a burst that reaches it is written at once).
@@ -80,7 +80,7 @@ class StreamSubscriber(Subscriber):
         super().__init__(**fields)
         self.open_writer = open_writer   # () -> StreamWriter | None
         self.writer = None     # set by attach(); None: the queue of Subscriber is used
-        self.encode = None     # (type, Event) -> bytes
+        self.encode = None     # (type, LogEntry) -> bytes
         self.counter = None    # apiserver_watch_events_total child of this resource
         self.limit = 0
         self.out: list | None = None
@@ -98,11 +98,11 @@ class StreamSubscriber(Subscriber):
             return False
         self.writer, self.encode, self.counter = writer, encode, counter
         self.open_writer = None
-        self.limit = settings.KUBE_WATCH_QUEUE_SIZE   # (a settings lookup costs a µs: not per event)
+        self.limit = settings.KUBEDASH_WATCH_QUEUE_SIZE   # (a settings lookup costs a µs: not per event)
         self.out = []
         return True
 
-    def offer(self, ev: Event) -> None:
+    def offer(self, ev: LogEntry) -> None:
         # The hub offers ev only to the watchers of its cluster, kind and namespace (or all namespaces).
         if self.writer is None or self.buffer is not None or self.matching is not None or self.names \
                 or self.field_selector is not None:
@@ -111,7 +111,7 @@ class StreamSubscriber(Subscriber):
             return
         self._pend(self.encode(ev.type, ev))
 
-    def _deliver(self, ev: Event) -> None:
+    def _deliver(self, ev: LogEntry) -> None:
         if self.writer is None:
             return super()._deliver(ev)
         kind = self.decide(ev)

@@ -2,7 +2,7 @@
 cluster's copy is doing, stop following one. Credentials go in once and are never shown again.
 
 A kubeconfig given here (pasted or uploaded) must hold its data inline: the server never reads
-its own files on a form's word (follow/kubeconfig.py).
+its own files on a form's word (follow/upstream_kubeconfig.py).
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from django.views.decorators.http import require_http_methods
 
 from dashboard.access import clusters as access_clusters
 from dashboard.access.principals import principal_for
-from dashboard.follow import clusters, kubeconfig, secrets, writes
-from dashboard.follow.kubeconfig import KubeconfigError
+from dashboard.follow import following, secrets, upstream_kubeconfig, writes
+from dashboard.follow.upstream_kubeconfig import KubeconfigError
 from dashboard.follow.models import Cluster, UserCredentials
 from dashboard.kube.formats import human_duration
 from dashboard.kube.registry import all_resources
@@ -52,13 +52,13 @@ class ClusterForm(forms.Form):
 
     def clean_name(self):
         try:
-            return clusters.check_name(self.cleaned_data["name"])
+            return following.check_name(self.cleaned_data["name"])
         except ValueError as exc:
             raise forms.ValidationError(_sentence(str(exc))) from None
 
     def clean_namespace(self):
         try:
-            return clusters.check_namespace(self.cleaned_data["namespace"])
+            return following.check_namespace(self.cleaned_data["namespace"])
         except ValueError as exc:
             raise forms.ValidationError(_sentence(str(exc))) from None
 
@@ -87,7 +87,7 @@ class ClusterForm(forms.Form):
         if data["text"] and "kubeconfig" not in self.errors and "context" not in self.errors:
             # Checked here too (add() checks again), so every problem shows at once.
             try:
-                kubeconfig.reduce(data["text"], context=data.get("context") or None, base_dir=None)
+                upstream_kubeconfig.reduce(data["text"], context=data.get("context") or None, base_dir=None)
             except KubeconfigError as exc:
                 self.add_error("context" if exc.field == "context" else data["source"], _sentence(str(exc)))
         return data
@@ -137,7 +137,7 @@ def cluster_list(request):
         return _page(request, form, status=400)
     data = form.cleaned_data
     try:
-        cluster = clusters.add(data["name"], data["text"], context=data["context"] or None,
+        cluster = following.add(data["name"], data["text"], context=data["context"] or None,
                                namespace=data["namespace"], base_dir=None)
     except KubeconfigError as exc:
         form.add_error("context" if exc.field == "context" else data["source"], _sentence(str(exc)))
@@ -168,7 +168,7 @@ def cluster_remove(request, name: str):
             "principal": principal_for(request.user), "active": "clusters", "cluster": cluster,
             "objects": _object_count(name)})
     try:
-        removed = clusters.remove(cluster.name)
+        removed = following.remove(cluster.name)
     except ValueError:   # removed meanwhile (another admin, the command)
         messages.info(request, f"{cluster.name} was no longer followed.")
         return redirect("clusters")
@@ -182,7 +182,7 @@ def cluster_remove(request, name: str):
 def cluster_writes(request, name: str):
     """Set how the dashboard's writes reach a followed cluster (follow/writes.py)."""
     try:
-        cluster = clusters.set_writes(name, request.POST.get("writes", ""))
+        cluster = following.set_writes(name, request.POST.get("writes", ""))
     except ValueError as exc:
         messages.error(request, _sentence(str(exc)))
         return redirect("clusters")
@@ -209,7 +209,7 @@ def cluster_credentials(request, name: str):
     form = CredentialsForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            clusters.save_user_credentials(cluster, request.user, form.cleaned_data["kubeconfig"],
+            following.save_user_credentials(cluster, request.user, form.cleaned_data["kubeconfig"],
                                            context=form.cleaned_data["context"] or None)
         except KubeconfigError as exc:
             form.add_error("context" if exc.field == "context" else "kubeconfig", _sentence(str(exc)))

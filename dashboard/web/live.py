@@ -19,7 +19,7 @@ from dashboard.access import clusters
 from dashboard.kube import registry, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
-from dashboard.kube.hub import Event
+from dashboard.kube.hub import LogEntry
 
 from . import kinds, warnings
 from .history_views import live_fragment
@@ -248,11 +248,11 @@ def catch_up(socket: PageSocket, state: Snapshot) -> list[str] | None:
             if old is not None and old["metadata"].get("resourceVersion") == obj["metadata"].get("resourceVersion"):
                 continue
             change = revlog.MODIFIED if old is not None else revlog.ADDED
-            pending[(kind, *key)] = (change, Event(int(obj["metadata"].get("resourceVersion") or state.rv), kind,
+            pending[(kind, *key)] = (change, LogEntry(int(obj["metadata"].get("resourceVersion") or state.rv), kind,
                                                    key[0], key[1], change, orjson.dumps(obj).decode()))
         for key, obj in before.items():
             if key not in after:
-                pending[(kind, *key)] = (revlog.DELETED, Event(state.rv, kind, key[0], key[1], revlog.DELETED,
+                pending[(kind, *key)] = (revlog.DELETED, LogEntry(state.rv, kind, key[0], key[1], revlog.DELETED,
                                                                orjson.dumps(obj).decode()))
     # Rendered against the rows the page held at its revision (the socket keeps those of now,
     # its snapshot's); what it announces and sends counts on from there.

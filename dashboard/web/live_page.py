@@ -106,7 +106,7 @@ class PageSocket:
     guard: Guard | None = None
     subscribers: list[Subscriber] = field(default_factory=list)
     queue: asyncio.Queue | None = None
-    pending: dict = field(default_factory=dict)   # (kind, namespace, name) -> (event type, hub Event)
+    pending: dict = field(default_factory=dict)   # (kind, namespace, name) -> (event type, hub LogEntry)
     flush_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     flush_handle: asyncio.TimerHandle | None = None
     flush_task: asyncio.Task | None = None

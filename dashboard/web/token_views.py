@@ -17,7 +17,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from dashboard.access.kubeconfig import build_kubeconfig
+from dashboard.access.own_kubeconfig import build_kubeconfig
 from dashboard.access.models import ApiToken
 from dashboard.access.principals import principal_for
 from dashboard.access.tls import ensure_tls

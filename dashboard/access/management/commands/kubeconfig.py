@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.access.models import Role
 from dashboard.access.tokens import issue_token
-from dashboard.access.kubeconfig import DEFAULT_SERVER, build_kubeconfig, ca_pem_for, write_kubeconfig
+from dashboard.access.own_kubeconfig import DEFAULT_SERVER, build_kubeconfig, ca_pem_for, write_kubeconfig
 
 
 class Command(BaseCommand):

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import BaseCommand
 
-from dashboard.access.kubeconfig import build_kubeconfig, ca_pem_for, client_url, read_token, write_kubeconfig
+from dashboard.access.own_kubeconfig import build_kubeconfig, ca_pem_for, client_url, read_token, write_kubeconfig
 from dashboard.access.models import Role
 from dashboard.access.tokens import ensure_user, issue_token, token_works
 from dashboard.demo.runner import DEFAULT_NAMESPACES, start_demo, stop_demo

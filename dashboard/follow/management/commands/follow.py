@@ -6,7 +6,7 @@
     follow remove NAME
 
 `add` stores the kubeconfig reduced to one context, files inlined, encrypted
-(dashboard/follow/clusters.py); it does not contact the cluster: the follower does, and `list`
+(dashboard/follow/following.py); it does not contact the cluster: the follower does, and `list`
 shows how that goes. Credentials are never printed.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from dashboard.follow import clusters, secrets
+from dashboard.follow import following, secrets
 from dashboard.follow.models import Cluster
 from dashboard.kube.formats import human_duration
 
@@ -62,7 +62,7 @@ class Command(BaseCommand):
         if len(text) > MAX_KUBECONFIG_BYTES:
             raise CommandError(f"the kubeconfig is larger than {MAX_KUBECONFIG_BYTES} bytes")
         try:
-            cluster = clusters.add(options["name"], text, context=options["context"],
+            cluster = following.add(options["name"], text, context=options["context"],
                                    namespace=options["namespace"], base_dir=base_dir,
                                    writes=options["writes"])
         except (ValueError, secrets.CredentialsError) as exc:
@@ -87,14 +87,14 @@ class Command(BaseCommand):
 
     def _set(self, options):
         try:
-            cluster = clusters.set_writes(options["name"], options["writes"])
+            cluster = following.set_writes(options["name"], options["writes"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{cluster.name}: writes {cluster.writes}.")
 
     def _remove(self, options):
         try:
-            removed = clusters.remove(options["name"])
+            removed = following.remove(options["name"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Stopped following {options['name']}; removed {removed} of its objects from kubedash.")

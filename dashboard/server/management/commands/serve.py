@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import get_resolver
 
-from dashboard.access.kubeconfig import WILDCARDS, client_url
+from dashboard.access.own_kubeconfig import WILDCARDS, client_url
 from dashboard.access.tls import ensure_tls
 from dashboard.compat.daphne import failed_to_listen, install_http_factory, listen_on_no_endpoint
 from dashboard.kube import registry, schema

@@ -1,7 +1,7 @@
 """Adding and removing followed clusters (the `follow` command and the clusters page call these),
 and the API client the follower reaches a cluster with.
 
-Adding one only records it: the kubeconfig reduced to one context (follow/kubeconfig.py),
+Adding one only records it: the kubeconfig reduced to one context (follow/upstream_kubeconfig.py),
 stored encrypted (follow/secrets.py). Nothing contacts the cluster here; the follower
 (follow/informer.py) does, and reports how it goes in the Cluster row's state.
 """
@@ -16,7 +16,7 @@ from dashboard.access import clusters as access_clusters
 from dashboard.kube import mirror
 from dashboard.kube.validation import is_dns1123_label
 
-from . import kubeconfig, secrets
+from . import secrets, upstream_kubeconfig
 from .models import Cluster, UserCredentials
 
 
@@ -53,12 +53,12 @@ def add(name: str, kubeconfig_text: str, *, context: str | None = None, namespac
         base_dir: Path | None = None, writes: str = Cluster.READ_ONLY) -> Cluster:
     """Follow a cluster: validate, reduce the kubeconfig, store it encrypted. `namespace` ""
     follows every namespace. `base_dir`: where the kubeconfig's relative file references
-    are read from; None refuses file references (kubeconfig.reduce). Raises ValueError
-    (kubeconfig.KubeconfigError for the kubeconfig and context) with a plain message."""
+    are read from; None refuses file references (upstream_kubeconfig.reduce). Raises ValueError
+    (upstream_kubeconfig.KubeconfigError for the kubeconfig and context) with a plain message."""
     name = check_name(name)
     namespace = check_namespace(namespace)
     writes = check_writes(writes)
-    reduced = kubeconfig.reduce(kubeconfig_text, context=context, base_dir=base_dir)
+    reduced = upstream_kubeconfig.reduce(kubeconfig_text, context=context, base_dir=base_dir)
     credentials = secrets.encrypt(json.dumps(reduced.config, separators=(",", ":")).encode())
     try:
         with transaction.atomic():
@@ -81,9 +81,9 @@ def save_user_credentials(cluster: Cluster, user, kubeconfig_text: str, *, conte
     cluster's (one context, no files, no exec), encrypted, replacing any earlier one. It must
     name the cluster's own server: what upstream answers a write is mirrored into the copy every
     viewer sees, so it must come from that cluster."""
-    reduced = kubeconfig.reduce(kubeconfig_text, context=context, base_dir=None)
+    reduced = upstream_kubeconfig.reduce(kubeconfig_text, context=context, base_dir=None)
     if reduced.server.rstrip("/") != cluster.server.rstrip("/"):
-        raise kubeconfig.KubeconfigError(f"the kubeconfig's server is not {cluster.name}'s ({cluster.server}): "
+        raise upstream_kubeconfig.KubeconfigError(f"the kubeconfig's server is not {cluster.name}'s ({cluster.server}): "
                                           "use a context for that cluster", "context")
     credentials = secrets.encrypt(json.dumps(reduced.config, separators=(",", ":")).encode())
     UserCredentials.objects.update_or_create(user=user, cluster=cluster, defaults={"credentials": credentials})
@@ -104,4 +104,4 @@ def credentials(cluster: Cluster) -> dict:
 
 def cluster_api_client(cluster: Cluster):
     """A kubernetes.client.ApiClient for the cluster, from its stored credentials."""
-    return kubeconfig.api_client(credentials(cluster))
+    return upstream_kubeconfig.api_client(credentials(cluster))
