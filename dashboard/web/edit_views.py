@@ -28,7 +28,7 @@ from django.views.decorators.http import require_http_methods
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.follow import writes
-from dashboard.kube import revlog, store
+from dashboard.kube import context, revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import Resource
@@ -327,6 +327,7 @@ def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name
     page["original"] = request.POST.get("original", "")
     form = f.YamlForm(request.POST)
     if not form.is_valid():
+        f.note_limits_hit(form, context.of(request))
         return _yaml_page(request, principal, info, form, rv=rv, status=400, **page)
     res = info.resource
     try:
@@ -373,6 +374,7 @@ def create_yaml(request, principal: Principal, info: KindWeb):
         return _yaml_page(request, principal, info, f.YamlForm(initial={"yaml": object_yaml(skeleton)}), **page)
     form = f.YamlForm(request.POST)
     if not form.is_valid():
+        f.note_limits_hit(form, context.of(request))
         return _yaml_page(request, principal, info, form, status=400, **page)
     obj = dict(form.parsed)
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
