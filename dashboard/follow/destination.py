@@ -40,7 +40,7 @@ def url_refusal(url: str, what: str = "the server") -> str | None:
     """Why `url` cannot be followed as written (no lookups), or None."""
     try:
         parts = urlsplit(url)
-        parts.port   # (raises for a port that is not one)
+        parts.port   # noqa: B018 (raises for a port that is not one)
     except ValueError:
         return f"{what} URL has an invalid port"
     if parts.scheme not in ("http", "https") or not parts.hostname:

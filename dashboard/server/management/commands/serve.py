@@ -195,7 +195,7 @@ def freeze_startup_objects() -> None:
     long as the process: move it out of the garbage collector's sight (gc.freeze), so a full
     collection walks only what requests create — one took ~50 ms in a 1,000-row page render,
     and as long in the middle of whichever renewal it fell on."""
-    get_resolver().url_patterns          # the resolver populates itself on first use
+    get_resolver().url_patterns          # noqa: B018 (the resolver populates itself on first use)
     for res in registry.all_resources():
         schema.node(res.definition)
     gc.collect()
