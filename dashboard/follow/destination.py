@@ -14,6 +14,7 @@ may resolve elsewhere later). Messages never repeat the URL (it may hold a secre
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from urllib.parse import urlsplit
@@ -61,8 +62,6 @@ def _addresses(host: str, port: int) -> set[str]:
 
 def _is_local(address: str) -> bool:
     """An address of this machine (binding to it works only then)."""
-    import ipaddress
-
     try:
         ip = ipaddress.ip_address(address.split("%")[0])
     except ValueError:

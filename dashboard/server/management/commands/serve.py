@@ -142,9 +142,9 @@ class Command(BaseCommand):
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
-        # Here, not at the top: building the ASGI application loads the URL conf, the middleware
-        # and the handlers, which `manage.py help` and the supervisor process never need.
-        from dashboard.server.asgi import application
+        # (building the ASGI application loads the URL conf, the middleware and the handlers,
+        # which `manage.py help` and the supervisor process never need)
+        from dashboard.server.asgi import application   # noqa: PLC0415 (only when serving: see above)
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
@@ -153,7 +153,7 @@ class Command(BaseCommand):
             if lanes.lanes().heavy:
                 lanes.lanes().heavy.start()   # its Django starts while the first requests come
             if listen_fds:
-                from twisted.internet import reactor   # late: importing it installs a reactor (Daphne's is first)
+                from twisted.internet import reactor   # noqa: PLC0415 (importing it installs a reactor: Daphne's is first)
 
                 workers.adopt(reactor, server, listen_fds, tls)
             else:
