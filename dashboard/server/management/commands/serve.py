@@ -142,8 +142,8 @@ class Command(BaseCommand):
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
-        # (building the ASGI application loads the URL conf, the middleware and the handlers,
-        # which `manage.py help` and the supervisor process never need)
+        # Here, not at the top: building the ASGI application loads the URL conf, the middleware
+        # and the handlers, which `manage.py help` and the supervisor process never need.
         from dashboard.server.asgi import application   # noqa: PLC0415 (only when serving: see above)
 
         def ready():
