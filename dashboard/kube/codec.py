@@ -22,7 +22,7 @@ import orjson
 import yaml
 
 from . import schema
-from .errors import bad_request, invalid, invalid_object, unsupported_media_type
+from .errors import ApiError, bad_request, invalid, invalid_object, unsupported_media_type
 
 JSON = "application/json"
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")

@@ -25,6 +25,7 @@ import orjson
 from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram
 
+from dashboard.kube import registry
 from dashboard.kube.views import IMPERSONATION
 
 from .streams import current_request
@@ -100,8 +101,6 @@ OTHER = "other"
 @functools.cache
 def _served() -> tuple[frozenset, frozenset, frozenset]:
     """(group, version) pairs, (group, version, resource) triples and subresources served."""
-    from dashboard.kube import registry
-
     resources = list(registry.all_resources())
     versions = {(r.group, r.version) for r in resources} | {("", "v1")}
     triples = {(r.group, r.version, r.plural) for r in resources}
