@@ -274,7 +274,7 @@ def main() -> int:
                 print("\nThe server under test while following the writes:")
                 print(summarise_profile(raw_b, min(10, args.seconds - 1), categories=PROFILE_CATEGORIES)
                       if raw_b.exists() else f"py-spy failed: {spy_b.stderr.read().decode()[-500:]}")
-            page_values, page_missing = rows[2][1], rows[2][2]
+            page_values = rows[2][1]
             watch_p99 = pct(rows[1][1], 99)
             print(f"ratio to the ceiling (p99): watch {watch_p99 / ceiling_p99:.1f}x, page {pct(page_values, 99) / ceiling_p99:.1f}x")
             # Pages coalesce pushes (one per 0.25 s per page): each push carries the latest state

@@ -90,7 +90,7 @@ def main() -> int:
         print(f"follower rest benchmark ({machine()}); {args.renewers} renewers, {args.seconds:g} s a phase")
         print(f"{'server':<16} {'phase':<24} {'renewals/s':>10} {'p99 ms':>8} {'srv CPU':>8} {'load':>5}")
         results: dict[str, dict[str, list]] = {name: {"open": [], "closed": []} for name in servers}
-        for r in range(args.rounds):
+        for _ in range(args.rounds):
             for name, server in servers.items():
                 watching = keep_watching(server)
                 time.sleep(1)

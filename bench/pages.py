@@ -502,7 +502,7 @@ def browser_phase(server: Server, cookie: str, objects: int, rate: float, second
                 stop = threading.Event()
                 written = [0]
 
-                def writer():
+                def writer(kind, targets, stop, written):
                     client = Http(server.port, server.token)
                     i = 0
                     next_at = time.monotonic()
@@ -515,7 +515,7 @@ def browser_phase(server: Server, cookie: str, objects: int, rate: float, second
                         time.sleep(max(0.0, next_at - time.monotonic()))
                     client.close()
 
-                thread = threading.Thread(target=writer, daemon=True)
+                thread = threading.Thread(target=writer, args=(kind, targets, stop, written), daemon=True)
                 if TRACE_DIR:   # --trace: a Chromium performance trace of the measured seconds
                     browser.start_tracing(page=page, path=str(Path(TRACE_DIR) / f"trace{path.replace('/', '-')}json"),
                                           categories=["devtools.timeline", "disabled-by-default-devtools.timeline", "disabled-by-default-devtools.timeline.invalidationTracking"])

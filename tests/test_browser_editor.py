@@ -3,8 +3,6 @@ highlighting, keyboard editing, the review of changes before save, the conflict 
 page under its real Content-Security-Policy, axe, and the textarea without JavaScript."""
 from __future__ import annotations
 
-import pytest
-
 from test_browser import (  # noqa: F401  (fixtures are used by name)
     TRACK_SOCKETS, WAIT_MS, api, chromium, held_lease, leases_path, login_user, ns, page, session_state,
 )

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from dashboard.kube.errors import ApiError
 from manifests import job
 from test_pages import login  # noqa: F401  (fixture)
 
@@ -71,7 +72,7 @@ def test_delete_reports_a_vanished_object_and_undo_recreates(two_jobs, login):
     assert done.status_code == 302
     html = _messages(c)
     assert "1 job deleted: default/a." in html and "Not deleted: default/gone: it no longer exists" in html
-    with pytest.raises(Exception):
+    with pytest.raises(ApiError):
         store.get(_jobs(), "default", "a")
     undo_id = re.search(r'name="undo" value="([^"]+)"', html).group(1)
     c.post("/jobs/bulk-undo/", {"undo": undo_id})
@@ -141,7 +142,7 @@ def test_endpoints_cards_have_checkboxes_for_editors_delete_and_undo(db, login):
     assert "Delete 2 Endpoints" in c.post("/endpoints/bulk/", post).content.decode()
     assert c.post("/endpoints/bulk/", {**post, "confirm": "1"}).status_code == 302
     for name in ("web", "api"):
-        with pytest.raises(Exception):
+        with pytest.raises(ApiError):
             store.get(eps, "default", name)
     html = c.get("/endpoints/").content.decode()
     assert "2 Endpoints objects deleted: default/web, default/api." in html or "2 Endpoints objects deleted: default/api, default/web." in html
@@ -242,7 +243,7 @@ def test_a_detail_pages_delete_can_be_undone_from_the_list(two_jobs, login):
     assert "offers an undo" in page and "cannot be undone" not in page
     done = c.post("/jobs/default/a/delete/", {"uid": uid})
     assert done.status_code == 302 and done["Location"] == "/jobs/?namespace=default"
-    with pytest.raises(Exception):
+    with pytest.raises(ApiError):
         store.get(_jobs(), "default", "a")
     html = c.get(done["Location"]).content.decode()
     assert "Job default/a deleted. Undo below creates it again." in html

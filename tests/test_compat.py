@@ -5,8 +5,10 @@ A check that fails says which of kubedash's functions or classes relies on what,
 library and version that changed it. Two kinds: RELIED_ON (a private attribute, a hook's
 signature, or a name the library's own code must still use, read from its code object), and
 behaviours (a real HTTPChannel fed bytes, a real TCP transport's buffer, Daphne's request and
-websocket factory, Django's handlers, asyncio's running loop). Each check is also made to fail
-once, the attribute deleted or the behaviour changed, to show that it would notice.
+websocket factory, Django's handlers, asyncio's running loop, Django's SQLite and PostgreSQL
+backends and psycopg on real databases: a file of SQLite's, and the machine's PostgreSQL as
+tests/pg_support.py finds it). Each check is also made to fail once, the attribute deleted or
+the behaviour changed, to show that it would notice.
 """
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ import importlib.metadata
 import inspect
 import io
 import platform
+import select
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 
 import daphne.server
+import psycopg
 import pytest
 from autobahn.websocket.protocol import WebSocketProtocol as AutobahnProtocol
 from autobahn.websocket.protocol import WebSocketServerFactory
@@ -31,11 +36,15 @@ from django.core.handlers import exception as django_exception
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 from django.core.handlers.wsgi import WSGIRequest
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.postgresql import base as postgresql_base
+from django.db.backends.sqlite3 import base as sqlite3_base
 from django.db.utils import ConnectionHandler
 from django.http import HttpResponse
 from django.urls import ResolverMatch, get_resolver
 from django.utils.connection import BaseConnectionHandler
+from psycopg import waiting
 from twisted.internet import abstract, protocol, ssl, tcp
 from twisted.internet.testing import StringTransport
 from twisted.protocols.basic import LineReceiver
@@ -44,10 +53,15 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web import http
 from twisted.web.http import HTTPChannel
 
+import pg_support
 from dashboard.compat import asyncio as asyncio_compat
 from dashboard.compat import daphne as daphne_compat
 from dashboard.compat import django as django_compat
+from dashboard.compat import psycopg as psycopg_compat
 from dashboard.compat import twisted as twisted_compat
+from dashboard.kube.postgresql.base import Connection as GreenConnection
+from dashboard.kube.postgresql.base import DatabaseWrapper as PostgreSQLEngine
+from dashboard.kube.sqlite.base import DatabaseWrapper as SQLiteEngine
 from dashboard.server.handlers import APIStreamsHandler, APIWSGIHandler
 from dashboard.server.protocol import LimitedChannel, LimitedHTTPFactory, LimitedRequest
 from dashboard.server.ws_limits import LimitedWebSocketProtocol
@@ -126,7 +140,7 @@ def defining(owner, name: str):
     return next(cls for cls in owner.__mro__ if name in vars(cls))
 
 
-tw, dp, ab, dj, py = "Twisted", "daphne", "autobahn", "Django", "Python"
+tw, dp, ab, dj, pg, py = "Twisted", "daphne", "autobahn", "Django", "psycopg", "Python"
 
 RELIED_ON = [
     # Twisted
@@ -221,6 +235,33 @@ RELIED_ON = [
     Uses(django_compat.HookedWSGIHandler, dj, ResolverMatch, "__getitem__", ("func",)),
     Attribute(django_compat.new_connection, dj, ConnectionHandler, "create_connection", ("self", "alias")),
     Attribute(django_compat.thread_connection, dj, BaseConnectionHandler, "__setitem__", ("self", "key", "value")),
+    Attribute(django_compat.SQLiteWrapper, dj, sqlite3_base.DatabaseWrapper, "_start_transaction_under_autocommit",
+              ("self",)),
+    Uses(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "set_autocommit", ("_start_transaction_under_autocommit",)),
+    Attribute(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "_commit", ("self",)),
+    Uses(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "commit", ("_commit",)),
+    Attribute(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "_rollback", ("self",)),
+    Uses(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "rollback", ("_rollback",)),
+    Attribute(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "_close", ("self",)),
+    Uses(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "close", ("_close",)),
+    Attribute(django_compat.SQLiteWrapper, dj, sqlite3_base.DatabaseWrapper, "create_cursor", ("self", "name")),
+    Uses(django_compat.SQLiteWrapper, dj, BaseDatabaseWrapper, "_cursor", ("create_cursor",)),
+    Attribute(django_compat.sqlite_placeholders, dj, sqlite3_base.SQLiteCursorWrapper, "convert_query",
+              ("self", "query", "param_names")),
+    Uses(django_compat.RememberingSQLiteCursor, dj, sqlite3_base.SQLiteCursorWrapper, "execute", ("convert_query",)),
+    Uses(django_compat.RememberingSQLiteCursor, dj, sqlite3_base.SQLiteCursorWrapper, "executemany", ("convert_query",)),
+    Attribute(django_compat.PostgreSQLWrapper, dj, postgresql_base.DatabaseWrapper, "get_new_connection",
+              ("self", "conn_params")),
+    Uses(django_compat.PostgreSQLWrapper, dj, BaseDatabaseWrapper, "connect", ("get_new_connection",)),
+    Attribute(django_compat.PostgreSQLWrapper, dj, postgresql_base.DatabaseWrapper, "is_usable", ("self",)),
+    Uses(django_compat.PostgreSQLWrapper, dj, BaseDatabaseWrapper, "close_if_health_check_failed", ("is_usable",)),
+    Attribute(django_compat.PostgreSQLWrapper, dj, postgresql_base, "Database"),
+    # psycopg
+    Attribute(psycopg_compat.WaitHookedConnection, pg, psycopg.Connection, "wait", ("self", "gen", "interval", "timeout")),
+    Uses(psycopg_compat.WaitHookedConnection, pg, psycopg.Cursor, "execute", ("wait",)),
+    Uses(psycopg_compat.WaitHookedConnection, pg, psycopg.Connection, "commit", ("wait",)),
+    Uses(psycopg_compat.WaitHookedConnection, pg, psycopg.Connection, "rollback", ("wait",)),
+    Attribute(psycopg_compat.wait_on_loop, pg, waiting, "wait_async", ("gen", "fileno", "interval", "timeout")),
     # asyncio
     Attribute(asyncio_compat.loop_hidden, py, asyncio.events, "_get_running_loop", ()),
     Attribute(asyncio_compat.loop_hidden, py, asyncio.events, "_set_running_loop", ("loop",)),
@@ -251,9 +292,11 @@ def test_a_change_is_noticed(relied, monkeypatch):
 # them would read or overwrite kubedash's state (and kubedash its).
 
 OUR_SUBCLASSES = [LimitedChannel, LimitedRequest, LimitedHTTPFactory, LimitedWebSocketProtocol, APIWSGIHandler,
-                  APIStreamsHandler]
-OVERRIDDEN = {"_send100Continue", "_get_response"}   # (compat's classes override these on purpose)
-DISTRIBUTIONS = {"twisted": tw, "daphne": dp, "autobahn": ab, "django": dj}
+                  APIStreamsHandler, SQLiteEngine, PostgreSQLEngine, GreenConnection]
+# (compat's classes override these on purpose)
+OVERRIDDEN = {"_send100Continue", "_get_response", "_start_transaction_under_autocommit", "_commit", "_rollback",
+              "_close"}
+DISTRIBUTIONS = {"twisted": tw, "daphne": dp, "autobahn": ab, "django": dj, "psycopg": pg}
 
 
 def private_names_in_use(cls) -> None:
@@ -641,15 +684,171 @@ def running_loop_hidden():
     expect(hidden and back, asyncio_compat.loop_hidden, py, "asyncio.events._set_running_loop(None) hiding the running loop")
 
 
+def database_settings(**settings) -> dict:
+    """A DatabaseWrapper's settings: the default database's (Django's defaults filled in), changed."""
+    return {**connections.settings[DEFAULT_DB_ALIAS], "OPTIONS": {}, **settings}
+
+
+class RecordingSQLite(django_compat.SQLiteWrapper):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.events = []
+
+    def before_begin(self):
+        self.events.append("begin")
+
+    def transaction_ended(self):
+        self.events.append("ended")
+
+    def connection_closed(self):
+        self.events.append("closed")
+
+
+def sqlite_transaction_ends():
+    user = django_compat.SQLiteWrapper
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/db.sqlite3"
+        db = RecordingSQLite(database_settings(ENGINE="django.db.backends.sqlite3", NAME=path,
+                                               OPTIONS={"timeout": 0, "transaction_mode": "IMMEDIATE"}), "compat")
+        with django_compat.thread_connection(db):
+            with transaction.atomic():
+                db.cursor().execute("CREATE TABLE t (x integer)")
+            expect(db.events == ["begin", "ended"], user, dj,
+                   f"atomic() beginning with _start_transaction_under_autocommit and ending with _commit ({db.events})")
+            with pytest.raises(LookupError), transaction.atomic():
+                db.cursor().execute("INSERT INTO t VALUES (1)")
+                raise LookupError("rolled back")
+            expect(db.events[2:] == ["begin", "ended"], user, dj, f"atomic() ending with _rollback ({db.events})")
+            holder = sqlite3_base.Database.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")   # (the write lock held elsewhere: this BEGIN fails)
+            try:
+                with pytest.raises(OperationalError), transaction.atomic():
+                    pass
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            expect(db.events[4:] == ["begin", "ended"], user, dj,
+                   f"_start_transaction_under_autocommit sending BEGIN IMMEDIATE (transaction_mode) ({db.events})")
+        db.close()
+        expect(db.events[6:] == ["closed"], user, dj, f"close() closing with _close ({db.events})")
+
+
+def sqlite_statements_rewritten():
+    user = django_compat.RememberingSQLiteCursor
+    expect(django_compat.sqlite_placeholders("SELECT %s, '%%'") == "SELECT ?, '%'", django_compat.sqlite_placeholders,
+           dj, "SQLiteCursorWrapper.convert_query rewriting %s as ? without named parameters")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = django_compat.SQLiteWrapper(database_settings(ENGINE="django.db.backends.sqlite3",
+                                                           NAME=f"{tmp}/db.sqlite3"), "compat")
+        try:
+            django_compat.sqlite_placeholders.cache_clear()
+            cursor = db.cursor()
+            cursor.execute("SELECT %s + 1", [41])
+            answer = cursor.fetchone()
+            cursor.execute("SELECT %(a)s + 1", {"a": 41})
+            named = cursor.fetchone()
+        finally:
+            db.close()
+    remembered = django_compat.sqlite_placeholders.cache_info().currsize
+    expect(answer == named == (42,) and remembered == 1, user, dj,
+           f"SQLiteCursorWrapper.execute rewriting through convert_query ({remembered} remembered)")
+
+
+class RecordingPostgreSQL(django_compat.PostgreSQLWrapper):
+    made = 0
+
+    def make_connection(self, make, conn_params):
+        self.made += 1
+        return make(conn_params)
+
+
+def postgresql_connections_made_and_checked():
+    pg_support.require_postgres()
+    user = django_compat.PostgreSQLWrapper
+    db = RecordingPostgreSQL(database_settings(
+        ENGINE="django.db.backends.postgresql", NAME="postgres", USER=pg_support.PG_USER, PASSWORD="",
+        HOST=pg_support.PG_HOST, PORT=str(pg_support.PG_PORT), CONN_MAX_AGE=None, CONN_HEALTH_CHECKS=True), "compat")
+    try:
+        db.cursor().execute("SELECT 1")
+        expect(db.made == 1, user, dj, "DatabaseWrapper.connect making its connection with get_new_connection")
+        db.close_if_unusable_or_obsolete()   # (a request's start: its first query checks the connection)
+        db.cursor().execute("SELECT 1")
+        expect(db.made == 1, user, dj, "DatabaseWrapper.is_usable keeping a connection that is open")
+        with pg_support.connect() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [db.connection.info.backend_pid])
+        poll = select.poll()
+        poll.register(db.connection.fileno(), select.POLLIN)
+        poll.poll(5000)   # (the server's goodbye arrives)
+        db.close_if_unusable_or_obsolete()
+        try:
+            db.cursor().execute("SELECT 1")
+            answered = True
+        except DatabaseError:
+            answered = False
+        expect(answered and db.made == 2, user, dj,
+               "close_if_health_check_failed asking is_usable before a request's first query, and closing a "
+               f"connection the server closed ({db.made} made)")
+    finally:
+        db.close()
+
+
+WAITS = []   # (the generators CountingConnection was handed)
+
+
+class CountingConnection(psycopg_compat.WaitHookedConnection):
+    __slots__ = ()
+
+    def wait_for_server(self, gen):
+        WAITS.append(gen)
+        return super().wait_for_server(gen)
+
+
+class LoopConnection(psycopg_compat.WaitHookedConnection):
+    __slots__ = ()
+
+    def wait_for_server(self, gen):
+        return asyncio.run(psycopg_compat.wait_on_loop(gen, self.pgconn.socket))
+
+
+def psycopg_waits_handed_over():
+    pg_support.require_postgres()
+    user = psycopg_compat.WaitHookedConnection
+    with pg_support.connect(autocommit=False) as conn:
+        expect(psycopg_compat.adopt(conn, CountingConnection) is conn and type(conn) is CountingConnection,
+               psycopg_compat.adopt, pg, "psycopg.Connection's class being swapped for a subclass without state")
+        WAITS.clear()
+        answer = conn.execute("SELECT 41 + 1").fetchone()
+        conn.commit()
+        expect(answer == (42,) and len(WAITS) == 2, user, pg,
+               f"Cursor.execute and Connection.commit waiting through Connection.wait ({len(WAITS)} waits)")
+        list(conn.notifies(timeout=0))
+        expect(len(WAITS) == 2, user, pg, "Connection.notifies waiting with a timeout")
+
+
+def psycopg_waits_on_a_loop():
+    pg_support.require_postgres()
+    with pg_support.connect() as conn:
+        psycopg_compat.adopt(conn, LoopConnection)
+        try:
+            answer = conn.execute("SELECT 41 + 1").fetchone()
+        except Exception:   # (whatever a changed wait makes of the conversation)
+            answer = None
+    expect(answer == (42,), psycopg_compat.wait_on_loop, pg,
+           "psycopg.waiting.wait_async driving a connection's protocol generator on the running loop")
+
+
 BEHAVIOURS = [header_count_and_request_line, reading_paused_and_resumed, continue_held_then_sent, disconnect_seen,
               forms_not_parsed, tcp_buffer_and_direct_writes, tls_layout, keep_alive_ended, one_accept_per_wakeup,
-              daphne_request, daphne_application_scope, daphne_server, websocket_factory_and_frames, django_handler_steps,
-              django_thread_connection, running_loop_hidden]
+              daphne_request, daphne_application_scope, daphne_server, websocket_factory_and_frames,
+              django_handler_steps, django_thread_connection, running_loop_hidden, sqlite_transaction_ends,
+              sqlite_statements_rewritten, postgresql_connections_made_and_checked, psycopg_waits_handed_over,
+              psycopg_waits_on_a_loop]
 
 
 @pytest.mark.parametrize("behaviour", BEHAVIOURS, ids=lambda b: b.__name__)
-def test_behaviour(behaviour):
-    behaviour()
+def test_behaviour(behaviour, django_db_blocker):
+    with django_db_blocker.unblock():   # (the database behaviours open connections of their own)
+        behaviour()
 
 
 # Each behaviour made to fail by a change in its library, as a new version could make it.
@@ -675,6 +874,29 @@ def _resolve_without_hook(self, request):
     return match.func(request, *match.args, **match.kwargs)
 
 
+_SET_AUTOCOMMIT = BaseDatabaseWrapper.set_autocommit
+
+
+def _set_autocommit_never_beginning(self, autocommit, force_begin_transaction_with_broken_autocommit=False):
+    return _SET_AUTOCOMMIT(self, autocommit)
+
+
+def _execute_rewriting_itself(self, query, params=None):
+    if isinstance(params, dict):
+        query = query % {name: f":{name}" for name in params}
+    return sqlite3_base.Database.Cursor.execute(self, query.replace("%s", "?"), params or ())
+
+
+def _execute_waiting_itself(self, query, params=None, **kwargs):
+    with self._conn.lock:
+        waiting.wait(self._execute_gen(query, params, **kwargs), self._conn.pgconn.socket)
+    return self
+
+
+async def _wait_async_answering_nothing(gen, fileno, interval=0.0, timeout=None):
+    return None
+
+
 CHANGES = {
     header_count_and_request_line: lambda mp: mp.setattr(HTTPChannel, "_receivedHeaderSize",
                                                          property(lambda self: 0, lambda self, value: None)),
@@ -690,11 +912,18 @@ CHANGES = {
     # (asyncio's setter changed as loop_hidden sees it only: the test's own loop must keep running)
     running_loop_hidden: lambda mp: mp.setattr(asyncio_compat, "asyncio", SimpleNamespace(events=SimpleNamespace(
         _get_running_loop=asyncio.events._get_running_loop, _set_running_loop=lambda loop: None))),
+    sqlite_transaction_ends: lambda mp: mp.setattr(BaseDatabaseWrapper, "set_autocommit", _set_autocommit_never_beginning),
+    sqlite_statements_rewritten: lambda mp: mp.setattr(sqlite3_base.SQLiteCursorWrapper, "execute",
+                                                       _execute_rewriting_itself),
+    postgresql_connections_made_and_checked: lambda mp: mp.setattr(BaseDatabaseWrapper, "close_if_health_check_failed",
+                                                                   lambda self: None),
+    psycopg_waits_handed_over: lambda mp: mp.setattr(psycopg.Cursor, "execute", _execute_waiting_itself),
+    psycopg_waits_on_a_loop: lambda mp: mp.setattr(waiting, "wait_async", _wait_async_answering_nothing),
 }
 
 
 @pytest.mark.parametrize("behaviour", list(CHANGES), ids=lambda b: b.__name__)
-def test_a_changed_behaviour_is_noticed(behaviour, monkeypatch):
+def test_a_changed_behaviour_is_noticed(behaviour, monkeypatch, django_db_blocker):
     CHANGES[behaviour](monkeypatch)
-    with pytest.raises(AssertionError, match=r"relies on .*, which \w+ [\d.]+ changed"):
+    with pytest.raises(AssertionError, match=r"relies on .*, which \w+ [\d.]+ changed"), django_db_blocker.unblock():
         behaviour()

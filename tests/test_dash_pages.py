@@ -7,7 +7,6 @@ import re
 from html import unescape
 
 import pytest
-import yaml
 from django.test import Client
 
 from dashboard.kube import store

@@ -193,7 +193,7 @@ def test_the_maintenance_elector_records_leader_election_events(api):
     lease = api.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubedash-maintenance").json()
     assert {i["involvedObject"]["uid"] for i in items} == {lease["metadata"]["uid"]}
     assert all(i["source"] == {"component": "kubedash-maintenance"} and i["count"] == 1 for i in items)
-    v1 = api.get(f"/apis/events.k8s.io/v1/namespaces/kube-system/events?fieldSelector="
+    v1 = api.get("/apis/events.k8s.io/v1/namespaces/kube-system/events?fieldSelector="
                  "regarding.kind=Lease,reportingController=kubedash-maintenance").json()["items"]
     assert len(v1) == 3 and {i["regarding"]["name"] for i in v1} == {"kubedash-maintenance"}
 

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from dashboard.kube import store
+from dashboard.kube.errors import ApiError
 from dashboard.kube.registry import by_kind
 from dashboard.web import forms as f
 from manifests import endpoints, job, lease
@@ -200,7 +201,7 @@ def test_lease_create_edit_delete(editor):
     assert confirm.status_code == 200 and "offers an undo" in text(confirm)   # (test_bulk_actions: the undo)
     resp = editor.post("/leases/team-a/lock/delete/", form_data(confirm))
     assert resp.status_code == 302 and resp["Location"] == "/leases/?namespace=team-a"
-    with pytest.raises(Exception):
+    with pytest.raises(ApiError):
         get(LEASE, "lock", "team-a")
     assert "deleted" in text(editor.get(resp["Location"]))
 

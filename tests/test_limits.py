@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
+from manifests import ENDPOINTS, JOBS, LEASES, endpoints, lease
 
 pytestmark = pytest.mark.django_db
 
@@ -205,7 +205,7 @@ def server(tmp_path_factory):
             time.sleep(0.2)
     live = LiveServer(data_dir, http_port, tls_port, proc)
     live.env = env
-    live.admin_token   # issued before any test connects: a socket left idle that long is closed
+    live.admin_token   # noqa: B018 (issued before any test connects: a socket left idle that long is closed)
     yield live
     proc.terminate()
     proc.wait(15)

@@ -161,8 +161,8 @@ def test_kubectl_trusts_the_certificate_and_sends_the_token(tmp_path, host):
 # --- kubeconfig helpers (no database) ----------------------------------------------------
 
 def test_kubeconfig_file_shape(tmp_path):
-    from dashboard.access.own_kubeconfig import (
-        build_kubeconfig, read_token, write_kubeconfig)
+    from dashboard.access.own_kubeconfig import build_kubeconfig, write_kubeconfig
+    from dashboard.demo.management.commands.start import read_token
 
     path = write_kubeconfig(tmp_path / "kc", build_kubeconfig(
         "https://127.0.0.1:8443", b"PEM", "bob", "tok", namespace="team"))
@@ -221,8 +221,7 @@ def test_kubeconfig_command(db, data_dir, tmp_path):
 
 
 def test_start_reuses_kubeconfig_token_and_password(db, data_dir, tmp_path):
-    from dashboard.access.own_kubeconfig import read_token
-    from dashboard.demo.management.commands.start import ensure_admin_kubeconfig, ensure_admin_password
+    from dashboard.demo.management.commands.start import ensure_admin_kubeconfig, ensure_admin_password, read_token
     from dashboard.access.models import ApiToken
 
     path = tmp_path / "kubeconfig"

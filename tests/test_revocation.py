@@ -382,7 +382,7 @@ def _token(pair: Pair, user: str, expires_in: float | None = None) -> tuple[str,
 
 def _final_error(stream) -> tuple[dict, float]:
     """Read the watch to its end: (the last event, when it arrived)."""
-    last = None
+    last, arrived = None, None
     while True:
         ev = stream.next(timeout=WAIT)
         if ev is None:

@@ -6,6 +6,6 @@ class AccessConfig(AppConfig):
     label = "access"
 
     def ready(self):
-        from . import signals  # (in ready(): it imports models, loadable only once the app registry is set up)
+        from . import signals  # noqa: PLC0415 (in ready(): it imports models, loadable only once the app registry is set up)
 
         signals.connect()

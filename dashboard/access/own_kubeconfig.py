@@ -1,6 +1,7 @@
 """Kubeconfig files: build one for a token (the cluster entry trusts the local CA, inline, so the
-file works from any directory), write it 0600, read a token back. Used by the `kubeconfig` and
-`start` commands and the tokens page."""
+file works from any directory), write it 0600, find the token in one read back (`start` reads the
+file, through kube/codec.py's YAML loader). Used by the `kubeconfig` and `start` commands and the
+tokens page."""
 from __future__ import annotations
 
 import base64
@@ -72,15 +73,14 @@ def write_kubeconfig(path: str | os.PathLike, config: dict) -> Path:
     return path
 
 
-def read_token(path: str | os.PathLike) -> str | None:
-    """The token of the current context's user in a kubeconfig, or None if there is none."""
+def current_token(config) -> str | None:
+    """The token of the current context's user in a kubeconfig (as parsed), or None if there is none."""
     try:
-        config = yaml.safe_load(Path(path).read_text())
         current = config["current-context"]
         context = next(c["context"] for c in config["contexts"] if c["name"] == current)
         user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
         token = user.get("token")
-    except (OSError, yaml.YAMLError, KeyError, TypeError, StopIteration, AttributeError):
+    except (KeyError, TypeError, StopIteration, AttributeError):
         return None
     return token if isinstance(token, str) and token else None
 

@@ -45,7 +45,7 @@ def record(*subjects: str) -> None:
 
 
 def _announce(subjects: list[str]) -> None:
-    for receiver, result in access_changed.send_robust(sender=AccessChange, subjects=subjects):
+    for _receiver, result in access_changed.send_robust(sender=AccessChange, subjects=subjects):
         if isinstance(result, Exception):   # e.g. Redis down: the database carries the notice
             log.warning("access-change notice not announced: %s", result)
 

@@ -8,6 +8,7 @@ from dashboard.kube.errors import conflict, forbidden_request
 from dashboard.kube.codec import decode_object
 
 from .resource import JOBS
+from .strategy import phase
 
 
 def with_suspend(spec: dict, suspend: bool) -> dict:
@@ -17,8 +18,6 @@ def with_suspend(spec: dict, suspend: bool) -> dict:
 
 def finished(obj: dict) -> str:
     """"Complete" or "Failed" for a Job that has finished (nothing left to suspend), else ""."""
-    from .strategy import phase
-
     shown = phase(obj)
     return shown if shown in ("Complete", "Failed") else ""
 

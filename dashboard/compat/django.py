@@ -1,16 +1,23 @@
 """Django internals kubedash relies on (checked with Django 5.2.19; tests/test_compat.py).
 
 The request handlers' middleware chain and the step it ends in, the ASGI handler's per-request
-thread, URL resolution inside the handler, and the connection handler's per-thread connections.
+thread, URL resolution inside the handler, the connection handler's per-thread connections, and
+the database backends' steps kubedash's ENGINEs (kube/sqlite, kube/postgresql) change: where a
+SQLite transaction begins and ends and its statements are rewritten, where a PostgreSQL
+connection is made and checked.
 """
 from __future__ import annotations
 
+import functools
+import select
 from contextlib import contextmanager
 
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.postgresql import base as postgresql_base
+from django.db.backends.sqlite3 import base as sqlite3_base
 
 # --------------------------------------------------------------------------------------------
 # Request handlers
@@ -89,3 +96,110 @@ def thread_connection(connection, alias: str = DEFAULT_DB_ALIAS):
         yield
     finally:
         connections[alias] = previous
+
+
+# --------------------------------------------------------------------------------------------
+# Database backends
+
+
+class SQLiteWrapper(sqlite3_base.DatabaseWrapper):
+    """Django's SQLite DatabaseWrapper with the ends of its transactions open to subclasses, and
+    cursors that remember their statements' rewrite (RememberingSQLiteCursor).
+
+    before_begin(): before a transaction's BEGIN (_start_transaction_under_autocommit: how
+    atomic() begins on SQLite, `BEGIN <transaction_mode>`); transaction_ended(): after its COMMIT
+    or ROLLBACK (_commit, _rollback), and after a BEGIN that failed; connection_closed(): after
+    the connection closed (_close). create_cursor: Django's, with that cursor class."""
+
+    def create_cursor(self, name=None):
+        return self.connection.cursor(factory=RememberingSQLiteCursor)
+
+    def _start_transaction_under_autocommit(self):
+        self.before_begin()
+        try:
+            super()._start_transaction_under_autocommit()
+        except BaseException:
+            self.transaction_ended()
+            raise
+
+    def _commit(self):
+        try:
+            return super()._commit()
+        finally:
+            self.transaction_ended()
+
+    def _rollback(self):
+        try:
+            return super()._rollback()
+        finally:
+            self.transaction_ended()
+
+    def _close(self):
+        try:
+            return super()._close()
+        finally:
+            self.connection_closed()
+
+    def before_begin(self) -> None:
+        pass
+
+    def transaction_ended(self) -> None:
+        pass
+
+    def connection_closed(self) -> None:
+        pass
+
+
+REMEMBERED_QUERY_CHARS = 4096   # longer statements (an IN list of 5,000 names) are not kept
+
+
+@functools.lru_cache(maxsize=1024)
+def sqlite_placeholders(query: str) -> str:
+    """query with Django's "%s" placeholders as SQLite's "?", remembered (SQLiteCursorWrapper's
+    convert_query without named parameters: it uses no state then, so it is called unbound)."""
+    return sqlite3_base.SQLiteCursorWrapper.convert_query(None, query)
+
+
+class RememberingSQLiteCursor(sqlite3_base.SQLiteCursorWrapper):
+    """Django's SQLite cursor, remembering each statement's "%s" -> "?" rewrite: the same few
+    statements run on every request, and the regex was 3% of a renewal. Relies on execute and
+    executemany rewriting through convert_query(query, *, param_names) (named parameters, a
+    mapping's names, go Django's way)."""
+
+    def convert_query(self, query, *, param_names=None):
+        if param_names is None and len(query) <= REMEMBERED_QUERY_CHARS:
+            return sqlite_placeholders(query)
+        return super().convert_query(query, param_names=param_names)
+
+
+class PostgreSQLWrapper(postgresql_base.DatabaseWrapper):
+    """Django's PostgreSQL DatabaseWrapper whose new connections a subclass may make, and whose
+    health check asks the socket before the server.
+
+    make_connection(make, conn_params): a new psycopg connection, make(conn_params) being
+    Django's way (get_new_connection, which connect() calls).
+
+    With CONN_HEALTH_CHECKS Django checks a persistent connection before each request's first
+    query (close_if_health_check_failed calls is_usable, Django's a `SELECT 1`: one of the four
+    round trips of a Lease renewal, and one more wait for the GIL when a Table thread is busy).
+    A connection the server (or a pooler) has closed shows as a readable socket: the server's
+    goodbye message, or EOF. So the socket is asked first, without waiting; only when something
+    is there (a closed connection, or a rare notice) does Django's `SELECT 1` run and decide."""
+
+    def get_new_connection(self, conn_params):
+        return self.make_connection(super().get_new_connection, conn_params)
+
+    def make_connection(self, make, conn_params):
+        return make(conn_params)
+
+    def is_usable(self):
+        if self.connection is None or self.connection.closed:
+            return False
+        try:
+            poll = select.poll()   # (not select(): descriptors above 1024)
+            poll.register(self.connection.fileno(), select.POLLIN)
+            if not poll.poll(0):
+                return True        # nothing from the server since our last answer: still open
+        except (OSError, ValueError, postgresql_base.Database.Error):
+            pass
+        return super().is_usable()

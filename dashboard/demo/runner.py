@@ -37,7 +37,7 @@ def start_demo(server: str) -> subprocess.Popen:
                              "--server", server, "--token-file", str(token_file)])
     # Stop it as soon as the server starts shutting down, before the listeners close, so its
     # last requests do not meet a refused connection. (serve runs Daphne's Twisted reactor.)
-    from twisted.internet import reactor   # here: importing it installs a reactor, Daphne's must be first
+    from twisted.internet import reactor   # noqa: PLC0415 (importing it installs a reactor, Daphne's must be first)
     reactor.addSystemEventTrigger("before", "shutdown", proc.terminate)
     return proc
 

@@ -14,6 +14,7 @@ may resolve elsewhere later). Messages never repeat the URL (it may hold a secre
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from urllib.parse import urlsplit
@@ -40,7 +41,7 @@ def url_refusal(url: str, what: str = "the server") -> str | None:
     """Why `url` cannot be followed as written (no lookups), or None."""
     try:
         parts = urlsplit(url)
-        parts.port   # (raises for a port that is not one)
+        parts.port   # noqa: B018 (raises for a port that is not one)
     except ValueError:
         return f"{what} URL has an invalid port"
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -61,8 +62,6 @@ def _addresses(host: str, port: int) -> set[str]:
 
 def _is_local(address: str) -> bool:
     """An address of this machine (binding to it works only then)."""
-    import ipaddress
-
     try:
         ip = ipaddress.ip_address(address.split("%")[0])
     except ValueError:

@@ -37,7 +37,7 @@ class Refused(Exception):
 
 
 def collection_path(res: registry.Resource, namespace: str) -> str:
-    root = f"/api/{res.version}" if not res.group else f"/apis/{res.group}/{res.version}"
+    root = res.prefix()
     if namespace:
         return f"{root}/namespaces/{quote(namespace, safe='')}/{res.plural}"
     return f"{root}/{res.plural}"

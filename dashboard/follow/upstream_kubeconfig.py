@@ -256,8 +256,7 @@ def api_client(config: dict):
     by the client's kubeconfig loader, which writes decrypted keys to /tmp: the CA stays in
     memory and the client certificate and key go to in-memory files (follow/keys.py), removed
     by the client's close(). Raises KubeconfigError (what is wrong, never a secret)."""
-    # (deferred: the kubernetes package takes seconds to import; the pages import this module)
-    from kubernetes import client as kube_client
+    from kubernetes import client as kube_client  # noqa: PLC0415 (seconds to import; the pages import this module)
 
     class Client(kube_client.ApiClient):
         def close(self):

@@ -8,11 +8,11 @@ class KubeConfig(AppConfig):
     verbose_name = "Kubernetes API machinery"
 
     def ready(self):
-        from dashboard.access import authentication  # (in ready(): it imports models, only once the registry is set up)
+        from dashboard.access import authentication  # noqa: PLC0415 (in ready(): it imports models, only once the registry is set up)
 
         # (notify connects the hub's doorbell to revision_committed and access_changed)
-        from . import notify  # noqa: F401  (in ready(): it imports models)
-        from . import storage  # (in ready(): it imports models)
+        from . import notify  # noqa: F401, PLC0415 (in ready(): it imports models)
+        from . import storage  # noqa: PLC0415 (in ready(): it imports models)
 
         db = storage.backend()
         # (a flush sends it too: a flushed database numbers revisions from 1 again)

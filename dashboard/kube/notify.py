@@ -163,7 +163,7 @@ def last_access_change() -> int:
 async def listen_redis() -> None:
     """On the hub's loop: ring the follower whenever another process publishes a commit."""
     global redis_lost
-    import redis.asyncio as aioredis  # (deferred: ~1 s to import, and only with REDIS_URL set)
+    import redis.asyncio as aioredis  # noqa: PLC0415 (~1 s to import, and only with REDIS_URL set)
 
     while True:
         try:
@@ -185,7 +185,7 @@ async def listen_redis() -> None:
 
 def _publish_redis() -> None:
     global _redis_client
-    import redis  # (deferred: ~1 s to import, and only with REDIS_URL set)
+    import redis  # noqa: PLC0415 (~1 s to import, and only with REDIS_URL set)
 
     with _redis_lock:
         if _redis_client is None:
@@ -203,7 +203,7 @@ async def _publish_redis_on_the_loop() -> None:
     """_publish_redis for a request served on the loop (server/green.py): awaited, so the loop
     serves others meanwhile instead of waiting for Redis."""
     global _loop_client
-    import redis.asyncio as aioredis
+    import redis.asyncio as aioredis  # noqa: PLC0415 (~1 s to import, and only with REDIS_URL set)
 
     try:
         if _loop_client is None:

@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Any
 
-from . import registry, reviews, schema
+from . import openapi_proto, registry, reviews, schema
 from .patch import SUPPORTED_PATCH_TYPES
 
 K8S_VERSION = "v1.32.0"
@@ -408,8 +408,6 @@ def v2() -> bytes:
 
 @functools.lru_cache(maxsize=4)
 def _v2_proto(key: tuple) -> bytes:
-    from . import openapi_proto
-
     return openapi_proto.encode(json.loads(_v2_doc(key)))
 
 

@@ -25,7 +25,7 @@ import jsonpointer
 import orjson
 
 from . import codec, schema
-from .errors import ApiError, bad_request, invalid, invalid_object, unsupported_media_type
+from .errors import ApiError, bad_request, unsupported_media_type
 
 from .codec import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 

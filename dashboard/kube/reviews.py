@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from dashboard.access.principals import READ_VERBS
 
 from . import registry
@@ -199,8 +201,6 @@ def non_resource_refusal(principal, verb: str, path: str) -> str | None:
     if verb not in ("get", "head"):
         return f'only get is served on non-resource paths, not "{verb}"'
     if path == METRICS_PATH:
-        from django.conf import settings
-
         if principal.is_full_admin or (not principal.is_share and principal.username in settings.KUBEDASH_METRICS_USERS):
             return None
         return "/metrics is for admins without namespace or cluster limits and KUBEDASH_METRICS_USERS"

@@ -7,6 +7,11 @@ so a probe costs nothing afterwards. Until then each call reads the django_migra
 """
 from __future__ import annotations
 
+from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
+
+from .errors import ApiError
+
 _migrated = False
 
 
@@ -15,9 +20,6 @@ def pending() -> list[str]:
     global _migrated
     if _migrated:
         return []
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
     executor = MigrationExecutor(connection)
     plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
     names = [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
@@ -28,10 +30,6 @@ def pending() -> list[str]:
 def not_migrated_error(exc: Exception):
     """For a database error: the 503 Status to answer when the schema is not migrated yet (the
     error is then its doing), else None."""
-    from django.db import DatabaseError
-
-    from .errors import ApiError
-
     if not isinstance(exc, DatabaseError) or _migrated:
         return None
     try:

@@ -4,11 +4,11 @@ and PostgreSQL's fast lane runs it in greenlets that hand their round trips to t
 GreenLane: a bearer-token resource request (a renewal, a GET of one object) runs its sync code,
 Django's handler, the view and the store as on a thread, in a greenlet on the loop's thread
 (kube/postgresql/base.py, LoopWaits). Where psycopg would wait for the server's answer, the
-greenlet hands the wait to the loop (psycopg's own asyncio wait), which serves other requests
-and resumes the greenlet once the answer is there. So a renewal neither crosses to a lane thread
-and back nor, after each of its round trips, waits for that thread to win the GIL back from the
-loop and the other threads: that was a fifth of its CPU (docs/BENCHMARKS.md). Only its Python
-work holds the loop, as on SQLite.
+greenlet hands the wait to the loop (psycopg's own asyncio wait, compat/psycopg.py), which
+serves other requests and resumes the greenlet once the answer is there. So a renewal neither
+crosses to a lane thread and back nor, after each of its round trips, waits for that thread to
+win the GIL back from the loop and the other threads: that was a fifth of its CPU
+(docs/BENCHMARKS.md). Only its Python work holds the loop, as on SQLite.
 
 Each request in flight has a database connection of its own, put in place as the thread's own
 while its greenlet runs (Django keeps a connection per thread; one psycopg connection holds one
@@ -24,10 +24,9 @@ import functools
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-from psycopg import waiting
-
 from dashboard.compat.asyncio import loop_hidden
 from dashboard.compat.django import new_connection, thread_connection
+from dashboard.compat.psycopg import wait_on_loop
 from dashboard.kube.postgresql.base import AWAIT, WAIT, LoopWaits
 
 
@@ -80,7 +79,7 @@ class GreenLane:
                 kind, what, more = wanted
                 try:
                     if kind == WAIT:
-                        value = await waiting.wait_async(what, more)
+                        value = await wait_on_loop(what, more)
                     elif kind == AWAIT:
                         value = await what(*more)
                     else:

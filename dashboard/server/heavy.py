@@ -43,10 +43,12 @@ import threading
 import time
 
 import orjson
+from django.core.exceptions import ImproperlyConfigured
 from prometheus_client import Counter
 
 from dashboard.kube import context
 from dashboard.kube.context import RequestContext
+from dashboard.kube.errors import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +114,6 @@ class HeavyProcess:
     """The serving process's side: the child, and its idle connections."""
 
     def __init__(self, keep: int, nice: str, duty: float = 1.0):
-        from django.core.exceptions import ImproperlyConfigured
-
         if nice != "idle" and not nice.isdigit():
             raise ImproperlyConfigured(f"KUBEDASH_HEAVY_NICE={nice!r}: a number of nice steps (0-19) or idle")
         if not 0 < duty <= 1:
@@ -320,8 +320,6 @@ class RemoteStream:
 
 
 def unavailable() -> tuple:
-    from dashboard.kube.errors import ApiError
-
     err = ApiError(503, "ServiceUnavailable", "the expensive lane's process is restarting; try again shortly",
                    headers={"Retry-After": "1"})
     return 503, [(b"content-type", b"application/json"), (b"retry-after", b"1")], orjson.dumps(err.status())

@@ -83,7 +83,7 @@ class Pacer:
 
 
 def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor, pacer: Pacer) -> None:
-    from .handlers import respond   # (not at the top: main() sets Django up before the handlers may be imported)
+    from .handlers import respond   # noqa: PLC0415 (main() sets Django up before the handlers may be imported)
 
     paced = 0.0   # (this request's pauses so far)
 
@@ -148,9 +148,9 @@ def main(control_fd: int, nice: str, fast_load_fd: int, duty: float) -> None:
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "daphne"]
     django.setup()
 
-    from dashboard.kube import yielding   # (after django.setup(): the project's modules need it)
+    from dashboard.kube import yielding   # noqa: PLC0415 (after django.setup(): the project's modules need it)
 
-    from .handlers import APIWSGIHandler, LaneWSGIHandler   # (after django.setup(), as yielding)
+    from .handlers import APIWSGIHandler, LaneWSGIHandler   # noqa: PLC0415 (after django.setup(), as yielding)
 
     pacer = Pacer(FastLoad(fast_load_fd), duty)
     yielding.install(pacer.pause)

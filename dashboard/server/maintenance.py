@@ -51,6 +51,7 @@ from dashboard.follow.runner import Followers
 from dashboard.kube import registry, store
 from dashboard.kube.compaction import compact
 from dashboard.kube.errors import ApiError
+from dashboard.kube.expiry import expire
 from dashboard.kube.formats import format_micro_time
 from dashboard.kube.meta import now as utcnow
 
@@ -241,8 +242,6 @@ def clear_sessions() -> int:
 
 def expire_objects() -> int:
     """Events (any kind with a TTL) past their time to live."""
-    from dashboard.kube.expiry import expire
-
     return expire()
 
 

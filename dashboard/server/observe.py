@@ -27,7 +27,7 @@ from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram
 
 from dashboard.compat.daphne import REQUEST
-from dashboard.kube import context
+from dashboard.kube import context, registry
 from dashboard.kube.context import RequestContext
 
 COMPONENT = "apiserver"
@@ -101,8 +101,6 @@ OTHER = "other"
 @functools.cache
 def _served() -> tuple[frozenset, frozenset, frozenset]:
     """(group, version) pairs, (group, version, resource) triples and subresources served."""
-    from dashboard.kube import registry
-
     resources = list(registry.all_resources())
     versions = {(r.group, r.version) for r in resources} | {("", "v1")}
     triples = {(r.group, r.version, r.plural) for r in resources}

@@ -46,7 +46,7 @@ IDLE_CLOSE_SECONDS = 3.0   # > the shipped nginx's upstream keepalive_timeout (2
 
 def install(server) -> None:
     """In a serving process, before its reactor runs (Daphne's own handlers are off)."""
-    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
+    from twisted.internet import reactor   # noqa: PLC0415 (importing it installs a reactor: Daphne's first)
 
     state = {"draining_since": None}
 
@@ -66,7 +66,7 @@ def install(server) -> None:
 
 
 def _stop_listening() -> None:
-    from twisted.internet import reactor, tcp   # late: importing it installs a reactor, and Daphne installs its own first
+    from twisted.internet import reactor, tcp   # noqa: PLC0415 (importing it installs a reactor: Daphne's first)
 
     # A worker's port may be between two accepts (workers.accept_in_turns): not a reader then.
     ports = {*ADOPTED_PORTS, *(r for r in reactor.getReaders() if isinstance(r, tcp.Port))}
@@ -78,7 +78,7 @@ def _stop_listening() -> None:
 def _close_keepalive(close_idle: bool) -> int:
     """Every connection's next response is its last; idle ones close too when close_idle.
     Returns how many connections are still open."""
-    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
+    from twisted.internet import reactor   # noqa: PLC0415 (importing it installs a reactor: Daphne's first)
 
     channels = list(http_channels(reactor))
     for channel in channels:
@@ -108,7 +108,7 @@ def _close_websockets(server) -> None:
 
 
 async def drain(server) -> None:
-    from twisted.internet import reactor   # late: importing it installs a reactor, and Daphne installs its own first
+    from twisted.internet import reactor   # noqa: PLC0415 (importing it installs a reactor: Daphne's first)
 
     loop = asyncio.get_running_loop()
     started = loop.time()

@@ -26,6 +26,7 @@ from .edit_views import editor_view, forbidden
 from .kinds import BulkAction, KindWeb
 from .scope import may_create_somewhere
 from .undo import SESSION_KEY, keep_undo
+from .views import last_deletion
 
 MAX_SELECTED = 200
 DELETE = BulkAction("delete", "Delete", "deleted", perform=None, undo="recreate",
@@ -178,8 +179,6 @@ def undo(request, principal, info: KindWeb):
 def restore(request, principal, info: KindWeb, namespace: str, name: str):
     """A deleted object's page's "Create it again": the object as the revision log last knew
     it, created anew (new uid), as the list's Undo of a delete does."""
-    from .views import last_deletion
-
     if refused := _read_only(request, principal, info):
         return refused
     if not principal.can("create", namespace, info.kind):

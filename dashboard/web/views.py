@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import orjson
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.http import Http404, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.http import require_safe
@@ -152,10 +152,6 @@ class Filters:
 def canonical_redirect(request, filters: Filters):
     """A redirect to the view's one address when this one says it another way (a setting
     repeated or empty, a default spelled out: `sort=&sort=expiry`, `limit=100`); else None."""
-    from urllib.parse import parse_qsl
-
-    from django.shortcuts import redirect
-
     given = sorted((k, v) for k, values in request.GET.lists() if k != cluster_scope.PARAM for v in values)
     canonical = filters.canonical()
     if given == sorted(parse_qsl(canonical)):

@@ -3,7 +3,6 @@
 Upstream pages PodTemplates (e2e) and ReplicaSets (integration); these page Leases."""
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest

@@ -1,27 +1,23 @@
 """Django's PostgreSQL backend, with a health check that costs no round trip, and waits that
 the event loop can take over.
 
-With CONN_HEALTH_CHECKS (settings) Django checks a persistent connection before each request's
-first query with `SELECT 1`: on PostgreSQL a round trip, one of the four of a Lease renewal,
-and one more wait for the GIL when a Table thread is busy. A connection the server (or a
-pooler) has closed shows as a readable socket: the server's goodbye message, or EOF. So the
-socket is asked first, without waiting; only when something is there (a closed connection, or
-a rare notice) does Django's `SELECT 1` run and decide.
+The health check (compat/django.py's PostgreSQLWrapper) asks the connection's socket before
+the server: with CONN_HEALTH_CHECKS Django would otherwise send `SELECT 1` before each
+request's first query, one of the four round trips of a Lease renewal.
 
 The fast lane's requests run on the event loop, each in a LoopWaits greenlet
 (dashboard/server/green.py): where psycopg would block its thread for the server's answer
-(Connection.wait) or for a new connection, such a greenlet hands the wait to its parent, the
-loop, which serves other requests until the socket is ready (and so, through
-await_on_the_loop, for other I/O: Redis's publish of a commit). Anywhere else psycopg waits as
-usual.
+(compat/psycopg.py's WaitHookedConnection) or for a new connection, such a greenlet hands the
+wait to its parent, the loop, which serves other requests until the socket is ready (and so,
+through await_on_the_loop, for other I/O: Redis's publish of a commit). Anywhere else psycopg
+waits as usual.
 """
 from __future__ import annotations
 
-import select
-
 import greenlet
-import psycopg
-from django.db.backends.postgresql import base
+
+from dashboard.compat.django import PostgreSQLWrapper
+from dashboard.compat.psycopg import WaitHookedConnection, adopt
 
 WAIT = "wait"   # (generator, socket): psycopg's protocol generator, driven until done
 CALL = "call"   # (function, args): a blocking call, run on a thread
@@ -48,35 +44,23 @@ def await_on_the_loop(coroutine_function, *args):
     return _loop_waits().parent.switch((AWAIT, coroutine_function, args))
 
 
-class Connection(psycopg.Connection):
+class Connection(WaitHookedConnection):
+    """psycopg's, its waits for the server handed to the loop from a LoopWaits greenlet."""
+
     __slots__ = ()
 
-    def wait(self, gen, *args, **kwargs):
+    def wait_for_server(self, gen):
         waiter = _loop_waits()
-        if waiter is None or args or kwargs:   # (a wait with a timeout: LISTEN's, never the fast lane's)
-            return super().wait(gen, *args, **kwargs)
+        if waiter is None:
+            return super().wait_for_server(gen)
         return waiter.parent.switch((WAIT, gen, self.pgconn.socket))
 
 
-class DatabaseWrapper(base.DatabaseWrapper):
-    def get_new_connection(self, conn_params):
+class DatabaseWrapper(PostgreSQLWrapper):
+    def make_connection(self, make, conn_params):
         waiter = _loop_waits()
         if waiter is None:
-            connection = super().get_new_connection(conn_params)
+            connection = make(conn_params)
         else:   # (psycopg's connect waits with no hook: on a thread, the loop going on)
-            connection = waiter.parent.switch((CALL, super().get_new_connection, (conn_params,)))
-        if type(connection) is psycopg.Connection:
-            connection.__class__ = Connection   # (same layout: only wait() differs)
-        return connection
-
-    def is_usable(self):
-        if self.connection is None or self.connection.closed:
-            return False
-        try:
-            poll = select.poll()   # (not select(): descriptors above 1024)
-            poll.register(self.connection.fileno(), select.POLLIN)
-            if not poll.poll(0):
-                return True        # nothing from the server since our last answer: still open
-        except (OSError, ValueError, base.Database.Error):
-            pass
-        return super().is_usable()
+            connection = waiter.parent.switch((CALL, make, (conn_params,)))
+        return adopt(connection, Connection)

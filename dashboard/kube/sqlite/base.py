@@ -12,12 +12,12 @@ BEGIN IMMEDIATE without it (and a write outside a transaction never takes it).
 from __future__ import annotations
 
 import fcntl
-import functools
 import os
 import time
 
 from django.db import OperationalError
-from django.db.backends.sqlite3 import base
+
+from dashboard.compat.django import SQLiteWrapper
 
 WAIT_SECONDS = 20.0        # as long as SQLite's own busy timeout (settings)
 # The event loop's connection waits for the turn this long at most: about one other worker's
@@ -26,34 +26,16 @@ NEVER_WAIT_SECONDS = 0.0003
 POLL_SECONDS = (0.00005, 0.0001, 0.0002, 0.0005)   # then every 0.5 ms
 
 
-REMEMBERED_QUERY_CHARS = 4096   # longer statements (an IN list of 5,000 names) are not kept
+class DatabaseWrapper(SQLiteWrapper):
+    """Django's (compat/django.py's SQLiteWrapper: its statements' rewrite remembered), each
+    transaction taking the writers' turn before its BEGIN and giving it back when it ends."""
 
-
-@functools.lru_cache(maxsize=1024)
-def _qmark(query: str) -> str:
-    return base.SQLiteCursorWrapper.convert_query(None, query)
-
-
-class CursorWrapper(base.SQLiteCursorWrapper):
-    """Django's, remembering each statement's "%s" -> "?" rewrite: the same few statements run
-    on every request, and the regex was 3% of a renewal."""
-
-    def convert_query(self, query, *, param_names=None):
-        if param_names is None and len(query) <= REMEMBERED_QUERY_CHARS:
-            return _qmark(query)
-        return super().convert_query(query, param_names=param_names)
-
-
-class DatabaseWrapper(base.DatabaseWrapper):
     _writers_fd: int | None = None
     _holds_writers = False
     # The event loop's connection (dashboard/server/inline.py, LoopInline) never waits: not in
     # SQLite's busy handler (busy_timeout 0), and for the writers' turn at most
     # NEVER_WAIT_SECONDS. Either is then "database is locked" at BEGIN, before anything is written.
     _never_waits = None     # the underlying connection told so
-
-    def create_cursor(self, name=None):
-        return self.connection.cursor(factory=CursorWrapper)
 
     def never_wait(self) -> None:
         """No waiting on this connection, from now on (once per underlying connection)."""
@@ -80,7 +62,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._writers_fd = os.open(f"{self.settings_dict['NAME']}-writers", os.O_RDWR | os.O_CREAT, 0o600)
         return self._writers_fd
 
-    def _take_writers(self) -> None:
+    def before_begin(self) -> None:
+        """Take the writers' turn (WAIT_SECONDS at most, then SQLite's busy handler decides)."""
         fd = self._writers_lock()
         if fd is None or self._holds_writers:
             return
@@ -103,36 +86,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
             time.sleep(POLL_SECONDS[min(tries, len(POLL_SECONDS) - 1)])
             tries += 1
 
-    def _give_writers(self) -> None:
+    def transaction_ended(self) -> None:
+        """Give the writers' turn back."""
         if self._holds_writers:
             self._holds_writers = False
             fcntl.flock(self._writers_fd, fcntl.LOCK_UN)
 
-    def _start_transaction_under_autocommit(self):
-        self._take_writers()
-        try:
-            super()._start_transaction_under_autocommit()
-        except BaseException:
-            self._give_writers()
-            raise
-
-    def _commit(self):
-        try:
-            return super()._commit()
-        finally:
-            self._give_writers()
-
-    def _rollback(self):
-        try:
-            return super()._rollback()
-        finally:
-            self._give_writers()
-
-    def _close(self):
-        try:
-            return super()._close()
-        finally:
-            self._give_writers()
-            if self._writers_fd is not None:
-                os.close(self._writers_fd)
-                self._writers_fd = None
+    def connection_closed(self) -> None:
+        self.transaction_ended()
+        if self._writers_fd is not None:
+            os.close(self._writers_fd)
+            self._writers_fd = None

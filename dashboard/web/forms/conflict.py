@@ -43,7 +43,7 @@ def conflict_view(form: ObjectForm, posted: dict, base: dict | None, current: di
         else:
             groups[key] = (label, names)
     rows, merged = [], {}
-    for key, (label, names) in groups.items():
+    for label, names in groups.values():
         mine = cls.group_value(yours, names)
         theirs = cls.group_value(now_values, names)
         was = cls.group_value(base_values, names) if base_values is not None else None

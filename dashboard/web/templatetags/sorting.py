@@ -3,6 +3,8 @@ column header whose link re-sorts the list by that key (views.sort_headers sets 
 from django import template
 from django.utils.html import format_html
 
+from dashboard.web.cluster_scope import in_cluster
+
 register = template.Library()
 
 _ARROW = {"ascending": "▲", "descending": "▼", "": "↕"}
@@ -15,8 +17,6 @@ def sort_th(context, key: str, label: str, css: str = ""):
     The link is this view's canonical address (views.Filters.query: the filters stay, one
     `sort`, the first page) in the other order; with no sort key of that name the header is
     plain text."""
-    from dashboard.web.cluster_scope import in_cluster
-
     s = (context.get("sorting") or {}).get(key)
     cls = format_html(' class="{}"', css) if css else ""
     if s is None:

@@ -16,13 +16,23 @@ from django.conf import settings
 from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import BaseCommand
 
-from dashboard.access.own_kubeconfig import build_kubeconfig, ca_pem_for, client_url, read_token, write_kubeconfig
+from dashboard.access.own_kubeconfig import build_kubeconfig, ca_pem_for, client_url, current_token, write_kubeconfig
 from dashboard.access.models import Role
 from dashboard.access.tokens import ensure_user, issue_token, token_works
 from dashboard.demo.runner import DEFAULT_NAMESPACES, start_demo, stop_demo
+from dashboard.kube import codec
 
 ADMIN = "admin"
 PASSWORD_FILE = "admin-password"
+
+
+def read_token(path: Path) -> str | None:
+    """The token of the current context's user in the kubeconfig at path, or None if there is
+    none (no file, not YAML)."""
+    try:
+        return current_token(codec.load_yaml(path.read_text()))
+    except (OSError, codec.YAMLError):
+        return None
 
 
 def ensure_admin_kubeconfig(path: Path, server: str, namespace: str = "default") -> bool:

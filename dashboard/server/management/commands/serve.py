@@ -144,7 +144,7 @@ class Command(BaseCommand):
         # compressed and hashed once collected (`start` collects), from the finders before.
         # Here, not at the top: building the ASGI application loads the URL conf, the middleware
         # and the handlers, which `manage.py help` and the supervisor process never need.
-        from dashboard.server.asgi import application
+        from dashboard.server.asgi import application   # noqa: PLC0415 (only when serving: see above)
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
@@ -153,7 +153,7 @@ class Command(BaseCommand):
             if lanes.lanes().heavy:
                 lanes.lanes().heavy.start()   # its Django starts while the first requests come
             if listen_fds:
-                from twisted.internet import reactor   # late: importing it installs a reactor (Daphne's is first)
+                from twisted.internet import reactor   # noqa: PLC0415 (importing it installs a reactor: Daphne's is first)
 
                 workers.adopt(reactor, server, listen_fds, tls)
             else:
@@ -195,7 +195,7 @@ def freeze_startup_objects() -> None:
     long as the process: move it out of the garbage collector's sight (gc.freeze), so a full
     collection walks only what requests create — one took ~50 ms in a 1,000-row page render,
     and as long in the middle of whichever renewal it fell on."""
-    get_resolver().url_patterns          # the resolver populates itself on first use
+    get_resolver().url_patterns          # noqa: B018 (the resolver populates itself on first use)
     for res in registry.all_resources():
         schema.node(res.definition)
     gc.collect()
