@@ -86,7 +86,7 @@ def run(args, token: str) -> int:
                  "headers": [(b"authorization", f"Bearer {token}".encode()), (b"content-type", b"application/json"),
                              (b"host", b"127.0.0.1")],
                  "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 40000)}
-        status, _, content, _ = respond(api, wsgi_environ(scope, body))
+        status, _, content = respond(api, wsgi_environ(scope, body))
         return status, content
 
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -13,7 +13,6 @@ the behaviour changed, to show that it would notice.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import importlib.metadata
 import inspect
 import io
@@ -198,12 +197,13 @@ RELIED_ON = [
     Uses(daphne_compat.failed_to_listen, dp, daphne.server.Server, "stop", ("abort_start",)),
     Uses(daphne_compat.connections, dp, daphne.server.Server, "run", ("connections",)),
     Uses(daphne_compat.connections, dp, daphne.server.Server, "protocol_connected", ("connections",)),
-    Attribute(daphne_compat.Request, dp, WebRequest, "process", ("self",)),
+    Attribute(daphne_compat.Server, dp, daphne.server.Server, "create_application", ("self", "protocol", "scope")),
+    Uses(daphne_compat.Server, dp, WebRequest, "process", ("create_application",)),
+    Uses(daphne_compat.Server, dp, daphne.server.Server, "create_application", ("application",)),
     Attribute(daphne_compat.Request, dp, WebRequest, "handle_reply", ("self", "message")),
-    Uses(daphne_compat.Request, dp, WebRequest, "process", ("create_application", "application_queue", "clean_headers")),
+    Uses(daphne_compat.Request, dp, WebRequest, "process", ("application_queue", "clean_headers")),
     Uses(daphne_compat.Request, dp, WebRequest, "finish", ("application_queue",)),
     Uses(daphne_compat.Request, dp, WebRequest, "connectionLost", ("application_queue",)),
-    Uses(daphne_compat.Request, dp, daphne.server.Server, "create_application", ("ensure_future",)),
     Uses(daphne_compat.Request, dp, daphne.server.Server, "handle_reply", ("handle_reply",)),
     Uses(daphne_compat.install_websocket_protocol, dp, daphne.server.Server, "run", ("ws_factory",)),
     Attribute(daphne_compat.install_websocket_protocol, ab, WebSocketServerFactory, "setProtocolOptions"),
@@ -536,24 +536,12 @@ class FakeDaphneServer:
         self.connections[proto]["disconnected"] = True
 
     def create_application(self, proto, scope):
-        self.created.append(TASK_CONTEXT.get())
+        self.created.append((proto, scope["path"]))
         proto.queue = []
         return SimpleNamespace(put_nowait=proto.queue.append)
 
     def log_action(self, *args):
         pass
-
-
-TASK_CONTEXT = contextvars.ContextVar("test_compat_task_context", default=None)
-
-
-class ContextRequest(daphne_compat.Request):
-    def start_application(self, start):
-        token = TASK_CONTEXT.set(self)
-        try:
-            return start()
-        finally:
-            TASK_CONTEXT.reset(token)
 
 
 def daphne_request():
@@ -562,14 +550,14 @@ def daphne_request():
 
     server = FakeDaphneServer()
     ch = Factory(server).buildProtocol(("127.0.0.1", 1))
-    ch.requestFactory = ContextRequest
+    ch.requestFactory = daphne_compat.Request
     transport = StringTransport()
     ch.makeConnection(transport)
     ch.dataReceived(b"GET /watch HTTP/1.1\r\nHost: x\r\n\r\n")
     request = ch.requests[0]
+    expect(server.created == [(request, "/watch")], daphne_compat.Server, dp,
+           "WebRequest.process making the application with itself and its scope (Server.create_application)")
     user = daphne_compat.Request
-    expect(server.created == [request], user, dp,
-           "WebRequest.process making the application (Server.create_application) before it returns")
     expect(request.application_queue is not None and request.clean_headers == [(b"host", b"x")], user, dp,
            "WebRequest.application_queue and clean_headers")
     request.handle_reply({"type": "http.response.start", "status": 200, "headers": []})
@@ -581,6 +569,25 @@ def daphne_request():
     request.finish()
     expect(request.queue == queued, user, dp, "WebRequest.finish telling the application only through application_queue")
     expect(transport.value().endswith(b"1\r\na\r\n0\r\n\r\n"), user, dp, "WebRequest writing the body as chunks")
+
+
+def daphne_application_scope():
+    started = []
+
+    async def application(scope, receive, send):
+        started.append(scope)
+
+    async def create():
+        server = daphne_compat.Server(application=application, endpoints=["tcp:port=0"])
+        proto = object()
+        server.connections = {proto: {}}   # (made in Server.run())
+        server.create_application(proto, {"type": "http", "path": "/"})
+        await server.connections[proto]["application_instance"]
+        return proto
+
+    proto = asyncio.run(create())
+    expect(len(started) == 1 and started[0].get(daphne_compat.REQUEST) is proto, daphne_compat.Server, dp,
+           "Server.create_application starting the application with the scope it was given")
 
 
 def daphne_server():
@@ -832,9 +839,10 @@ def psycopg_waits_on_a_loop():
 
 BEHAVIOURS = [header_count_and_request_line, reading_paused_and_resumed, continue_held_then_sent, disconnect_seen,
               forms_not_parsed, tcp_buffer_and_direct_writes, tls_layout, keep_alive_ended, one_accept_per_wakeup,
-              daphne_request, daphne_server, websocket_factory_and_frames, django_handler_steps,
-              django_thread_connection, running_loop_hidden, sqlite_transaction_ends, sqlite_statements_rewritten,
-              postgresql_connections_made_and_checked, psycopg_waits_handed_over, psycopg_waits_on_a_loop]
+              daphne_request, daphne_application_scope, daphne_server, websocket_factory_and_frames,
+              django_handler_steps, django_thread_connection, running_loop_hidden, sqlite_transaction_ends,
+              sqlite_statements_rewritten, postgresql_connections_made_and_checked, psycopg_waits_handed_over,
+              psycopg_waits_on_a_loop]
 
 
 @pytest.mark.parametrize("behaviour", BEHAVIOURS, ids=lambda b: b.__name__)

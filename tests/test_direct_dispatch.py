@@ -49,7 +49,7 @@ def call(handler, method, path, body=b"", token="", headers=(), query=b""):
     all_headers += [(k.encode(), v.encode()) for k, v in headers]
     scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": all_headers,
              "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 40000)}
-    status, head, content, _ = respond(handler, wsgi_environ(scope, body))
+    status, head, content = respond(handler, wsgi_environ(scope, body))
     if not isinstance(content, bytes):   # a streamed list (the dispatch sends it as it is read)
         response, content = content, b"".join(content)
         response.close()

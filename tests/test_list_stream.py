@@ -17,7 +17,7 @@ import pytest
 
 import pg_support
 from conftest import served, server_env, signed_in_client
-from dashboard.kube import lists, registry, revlog
+from dashboard.kube import context, lists, registry, revlog
 from dashboard.kube.compaction import compact
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
@@ -203,10 +203,10 @@ def test_a_session_s_streamed_list_is_gzipped_as_the_buffered_one_was(api):
         api.post(LEASES, lease(f"l{i:02}"))
     client = signed_in_client("admin", "gz")
     buffered = client.get(LEASES, HTTP_ACCEPT_ENCODING="gzip")
-    streamed = client.get(LEASES, HTTP_ACCEPT_ENCODING="gzip", **{"kubedash.streams": True})
+    streamed = client.get(LEASES, HTTP_ACCEPT_ENCODING="gzip", **{context.KEY: context.RequestContext(streams=True)})
     assert not buffered.streaming and streamed.streaming
     assert streamed["Content-Encoding"] == buffered["Content-Encoding"] == "gzip"
-    plain = client.get(LEASES, **{"kubedash.streams": True})
+    plain = client.get(LEASES, **{context.KEY: context.RequestContext(streams=True)})
     assert plain.streaming and not plain.has_header("Content-Encoding")
     assert gzip.decompress(b"".join(streamed.streaming_content)) == gzip.decompress(buffered.content) \
         == b"".join(plain.streaming_content)

@@ -22,10 +22,11 @@ def finished(obj: dict) -> str:
     return shown if shown in ("Complete", "Failed") else ""
 
 
-def do_suspend_job(namespace: str, name: str, *, suspend: bool, acting=None) -> store.Result:
+def do_suspend_job(namespace: str, name: str, *, suspend: bool, acting=None, through=None) -> store.Result:
     """Suspend or resume a Job: a patch of the current object inside the store's write
     transaction. 403 if the acting principal (None: the system) may not patch it; 409 to
-    suspend a Job that has finished (the pages never offer it)."""
+    suspend a Job that has finished (the pages never offer it). through: a followed cluster's
+    writer, from the pages (store.update's)."""
     if acting is not None and not acting.can("patch", namespace, JOBS.kind):
         raise forbidden_request(acting.username, "patch", JOBS.group, JOBS.plural, namespace)
 
@@ -36,4 +37,4 @@ def do_suspend_job(namespace: str, name: str, *, suspend: bool, acting=None) -> 
         current["spec"] = with_suspend(current.get("spec") or {}, suspend)
         return decode_object(JOBS, current, "Strict")[0]
 
-    return store.update(JOBS, namespace, name, change, is_patch=True)
+    return store.update(JOBS, namespace, name, change, is_patch=True, through=through)

@@ -281,10 +281,10 @@ def overview_card(phases: dict[str, int] | None, now: datetime) -> dict:
 # One-click actions and the declaration
 
 
-def suspend(data, namespace: str, name: str, principal):
+def suspend(data, namespace: str, name: str, principal, through):
     """The Suspend / Resume button: POST suspend=true|false."""
     value = data.get("suspend") == "true"
-    result = do_suspend_job(namespace, name, suspend=value, acting=principal)
+    result = do_suspend_job(namespace, name, suspend=value, acting=principal, through=through)
     return result, f"Job {namespace}/{name} {'suspended' if value else 'resumed'}."
 
 
@@ -335,9 +335,11 @@ JOB_PAGES = kinds.register(kinds.KindWeb(
     actions=(kinds.Action("suspend", "job_suspend", suspend),),
     bulk_actions=(
         kinds.BulkAction("suspend", "Suspend", "suspended", undo="resume",
-                         perform=lambda ns, name, p: do_suspend_job(ns, name, suspend=True, acting=p)),
+                         perform=lambda ns, name, p, through: do_suspend_job(ns, name, suspend=True, acting=p,
+                                                                             through=through)),
         kinds.BulkAction("resume", "Resume", "resumed", undo="suspend",
-                         perform=lambda ns, name, p: do_suspend_job(ns, name, suspend=False, acting=p)),
+                         perform=lambda ns, name, p, through: do_suspend_job(ns, name, suspend=False, acting=p,
+                                                                             through=through)),
     ),
     sorts=JOB_SORTS,
     recreate=recreatable,

@@ -1,9 +1,9 @@
 """Daphne (and autobahn under it) internals kubedash relies on (checked with Daphne 4.2.3 and
 autobahn 26.10.2; tests/test_compat.py).
 
-How Server.run builds its factories and listens, its table of connections, what its HTTP request
-does in process() and reads after the application has answered, its websocket factory, and
-autobahn's frame parsing and close frames.
+How Server.run builds its factories and listens, its table of connections, how it starts an
+application, what its HTTP request does in process() and reads after the application has
+answered, its websocket factory, and autobahn's frame parsing and close frames.
 """
 from __future__ import annotations
 
@@ -14,6 +14,22 @@ from daphne.ws_protocol import WebSocketProtocol
 
 # --------------------------------------------------------------------------------------------
 # The server
+
+
+REQUEST = "daphne.request"   # the scope key Server gives an HTTP application its request under
+
+
+class Server(daphne.server.Server):
+    """Daphne's Server, telling each HTTP application which request it answers: scope[REQUEST],
+    the WebRequest (for a response written to its connection directly, and how much of it is
+    unsent). WebRequest.process() builds the scope and hands it, with itself, to
+    Server.create_application(protocol, scope), which makes the application's task; Daphne
+    offers no other way to tell an application its request."""
+
+    def create_application(self, protocol, scope):
+        if scope.get("type") == "http":
+            scope[REQUEST] = protocol
+        return super().create_application(protocol, scope)
 
 
 def install_http_factory(factory_class) -> None:
@@ -57,12 +73,7 @@ def connections(server: daphne.server.Server) -> list:
 
 
 class Request(WebRequest):
-    """Daphne's HTTP request with two of its internals behind named methods.
-
-    start_application(start): WebRequest.process() makes the request's application task (through
-    Server.create_application, asyncio.ensure_future) before it returns, so the task's context is a
-    copy of the one process() runs in: what start_application sets around start(), the task sees,
-    and nothing else. Daphne offers no other way to hand the task state of the request.
+    """Daphne's HTTP request with one of its internals behind a named method.
 
     take_response(): the application no longer answers this response; something else completes
     it. Its end (the last body message) is ignored, and what Daphne keeps only for the application
@@ -70,12 +81,6 @@ class Request(WebRequest):
     http.disconnect) and clean_headers (its copy of the request headers for the scope)."""
 
     response_taken = False
-
-    def process(self):
-        return self.start_application(super().process)
-
-    def start_application(self, start):
-        return start()
 
     def take_response(self) -> None:
         self.response_taken = True

@@ -24,11 +24,12 @@ def released(spec: dict, now: datetime) -> dict:
     return out
 
 
-def do_release_lease(namespace: str, name: str, *, holder: str, acting=None) -> store.Result:
+def do_release_lease(namespace: str, name: str, *, holder: str, acting=None, through=None) -> store.Result:
     """Release the Lease that `holder` holds (the holder the user saw): a patch of the current
     object inside the store's write transaction, so it needs no resourceVersion and overwrites
     nothing else. Refused (409) if someone else holds it by now or nobody does; 403 if the
-    acting principal (None: the system) may not patch it."""
+    acting principal (None: the system) may not patch it. through: a followed cluster's writer,
+    from the pages (store.update's)."""
     if acting is not None and not acting.can("patch", namespace, LEASES.kind):
         raise forbidden_request(acting.username, "patch", LEASES.group, LEASES.plural, namespace)
 
@@ -41,4 +42,4 @@ def do_release_lease(namespace: str, name: str, *, holder: str, acting=None) -> 
         current["spec"] = released(spec, utcnow())
         return decode_object(LEASES, current, "Strict")[0]
 
-    return store.update(LEASES, namespace, name, change, is_patch=True)
+    return store.update(LEASES, namespace, name, change, is_patch=True, through=through)

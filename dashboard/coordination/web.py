@@ -308,17 +308,17 @@ LEASE_SORTS = (
 )
 
 
-def release(data, namespace: str, name: str, principal):
+def release(data, namespace: str, name: str, principal, through):
     """The Release button: carries the holder the user saw (refused if it changed since)."""
     holder = data.get("holder", "")
-    result = do_release_lease(namespace, name, holder=holder, acting=principal)
+    result = do_release_lease(namespace, name, holder=holder, acting=principal, through=through)
     return result, f"Lease {namespace}/{name} released: “{holder}” no longer holds it."
 
 
-def bulk_release(namespace: str, name: str, principal):
+def bulk_release(namespace: str, name: str, principal, through):
     """Release from the list: whoever holds it now (the confirmation page showed the holders)."""
     holder = (store.get(LEASES, namespace, name).get("spec") or {}).get("holderIdentity") or ""
-    return do_release_lease(namespace, name, holder=holder, acting=principal)
+    return do_release_lease(namespace, name, holder=holder, acting=principal, through=through)
 
 
 LEASE_PAGES = kinds.register(kinds.KindWeb(

@@ -30,10 +30,12 @@ def with_readiness(obj: dict, ip: str, ready: bool) -> dict | None:
     return out if found else None
 
 
-def do_set_address_readiness(namespace: str, name: str, *, ip: str, ready: bool, acting=None) -> store.Result:
+def do_set_address_readiness(namespace: str, name: str, *, ip: str, ready: bool, acting=None,
+                              through=None) -> store.Result:
     """Mark an address ready or not ready: a patch of the current object inside the store's
     write transaction (the strategy repacks the subsets). Refused (409) when the Endpoints no
-    longer have this IP; 403 if the acting principal (None: the system) may not patch them."""
+    longer have this IP; 403 if the acting principal (None: the system) may not patch them.
+    through: a followed cluster's writer, from the pages (store.update's)."""
     if acting is not None and not acting.can("patch", namespace, ENDPOINTS.kind):
         raise forbidden_request(acting.username, "patch", ENDPOINTS.group, ENDPOINTS.plural, namespace)
 
@@ -43,4 +45,4 @@ def do_set_address_readiness(namespace: str, name: str, *, ip: str, ready: bool,
             raise ApiError(409, "Conflict", f"no address {ip} in these Endpoints any more.")
         return decode_object(ENDPOINTS, moved, "Strict")[0]
 
-    return store.update(ENDPOINTS, namespace, name, change, is_patch=True)
+    return store.update(ENDPOINTS, namespace, name, change, is_patch=True, through=through)

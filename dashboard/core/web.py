@@ -316,11 +316,11 @@ def overview_card(sums: dict | None, now: datetime) -> dict:
 # One-click actions and the declaration
 
 
-def readiness(data, namespace: str, name: str, principal):
+def readiness(data, namespace: str, name: str, principal, through):
     """The Mark ready / Mark not ready buttons: POST ip, ready=true|false."""
     ip = data.get("ip", "")
     ready = data.get("ready") == "true"
-    result = do_set_address_readiness(namespace, name, ip=ip, ready=ready, acting=principal)
+    result = do_set_address_readiness(namespace, name, ip=ip, ready=ready, acting=principal, through=through)
     return result, f"{ip} marked {'ready' if ready else 'not ready'}."
 
 

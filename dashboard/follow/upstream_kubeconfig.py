@@ -62,11 +62,13 @@ TOKEN_REFUSED = ("the user's token is not a valid bearer token: it may hold only
 
 class KubeconfigError(ValueError):
     """A kubeconfig that cannot be used; `field` is the input the message is about
-    ("kubeconfig" or "context"), so a form can show it next to that field."""
+    ("kubeconfig" or "context"), so a form can show it next to that field. limits_hit: its YAML
+    met a decoding limit no honest kubeconfig meets (codec.OverLimit: the server's tarpit)."""
 
-    def __init__(self, message: str, field: str = "kubeconfig"):
+    def __init__(self, message: str, field: str = "kubeconfig", limits_hit: bool = False):
         super().__init__(message)
         self.field = field
+        self.limits_hit = limits_hit
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,8 @@ def reduce(text: str, context: str | None = None, base_dir: Path | None = None) 
     except codec.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" (line {where.line + 1})" if where is not None else ""
-        raise KubeconfigError(f"the kubeconfig is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+        raise KubeconfigError(f"the kubeconfig is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}",
+                              limits_hit=isinstance(exc, codec.OverLimit)) from None
     if not isinstance(config, dict):
         raise KubeconfigError("the kubeconfig is not a kubeconfig: expected a mapping with clusters, users and contexts")
 

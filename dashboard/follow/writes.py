@@ -3,8 +3,8 @@
 A followed cluster's copy is written only by its follower (kube/mirror.py). When an admin sets a
 cluster's write mode (`Cluster.writes`) to something other than `read-only`, the pages' writes
 (forms, the YAML editor, actions, bulk actions and undo, delete) still call store.create /
-update / delete, inside `store.writing_through(Writer(...))`; the store hands them to the Writer,
-which sends them upstream:
+update / delete, handing them the Writer (`through=`, from the request's context: web/edit_views.py
+editor_view); the store hands them to the Writer, which sends them upstream:
 
 - `as-user`: with the cluster's own credentials, impersonating the user (`Impersonate-User:
   <kubedash username>`, `Impersonate-Group: kubedash:role:<role>`, one
@@ -90,7 +90,7 @@ _cache_lock = threading.Lock()
 
 
 class Writer:
-    """One principal's writes to one followed cluster (store.writing_through hands them here)."""
+    """One principal's writes to one followed cluster (the store's `through` hands them here)."""
 
     def __init__(self, cluster: Cluster, principal):
         self.cluster, self.principal = cluster, principal

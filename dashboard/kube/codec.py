@@ -15,7 +15,6 @@ bomb is refused in milliseconds, on every path that reads YAML.
 from __future__ import annotations
 
 import json
-from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -71,18 +70,19 @@ class Unrepresentable(YAMLError, ValueError):
         self.problem = problem
 
 
-# Set for the request being served when its body met a limit that no honest body meets (nesting,
-# alias expansion, node count): the server answers that refusal slowly (server/tarpit.py), so a
-# client looping on such bodies costs the server a few requests a second, not a core.
-over_limit: ContextVar[bool] = ContextVar("kubedash_over_limit", default=False)
-
-
 class OverLimit(Unrepresentable):
-    """A body over a decoding limit (MAX_DEPTH, the YAML alias and node limits)."""
+    """A body over a decoding limit (MAX_DEPTH, the YAML alias and node limits): one no honest
+    body meets (nesting, alias expansion, node count). Its refusal is marked (refused_body, the
+    editor's form error), and the server answers it slowly (server/tarpit.py), so a client
+    looping on such bodies costs the server a few requests a second, not a core."""
 
-    def __init__(self, problem: str):
-        super().__init__(problem)
-        over_limit.set(True)
+
+def refused_body(message: str, exc: YAMLError) -> ApiError:
+    """The 400 refusing a body that exc (raised decoding it) says cannot be held; marked
+    limits_hit when it met a decoding limit."""
+    err = bad_request(message)
+    err.limits_hit = isinstance(exc, OverLimit)
+    return err
 
 
 def _path(parts: tuple) -> str:
@@ -266,12 +266,12 @@ def decode_body(raw: bytes, ctype: str) -> dict:
         except orjson.JSONDecodeError as exc:
             raise bad_request(f"couldn't decode the request body as JSON: {exc}")
         except Unrepresentable as exc:
-            raise bad_request(f"couldn't decode the request body as JSON: {exc.problem}")
+            raise refused_body(f"couldn't decode the request body as JSON: {exc.problem}", exc)
     elif ctype in YAML_TYPES:
         try:
             obj = load_yaml(raw)
         except YAMLError as exc:
-            raise bad_request(f"couldn't decode the request body as YAML: {exc}")
+            raise refused_body(f"couldn't decode the request body as YAML: {exc}", exc)
     else:
         raise unsupported_media_type(ctype, BODY_TYPES)
     if not isinstance(obj, dict):
@@ -285,7 +285,7 @@ def decode_apply_patch(body: bytes | str) -> dict:
     try:
         applied = load_yaml(body)
     except YAMLError as exc:
-        raise bad_request(f"couldn't decode the apply patch: {exc}")
+        raise refused_body(f"couldn't decode the apply patch: {exc}", exc)
     if not isinstance(applied, dict):
         raise bad_request("the apply patch must be an object")
     return applied

@@ -93,6 +93,10 @@ def too_many(field: str, actual: int, limit: int) -> Cause:
 class ApiError(Exception):
     """An error answered as a metav1.Status. Raise it anywhere below a view."""
 
+    # A refusal of a body over a decoding limit no honest client meets (codec.refused_body):
+    # the view answering it marks its request's context (views.status_response), for the tarpit.
+    limits_hit = False
+
     def __init__(self, code: int, reason: str, message: str, details: dict | None = None,
                  headers: dict | None = None):
         super().__init__(message)

@@ -32,12 +32,6 @@ from .selectors import field_getter
 
 CLOSE = object()  # queue sentinel: the stream must end (overflow or shutdown)
 
-# Set by the HTTP server while it starts a request's application (dashboard/server/protocol.py):
-# a factory taking Subscriber's fields and returning a Subscriber able to write a watch's events
-# straight to that response's connection (attach() below), or None. kube never imports the
-# server: this is the seam.
-direct_subscriber: contextvars.ContextVar = contextvars.ContextVar("kubedash_direct_subscriber", default=None)
-
 # Direct subscribers are written at most this often (per process): under a steady stream of
 # writes each watcher gets a few events per send instead of one send per event; when writes
 # are sparse an event goes out in the loop turn it is read. docs/BENCHMARKS.md has the figures.
@@ -53,13 +47,15 @@ class Guard:
 
     `subjects` name what it depends on ("user:3", "token:7", "share:2"); when an access-change
     notice names one of them, or `deadline` (epoch seconds: session, token or link expiry)
-    passes, the hub calls `recheck()` (a coroutine function) on the loop. The channel then
-    re-resolves its principal and closes, narrows, or updates its subjects and deadline.
+    passes, the hub calls `recheck()` (a coroutine function) on the loop, as work about
+    `cluster` (the channel's, when it subscribed). The channel then re-resolves its principal
+    and closes, narrows, or updates its subjects and deadline.
     """
 
     subjects: frozenset
     deadline: float | None = None
     recheck: object = None
+    cluster: str = clusters.LOCAL
 
 
 class LogEntry:
@@ -198,8 +194,8 @@ class Subscriber:
 
     def attach(self, encode, counter) -> bool:
         """Write this watcher's events straight to its connection from now on (encode: (type,
-        LogEntry) -> bytes; counter: its events' metric)? Only a server's subscriber can
-        (direct_subscriber); this one's events come through `queue`. A subscriber that
+        LogEntry) -> bytes; counter: its events' metric)? Only a server's subscriber can (its
+        request context's stream makes it); this one's events come through `queue`. A subscriber that
         attaches also has sent(events, size), final, and hand_over(clock, guard), which gives
         it the rest of the stream once caught up (watch_views.py; server/streams.py has the
         one kind there is)."""
@@ -349,8 +345,10 @@ class Hub:
 
     def _recheck(self, g: Guard) -> None:
         # A fresh context: not the one of the request that happened to start the hub, whose
-        # thread executor (sync_to_async) is long gone.
-        task = self.loop.create_task(g.recheck(), context=contextvars.Context())
+        # thread executor (sync_to_async) is long gone; about the channel's cluster.
+        context = contextvars.Context()
+        context.run(clusters.enter, g.cluster)
+        task = self.loop.create_task(g.recheck(), context=context)
         self._rechecks.add(task)   # the loop holds tasks weakly
         task.add_done_callback(self._rechecks.discard)
 

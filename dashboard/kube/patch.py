@@ -59,7 +59,7 @@ def _parse(body: bytes | str | Any) -> Any:
     except orjson.JSONDecodeError as exc:
         raise bad_request(f"error decoding patch: {exc}") from None
     except codec.Unrepresentable as exc:
-        raise bad_request(f"error decoding patch: {exc.problem}") from None
+        raise codec.refused_body(f"error decoding patch: {exc.problem}", exc) from None
 
 
 def patch_type(content_type: str | None) -> str:

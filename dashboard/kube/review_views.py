@@ -6,7 +6,7 @@ two need their spec, and protobuf bodies are not decoded here (docs/COMPATIBILIT
 """
 from __future__ import annotations
 
-from . import codec, reviews
+from . import codec, context, reviews
 from .errors import unsupported_media_type
 from .views import KubeAPIView, json_response, read_body, write_options
 
@@ -24,5 +24,6 @@ class ReviewView(KubeAPIView):
             body = {}   # kube's envelope around an empty SelfSubjectReview: nothing to read
         else:
             body = read_body(request)
-        read_only = request.META.get("kubedash.cluster") or ""   # (cluster_paths.py: reads only there)
-        return json_response(reviews.answer(self.review, request.user, body, read_only), 201, request=request)
+        ctx = context.of(request)
+        read_only = ctx.cluster if ctx.cluster_path else ""   # (server/cluster_paths.py: reads only there)
+        return json_response(reviews.answer(self.review, ctx.principal, body, read_only), 201, request=request)

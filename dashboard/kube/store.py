@@ -11,14 +11,12 @@ cache first) is the backend's; the pure part only learns whether it may use up t
 body (final: no other try follows).
 
 A followed cluster's copy is written by its follower (mirror.py), never through here: the store
-refuses (405), unless the pages hand it the cluster's own writer (writing_through).
+refuses (405), unless the pages hand it the cluster's own writer (`through`).
 """
 from __future__ import annotations
 
-import contextvars
 import copy
 import functools
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -62,27 +60,11 @@ def current_revision() -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Followed clusters: written by their follower, or through their own API server
-
-
-# A followed cluster's writer (follow/writes.py) for the dashboard's writes in this context: set
-# by the pages (web/edit_views.editor_view) when the cluster takes writes from this user.
-_through: contextvars.ContextVar = contextvars.ContextVar("kubedash_write_through", default=None)
-
-
-@contextmanager
-def writing_through(writer):
-    """Inside: create / update / delete on a followed cluster go to `writer` (its API server)
-    instead of being refused; its object comes back mirrored. kube knows no follower: the
-    writer is handed in (create, update, delete with the store's own arguments)."""
-    token = _through.set(writer)
-    try:
-        yield writer
-    finally:
-        _through.reset(token)
-
-
-def _upstream():
-    return None if clusters.is_local() else _through.get()
+#
+# create / update / delete take `through`: a followed cluster's writer (follow/writes.py; the
+# pages hand it in, web/edit_views.editor_view, when the cluster takes writes from this user),
+# to which they go (its API server) instead of being refused; its object comes back mirrored.
+# kube knows no follower: the writer has the store's verbs, with the store's own arguments.
 
 
 def _refuse_followed() -> None:
@@ -113,17 +95,18 @@ def get(res: Resource, namespace: str, name: str) -> dict:
 
 
 def create(res: Resource, namespace: str, obj: dict, *, dry_run: bool = False,
-           manager: str = mf.WEB_MANAGER, version: str = "") -> Result:
+           manager: str = mf.WEB_MANAGER, version: str = "", through=None) -> Result:
     """Create obj (already decoded) in namespace; 409 if the name is taken.
 
     manager: who writes, for managedFields. The API passes its request's; the default is the
     dashboard's own (forms, the YAML editor and the domain actions call the store directly).
     version: the apiVersion the request wrote through (another version of a kind stored once,
     events.k8s.io/v1 for core/v1 Events), which its managedFields entry records.
+    through: a followed cluster's writer (above).
     """
     obj.setdefault("metadata", {})
-    if (writer := _upstream()) is not None:
-        return writer.create(res, namespace, obj, dry_run=dry_run)
+    if through is not None and not clusters.is_local():
+        return through.create(res, namespace, obj, dry_run=dry_run)
     _refuse_followed()
     moment = kmeta.now()
     new = _new_object(res, namespace, obj, moment, manager=manager, version=version)
@@ -165,7 +148,7 @@ def _new_object(res: Resource, namespace: str, obj: dict, moment: datetime, *, m
 
 def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: str = "",
            dry_run: bool = False, is_patch: bool = False, manager: str = mf.WEB_MANAGER,
-           version: str = "", token_check: TokenCheck | None = None) -> Result:
+           version: str = "", token_check: TokenCheck | None = None, through=None) -> Result:
     """Replace an object. obj_or_fn is the new object, fn(current) -> new object (PATCH), or
     an Apply (server-side apply: merged by the schema; creates the object when missing).
 
@@ -174,10 +157,11 @@ def update(res: Resource, namespace: str, name: str, obj_or_fn, *, subresource: 
     token_check: the caller's token is not checked yet (kube/views.py _unconfirmed_write): only
     a backend that checks it in the write's own statement writes (token_check.confirmed);
     anything else raises storage.Unconfirmed, having written nothing.
+    through: a followed cluster's writer (above).
     """
     applying = obj_or_fn if isinstance(obj_or_fn, Apply) else None
-    if (writer := _upstream()) is not None and applying is None and not subresource:
-        return writer.update(res, namespace, name, obj_or_fn, dry_run=dry_run)
+    if through is not None and not clusters.is_local() and applying is None and not subresource:
+        return through.update(res, namespace, name, obj_or_fn, dry_run=dry_run)
     _refuse_followed()
     request = _Update(res, namespace, name, obj_or_fn, applying, subresource, is_patch, manager, version, kmeta.now())
     # A PUT's body: its metadata.uid is a precondition, and the resourceVersion it names is the
@@ -329,11 +313,12 @@ def _copied(body: dict) -> dict:
 
 
 def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, rv: str | None = None,
-           dry_run: bool = False) -> Result:
-    """Delete now, or mark deletionTimestamp when finalizers remain (the object stays)."""
+           dry_run: bool = False, through=None) -> Result:
+    """Delete now, or mark deletionTimestamp when finalizers remain (the object stays).
+    through: a followed cluster's writer (above)."""
     moment = kmeta.now()
-    if (writer := _upstream()) is not None:
-        return writer.delete(res, namespace, name, uid=uid, rv=rv, dry_run=dry_run)
+    if through is not None and not clusters.is_local():
+        return through.delete(res, namespace, name, uid=uid, rv=rv, dry_run=dry_run)
     _refuse_followed()
     change = storage.backend().delete(Key(res, namespace, name), functools.partial(_deleting, moment),
                                       functools.partial(_check_preconditions, res, name, uid, rv),

@@ -21,7 +21,7 @@ from dashboard.access.authentication import (BearerTokenAuthentication, TokenRow
                                              token_check_sql)
 from dashboard.access.models import hash_token
 
-from . import codec, lists, registry, schema_state, storage, store
+from . import codec, context, lists, registry, schema_state, storage, store
 from .registry import backend, from_storage, to_storage
 from .codec import APPLY_PATCH, FIELD_VALIDATION, JSON, check_type_meta, decode_object, duplicate_fields
 from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, database_lost, forbidden, forbidden_request,
@@ -67,6 +67,8 @@ def _pretty(request) -> bool:
 
 
 def status_response(err: ApiError, request=None) -> HttpResponse:
+    if err.limits_hit and request is not None:
+        context.of(request).limits_hit = True   # (the server's tarpit: a body no honest client sends)
     body = err.status()
     fresh = getattr(err, "list_continue", None)
     if fresh:
@@ -77,9 +79,9 @@ def status_response(err: ApiError, request=None) -> HttpResponse:
     return response
 
 
-def exception_handler(exc, context):
+def exception_handler(exc, drf_context):
     """DRF hook: every failure becomes a metav1.Status, never an HTML page or a traceback."""
-    request = context.get("request")
+    request = drf_context.get("request")
     if isinstance(exc, ApiError):
         return status_response(exc, request)
     if isinstance(exc, (drf_exceptions.NotAuthenticated, drf_exceptions.AuthenticationFailed)):
@@ -128,21 +130,29 @@ class KubeAPIView(APIView):
         super().initial(request, *args, **kwargs)
         if request.user is None:
             raise unauthorized()
-        request.user = acting(request, request.user, request.auth)
+        acting(request, request.user, request.auth)
         output(request)  # kube negotiates the answer before doing anything: 406 changes nothing
 
 
-IMPERSONATION = "kubedash.impersonation"   # META key: what the request log adds (server/observe.py)
-
-
 def acting(request, caller, auth):
-    """Who the request acts as: the authenticated caller, or whom it impersonates
-    (access/impersonation.py); auth is the caller's TokenRow (None for a session)."""
+    """Who the request acts as, kept in its context (authorize() asks it): the authenticated
+    caller, or whom it impersonates; auth is the caller's TokenRow (None for a session). The
+    request log notes an impersonation asked for, whether allowed."""
+    ctx = context.of(request)
+    ctx.principal = caller   # (the log's user, should impersonating be refused)
+    ctx.principal = impersonated(request.META, caller, auth, ctx.record)
+    return ctx.principal
+
+
+def impersonated(meta, caller, auth, record: dict | None = None):
+    """The caller, or whom meta's Impersonate-* headers ask for (access/impersonation.py), or
+    the ApiError refusing it; record: the request log's, told what was asked."""
     try:
-        want = impersonation.wanted(request.META)
+        want = impersonation.wanted(meta)
         if want is None:
             return caller
-        request.META[IMPERSONATION] = {"impersonatedUser": want.user, "impersonatedGroups": list(want.groups)}
+        if record is not None:
+            record.update(impersonatedUser=want.user, impersonatedGroups=list(want.groups))
         return impersonation.resolve(want, caller, isinstance(auth, TokenRow) and auth.may_impersonate)
     except impersonation.Refused as refused:
         raise ApiError(refused.code, refused.reason, refused.message, refused.details) from None
@@ -242,7 +252,7 @@ def resolve(kwargs) -> registry.Resource:
 
 
 def authorize(request, res: registry.Resource, verb: str, namespace: str | None) -> None:
-    principal = request.user
+    principal = context.of(request).principal
     if not principal.can(verb, namespace):
         raise forbidden_request(principal.username, verb, res.group, res.plural, namespace)
 
@@ -331,8 +341,10 @@ def streams_list(request, q: lists.ListQuery) -> bool:
     bounded by its limit), not indented (?pretty re-reads the body), served by kubedash's
     server on a lane's thread (it sends the pieces as they are read, with backpressure; the
     event loop must never wait for a batch), unless KUBEDASH_STREAM_LISTS=0."""
-    return (settings.KUBEDASH_STREAM_LISTS and not q.limit and request.method == "GET"
-            and request.META.get(STREAMS) and request.META.get(INLINE) is None and not _pretty(request))
+    if not (settings.KUBEDASH_STREAM_LISTS and not q.limit and request.method == "GET"):
+        return False
+    ctx = context.of(request)
+    return ctx.streams and not ctx.inline and not _pretty(request)
 
 
 def stream_list(request, res: registry.Resource, q: lists.ListQuery) -> StreamingHttpResponse:
@@ -659,8 +671,7 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
         found = BearerTokenAuthentication().authenticate(request)
         if found is None:
             raise unauthorized()
-        request.user = found[0]   # (the request log's user, should impersonating be refused)
-        request.user = acting(request, *found)
+        acting(request, *found)
         method = "get" if request.method == "HEAD" else request.method.lower()
         handler = getattr(view_class, method, None)
         if handler is None:
@@ -668,10 +679,11 @@ def serve_direct(request, view_class: type, kw: dict) -> HttpResponse:
         output(request)
         return handler(view_class(), request, **kw)
     except Exception as exc:   # noqa: BLE001 - every failure is answered as a Status
-        if request.META.get(INLINE) is not None and storage.backend().would_wait(exc):
+        ctx = context.of(request)
+        if ctx.inline and storage.backend().would_wait(exc):
             # Run on the event loop, which must not wait for SQLite's lock: nothing was
             # written (the lock is taken first); server/inline.py runs the request again on a thread.
-            request.META[INLINE] = "would wait"
+            ctx.would_wait = True
             return HttpResponse(status=503)
         return exception_handler(exc, {"request": request})
 
@@ -684,9 +696,10 @@ def _unconfirmed_write(request, view_class: type, kw: dict) -> HttpResponse | No
     object, so a revoked or changed token writes nothing; any answer but a confirmed write is
     thrown away. None: nothing was written; serve it the usual way (the token checked first).
     One round trip fewer for a renewal; revocation still ends at once."""
+    ctx = context.of(request)
     if (request.method not in ("PUT", "PATCH") or view_class is not ObjectView
-            or not storage.backend().confirms_tokens() or not clusters.is_local()):
-        return None   # (a followed cluster's writes go to its API server: store.writing_through)
+            or not storage.backend().confirms_tokens() or ctx.cluster != clusters.LOCAL):
+        return None   # (a followed cluster is read-only here: server/cluster_paths.py)
     token_hash = hash_token(request.META.get("HTTP_AUTHORIZATION", "")[7:].strip())
     recent = recent_principal(token_hash)
     if recent is None or impersonation.wanted(request.META) is not None:
@@ -694,7 +707,7 @@ def _unconfirmed_write(request, view_class: type, kw: dict) -> HttpResponse | No
     principal, _, fingerprint = recent
     check = storage.TokenCheck(token_check_sql(), token_check_params(token_hash, fingerprint))
     try:
-        request.user = principal
+        ctx.principal = principal
         output(request)
         response = getattr(view_class(), request.method.lower())(request, token_check=check, **kw)
     except Exception as exc:   # noqa: BLE001 - as serve_direct's
@@ -704,7 +717,3 @@ def _unconfirmed_write(request, view_class: type, kw: dict) -> HttpResponse | No
 
 
 WRITTEN, SERVED_AGAIN = (UNCONFIRMED_WRITES.labels(outcome) for outcome in ("written", "served_again"))
-
-
-INLINE = "kubedash.inline"   # environ key server/inline.py sets for requests run on the event loop
-STREAMS = "kubedash.streams"   # environ key: the server sends a streaming response as it is read

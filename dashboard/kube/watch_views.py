@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from types import SimpleNamespace
+from types import MappingProxyType
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -20,25 +20,25 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from dashboard.access import clusters, impersonation
+from dashboard.access import impersonation
 from dashboard.access.authentication import BearerTokenAuthentication, token_principal
 from dashboard.access.models import hash_token, username_subject
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
 
-from . import lists, revlog, schema_state, store
+from . import context, lists, revlog, schema_state, store
 from .errors import ApiError, forbidden_request, gone, method_not_allowed, unauthorized
-from .hub import CLOSE, Guard, LogEntry, Subscriber, direct_subscriber, hub, read_after
+from .hub import CLOSE, Guard, LogEntry, Subscriber, hub, read_after
 from .meta import now, parse_bool
 from .registry import backend
 from .metrics import WATCH_EVENTS, counted
 from .tables import build_table, negotiate_output
-from .views import acting, authorize, collection, list_query, resolve, status_response
+from .views import acting, authorize, collection, impersonated, list_query, resolve, status_response
 
 TICK = object()  # queue item from the stream's own timer: bookmark or deadline may be due
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-NOT_IMPERSONATING = SimpleNamespace(META={})   # (what views.acting reads of a request asking no impersonation)
+NOT_IMPERSONATING = MappingProxyType({})   # (the impersonation headers of a watch that sends none: one for all)
 
 
 def _invalid_options(causes: list[tuple[str, str]]) -> ApiError:
@@ -81,7 +81,7 @@ def _watch_options(request) -> dict:
 
 def _access(request):
     """Authenticate outside DRF (this view is async): bearer token, then session; then
-    impersonation (views.acting).
+    impersonation (views.acting: the principal in the request's context).
 
     Returns (principal, subjects, deadline, refresh): refresh() re-resolves the same credential
     now, as (principal or None, subjects, deadline) - what the stream's access Guard re-checks
@@ -93,13 +93,11 @@ def _access(request):
         raise unauthorized() from None
     # What refresh() re-reads of the request: its impersonation headers only (the stream
     # outlives the request, which must not be kept for it).
-    asked = {k: v for k, v in request.META.items() if k.startswith(impersonation.PREFIX)}
-    asked = SimpleNamespace(META=asked) if asked else NOT_IMPERSONATING
+    asked = {k: v for k, v in request.META.items() if k.startswith(impersonation.PREFIX)} or NOT_IMPERSONATING
     if result is not None:
         token_hash = hash_token(request.META["HTTP_AUTHORIZATION"].partition(" ")[2].strip())
 
-        def resolved(req, principal, row):
-            acting_as = acting(req, principal, row)
+        def resolved(acting_as, row):
             return acting_as, _subjects(acting_as, f"token:{row.pk}", f"user:{row.user_id}"), \
                 row.expires and row.expires.timestamp()
 
@@ -107,16 +105,14 @@ def _access(request):
             found = token_principal(token_hash)
             if found is None:   # revoked, expired, deleted, or its user deactivated
                 return None, (), None
-            return resolved(asked, *found)
+            return resolved(impersonated(asked, *found), found[1])
 
-        request.user = result[0]   # (the request log's user, should impersonating be refused)
-        return (*resolved(request, *result), refresh)
+        return (*resolved(acting(request, *result), result[1]), refresh)
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         session_key = request.session.session_key
 
-        def resolved_session(req, user, deadline):
-            acting_as = acting(req, principal_for(user), None)
+        def resolved_session(acting_as, user, deadline):
             return acting_as, _subjects(acting_as, f"user:{user.pk}"), deadline
 
         def refresh():
@@ -124,9 +120,10 @@ def _access(request):
             user = session_user(session)
             if user is None:
                 return None, (), None
-            return resolved_session(asked, user, session_deadline(session))
+            return resolved_session(impersonated(asked, principal_for(user), None), user, session_deadline(session))
 
-        return (*resolved_session(request, user, session_deadline(request.session)), refresh)
+        return (*resolved_session(acting(request, principal_for(user), None), user, session_deadline(request.session)),
+                refresh)
     raise unauthorized()
 
 
@@ -142,10 +139,10 @@ def _subjects(principal, *caller: str) -> tuple[str, ...]:
 
 def _prepare(request, kw: dict, single_name: str | None, make_subscriber):
     """Everything that needs the database before the stream starts (runs in a thread).
-    make_subscriber: the server's direct subscriber (hub.direct_subscriber) or Subscriber."""
+    make_subscriber: the server's direct subscriber (its stream's watch_subscriber) or Subscriber."""
     res = resolve(kw)
     namespace = kw.get("namespace")
-    request.user, subjects, deadline, refresh = _access(request)
+    _, subjects, deadline, refresh = _access(request)
     authorize(request, res, "watch", namespace)
     negotiate_output(request.META.get("HTTP_ACCEPT", ""))  # 406 before the stream starts, as for lists
     options = _watch_options(request)
@@ -258,12 +255,11 @@ class _Encoder:
 def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
     """The stream's access Guard: when its token / user / session changes or expires, the
     stream re-checks it and, if it no longer works, ends with an ERROR event (401, or 403 when
-    the principal may no longer watch this), as kube-apiserver ends a watch it cannot continue."""
+    the principal may no longer watch this), as kube-apiserver ends a watch it cannot continue.
+    The hub re-checks it about the cluster it subscribed to (/clusters/<name>/...)."""
     namespace = sub.namespace
-    cluster = clusters.current()   # the stream's cluster (/clusters/<name>/...): the hub re-checks in a fresh context
 
     async def recheck():
-        clusters.enter(cluster)
         try:
             principal, subjects, deadline = await sync_to_async(refresh)()
         except ApiError as refused:   # an impersonation no longer allowed
@@ -278,7 +274,7 @@ def _guard(res, sub: Subscriber, refresh, subjects, deadline) -> Guard:
         hub.unguard(g)
         sub.close(_error_line(err))
 
-    g = Guard(frozenset(subjects), deadline, recheck)
+    g = Guard(frozenset(subjects), deadline, recheck, sub.cluster)
     return g
 
 
@@ -414,7 +410,8 @@ async def watch(request, single_name: str | None = None, **kw):
     try:
         await hub.start()
         generation = hub.access_generation
-        make_subscriber = direct_subscriber.get() or Subscriber
+        stream = context.of(request).stream   # (kubedash's server: the watch writes to it directly)
+        make_subscriber = stream.watch_subscriber if stream is not None else Subscriber
         res, sub, options, initial, guard = await sync_to_async(_prepare)(request, kw, single_name, make_subscriber)
     except ApiError as err:
         if err.code == 410:

@@ -3,8 +3,8 @@
 `kubectl --server https://host:8443/clusters/prod` asks for /clusters/prod/api, /apis,
 /openapi/v3, /version: this ASGI wrapper strips the prefix, so the lanes, direct dispatch,
 discovery, lists, Tables and watches below answer as for local objects, and runs the request
-as work about that cluster (access/clusters.py: the store's queries, watch subscriptions and
-Principal.can follow it). Writes are refused before the body is read: a followed cluster
+as work about that cluster (its context's within_cluster, kube/context.py: the store's queries,
+watch subscriptions and Principal.can follow it). Writes are refused before the body is read: a followed cluster
 changes only in the cluster itself. Names cannot be probed: without valid credentials every
 name is 401 on every path (/version and discovery included); with them, a name that is not followed and one the caller may not see (a user
 limited to other clusters) get the same 404, discovery included. "local" names kubedash's own
@@ -20,7 +20,7 @@ from django.db import DatabaseError, close_old_connections
 
 from dashboard.access import clusters
 from dashboard.follow.models import Cluster
-from dashboard.kube import reviews
+from dashboard.kube import context, reviews
 from dashboard.kube.errors import ApiError, unauthorized
 from dashboard.kube.paths import CLUSTER_API_PATH
 
@@ -74,12 +74,10 @@ class ClusterPaths:
             # The same answer for a cluster that is not followed and one this caller may not see.
             return await _refuse(send, ApiError(
                 404, "NotFound", f'cluster "{name}" is not followed here (`manage.py follow list` shows those that are)'))
-        scope = {**scope, "path": rest, "raw_path": rest.encode(), "kubedash.cluster": name}
-        token = clusters.enter(name)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            clusters.leave(token)
+        ctx = context.in_scope(scope)
+        ctx.cluster_path = True   # (read-only, "local" too: inline.py, heavy.py, access reviews)
+        with ctx.within_cluster(name):
+            await self.app({**scope, "path": rest, "raw_path": rest.encode()}, receive, send)
 
 
 async def _refuse(send, err: ApiError) -> None:

@@ -14,6 +14,7 @@ import logging
 import orjson
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 
+from dashboard.kube import context
 from dashboard.kube.errors import ApiError, request_entity_too_large
 
 from . import heavy, tarpit
@@ -21,7 +22,7 @@ from .admission import body_limit
 from .handlers import APIStreamsHandler, APIWSGIHandler, LaneWSGIHandler, respond, wsgi_environ
 from .inline import LoopInline
 from .lanes import LaneFull, is_stream, lanes, wants_full_middleware
-from .streams import abort, current_request, unsent_bytes
+from .streams import abort, unsent_bytes
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,9 @@ class LanedHTTP:
             if not message.get("more_body", False):
                 break
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        ctx = context.in_scope(scope)
         lane = lane_set.for_request(scope["method"], scope["path"], scope.get("query_string", b""))
-        scope.get("kubedash.record", {})["lane"] = lane.name
+        ctx.record["lane"] = lane.name
         try:
             lane.admit()
         except LaneFull:
@@ -78,24 +80,25 @@ class LanedHTTP:
                 await lane_set.yield_to_fast()   # (an Event write lets waiting renewals go first)
             handler = self.full if wants_full_middleware(scope["path"], scope.get("headers", ())) else self.api
             answer = None
-            if lane in (lane_set.fast, lane_set.background) and self.inline.takes(scope, bare=handler is self.api):
-                answer = await self.inline.serve(handler, lambda: wsgi_environ(scope, body),
+            if lane in (lane_set.fast, lane_set.background) and self.inline.takes(scope, ctx,
+                                                                                  bare=handler is self.api):
+                answer = await self.inline.serve(handler, lambda: wsgi_environ(scope, body), ctx,
                                                  writes=scope["method"] not in ("GET", "HEAD"))
                 if answer is not None:
-                    scope.get("kubedash.record", {})["lane"] = f"{lane.name}-loop"
-            if answer is None and lane is lane_set.expensive and lane_set.heavy and heavy.takes(scope):
+                    ctx.record["lane"] = f"{lane.name}-loop"
+            if answer is None and lane is lane_set.expensive and lane_set.heavy and heavy.takes(scope, ctx):
                 answer = await lane_set.heavy.respond(heavy.FULL if handler is self.full else heavy.API,
                                                       wsgi_environ(scope, body), lane.executor)
-                scope.get("kubedash.record", {})["lane"] = f"{lane.name}-process"
+                ctx.record["lane"] = f"{lane.name}-process"
             if answer is None:   # (a fresh environ: an inline try has read the body)
                 answer = await sync_to_async(respond, thread_sensitive=False, executor=lane.executor)(
                     handler, wsgi_environ(scope, body))
-            status, headers, content, over_limit = answer
+            status, headers, content = answer
             if not isinstance(content, bytes):   # a streamed response: sent as it is read, in its lane
-                return await self._stream(send, status, headers, content, lane)
+                return await self._stream(send, status, headers, content, lane, ctx.stream)
         finally:
             lane.release()
-        if over_limit:   # a body no honest client sends: answered slowly, off the lane
+        if ctx.limits_hit:   # a body no honest client sends: answered slowly, off the lane
             await tarpit.hold("body")
         if not any(name.lower() == b"content-length" for name, _ in headers):
             # The whole body is here: say its length (else Twisted frames it as chunks).
@@ -104,18 +107,18 @@ class LanedHTTP:
         await send({"type": "http.response.body", "body": content})
 
     @staticmethod
-    async def _stream(send, status: int, headers: list, response, lane) -> None:
+    async def _stream(send, status: int, headers: list, response, lane, request) -> None:
         """Send a streaming response (kube.views.stream_list) piece by piece: each piece is read
         on the lane's thread (its database work stays off the loop; a heavy.RemoteStream's on
         the loop: the child does that work), the next one while this
         one is sent, as long as the client has taken all but STREAM_BACKLOG_BYTES of what was
         sent (at most two pieces and that backlog are held). No Content-Length: HTTP/1.1
         chunks. A failure after the headers cannot become a Status any more: the connection is
-        cut."""
+        cut. request: the Twisted request it goes to (the request context's stream; None under
+        another server)."""
         remote = getattr(response, "aclose", None) is not None   # (heavy.RemoteStream: read on the loop)
         read = (lambda _pieces, _end: response.read()) if remote else \
             sync_to_async(next, thread_sensitive=False, executor=lane.executor)
-        request = current_request.get()
         pieces = None if remote else iter(response)
         reading = None   # the next piece, being read
         try:

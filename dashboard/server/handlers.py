@@ -23,8 +23,8 @@ from django.utils.module_loading import import_string
 
 from dashboard.compat.django import (CallersThreadASGIHandler, HookedWSGIHandler, exception_response,
                                      install_middleware_chain, view_step)
-from dashboard.kube import codec
-from dashboard.kube.views import STREAMS, bearer_route, serve_direct
+from dashboard.kube import context
+from dashboard.kube.views import bearer_route, serve_direct
 
 from .observe import note_user
 
@@ -95,13 +95,11 @@ class APIWSGIHandler(LaneWSGIHandler):
         return serve_direct(request, *route) if route is not None else None
 
 
-def respond(handler, environ) -> tuple[int, list, bytes, bool]:
-    """One request through a WSGI handler here: (status, headers, body, whether the body met a
-    decoding limit: codec.over_limit, read here, in the context the handler ran in, whichever
-    lane's). A streamed response (a whole list) is returned unread as the body, for its caller
-    to read and close."""
+def respond(handler, environ) -> tuple[int, list, bytes]:
+    """One request through a WSGI handler here: (status, headers, body); what else it found out
+    is in its context (environ's, kube/context.py: limits hit, the log's user). A streamed
+    response (a whole list) is returned unread as the body, for its caller to read and close."""
     started = {}
-    over_limit = codec.over_limit.set(False)
 
     def start_response(status, headers, exc_info=None):
         started["status"] = int(status.split(" ", 1)[0])
@@ -110,22 +108,23 @@ def respond(handler, environ) -> tuple[int, list, bytes, bool]:
     try:
         result = handler(environ, start_response)
         if getattr(result, "streaming", False):
-            return started["status"], started["headers"], result, False   # read (and closed) by the caller
+            return started["status"], started["headers"], result   # read (and closed) by the caller
         try:
             content = b"".join(result)
         finally:
             if hasattr(result, "close"):
                 result.close()
     except RequestAborted:
-        return 400, [], b"", False
-    finally:
-        hostile = codec.over_limit.get()
-        codec.over_limit.reset(over_limit)
-    return started["status"], started["headers"], content, hostile
+        return 400, [], b""
+    return started["status"], started["headers"], content
 
 
 def wsgi_environ(scope, body: bytes) -> dict:
-    """The WSGI environ of an ASGI HTTP scope whose whole body is `body`."""
+    """The WSGI environ of an ASGI HTTP scope whose whole body is `body`, with the scope's
+    request context (which learns that its streamed response is sent as it is read:
+    dispatch.LanedHTTP._stream, or heavy.RemoteStream's)."""
+    ctx = context.in_scope(scope)
+    ctx.streams = True
     server = scope.get("server") or ("localhost", 80)
     client = scope.get("client") or ("", 0)
     path = scope["path"]
@@ -148,9 +147,7 @@ def wsgi_environ(scope, body: bytes) -> dict:
         "wsgi.multiprocess": True,
         "wsgi.run_once": False,
         "CONTENT_LENGTH": str(len(body)),
-        "kubedash.record": scope.get("kubedash.record"),
-        STREAMS: True,   # a streaming response is sent as it is read (dispatch.LanedHTTP._stream)
-        "kubedash.cluster": scope.get("kubedash.cluster"),   # served under /clusters/<name>/ (read-only)
+        context.KEY: ctx,
     }
     for raw_name, raw_value in scope.get("headers", []):
         name = raw_name.decode("latin-1").upper().replace("-", "_")

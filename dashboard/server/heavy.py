@@ -13,9 +13,11 @@ RemoteStream.read): non-blocking socket calls, no lane thread. So the GIL is the
 own, and the kernel gives the renewals' process the CPU first when both want it.
 
 What stays in the serving process: admission and 429s (lanes.Lane), the request log and
-metrics (observe.py, from the record the child sends back), the tarpit, streaming's
-backpressure, and requests answered from this process's state: /metrics, and requests under
-/clusters/<name>/ (their context lives in this process): see takes().
+metrics (observe.py, from the record the child sends back), the tarpit (from the limits hit the
+child sends back), streaming's backpressure, and requests answered from this process's state:
+/metrics, and requests under /clusters/<name>/ (their cluster is entered in this process's
+task: cluster_paths.py): see takes(). The child gets the request context's plain part
+(RequestContext.portable: the record, the streams flag).
 
 Connections: a socketpair per request in flight, made on demand, its child end handed to the
 child over the control socket (SCM_RIGHTS; nothing else can connect); up to the lane's
@@ -44,6 +46,8 @@ import orjson
 from django.core.exceptions import ImproperlyConfigured
 from prometheus_client import Counter
 
+from dashboard.kube import context
+from dashboard.kube.context import RequestContext
 from dashboard.kube.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -59,10 +63,10 @@ SOCKET_BUFFER_BYTES = 4 * 1024 * 1024   # (the kernel caps it at net.core.wmem_m
 OWN_STATE_PATHS = frozenset({"/metrics"})
 
 
-def takes(scope) -> bool:
+def takes(scope, ctx: RequestContext) -> bool:
     """Does an expensive request go to the child? Not one whose answer is this process's own
-    state, nor one under /clusters/<name>/ (its context lives here: cluster_paths.py)."""
-    return scope["path"] not in OWN_STATE_PATHS and "kubedash.cluster" not in scope
+    state, nor one under /clusters/<name>/ (its cluster is entered here: cluster_paths.py)."""
+    return scope["path"] not in OWN_STATE_PATHS and not ctx.cluster_path
 
 
 FAST_LOAD_SECONDS = 0.1   # (the time constant of FastLoad's share: about the last 100 ms)
@@ -188,16 +192,18 @@ class HeavyProcess:
 
     async def respond(self, kind: str, environ: dict, executor) -> tuple:
         """LanedHTTP's answer, from the child: (status, headers, body or a streamed response's
-        iterator, over_limit). Relayed on the event loop itself: non-blocking socket reads when
+        iterator); what the child's request context learnt (the record's additions, limits hit)
+        goes to environ's. Relayed on the event loop itself: non-blocking socket reads when
         the child's bytes are there, no lane thread taking turns at the GIL, and the body read
         raw (not unpickled). At most `keep` requests at the child at once (the lane's threads
         before); a streamed response is read piece by piece, on the loop too (RemoteStream)."""
         loop = asyncio.get_running_loop()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.keep)
-        record = environ.get("kubedash.record")
-        sent = {k: v for k, v in environ.items() if k not in ("wsgi.input", "wsgi.errors")}
+        ctx = environ[context.KEY]
+        sent = {k: v for k, v in environ.items() if k not in ("wsgi.input", "wsgi.errors", context.KEY)}
         sent["wsgi.input"] = environ["wsgi.input"].getvalue()
+        sent[context.KEY] = ctx.portable()
         request = frame(pickle.dumps((kind, sent), pickle.HIGHEST_PROTOCOL))
         # A read is sent again, once, to a new child if the child died under it (not a write:
         # the child may have made it before it died).
@@ -211,7 +217,7 @@ class HeavyProcess:
                     return unavailable()
                 try:
                     await loop.sock_sendall(conn, request)
-                    status, headers, size, over_limit, child_record = pickle.loads(await recv_frame(loop, conn))
+                    status, headers, size, child_record, limits_hit = pickle.loads(await recv_frame(loop, conn))
                     if size != STREAMED_MARK:
                         content = await recv_frame(loop, conn)   # (send_bytes: a frame of its own)
                     break
@@ -224,13 +230,13 @@ class HeavyProcess:
                 except BaseException:   # (cancelled mid-answer: the connection's state is unknown)
                     conn.close()
                     raise
-        if record is not None and child_record:
-            record.update(child_record)
-            PACED.inc(child_record.get("paced", 0.0))
+        ctx.record.update(child_record)
+        ctx.limits_hit = limits_hit
+        PACED.inc(child_record.get("paced", 0.0))
         if size == STREAMED_MARK:
-            return status, headers, RemoteStream(self, conn), over_limit
+            return status, headers, RemoteStream(self, conn)
         self._checkin(conn)
-        return status, headers, content, over_limit
+        return status, headers, content
 
 
 class _Sock(socket.socket):
@@ -316,4 +322,4 @@ class RemoteStream:
 def unavailable() -> tuple:
     err = ApiError(503, "ServiceUnavailable", "the expensive lane's process is restarting; try again shortly",
                    headers={"Retry-After": "1"})
-    return (503, [(b"content-type", b"application/json"), (b"retry-after", b"1")], orjson.dumps(err.status()), False)
+    return 503, [(b"content-type", b"application/json"), (b"retry-after", b"1")], orjson.dumps(err.status())

@@ -27,6 +27,8 @@ from multiprocessing.connection import Connection
 import django
 from django.conf import settings
 
+from dashboard.kube import context
+
 from .heavy import API, FULL, STREAMED_MARK, FastLoad
 
 log = logging.getLogger(__name__)
@@ -100,15 +102,15 @@ def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor,
             environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"])
             environ["wsgi.errors"] = sys.stderr
             paced = 0.0
-            status, headers, content, over_limit = run(respond, handlers[kind], environ)
-            record = environ.get("kubedash.record")
-            if record is not None and paced:
-                record["paced"] = round(paced, 4)   # (a streamed list's later pieces: not counted)
+            status, headers, content = run(respond, handlers[kind], environ)
+            ctx = environ[context.KEY]   # (its plain part, heavy.py: what it learnt goes back)
+            if paced:
+                ctx.record["paced"] = round(paced, 4)   # (a streamed list's later pieces: not counted)
             if isinstance(content, bytes):   # the body raw after its size: not pickled, not copied again
-                conn.send((status, headers, len(content), over_limit, record))
+                conn.send((status, headers, len(content), ctx.record, ctx.limits_hit))
                 conn.send_bytes(content)
                 continue
-            conn.send((status, headers, STREAMED_MARK, over_limit, record))
+            conn.send((status, headers, STREAMED_MARK, ctx.record, ctx.limits_hit))
             pieces = iter(content)
             try:
                 while conn.recv() == "next":

@@ -10,7 +10,8 @@ from django.db import DatabaseError
 
 from dashboard.compat.asyncio import loop_hidden
 from dashboard.kube import storage
-from dashboard.kube.views import INLINE, bearer_route
+from dashboard.kube.context import RequestContext
+from dashboard.kube.views import bearer_route
 
 from .green import GreenLane
 from .handlers import respond
@@ -23,10 +24,13 @@ class LoopInline:
 
     SQLite: as sync code, and only while it cannot wait: its connection waits neither for the
     writers' turn (kube/sqlite/base.py) nor in SQLite's busy handler, so a write that finds
-    either taken at BEGIN gets "database is locked" before writing anything, and is run again
-    on the lane's thread, which may wait. A write that sees the turn taken before it starts
-    looks again a little later instead. The work runs (the loop hidden: Django's ORM refuses
-    to run under a running loop) in one long-lived context, so it keeps one database connection.
+    either taken at BEGIN gets "database is locked" before writing anything (the request's
+    context says it would wait), and is run again on the lane's thread, which may wait. A write
+    that sees the turn taken before it starts looks again a little later instead. The work runs
+    (the loop hidden: Django's ORM refuses to run under a running loop) in one long-lived
+    contextvars context, so it keeps one database connection; nothing of a request is kept in
+    it (its state is its RequestContext), and a request about a followed cluster, which would
+    need its cluster entered there, is not taken.
 
     PostgreSQL: every request of the fast and background lanes (sessions' and followed
     clusters' too), each in a greenlet (green.GreenLane) whose round trips the loop waits for
@@ -41,14 +45,14 @@ class LoopInline:
         self.green = GreenLane(settings.KUBEDASH_FAST_LANE_THREADS) if self.enabled and mode == "green" else None
         self.context = contextvars.Context()
 
-    def takes(self, scope, bare: bool) -> bool:
+    def takes(self, scope, ctx: RequestContext, bare: bool) -> bool:
         """bare: the request needs no more than the API's middleware (bearer token)."""
         if not self.enabled:
             return False
         if self.green is not None:
-            return True    # (each in a copy of its own context, as on a thread)
-        if not bare or "kubedash.cluster" in scope:
-            return False   # (a followed cluster's reads need the request's context: cluster_paths.py)
+            return True    # (each in a copy of its task's contextvars, as on a thread)
+        if not bare or ctx.cluster_path:
+            return False   # (a followed cluster's reads need its cluster entered: cluster_paths.py)
         authorization = next((v for n, v in scope.get("headers", ()) if n == b"authorization"), b"")
         return bearer_route(scope["method"], authorization.decode("latin-1"), scope["path"]) is not None
 
@@ -57,25 +61,25 @@ class LoopInline:
     # thread, which waits.
     RETRY_SECONDS = (0.0002, 0.0004, 0.0008, 0.0016, 0.0032)
 
-    async def serve(self, handler, make_environ, *, writes: bool) -> tuple | None:
+    async def serve(self, handler, make_environ, ctx: RequestContext, *, writes: bool) -> tuple | None:
         """handlers.respond(handler, make_environ()) on the loop, or None: it would have waited."""
         if self.green is not None:
-            answer = await self.green.serve(self._answer, handler, make_environ, "green")
+            answer = await self.green.serve(self._answer, handler, make_environ, ctx)
             return None if answer is WOULD_WAIT else answer
-        answer = self.run(handler, make_environ, writes)
+        answer = self.run(handler, make_environ, ctx, writes)
         for pause in self.RETRY_SECONDS:
             if answer is not WOULD_WAIT:
                 return answer
             await asyncio.sleep(pause)
-            answer = self.run(handler, make_environ, writes)
+            answer = self.run(handler, make_environ, ctx, writes)
         return None if answer is WOULD_WAIT else answer
 
-    def run(self, handler, make_environ, writes: bool):
+    def run(self, handler, make_environ, ctx: RequestContext, writes: bool):
         with loop_hidden():
-            return self.context.run(self._run, handler, make_environ, writes)
+            return self.context.run(self._run, handler, make_environ, ctx, writes)
 
     @staticmethod
-    def _run(handler, make_environ, writes):
+    def _run(handler, make_environ, ctx, writes):
         try:
             db = storage.backend()
             db.never_wait()
@@ -83,14 +87,17 @@ class LoopInline:
                 return WOULD_WAIT    # another writer has the turn: look again soon
         except DatabaseError:
             return None
-        return LoopInline._answer(handler, make_environ, "yes")
+        return LoopInline._answer(handler, make_environ, ctx)
 
     @staticmethod
-    def _answer(handler, make_environ, mark: str):
-        environ = make_environ()
-        environ[INLINE] = mark   # (views: no streamed answers; a SQLite lock is "would wait")
-        answer = respond(handler, environ)
-        return WOULD_WAIT if environ[INLINE] == "would wait" else answer
+    def _answer(handler, make_environ, ctx: RequestContext):
+        # (views: no streamed answers on the loop; SQLite's lock taken is "would wait")
+        ctx.inline, ctx.would_wait = True, False
+        try:
+            answer = respond(handler, make_environ())
+        finally:
+            ctx.inline = False   # (run again, it runs on a thread)
+        return WOULD_WAIT if ctx.would_wait else answer
 
 
 WOULD_WAIT = object()   # LoopInline: the turn or SQLite's lock is taken right now

@@ -24,6 +24,7 @@ from rest_framework.request import Request
 
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
+from dashboard.kube import context
 from dashboard.kube.errors import ApiError, method_not_allowed, unauthorized
 from dashboard.kube.metrics import RevisionLogCollector
 from dashboard.kube.views import acting, status_response
@@ -56,7 +57,7 @@ def _check(request) -> None:
         if settings.KUBEDASH_METRICS_ANONYMOUS:
             return
         raise unauthorized()
-    request.user = principal   # for the request log
+    context.of(request).principal = principal   # (the request log's user)
     if principal.is_full_admin or (not principal.is_share and principal.username in settings.KUBEDASH_METRICS_USERS):
         return
     raise _forbidden(principal.username)

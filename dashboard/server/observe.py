@@ -5,8 +5,9 @@ per request, and an Audit-ID response header.
 kube-apiserver's RequestInfo does (verb LIST/WATCH/GET/POST/..., group, version, resource,
 subresource, scope, namespace, name), times it, counts it in `apiserver_request_total` and
 `apiserver_request_duration_seconds` (kube's names, labels and buckets), keeps
-`apiserver_longrunning_requests` for open watches, and writes the log line. The dispatch adds
-what only it knows (the lane) to the scope's record, and its handlers the authenticated user.
+`apiserver_longrunning_requests` for open watches, and writes the log line. It makes the
+request's context (kube/context.py), whose record the line is made of: the dispatch adds what
+only it knows (the lane), the views an impersonation, and the handlers the user (note_user).
 `ObservedWebsocket` does the same for page websockets (a gauge of open ones, a line at close).
 
 The log line never holds a token, an Authorization header, a cookie, a query string or a
@@ -25,10 +26,9 @@ import orjson
 from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram
 
-from dashboard.kube import registry
-from dashboard.kube.views import IMPERSONATION
-
-from .streams import current_request
+from dashboard.compat.daphne import REQUEST
+from dashboard.kube import context, registry
+from dashboard.kube.context import RequestContext
 
 COMPONENT = "apiserver"
 # kube-apiserver's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
@@ -139,20 +139,14 @@ def safe_path(path: str) -> str:
 
 
 def note_user(request) -> None:
-    """Called by the handlers (handlers.py) once Django has authenticated the request: who it was."""
-    record = request.META.get("kubedash.record") if hasattr(request, "META") else None
-    if record is None:
-        scope = getattr(request, "scope", None)
-        record = scope.get("kubedash.record") if scope else None
-    if record is None:
-        return
-    user = getattr(request, "user", None)
+    """Called by the handlers (handlers.py) once Django has answered the request: who asked (the
+    principal the API acted as, else the session's user)."""
+    ctx = context.of(request)
+    user = ctx.principal or getattr(request, "user", None)
     if user is not None and getattr(user, "is_authenticated", False):
         # Impersonated: "user" is who really asked, as in kube's audit events.
-        record["user"] = getattr(user, "impersonator", None) or getattr(user, "username", None) or user.get_username()
-    impersonation = request.META.get(IMPERSONATION) if hasattr(request, "META") else None
-    if impersonation:   # asked for, whether allowed (the request's code says)
-        record.update(impersonation)
+        ctx.record["user"] = getattr(user, "impersonator", None) or getattr(user, "username", None) \
+            or user.get_username()
 
 
 def _now() -> str:
@@ -190,8 +184,10 @@ class Observed:
     async def __call__(self, scope, receive, send):
         started = time.perf_counter()
         audit_id = str(uuid.uuid4())   # never one from the client, as kube-apiserver
-        record = {"user": "", "lane": ""}
-        scope["kubedash.record"] = record
+        # The request's context, with the Twisted request it answers (Daphne's server hands it
+        # over in the scope: compat/daphne.py Server).
+        ctx = scope[context.KEY] = RequestContext(stream=scope.pop(REQUEST, None))
+        record = ctx.record
         info = request_info(scope["method"], scope["path"], scope.get("query_string", b""))
         code = 0
         audit_header = (b"audit-id", audit_id.encode())
@@ -222,11 +218,11 @@ class Observed:
                 line["impersonatedGroups"] = record["impersonatedGroups"]
             if "paced" in record:   # (seconds the heavy child paused for the fast lane: heavy_child.Pacer)
                 line["paced"] = record["paced"]
-            request = current_request.get() if watch else None
-            if getattr(request, "watch", None) is not None:
+            stream = ctx.stream if watch else None
+            if getattr(stream, "watch", None) is not None:
                 # A watch that outlives its application (streams.py): counted and logged at its
                 # end, holding only this meanwhile.
-                request.when_ended(functools.partial(_done, started, labels, gauge, line))
+                stream.when_ended(functools.partial(_done, started, labels, gauge, line))
             else:
                 _done(started, labels, gauge, line)
 
@@ -278,10 +274,11 @@ class ObservedWebsocket:
         started = time.perf_counter()
         audit_id = str(uuid.uuid4())
         # Channels' auth middleware copies the scope, so the user it finds is not visible here:
-        # the consumer writes its principal's name into this record, shared by reference.
-        # "close": the first close code the socket got (its application's, or the protocol's).
-        record = {"user": ""}
-        scope["kubedash.record"] = record
+        # the consumer writes its principal's name into this record (the context is shared by
+        # reference). "close": the first close code the socket got (its application's, or the
+        # protocol's).
+        ctx = scope[context.KEY] = RequestContext(record={"user": ""})
+        record = ctx.record
 
         async def observed_send(message):
             if message["type"] == "websocket.close":

@@ -41,12 +41,11 @@ from dashboard.compat.twisted import (HeldContinueChannel, disconnected, header_
                                       request_factory_without_form_parsing, request_line, request_target,
                                       resume_reading)
 from dashboard.kube.errors import ApiError, request_entity_too_large, unauthorized
-from dashboard.kube.hub import direct_subscriber
 
 from . import observe
 from .admission import anonymous_refusal, body_limit, credentials_valid, needs_credentials, size_refusal
 from .lanes import lanes
-from .streams import StreamSubscriber, StreamWriter, current_request
+from .streams import StreamSubscriber, StreamWriter
 
 REFUSED_LINGER_SECONDS = 2   # how long a refused connection's remaining upload is dropped
 
@@ -300,20 +299,9 @@ class LimitedRequest(DaphneRequest):
             return self.channel.refuse(request_entity_too_large(self._limit))
         self._chunks.append(data)
 
-    def start_application(self, start):
-        # The one place a request's ContextVars are set: start() makes the request's application
-        # task (compat.daphne.Request), whose context then carries how to write this response's
-        # body directly (watch streams: streams.py). Only that task sees them.
-        token = direct_subscriber.set(self.watch_subscriber)
-        request_token = current_request.set(self)
-        try:
-            return start()
-        finally:
-            current_request.reset(request_token)
-            direct_subscriber.reset(token)
-
     def watch_subscriber(self, **fields) -> StreamSubscriber:
-        """A watch's hub subscriber that writes to this response's connection once attached."""
+        """A watch's hub subscriber that writes to this response's connection once attached
+        (kube/watch_views.py asks it of the request's context: its `stream` is this request)."""
         return StreamSubscriber(self.stream_writer, **fields)
 
     def stream_writer(self) -> StreamWriter | None:

@@ -1,13 +1,13 @@
 """A watch's lines straight to its socket: the server's side of a watch stream.
 
 kube/watch_views.py streams a watch; when kubedash's HTTP server serves it (Daphne, HTTP/1.1
-chunked), the subscriber it gets from kube.hub.direct_subscriber is a StreamSubscriber made
-here for that request: the hub's dispatch appends each event's line to it and the hub flushes
-it (at most every FLUSH_INTERVAL_SECONDS) through a StreamWriter, one chunk and usually one
-send() per flush, however many events piled up. Once caught up, the view hands the stream to
-it and the request's application returns: the subscriber's timer, close() and the
-connection's end drive the rest. Anything else (no writer yet, another server) uses the
-Subscriber's queue and the view's loop.
+chunked), the subscriber it gets from its request context's stream (protocol.LimitedRequest
+watch_subscriber) is a StreamSubscriber made here for that request: the hub's dispatch appends
+each event's line to it and the hub flushes it (at most every FLUSH_INTERVAL_SECONDS) through a
+StreamWriter, one chunk and usually one send() per flush, however many events piled up. Once
+caught up, the view hands the stream to it and the request's application returns: the
+subscriber's timer, close() and the connection's end drive the rest. Anything else (no writer
+yet, another server) uses the Subscriber's queue and the view's loop.
 """
 from __future__ import annotations
 
@@ -20,11 +20,6 @@ from django.conf import settings
 from dashboard.compat.twisted import DirectChunkWriter, disconnected, queued_bytes
 from dashboard.kube.hub import LogEntry, Subscriber, hub
 from dashboard.kube.metrics import WATCH_TERMINATED
-
-
-# The Twisted request an ASGI application task answers (set by protocol.LimitedRequest.process,
-# so it is in the task's context): streamed responses ask it how much the client has not taken.
-current_request: contextvars.ContextVar = contextvars.ContextVar("kubedash_http_request", default=None)
 
 
 def unsent_bytes(request: WebRequest | None) -> int:

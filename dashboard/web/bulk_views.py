@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from dashboard.access import clusters
-from dashboard.kube import store
+from dashboard.kube import context, store
 from dashboard.kube.codec import decode_object
 from dashboard.kube.errors import ApiError
 
@@ -65,17 +65,18 @@ def _back(info: KindWeb, request):
     return redirect(nxt if nxt.startswith(info.list_url) else in_cluster(info.list_url))
 
 
-def _apply(info: KindWeb, action: BulkAction, namespace: str, name: str, principal) -> dict:
-    """Deletes need the object saved first (for the undo)."""
+def _apply(info: KindWeb, action: BulkAction, namespace: str, name: str, principal, through) -> dict:
+    """Deletes need the object saved first (for the undo). through: a followed cluster's writer
+    (the request context's write_through: store's)."""
     if action is DELETE:
         saved = store.get(info.resource, namespace, name)
-        store.delete(info.resource, namespace, name, uid=saved["metadata"].get("uid"))
+        store.delete(info.resource, namespace, name, uid=saved["metadata"].get("uid"), through=through)
         return saved
-    action.perform(namespace, name, principal)
+    action.perform(namespace, name, principal, through)
     return {}
 
 
-def _recreate(info: KindWeb, namespace: str, name: str, saved: dict, principal) -> dict:
+def _recreate(info: KindWeb, namespace: str, name: str, saved: dict, through) -> dict:
     obj = json.loads(json.dumps(saved))
     for key in _SERVER_FIELDS:
         obj["metadata"].pop(key, None)
@@ -83,7 +84,7 @@ def _recreate(info: KindWeb, namespace: str, name: str, saved: dict, principal) 
     if info.recreate is not None:
         obj = info.recreate(obj)
     obj, _ = decode_object(info.resource, obj, "Strict")
-    return store.create(info.resource, namespace, obj).object
+    return store.create(info.resource, namespace, obj, through=through).object
 
 
 @require_POST
@@ -111,9 +112,10 @@ def bulk(request, principal, info: KindWeb):
             "principal": principal, "active": info.plural, "info": info, "action": action,
             "selected": [f"{ns}/{name}" for ns, name in selected], "next": request.POST.get("next", "")})
     done, failed, saved = [], [], []
+    through = context.of(request).write_through
     for ns, name in selected:
         try:
-            obj = _apply(info, action, ns, name, principal)
+            obj = _apply(info, action, ns, name, principal, through)
         except ApiError as err:
             failed.append(f"{ns}/{name}: {'it no longer exists' if err.code == 404 else err.message}")
             continue
@@ -147,15 +149,16 @@ def undo(request, principal, info: KindWeb):
         return _back(info, request)
     request.session.pop(SESSION_KEY)
     first = _action(info, state["action"])
+    through = context.of(request).write_through
     done, failed = [], []
     for ns, name, obj in state["objects"]:
         try:
             if first is DELETE:
                 if not principal.can("create", ns, info.kind):
                     raise ApiError(403, "Forbidden", f"your role may not create {info.list_noun} in “{ns}”.")
-                _recreate(info, ns, name, obj, principal)
+                _recreate(info, ns, name, obj, through)
             else:
-                _action(info, first.undo).perform(ns, name, principal)
+                _action(info, first.undo).perform(ns, name, principal, through)
         except ApiError as err:
             failed.append(f"{ns}/{name}: {err.message}")
             continue
@@ -187,7 +190,7 @@ def restore(request, principal, info: KindWeb, namespace: str, name: str):
         messages.info(request, f"{info.kind} {namespace}/{name} is not deleted: nothing to create again.")
         return redirect(url)
     try:
-        _recreate(info, namespace, name, found[0], principal)
+        _recreate(info, namespace, name, found[0], context.of(request).write_through)
     except ApiError as err:
         messages.error(request, f"Not created again: {err.message}")
         return redirect(url)

@@ -1,8 +1,8 @@
 """Which cluster a page shows: `?cluster=<name>` on every page (absent: the local store).
 
 ClusterScopeMiddleware validates the parameter, checks the viewer may see that cluster and runs
-the request inside access/clusters.within(name), so every store read of the page (typed rows,
-the revision log) is about that cluster. A share session is pinned to its link's cluster.
+the request about it (its context's within_cluster: access/clusters.py), so every store read of
+the page (typed rows, the revision log) is about that cluster. A share session is pinned to its link's cluster.
 `in_cluster(url)` is the one helper every link a page builds goes through, so the next page
 stays in the same cluster; the websocket carries the same parameter (consumers.py).
 
@@ -22,6 +22,7 @@ from django.utils import timezone
 from dashboard.access import clusters
 from dashboard.access.middleware import EitherModeMiddleware
 from dashboard.follow.models import Cluster
+from dashboard.kube import context
 from dashboard.kube.formats import human_duration
 from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
 
@@ -139,7 +140,7 @@ def is_page(path: str) -> bool:
 
 
 class ClusterScopeMiddleware(EitherModeMiddleware):
-    """Runs every page request inside clusters.within(its cluster) (after auth and share links)."""
+    """Runs every page request about its cluster (after auth and share links)."""
 
     def handle(self, request):
         if not is_page(request.path_info):
@@ -147,7 +148,7 @@ class ClusterScopeMiddleware(EitherModeMiddleware):
         name, refusal = resolve(request)
         if refusal is not None:
             return refusal
-        with clusters.within(name):
+        with context.of(request).within_cluster(name):
             return self.get_response(request)
 
     async def ahandle(self, request):
@@ -156,5 +157,5 @@ class ClusterScopeMiddleware(EitherModeMiddleware):
         name, refusal = await sync_to_async(resolve, thread_sensitive=True)(request)
         if refusal is not None:
             return refusal
-        with clusters.within(name):
+        with context.of(request).within_cluster(name):
             return await self.get_response(request)

@@ -19,10 +19,12 @@ from dashboard.access.principals import principal_for
 from dashboard.follow import following, secrets, upstream_kubeconfig, writes
 from dashboard.follow.upstream_kubeconfig import KubeconfigError
 from dashboard.follow.models import Cluster, UserCredentials
+from dashboard.kube import context
 from dashboard.kube.formats import human_duration
 from dashboard.kube.registry import all_resources
 
 from .cluster_scope import staleness, state_tone
+from .forms import LIMITS_HIT, note_limits_hit
 from .present import ago, clock
 from .share import forbidden, user_required
 
@@ -89,7 +91,8 @@ class ClusterForm(forms.Form):
             try:
                 upstream_kubeconfig.reduce(data["text"], context=data.get("context") or None, base_dir=None)
             except KubeconfigError as exc:
-                self.add_error("context" if exc.field == "context" else data["source"], _sentence(str(exc)))
+                self.add_error("context" if exc.field == "context" else data["source"],
+                               forms.ValidationError(_sentence(str(exc)), code=LIMITS_HIT if exc.limits_hit else None))
         return data
 
 
@@ -134,6 +137,7 @@ def cluster_list(request):
         return _page(request, ClusterForm())
     form = ClusterForm(request.POST, request.FILES)
     if not form.is_valid():
+        note_limits_hit(form, context.of(request))
         return _page(request, form, status=400)
     data = form.cleaned_data
     try:
@@ -213,6 +217,7 @@ def cluster_credentials(request, name: str):
                                            context=form.cleaned_data["context"] or None)
         except KubeconfigError as exc:
             form.add_error("context" if exc.field == "context" else "kubeconfig", _sentence(str(exc)))
+            context.of(request).limits_hit |= exc.limits_hit
         except secrets.CredentialsError as exc:
             form.add_error(None, str(exc))
         else:

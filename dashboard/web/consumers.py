@@ -19,7 +19,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from dashboard.kube import registry
+from dashboard.kube import context, registry
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
 from dashboard.access import clusters
@@ -141,7 +141,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         s.rv, s.announced = self.page.rv, self.page.announced   # (they count on from the page's)
         # Everything this consumer does from here runs about the page's cluster: this task
         # (connect, later messages) and the tasks it starts (pump, flushes) copy the context.
-        clusters.enter(self.page.cluster)
+        ctx = context.in_scope(self.scope)
+        ctx.enter_cluster(self.page.cluster)
         await hub.start()
         generation = hub.access_generation
         principal, subjects, deadline = await sync_to_async(page_access)(self.scope)
@@ -154,9 +155,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.accept()
             await self.close(code=CLOSE_SIGNED_OUT)
             return
-        record = self.scope.get("kubedash.record")   # the websocket's log line (server/observe.py)
-        if record is not None:
-            record["user"] = principal.username
+        ctx.record["user"] = principal.username   # the websocket's log line (server/observe.py)
         s.budgets = (subjects[0] if subjects else principal.username,)   # whose budget (socket_limits)
         session = self.scope.get("session")
         socket_limits.vouch_for_session(session.session_key if session is not None else None)
@@ -168,8 +167,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
                 not await sync_to_async(cluster_known)(self.page.cluster):
             await self.close(code=4403)
             return
-        # Re-checked whenever that access changes (notices from any process) or expires.
-        s.guard = Guard(frozenset(), recheck=self._recheck)
+        # Re-checked whenever that access changes (notices from any process) or expires, about
+        # the page's cluster.
+        s.guard = Guard(frozenset(), recheck=self._recheck, cluster=self.page.cluster)
         hub.guard(s.guard, subjects, deadline)
         s.queue = asyncio.Queue(maxsize=10000)
         state = await self._subscribe(principal)
@@ -298,8 +298,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def _recheck(self):
         """The access this page was opened with changed or expired: close, narrow, or carry on."""
         s = self.socket
-        # The hub runs re-checks in a fresh context: back to this page's cluster first.
-        clusters.enter(self.page.cluster)
         if s.closing:
             return
         principal, subjects, deadline = await sync_to_async(page_access)(self.scope, fresh=True)

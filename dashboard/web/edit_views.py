@@ -28,7 +28,7 @@ from django.views.decorators.http import require_http_methods
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.follow import writes
-from dashboard.kube import revlog, store
+from dashboard.kube import context, revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import Resource
@@ -59,7 +59,9 @@ def forbidden(request, principal: Principal | None, info: KindWeb | None, messag
 
 def editor_view(view):
     """Signed-in users only: a GET from a signed-out visitor goes to the login page, any
-    other method is refused (a write never follows a login redirect). Resolves the kind."""
+    other method is refused (a write never follows a login redirect). Resolves the kind.
+    In a followed cluster that takes this user's writes, the request's context holds its
+    writer (write_through), which the views hand to the store (`through`)."""
 
     @functools.wraps(view)
     def wrapper(request, plural: str, *args, **kwargs):
@@ -87,8 +89,8 @@ def editor_view(view):
             return _page(request, "web/error.html", {"principal": principal, "active": info.plural,
                          "title": "Read-only" if read_only else "Not allowed", "message": why},
                          status=405 if read_only else 403)
-        with store.writing_through(writes.Writer(cluster, principal)):
-            return view(request, principal, info, *args, **kwargs)
+        context.of(request).write_through = writes.Writer(cluster, principal)
+        return view(request, principal, info, *args, **kwargs)
 
     return wrapper
 
@@ -153,8 +155,10 @@ def _decoded(res: Resource, obj: dict) -> dict:
     return obj
 
 
-def save_edit(res: Resource, namespace: str, name: str, rv: str, change, dry_run: bool = False) -> store.Result:
-    """Replace the object with change(current), only if it is still at revision rv."""
+def save_edit(res: Resource, namespace: str, name: str, rv: str, change, dry_run: bool = False,
+              through=None) -> store.Result:
+    """Replace the object with change(current), only if it is still at revision rv (through: a
+    followed cluster's writer, store.update's)."""
 
     def build(current: dict) -> dict:
         if current["metadata"].get("resourceVersion") != rv:
@@ -164,7 +168,7 @@ def save_edit(res: Resource, namespace: str, name: str, rv: str, change, dry_run
         new.setdefault("metadata", {})["resourceVersion"] = rv
         return _decoded(res, new)
 
-    return store.update(res, namespace, name, build, dry_run=dry_run)
+    return store.update(res, namespace, name, build, dry_run=dry_run, through=through)
 
 
 def _saved(request, info: KindWeb, obj: dict, verb: str, changed: bool = True) -> HttpResponse:
@@ -206,19 +210,20 @@ def create(request, principal: Principal, info: KindWeb):
     restructured = _restructure(form_cls, data)
     if restructured is not None:
         return _form_page(request, principal, info, form_cls(initial=restructured, **options), **page)
+    through = context.of(request).write_through
     form = form_cls(data, **options)
     if not form.is_valid():
         namespace = str(form.cleaned_data.get("namespace") or "").strip()
         if principal.can("create", namespace or "default", info.kind):
             form.add_api_errors_too(lambda: store.create(
-                info.resource, namespace, _decoded(info.resource, form.new_object()), dry_run=True))
+                info.resource, namespace, _decoded(info.resource, form.new_object()), dry_run=True, through=through))
         return _form_page(request, principal, info, form, status=400, **page)
     namespace = str(form.cleaned_data.get("namespace") or "").strip()
     if namespace and not principal.can("create", namespace, info.kind):
         form.add_error("namespace", f"You may not create objects in namespace “{namespace}”.")
         return _form_page(request, principal, info, form, status=403, **page)
     try:
-        result = store.create(info.resource, namespace, _decoded(info.resource, form.new_object()))
+        result = store.create(info.resource, namespace, _decoded(info.resource, form.new_object()), through=through)
     except ApiError as err:
         form.add_api_error(err)
         return _form_page(request, principal, info, form, status=_status_for(err), **page)
@@ -261,12 +266,14 @@ def edit(request, principal: Principal, info: KindWeb, namespace: str, name: str
     restructured = _restructure(form_cls, data)
     if restructured is not None:
         return _form_page(request, principal, info, form_cls(initial=restructured, mode="edit"), rv=rv, **page)
+    through = context.of(request).write_through
     form = form_cls(data, mode="edit")
     if not form.is_valid():
-        form.add_api_errors_too(lambda: save_edit(info.resource, namespace, name, rv, form.apply, dry_run=True))
+        form.add_api_errors_too(lambda: save_edit(info.resource, namespace, name, rv, form.apply, dry_run=True,
+                                                  through=through))
         return _form_page(request, principal, info, form, rv=rv, status=400, **page)
     try:
-        result = save_edit(info.resource, namespace, name, rv, form.apply)
+        result = save_edit(info.resource, namespace, name, rv, form.apply, through=through)
     except ApiError as err:
         return _refused_save(err, info, form, None, "the form",
                              lambda: _conflict_page(request, principal, info, form, namespace, name, rv),
@@ -327,6 +334,7 @@ def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name
     page["original"] = request.POST.get("original", "")
     form = f.YamlForm(request.POST)
     if not form.is_valid():
+        f.note_limits_hit(form, context.of(request))
         return _yaml_page(request, principal, info, form, rv=rv, status=400, **page)
     res = info.resource
     try:
@@ -336,7 +344,7 @@ def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name
         # The version the editor was loaded at decides, whatever the text says (kubectl edit
         # sends the resourceVersion it fetched): a stale save is refused, never forced.
         edited.setdefault("metadata", {})["resourceVersion"] = rv
-        result = store.update(res, namespace, name, edited)
+        result = store.update(res, namespace, name, edited, through=context.of(request).write_through)
     except ApiError as err:
         return _refused_save(err, info, form, "yaml", "the editor",
                              lambda: _yaml_conflict(request, principal, info, form, namespace, name, rv),
@@ -373,6 +381,7 @@ def create_yaml(request, principal: Principal, info: KindWeb):
         return _yaml_page(request, principal, info, f.YamlForm(initial={"yaml": object_yaml(skeleton)}), **page)
     form = f.YamlForm(request.POST)
     if not form.is_valid():
+        f.note_limits_hit(form, context.of(request))
         return _yaml_page(request, principal, info, form, status=400, **page)
     obj = dict(form.parsed)
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -382,7 +391,7 @@ def create_yaml(request, principal: Principal, info: KindWeb):
         return _yaml_page(request, principal, info, form, status=403, **page)
     try:
         check_type_meta(res, obj)
-        result = store.create(res, target, _decoded(res, obj))
+        result = store.create(res, target, _decoded(res, obj), through=context.of(request).write_through)
     except ApiError as err:
         form.add_api_error(err)
         return _yaml_page(request, principal, info, form, status=_status_for(err), **page)
@@ -408,7 +417,8 @@ def delete(request, principal: Principal, info: KindWeb, namespace: str, name: s
     try:
         saved = store.get(info.resource, namespace, name)     # for the list page's Undo
         # The uid precondition: delete the object the user saw, not one recreated since.
-        result = store.delete(info.resource, namespace, name, uid=request.POST.get("uid") or None)
+        result = store.delete(info.resource, namespace, name, uid=request.POST.get("uid") or None,
+                              through=context.of(request).write_through)
     except ApiError as err:
         if err.code == 404:
             messages.info(request, f"{info.kind} {namespace}/{name} was already deleted.")
@@ -436,7 +446,8 @@ def run_action(request, principal: Principal, info: KindWeb, namespace: str, nam
     if not principal.can("patch", namespace, info.kind):
         return _denied(request, principal, info, "patch", namespace)
     try:
-        result, done = info.action(action).perform(request.POST, namespace, name, principal)
+        result, done = info.action(action).perform(request.POST, namespace, name, principal,
+                                                   context.of(request).write_through)
     except ApiError as err:
         if err.code == 404:
             raise Http404(f"{info.kind} {namespace}/{name} not found")

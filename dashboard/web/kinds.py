@@ -26,13 +26,14 @@ OVERVIEW = "overview"   # the websocket view of the overview page: every registe
 class Action:
     """A one-click change on a detail page: POST /<plural>/<namespace>/<name>/<action name>/.
 
-    perform(data, namespace, name, principal) -> (store.Result, the success message); it reads
-    the posted values, calls the kind's do_* action (raising ApiError when refused).
+    perform(data, namespace, name, principal, through) -> (store.Result, the success message); it
+    reads the posted values, calls the kind's do_* action (raising ApiError when refused), handing
+    it `through` (a followed cluster's writer, or None: store.update's).
     """
 
     name: str        # the URL segment
     route: str       # the URL name
-    perform: Callable[[Mapping[str, str], str, str, Any], tuple[Any, str]]
+    perform: Callable[[Mapping[str, str], str, str, Any, Any], tuple[Any, str]]
     # Whether the detail page's toolbar shows its button: the detail template's partial named
     # after the action. (False: the kind's templates offer it elsewhere, e.g. in a panel.)
     toolbar: bool = True
@@ -42,15 +43,15 @@ class Action:
 class BulkAction:
     """A change the list page applies to the selected rows (web/bulk_views.py; Delete is common).
 
-    perform(namespace, name, principal) -> store.Result; it calls the kind's do_* action
-    (raising ApiError when refused). `undo` names the bulk action that reverses it ("": none,
+    perform(namespace, name, principal, through) -> store.Result; it calls the kind's do_* action
+    (raising ApiError when refused; `through` as Action's). `undo` names the bulk action that reverses it ("": none,
     and the confirmation says `note`).
     """
 
     name: str
     label: str       # the button ("Suspend"); the past tense for messages is `done`
     done: str
-    perform: Callable[[str, str, Any], Any]
+    perform: Callable[[str, str, Any, Any], Any]
     undo: str = ""
     note: str = ""
 

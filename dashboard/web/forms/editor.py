@@ -11,20 +11,30 @@ from dashboard.kube import codec
 
 from .api_errors import decode_error_field, field_manager_conflicts, plain
 
+LIMITS_HIT = "limits_hit"   # the code of a ValidationError refusing text over a decoding limit (codec.OverLimit)
+
 
 def load_yaml(text: str) -> dict:
     """Parse the editor's text; ValidationError (with line and column) when it is not YAML or
-    not a mapping."""
+    not a mapping (its code LIMITS_HIT when the text met a decoding limit)."""
     try:
         obj = codec.load_yaml(text)
     except codec.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"Line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ValidationError(f"{where}this is not valid YAML ({problem}).")
+        raise ValidationError(f"{where}this is not valid YAML ({problem}).",
+                              code=LIMITS_HIT if isinstance(exc, codec.OverLimit) else None)
     if not isinstance(obj, dict):
         raise ValidationError("The YAML must be one object (a mapping with apiVersion, kind, metadata …).")
     return obj
+
+
+def note_limits_hit(form: forms.Form, ctx) -> None:
+    """Mark the request's context (kube/context.py) when `form` refused text over a decoding
+    limit: the server answers it slowly (server/tarpit.py), as the API's refusal of that body."""
+    if any(error.code == LIMITS_HIT for errors in form.errors.as_data().values() for error in errors):
+        ctx.limits_hit = True
 
 
 class YamlForm(forms.Form):

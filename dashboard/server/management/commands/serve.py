@@ -16,16 +16,16 @@ import resource
 import sys
 
 from daphne.access import AccessLogGenerator
-# Daphne installs Twisted's asyncio reactor when imported; it must come before anything
-# imports twisted.internet.reactor (the daphne app in INSTALLED_APPS already did this).
-from daphne.server import Server
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import get_resolver
 
 from dashboard.access.own_kubeconfig import WILDCARDS, client_url
 from dashboard.access.tls import ensure_tls
-from dashboard.compat.daphne import failed_to_listen, install_http_factory, listen_on_no_endpoint
+# Daphne's server installs Twisted's asyncio reactor when imported (compat.daphne imports it); it
+# must come before anything imports twisted.internet.reactor (the daphne app in INSTALLED_APPS
+# already did this).
+from dashboard.compat.daphne import Server, failed_to_listen, install_http_factory, listen_on_no_endpoint
 from dashboard.kube import registry, schema
 from dashboard.server import lanes, maintenance, protocol, shutdown, workers, ws_limits
 
