@@ -255,16 +255,14 @@ def test_kubectl_explains_the_reviews(kubectl_as):
 
 
 @pytest.mark.parametrize("role", ["admin", "editor", "viewer"])
-def test_pages_show_the_buttons_the_review_allows(make_api, role):
+def test_pages_show_the_buttons_the_review_allows(make_api, login, role):
     """The detail page's Edit / Delete toolbar and the list's New button appear exactly when
     `kubectl auth can-i update / create` would say yes for that user (one function answers)."""
-    from conftest import signed_in_client
-
     admin = make_api("admin")
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "btn"},
              "spec": {"holderIdentity": "a"}}
     assert admin.post("/apis/coordination.k8s.io/v1/namespaces/default/leases", lease).status_code == 201
-    page_user = signed_in_client(role, f"pages-{role}")
+    page_user = login(role, f"pages-{role}")
     api = make_api(role, f"pages-{role}")
     may_update = ask(api, "update", "leases", "coordination.k8s.io")["allowed"]
     may_create = ask(api, "create", "leases", "coordination.k8s.io")["allowed"]

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from conftest import Api, signed_in_client
+from conftest import Api
 
 ALL_LEASES = "/apis/coordination.k8s.io/v1/leases"
 TEAM_A_LEASES = "/apis/coordination.k8s.io/v1/namespaces/team-a/leases"
@@ -85,7 +85,7 @@ def test_a_superuser_made_by_createsuperuser_is_an_admin(db):
 
 
 @pytest.mark.parametrize("limit", [{"namespaces": ["team-a"]}, {"clusters": ["local"]}])
-def test_a_limited_admin_cannot_enter_djangos_admin_nor_lift_its_limits(db, limit):
+def test_a_limited_admin_cannot_enter_djangos_admin_nor_lift_its_limits(db, limit, login):
     from dashboard.access.models import Profile
     from dashboard.access.tokens import create_token
 
@@ -94,7 +94,7 @@ def test_a_limited_admin_cannot_enter_djangos_admin_nor_lift_its_limits(db, limi
     boxed.force_login(user)
     assert not enters_admin(boxed)
     # Straight at the change form, clearing its own limits: refused, nothing changed.
-    full = signed_in_client("admin", "full-admin")
+    full = login("admin", "full-admin")
     form = admin_change_form(full, user)
     form.update({"kube_profile-0-role": "admin", "kube_profile-0-namespaces": "", "kube_profile-0-clusters": ""})
     response = boxed.post(f"/admin/auth/user/{user.pk}/change/", form)
@@ -126,10 +126,10 @@ def test_a_demoted_admin_cannot_set_its_role_back(db):
     assert Profile.objects.get(user=user).role == "viewer"
 
 
-def test_an_unlimited_admin_edits_roles_in_djangos_admin_and_the_flags_follow(db):
+def test_an_unlimited_admin_edits_roles_in_djangos_admin_and_the_flags_follow(db, login):
     from dashboard.access.models import Profile
 
-    full = signed_in_client("admin", "full-admin")
+    full = login("admin", "full-admin")
     assert enters_admin(full)
     user = grant("someone", "viewer")
     form = admin_change_form(full, user)
@@ -159,9 +159,9 @@ def follow(name: str):
 
 
 @pytest.mark.parametrize("limit", [{"namespaces": ["team-a"]}, {"clusters": ["local"]}])
-def test_a_limited_admin_does_not_manage_followed_clusters(db, limit):
+def test_a_limited_admin_does_not_manage_followed_clusters(db, limit, login):
     follow("prodro")
-    boxed = signed_in_client("admin", "boxed", **limit)
+    boxed = login("admin", "boxed", **limit)
     page = boxed.get("/clusters/")
     assert page.status_code == 403 and "prodro.example" not in page.content.decode()
     assert boxed.post("/clusters/prodro/writes/", {"writes": "as-user"}).status_code == 403
@@ -169,21 +169,21 @@ def test_a_limited_admin_does_not_manage_followed_clusters(db, limit):
     from dashboard.follow.models import Cluster
     assert Cluster.objects.get(name="prodro").writes == "read-only"
     assert 'href="/clusters/"' not in boxed.get("/").content.decode()   # not offered in the menu
-    full = signed_in_client("admin", "full-admin")
+    full = login("admin", "full-admin")
     assert "prodro.example" in full.get("/clusters/").content.decode()
     assert 'href="/clusters/"' in full.get("/").content.decode()
 
 
-def test_a_namespace_limited_admin_sees_and_revokes_only_its_own_tokens_and_links(db):
+def test_a_namespace_limited_admin_sees_and_revokes_only_its_own_tokens_and_links(db, login):
     from dashboard.access.models import ApiToken, ShareLink
     from dashboard.access.tokens import token_works
 
-    full = signed_in_client("admin", "full-admin")
+    full = login("admin", "full-admin")
     full.post("/tokens/", {"name": "full-admins-token"})
     full_token = re.search(r'id="token-value" type="text" readonly value="([A-Za-z0-9_-]{40,})"',
                            full.post("/tokens/", {"name": "kept-token"}).content.decode()).group(1)
     full.post("/share/new/", {"kind": "Lease", "namespace": "team-b", "label": "team-b-link", "expiry": "1h"})
-    boxed = signed_in_client("admin", "boxed", namespaces=["team-a"])
+    boxed = login("admin", "boxed", namespaces=["team-a"])
     boxed.post("/tokens/", {"name": "boxed-token"})
     boxed.post("/share/new/", {"kind": "Lease", "namespace": "team-a", "label": "team-a-link", "expiry": "1h"})
 

@@ -198,11 +198,9 @@ def test_a_share_link_session_cannot_impersonate(make_api):
     assert not may_impersonate(Principal("root", "admin", clusters=("prod",)), False)
 
 
-def test_an_admins_browser_session_may_impersonate_too(db, client, make_api, alice):
+def test_an_admins_browser_session_may_impersonate_too(db, login, make_api, alice):
     """The dashboard's own fetches (a session) go through the same step; /metrics too."""
-    from dashboard.access.tokens import ensure_user
-
-    client.force_login(ensure_user("session-admin", "admin"))
+    client = login("admin", "session-admin")
     headers = {"HTTP_IMPERSONATE_USER": alice}
     assert client.get(LEASES.format(ns="team-a"), **headers).status_code == 200
     r = client.get(LEASES.format(ns="team-b"), **headers)
@@ -213,14 +211,13 @@ def test_an_admins_browser_session_may_impersonate_too(db, client, make_api, ali
     assert r.status_code == 403 and r.json()["message"] == 'forbidden: User "alice" cannot get path "/metrics"'
 
 
-def test_the_tokens_page_marks_tokens_that_may_impersonate(db, client):
+def test_the_tokens_page_marks_tokens_that_may_impersonate(db, login):
     """An admin sees which tokens can act as anyone (they are issued from the command line only)."""
-    from dashboard.access.tokens import ensure_user, issue_token
+    from dashboard.access.tokens import issue_token
 
     issue_token("svc-writer", "viewer", name="writes-as-users", impersonate=True)
     issue_token("svc-reader", "viewer", name="reads-only")
-    client.force_login(ensure_user("page-admin", "admin"))
-    page = client.get("/tokens/").content.decode()
+    page = login("admin").get("/tokens/").content.decode()
     row = page[page.index('writes-as-users'):]
     assert "may impersonate" in row[:row.index("</tr>")]
     row = page[page.index('reads-only'):]

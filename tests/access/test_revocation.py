@@ -20,23 +20,21 @@ import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import time
-from contextlib import contextmanager
 
 import pytest
 import requests
 import websocket
 
 import pg_support
-from conftest import ROOT, free_port, server_env
-from test_browser import chromium  # noqa: F401  (a fixture, used by name)
-from test_multiprocess import POLL_SECONDS, _start, _stop, _wait_listening
+from chromium import TRACK_SOCKETS, WAIT_MS, log_in
+from conftest import free_port, served_pair
 
 # The issue's requirement: closed within 1 s of the change - on a machine that is not
 # oversubscribed. A shared box running several suites at once (load average well above its
 # cores) stretches every step alike, so the budget stretches by that oversubscription.
 CLOSE_BUDGET = 1.0
+POLL_SECONDS = 30   # the hub's safety poll: only the access-change notice explains a quicker end
 
 
 def _budget() -> float:
@@ -49,70 +47,19 @@ PASSWORD = "revoke-" + secrets.token_urlsafe(12)
 # Servers
 
 
-class Pair:
-    def __init__(self, a, b, backend: str):
-        self.a, self.b, self.backend = a, b, backend
-
-    def shell(self, code: str) -> str:
-        """Run Django code in a third process on the pair's database; its stdout."""
-        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", code], env=self.a.env,
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr[-3000:]
-        return out.stdout
-
-    def change(self, code: str) -> float:
-        """Run a change in a third process; the time (epoch s) just after it committed."""
-        out = self.shell(code + "\nimport time; print('COMMITTED', time.time())")
-        return float(re.search(r"COMMITTED ([\d.]+)", out).group(1))
+def _change(pair, code: str) -> float:
+    """Run a change in a third process (as an admin would); the time (epoch s) just after it committed."""
+    out = pair.a.manage("shell", "-c", code + "\nimport time; print('COMMITTED', time.time())")
+    return float(re.search(r"COMMITTED ([\d.]+)", out).group(1))
 
 
-def _migrate(env: dict) -> None:
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True,
-                   timeout=300)
-
-
-@contextmanager
-def _pair(tmp_path_factory, backend: str, redis_url: str = ""):
-    dbname = ""
-    envs = []
-    if backend == "postgres":
-        pg_support.require_postgres()
-        dbname = pg_support.create_database("kd_revoke")
-    servers = []
-    secret = secrets.token_urlsafe(40)   # one deployment: every process signs sessions alike
-    try:
-        shared = tmp_path_factory.mktemp(f"revoke-{backend}")
-        for label in ("a", "b"):
-            # SQLite: one file for both (server a's data dir); PostgreSQL: the database.
-            data_dir = shared if backend == "sqlite" else tmp_path_factory.mktemp(f"revoke-{backend}-{label}")
-            env = server_env(data_dir)
-            env["KUBEDASH_WATCH_POLL_SECONDS"] = str(POLL_SECONDS)
-            env["DJANGO_SECRET_KEY"] = secret
-            if dbname:
-                env["DATABASE_URL"] = pg_support.pg_url(dbname)
-            if redis_url:
-                env["REDIS_URL"] = redis_url
-            envs.append((env, data_dir))
-        _migrate(envs[0][0])
-        servers = [_start(env, data_dir, label) for (env, data_dir), label in zip(envs, ("a", "b"))]
-        deadline = time.monotonic() + 60
-        for server in servers:
-            _wait_listening(server, deadline)
-        yield Pair(*servers, backend)
-    finally:
-        for server in servers:
-            _stop(server)
-        if dbname:
-            pg_support.drop_database(dbname)
+def _pair(tmp_path_factory, backend: str, **env):
+    return served_pair(tmp_path_factory, backend, KUBEDASH_WATCH_POLL_SECONDS=str(POLL_SECONDS), **env)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def pair(request, tmp_path_factory):
-    redis_url = ""
-    if request.param == "postgres":
-        pg_support.require_redis()
-        redis_url = pg_support.redis_url(14)
-    with _pair(tmp_path_factory, request.param, redis_url) as p:
+    with _pair(tmp_path_factory, request.param) as p:
         yield p
 
 
@@ -217,20 +164,20 @@ class Page:
         self.ws.close()
 
 
-def _users(pair: Pair, *specs) -> None:
+def _users(pair, *specs) -> None:
     """Create users (name, role, namespaces) with PASSWORD."""
     lines = ["from dashboard.access.tokens import ensure_user", "from dashboard.access.models import Profile"]
     for name, role, namespaces in specs:
         lines += [f"u = ensure_user({name!r}, {role!r})", f"u.set_password({PASSWORD!r})", "u.save()",
                   f"Profile.objects.filter(user=u).update(namespaces={list(namespaces)!r})"]
-    pair.shell("\n".join(lines))
+    pair.a.manage("shell", "-c", "\n".join(lines))
 
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
 
 
-def _lease(pair: Pair, ns: str, name: str, holder: str = "x") -> None:
+def _lease(pair, ns: str, name: str, holder: str = "x") -> None:
     body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": ns},
             "spec": {"holderIdentity": holder}}
     status, _, out = pair.a.request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", body)
@@ -281,7 +228,7 @@ def test_deactivation_closes_the_page(pair):
     _users(pair, (user, "viewer", ()))
     page = Browser().log_in(pair.a, user).socket(pair.b, "view=leases")
     assert page.still_open(0.3)
-    changed_at = pair.change(
+    changed_at = _change(pair,
         f"from django.contrib.auth.models import User\nu = User.objects.get(username={user!r})\n"
         "u.is_active = False\nu.save()")
     _within_budget(page, changed_at)
@@ -294,7 +241,7 @@ def test_session_expiry_closes_the_page(pair):
     browser = Browser().log_in(pair.a, user)
     # The session ends at a fixed moment a few seconds from now (as SESSION_COOKIE_AGE or
     # set_expiry would make it end); the open page must close then, with nothing else changing.
-    expires_at = float(pair.shell(
+    expires_at = float(pair.a.manage("shell", "-c",
         "from datetime import datetime, timedelta, timezone\n"
         "from django.contrib.sessions.backends.db import SessionStore\n"
         f"s = SessionStore({browser.http.cookies['sessionid']!r})\n"
@@ -319,7 +266,7 @@ def test_namespace_removed_closes_its_pages_and_narrows_the_others(pair):
     # (nothing asserted about the first pushes: a page opened without rv gets a refresh)
     assert lost_page.still_open(0.3) and all_page.still_open(0.3)
     all_page.texts.clear()
-    changed_at = pair.change(
+    changed_at = _change(pair,
         "from dashboard.access.models import Profile\n"
         f"p = Profile.objects.get(user__username={user!r})\np.namespaces = [{keep!r}]\np.save()")
     _within_budget(lost_page, changed_at)
@@ -350,10 +297,10 @@ def test_role_downgrade_that_still_allows_viewing_keeps_the_page(pair):
     page = Browser().log_in(pair.a, user).socket(pair.b, f"view=leases&namespace={ns}")
     assert page.still_open(0.3)
     page.texts.clear()
-    pair.change("from dashboard.access.models import Profile\n"
-                f"Profile.objects.filter(user__username={user!r}).update(role='viewer')\n"
-                "from dashboard.access.signals import record\n"
-                f"from django.contrib.auth.models import User\nrecord('user:%d' % User.objects.get(username={user!r}).pk)")
+    _change(pair, "from dashboard.access.models import Profile\n"
+                  f"Profile.objects.filter(user__username={user!r}).update(role='viewer')\n"
+                  "from dashboard.access.signals import record\n"
+                  f"from django.contrib.auth.models import User\nrecord('user:%d' % User.objects.get(username={user!r}).pk)")
     # Re-checked (the page is re-rendered for the viewer it now is), and kept: still pushed to.
     page.wait_text('hx-swap-oob="innerHTML:#items"')
     _lease(pair, ns, "two")
@@ -365,9 +312,9 @@ def test_role_downgrade_that_still_allows_viewing_keeps_the_page(pair):
 # API watches
 
 
-def _token(pair: Pair, user: str, expires_in: float | None = None) -> tuple[str, int, float | None]:
+def _token(pair, user: str, expires_in: float | None = None) -> tuple[str, int, float | None]:
     """(token, its id, its expiry as epoch seconds) for a viewer `user` with PASSWORD."""
-    out = pair.shell(
+    out = pair.a.manage("shell", "-c",
         "from datetime import timedelta\nfrom django.utils import timezone\n"
         "from dashboard.access.tokens import ensure_user, new_secret\n"
         "from dashboard.access.models import ApiToken, hash_token\n"
@@ -428,7 +375,7 @@ def test_deactivated_users_token_watch_ends(pair):
     token, _, _ = _token(pair, user)
     stream = pair.b.watch("/api/v1/endpoints?watch=true", token=token)
     assert stream.status == 200
-    changed_at = pair.change(f"from django.contrib.auth.models import User\nUser.objects.filter(username={user!r}).delete()")
+    changed_at = _change(pair, f"from django.contrib.auth.models import User\nUser.objects.filter(username={user!r}).delete()")
     event, arrived = _final_error(stream)
     _assert_unauthorized(event)
     assert arrived - changed_at <= _budget()
@@ -475,7 +422,7 @@ def own_redis(tmp_path):
 
 
 def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
-    with _pair(tmp_path_factory, "postgres", own_redis.url) as pair:
+    with _pair(tmp_path_factory, "postgres", REDIS_URL=own_redis.url) as pair:
         assert pair.a.request("GET", "/readyz", token="-")[0] == 200
         status, headers, body = pair.a.request("GET", "/readyz?verbose", token="-")
         assert status == 200
@@ -489,8 +436,8 @@ def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
         r = owner.post(pair.a, "/share/new/", {"kind": "Lease", "namespace": ns, "label": "oncall", "expiry": "1d"})
         assert r.status_code == 200, r.status_code
         token = re.search(r"/s/([A-Za-z0-9_-]{20,})/", r.text).group(1)
-        link_id = int(pair.shell("from dashboard.access.models import ShareLink\n"
-                                 "print(ShareLink.objects.latest('created').pk)").split()[-1])
+        link_id = int(pair.a.manage("shell", "-c", "from dashboard.access.models import ShareLink\n"
+                                    "print(ShareLink.objects.latest('created').pk)").split()[-1])
         shared = Browser().open_share(pair.b, token).socket(pair.b, f"view=leases&namespace={ns}")
         viewing = Browser().log_in(pair.a, viewer).socket(pair.b, f"view=leases&namespace={ns}")
         unaffected = Browser().log_in(pair.a, editor).socket(pair.b, f"view=leases&namespace={ns}")
@@ -517,8 +464,8 @@ def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
         changed_at = time.time()
         assert r.status_code == 302, r.text[-2000:]
         assert _within_budget(shared, changed_at) is not None and shared.code == 4403
-        changed_at = pair.change("from dashboard.access.models import Profile\n"
-                                 f"p = Profile.objects.get(user__username={viewer!r})\np.namespaces = ['elsewhere']\np.save()")
+        changed_at = _change(pair, "from dashboard.access.models import Profile\n"
+                                   f"p = Profile.objects.get(user__username={viewer!r})\np.namespaces = ['elsewhere']\np.save()")
         _within_budget(viewing, changed_at)
         assert viewing.code == 4403
         # Pages that keep their access keep their sockets, and stay live.
@@ -539,8 +486,6 @@ def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
 
 def test_browser_shows_the_signed_out_banner(chromium, kube_server):
     from playwright.sync_api import expect
-
-    from test_browser import TRACK_SOCKETS, WAIT_MS, log_in
 
     user = _name("brw")
     kube_server.manage("shell", "-c", (

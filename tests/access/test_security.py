@@ -13,8 +13,9 @@ import yaml
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from conftest import Api, open_socket
+from conftest import Api
 from manifests import LEASES, endpoints, job, lease
+from page_helpers import open_socket
 
 XSS = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
@@ -30,19 +31,6 @@ def current_rv() -> int:
     from dashboard.kube import store
 
     return store.current_revision()
-
-
-@pytest.fixture
-def login(transactional_db):
-    from dashboard.access.tokens import ensure_user
-
-    def make(role="admin", username=None, **client_kw):
-        user = ensure_user(username or f"sec-{role}", role)
-        c = Client(**client_kw)
-        c.force_login(user)
-        return c
-
-    return make
 
 
 @pytest.fixture

@@ -12,12 +12,10 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 from django.utils import timezone
 
-from conftest import open_socket, signed_in_client
 from manifests import endpoints, job, lease
+from page_helpers import create_link, open_socket, visitor
 
-TOKEN_RE = re.compile(r"/s/([A-Za-z0-9_-]{40,})/")
-SCOPE = {"kind": "Lease", "namespace": "team-a", "labelSelector": "app=web"}
-
+from .test_security import web_routes
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures and helpers
@@ -51,30 +49,6 @@ def cluster(transactional_db):
 
 
 HIDDEN = ("hidden-db-holder", "hidden-b-holder", "hidden-image", "10.9.9.9")
-
-
-@pytest.fixture
-def login(transactional_db):
-    def make(role="editor", username=None, namespaces=None):
-        return signed_in_client(role, username or f"share-{role}", namespaces=namespaces)
-
-    return make
-
-
-def create_link(client, expiry="1d", label="for the on-call team", **scope) -> tuple:
-    """POST the share form; returns (response, token or None)."""
-    data = {**SCOPE, **scope, "label": label, "expiry": expiry}
-    r = client.post("/share/new/", data)
-    found = TOKEN_RE.search(r.content.decode())
-    return r, (found.group(1) if found else None)
-
-
-def visitor(token: str) -> Client:
-    """A fresh browser (no login) that opened the link."""
-    c = Client()
-    r = c.get(f"/s/{token}/")
-    assert r.status_code == 302 and r["Location"] == "/leases/?namespace=team-a"
-    return c
 
 
 def link_row(token: str):
@@ -246,7 +220,6 @@ def test_forms_refuse_a_share_session(cluster, login):
     """Every page route that is not the shared view's own (edit forms included, whatever
     they are) answers 403 to a share session, for GET and POST, and nothing changes."""
     from dashboard.web.share import SHARE_ROUTES
-    from test_security import web_routes
 
     _, token = create_link(login("editor"))
     c = visitor(token)

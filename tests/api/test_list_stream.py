@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import served, server_env, signed_in_client
+from conftest import served, server_env
 from dashboard.kube import lists, registry, revlog
 from dashboard.kube.compaction import compact
 from dashboard.kube.errors import ApiError
@@ -35,15 +35,14 @@ PARTIAL = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 def server(request, tmp_path_factory):
     """The server on SQLite, then on PostgreSQL (keyset batches: no server-side cursor)."""
     data_dir = tmp_path_factory.mktemp("list-stream")
-    env = {**server_env(data_dir), "KUBEDASH_LIST_STREAM_BATCH": "7"}
+    env = server_env(data_dir, KUBEDASH_LIST_STREAM_BATCH="7")
     dbname = None
     if request.param == "postgresql":
         pg_support.require_postgres()
         dbname = pg_support.create_database("kubedash_t28a")
         env["DATABASE_URL"] = pg_support.pg_url(dbname)
         request.addfinalizer(lambda: pg_support.drop_database(dbname))
-    for live in served(data_dir, env):
-        live.env = env   # (tokens issued in the server's database)
+    with served(data_dir, env=env) as live:
         for i in range(30):
             ns = "default" if i % 3 else "other"
             status, _, _ = live.request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
@@ -197,11 +196,11 @@ def test_expired_snapshot_is_410_before_any_byte(api):
 
 
 @pytest.mark.django_db
-def test_a_session_s_streamed_list_is_gzipped_as_the_buffered_one_was(api):
+def test_a_session_s_streamed_list_is_gzipped_as_the_buffered_one_was(api, login):
     """The dashboard's own fetches (a session) got lists gzipped when built whole; streamed, too."""
     for i in range(12):
         api.post(LEASES, lease(f"l{i:02}"))
-    client = signed_in_client("admin", "gz")
+    client = login("admin", "gz")
     buffered = client.get(LEASES, HTTP_ACCEPT_ENCODING="gzip")
     streamed = client.get(LEASES, HTTP_ACCEPT_ENCODING="gzip", **{"kubedash.streams": True})
     assert not buffered.streaming and streamed.streaming

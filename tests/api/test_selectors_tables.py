@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
@@ -33,9 +32,9 @@ from dashboard.kube.tables import (
     table_version,
     wants_table,
 )
+from conftest import ROOT
 from rule_helpers import texts
 
-ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 KUBECTL_TABLE_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,"
                         "application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")

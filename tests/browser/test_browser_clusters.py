@@ -5,63 +5,17 @@ stale banner, pushed through the page's websocket) - and axe finds nothing wrong
 
 The followed clusters are rows of follow.models.Cluster with objects written by kube/mirror.py
 in the test server (`manage.py shell`), as the follower writes them; removed afterwards, so the
-other browser modules on the shared server see no cluster. Uses the fixtures of test_browser.py.
+other browser modules on the shared server see no cluster (the `prod` fixture: browser/conftest.py).
 """
 from __future__ import annotations
 
-import json
-import secrets
 
 import pytest
 
-from test_browser import (  # noqa: F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, held_lease, leases_path, log_in, login_user, ns,
-    open_live, session_state, signed_in_page, wait_in_page,
+from browser.followed import mirror, set_state
+from chromium import (
+    api, assert_not_reloaded, axe_violations, held_lease, leases_path, open_live, signed_in_page, wait_in_page,
 )
-from test_browser_dash import axe_violations
-
-
-def _shell(server, code: str) -> str:
-    return server.manage("shell", "-c", code)
-
-
-MIRROR = """
-from django.utils import timezone
-from dashboard.follow.models import Cluster
-from dashboard.kube import mirror, registry
-args = {args}
-def obj(name, holder, rv):
-    return {{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {{"name": name, "namespace": args["ns"], "uid": "u-" + name,
-                         "creationTimestamp": "2026-01-02T03:04:05Z", "resourceVersion": str(rv)}},
-            "spec": {{"holderIdentity": holder, "leaseDurationSeconds": 3600,
-                     "renewTime": timezone.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}}}
-mirror.mirror(args["cluster"], [mirror.Mirrored(registry.by_kind("Lease"), args["ns"], n, obj(n, h, rv))
-                                 for n, h, rv in args["leases"]])
-"""
-
-
-def mirror(server, cluster: str, ns: str, leases: list[tuple[str, str, int]]) -> None:
-    _shell(server, MIRROR.format(args=json.dumps({"cluster": cluster, "ns": ns, "leases": leases})))
-
-
-def set_state(server, cluster: str, **fields) -> None:
-    _shell(server, "from django.utils import timezone\nfrom dashboard.follow.models import Cluster\n"
-                   f"Cluster.objects.filter(name={cluster!r}).update(**{fields!r}, state_since=timezone.now())")
-
-
-@pytest.fixture
-def prod(kube_server, ns):
-    """A followed cluster, live and current, holding one lease in the test's namespace."""
-    name = f"prod-{secrets.token_hex(3)}"
-    _shell(kube_server, "from django.utils import timezone\nfrom dashboard.follow.models import Cluster\n"
-                        f"Cluster.objects.create(name={name!r}, server='https://prod.example:6443', credentials=b'x',"
-                        " state='live', heartbeat_at=timezone.now() + timezone.timedelta(hours=1),"
-                        " last_event_at=timezone.now())")
-    mirror(kube_server, name, ns, [["prod-lease", "prod-holder", 10]])
-    yield name
-    _shell(kube_server, "from dashboard.follow.models import Cluster\nfrom dashboard.kube import mirror\n"
-                        f"Cluster.objects.filter(name={name!r}).delete()\nmirror.forget({name!r})")
 
 
 @pytest.fixture

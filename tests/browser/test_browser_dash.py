@@ -1,6 +1,6 @@
 """Browser tests for issue 14's page fixes: forms that report every error at once and move
 focus to the summary, secrets with copy buttons, confirmations, honest reconnects, tab
-titles, and the states of pages whose object was deleted. Fixtures come from test_browser."""
+titles, and the states of pages whose object was deleted. Fixtures come from tests/chromium.py."""
 from __future__ import annotations
 
 import re
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from manifests import endpoints, job
-from test_browser import (  # noqa: F401  (fixtures are used by name)
-    WAIT_MS, api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
-    now_micro, open_live, page, session_state, signed_in_page, assert_not_reloaded, row_ids, wait_in_page,
+from chromium import (
+    WAIT_MS, api, assert_not_reloaded, axe_violations, dom, endpoints_path, held_lease, jobs_path, leases_path,
+    log_in, now_micro, open_live, row_ids, wait_in_page,
 )
+from conftest import require_kubectl, served
+from manifests import endpoints, job
 
 
 def test_form_errors_all_at_once_and_focus_on_summary(page, kube_server, ns):
@@ -60,24 +61,6 @@ def test_remove_subset_keeps_typed_addresses(page, kube_server, ns):
 
 # ---------------------------------------------------------------------------------------------
 # Defects of issue 14
-
-
-AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
-
-
-def axe_violations(page, rules: list[str] | None = None) -> list[str]:
-    """axe-core's violations on the page as it is now ("rule: target" strings)."""
-    page.add_script_tag(path=str(AXE))
-    options = {"runOnly": {"type": "rule", "values": rules}} if rules else {}
-    found = page.evaluate("async (options) => (await axe.run(document, options)).violations", options)
-    return [f"{v['id']}: {n['target']}" for v in found for n in v["nodes"]]
-
-
-@pytest.fixture
-def wide_page(chromium, session_state):
-    """A signed-in page at 1440 px with the clipboard allowed; CSP bypassed to inject axe."""
-    yield from signed_in_page(chromium, session_state, width=1440, bypass_csp=True,
-                              permissions=["clipboard-read", "clipboard-write"])
 
 
 LONG = ("Job has reached the specified backoff limit after the pods failed repeatedly: "
@@ -228,64 +211,18 @@ RECORD_ATTEMPTS = """
 """
 
 
-class RestartableServer:
-    """`manage.py serve` of this test's own (its own SQLite file), stopped and started again
-    on the same ports, as an upgrade or a crash-and-restart does."""
-
-    def __init__(self, data_dir: Path):
-        import subprocess
-        import sys
-
-        from conftest import ROOT, LiveServer, free_port
-
-        self.http_port, self.tls_port = free_port(), free_port()
-        self.live = LiveServer(data_dir, self.http_port, self.tls_port, None)
-        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=self.live.env, cwd=ROOT,
-                       check=True)
-        self.cmd = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.http_port),
-                    "--tls-port", str(self.tls_port)]
-        self.root = ROOT
-        self.log = open(data_dir / "server.log", "ab")
-        self.start()
-
-    def start(self) -> float:
-        """Start and wait until the pages' port accepts connections; returns that moment."""
-        import socket
-        import subprocess
-
-        self.live.proc = subprocess.Popen(self.cmd, env=self.live.env, cwd=self.root, stdout=self.log,
-                                          stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.http_port), timeout=1):
-                    return time.monotonic()
-            except OSError:
-                if self.live.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("serve did not start")
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.live.proc.terminate()
-        self.live.proc.wait(15)
-
-    def close(self) -> None:
-        if self.live.proc.poll() is None:
-            self.stop()
-        self.log.close()
-
-
 @pytest.fixture
 def restartable(tmp_path):
-    server = RestartableServer(tmp_path)
-    yield server
-    server.close()
+    """`manage.py serve` of this test's own (its own SQLite file), stopped and started again on
+    its ports, as an upgrade or a crash-and-restart does."""
+    with served(tmp_path) as server:
+        yield server
 
 
 def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable):
     from playwright.sync_api import expect
 
-    server = restartable.live
+    server = restartable
     expect.set_options(timeout=WAIT_MS)
     server.manage("shell", "-c", (
         "from dashboard.access.tokens import ensure_user\n"
@@ -296,7 +233,6 @@ def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable)
         page = ctx.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        from test_browser import log_in
         log_in(page, server.http_url, "restart-admin", "restart-pass-123")
         api(server, "POST", leases_path("rs"), held_lease("rs", "short", "node-a", duration=6))
         open_live(page, f"{server.http_url}/leases/?namespace=rs")
@@ -304,7 +240,7 @@ def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable)
         countdown = row.locator("[data-expires-at]")
         expect(row.locator("[data-state-label]")).to_have_text("held")
 
-        restartable.stop()
+        server.stop()
         status = page.locator("#live-status")
         expect(status).to_have_text("Reconnecting…")
         expect(page.locator("#live-stale")).to_contain_text("Not live since")
@@ -323,7 +259,7 @@ def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable)
         # holds a connection until it exits: that gap is among those skipped below).
         wait_in_page(page, "window.__kdAttempts.length >= 10", "ten connection attempts while the server is down")
         attempts_while_down = page.evaluate("window.__kdAttempts.length")
-        back = restartable.start()
+        back = server.start()   # (the moment its port accepts connections again)
         expect(status).to_have_text("Live", timeout=3000)
         took = time.monotonic() - back
         print(f"live again {took:.2f}s after the server was back")
@@ -664,7 +600,6 @@ def test_yaml_download_is_what_kubectl_get_writes(page, kube_server, ns, tmp_pat
     import subprocess
 
     import yaml
-    from conftest import require_kubectl
 
     kubectl = require_kubectl()
     api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns, completions=3))

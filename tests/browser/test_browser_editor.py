@@ -3,12 +3,8 @@ highlighting, keyboard editing, the review of changes before save, the conflict 
 page under its real Content-Security-Policy, axe, and the textarea without JavaScript."""
 from __future__ import annotations
 
-import pytest
 
-from test_browser import (  # noqa: F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, chromium, held_lease, leases_path, login_user, ns, page, session_state,
-)
-from test_browser_dash import axe_violations, wide_page  # noqa: F401
+from chromium import api, axe_violations, held_lease, leases_path
 
 
 def _holder(kube_server, ns: str) -> str:

@@ -7,10 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from manifests import job
-from test_browser import (  # noqa: F401  (fixtures are used by name)
-    api, assert_not_reloaded, chromium, jobs_path, log_in, login_user, ns, open_live, session_state,
-)
-from test_browser_dash import axe_violations, wide_page  # noqa: F401
+from chromium import api, assert_not_reloaded, axe_violations, jobs_path, log_in, open_live
 
 
 def event(ns: str, name: str, reason: str, message: str, type_: str = "Normal", count: int = 1,

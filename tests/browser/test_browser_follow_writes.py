@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from conftest import eventually, served, server_env
-from test_browser import WAIT_MS, chromium, log_in  # noqa: F401  (chromium: a fixture)
-from test_browser_dash import axe_violations
+from conftest import FOLLOWER_ENV, eventually, served, server_env
+from chromium import WAIT_MS, axe_violations, log_in
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/team/leases"
 PASSWORD = "follow-writes-pw-1"
@@ -21,31 +20,24 @@ PASSWORD = "follow-writes-pw-1"
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     up_dir, here_dir = tmp_path_factory.mktemp("upstream"), tmp_path_factory.mktemp("follower")
-    up_gen = served(up_dir, server_env(up_dir))
-    up = next(up_gen)
-    status, _, body = up.request("POST", LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                                  "metadata": {"name": "web", "namespace": "team"},
-                                                  "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}})
-    assert status == 201, body
-    env = server_env(here_dir)
-    env.update(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5",
-               KUBEDASH_MAINTENANCE_LEASE_SECONDS="5", KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3")
-    here_gen = served(here_dir, env)
-    here = next(here_gen)
-    follower = up.kubeconfig(here_dir / "follower.kubeconfig", "follower", "viewer")
-    mine = up.kubeconfig(here_dir / "alice.kubeconfig", "alice", "editor")
-    here.manage("follow", "add", "prod", "--kubeconfig", str(follower), "--writes", "own-credentials")
-    here.manage("shell", "-c", (
-        "from pathlib import Path\n"
-        "from dashboard.access.tokens import ensure_user\n"
-        "from dashboard.follow import following\n"
-        "from dashboard.follow.models import Cluster\n"
-        f"u = ensure_user('alice', 'editor'); u.set_password({PASSWORD!r}); u.save()\n"
-        f"following.save_user_credentials(Cluster.objects.get(name='prod'), u, Path({str(mine)!r}).read_text())\n"))
-    eventually(lambda: "live" in here.manage("follow", "list"), 60, "prod to be followed")
-    yield up, here
-    next(here_gen, None)
-    next(up_gen, None)
+    with served(up_dir) as up, served(here_dir, env=server_env(here_dir, **FOLLOWER_ENV)) as here:
+        # prod, own-credentials; alice (an editor) with her kubeconfig for it
+        status, _, body = up.request("POST", LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                      "metadata": {"name": "web", "namespace": "team"},
+                                                      "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}})
+        assert status == 201, body
+        follower = up.kubeconfig(here_dir / "follower.kubeconfig", "follower", "viewer")
+        mine = up.kubeconfig(here_dir / "alice.kubeconfig", "alice", "editor")
+        here.manage("follow", "add", "prod", "--kubeconfig", str(follower), "--writes", "own-credentials")
+        here.manage("shell", "-c", (
+            "from pathlib import Path\n"
+            "from dashboard.access.tokens import ensure_user\n"
+            "from dashboard.follow import following\n"
+            "from dashboard.follow.models import Cluster\n"
+            f"u = ensure_user('alice', 'editor'); u.set_password({PASSWORD!r}); u.save()\n"
+            f"following.save_user_credentials(Cluster.objects.get(name='prod'), u, Path({str(mine)!r}).read_text())\n"))
+        eventually(lambda: "live" in here.manage("follow", "list"), 60, "prod to be followed")
+        yield up, here
 
 
 def test_edit_a_followed_lease_in_the_browser(servers, chromium):

@@ -10,11 +10,10 @@ import pytest
 import yaml
 
 from manifests import endpoints, job
-from test_browser import (  # noqa: F401  (fixtures are used by name)
-    api, chromium, dom, endpoints_path, held_lease, jobs_path, leases_path, login_user, ns,
-    open_live, page, session_state, signed_in_page, assert_not_reloaded,
+from chromium import (
+    api, assert_not_reloaded, axe_violations, dom, endpoints_path, held_lease, jobs_path, leases_path,
+    open_live, signed_in_page,
 )
-from test_browser_dash import axe_violations, wide_page  # noqa: F401
 
 ACQUIRED = "2026-01-01T00:00:00.000000Z"      # 09:00 in Tokyo (UTC+9, no daylight saving)
 

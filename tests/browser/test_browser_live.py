@@ -15,12 +15,13 @@ import time
 
 import pytest
 
-from manifests import lease
-from test_browser_clusters import mirror, prod  # noqa: F401  (prod: a followed cluster, the overview's clusters panel)
-from test_browser import (  # noqa: F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, dom, held_lease, leases_path, log_in, login_user,
-    now_micro, ns, open_live, page, session_state,
+from browser.followed import mirror
+from conftest import served
+from chromium import (
+    TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, dom, held_lease, leases_path, log_in, now_micro, open_live,
+    signed_in_page,
 )
+from manifests import lease
 
 
 def lease_without_holder(ns: str, name: str) -> dict:
@@ -32,11 +33,7 @@ def lease_without_holder(ns: str, name: str) -> dict:
 @pytest.fixture(scope="module")
 def lone_server(tmp_path_factory):
     """`manage.py serve --workers 1`: the process that holds every socket is the server."""
-    from conftest import served, server_env
-
-    data_dir = tmp_path_factory.mktemp("kubedash-lone")
-    server = None
-    for server in served(data_dir, server_env(data_dir), "--workers", "1"):
+    with served(tmp_path_factory.mktemp("kubedash-lone"), "--workers", "1") as server:
         server.manage("shell", "-c", (
             "from dashboard.access.tokens import ensure_user\n"
             "u = ensure_user('lone-admin', 'admin')\nu.set_password('lone-pass-123')\nu.save()\n"))
@@ -306,8 +303,6 @@ def test_a_share_link_keeps_sort_filter_size_and_page(chromium, page, kube_serve
 
 @pytest.fixture
 def phone(chromium, session_state):
-    from test_browser import signed_in_page
-
     yield from signed_in_page(chromium, session_state, width=390, is_mobile=True, has_touch=True,
                               device_scale_factor=2)
 

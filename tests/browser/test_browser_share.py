@@ -20,9 +20,9 @@ import secrets
 import pytest
 
 from manifests import endpoints, job
-from test_browser import (  # noqa: F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, chromium, dom, endpoints_path, held_lease, jobs_path,
-    leases_path, log_in, ns, open_live,
+from chromium import (
+    TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, dom, endpoints_path, held_lease, jobs_path, leases_path,
+    log_in, open_live,
 )
 
 EDITOR = "share-editor"

@@ -9,7 +9,6 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from test_kubectl import kubectl  # noqa: F401  (the fixture: kubectl over HTTPS with a kubeconfig)
 
 NS = "evk"
 

@@ -8,7 +8,6 @@ import textwrap
 
 import pytest
 
-from conftest import require_kubectl
 
 LEASE_YAML = """\
 apiVersion: coordination.k8s.io/v1
@@ -38,24 +37,6 @@ spec:
         image: busybox:1.36
         command: ["sh", "-c", "echo hi"]
 """
-
-
-@pytest.fixture(scope="module")
-def kubectl(kube_server, tmp_path_factory):
-    binary = require_kubectl()
-    home = tmp_path_factory.mktemp("kubectl-home")
-    config = kube_server.kubeconfig(home / "kubeconfig")
-
-    def run(*args, stdin: str | None = None, check: bool = True, env: dict | None = None):
-        full_env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(config), **(env or {})}
-        proc = subprocess.run([binary, "--cache-dir", str(home / "cache"), *args], input=stdin, text=True,
-                              capture_output=True, env=full_env, timeout=120)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    run.home, run.config, run.binary = home, config, binary
-    return run
 
 
 def test_create_get_describe_delete_lease(kubectl):

@@ -25,14 +25,12 @@ Where each expected managedFields value comes from (kube-apiserver 1.32):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 
 import pytest
 import yaml
 
-from conftest import require_kubectl
+from page_helpers import form_data
 
 NS = "ssa"
 APPLY = "application/apply-patch+yaml"
@@ -55,26 +53,6 @@ JOB_APPLIED_FIELDS = {
         "f:containers": {'k:{"name":"c"}': {".": {}, "f:command": {}, "f:image": {}, "f:name": {}}},
         "f:restartPolicy": {}}}},
 }
-
-
-@pytest.fixture(scope="module")
-def kubectl(kube_server, tmp_path_factory):
-    binary = require_kubectl()
-    home = tmp_path_factory.mktemp("kubectl-ssa")
-    config = kube_server.kubeconfig(home / "kubeconfig")
-
-    def run(*args, stdin=None, check=True):
-        if isinstance(stdin, dict):
-            stdin = yaml.safe_dump(stdin)
-        env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(config)}
-        proc = subprocess.run([binary, "--cache-dir", str(home / "cache"), *args], input=stdin, text=True,
-                              capture_output=True, env=env, timeout=120)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    run.config = config
-    return run
 
 
 def get(kube_server, path):
@@ -489,23 +467,17 @@ def test_dashboard_actions_write_as_kubedash_web(api):
     assert "f:backoffLimit" in fields["creator"]["fieldsV1"]["f:spec"]
 
 
-def test_form_and_yaml_editor_write_as_kubedash_web(api, db):
+def test_form_and_yaml_editor_write_as_kubedash_web(api, login):
     """The edit form and the YAML editor (signed-in pages, Django's test client) save as the
     dashboard's Update manager; fields they did not touch stay the creator's."""
-    from django.test import Client
-    from test_forms import form_data as fields    # the form pages' fields, as a browser posts them
-
-    from dashboard.access.tokens import ensure_user
-
     r = api.post("/apis/coordination.k8s.io/v1/namespaces/default/leases?fieldManager=creator",
                  {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                   "metadata": {"name": "edited", "namespace": "default"},
                   "spec": {"holderIdentity": "a", "leaseDurationSeconds": 10}})
     assert r.status_code == 201
-    page = Client()
-    page.force_login(ensure_user("ssa-editor", "editor"))
+    page = login("editor", "ssa-editor")
 
-    data = fields(page.get("/leases/default/edited/yaml/"))
+    data = form_data(page.get("/leases/default/edited/yaml/"))
     assert "managedFields" not in data["yaml"]          # the editor hides them (web/present.py)
     data["yaml"] = data["yaml"].replace("holderIdentity: a", "holderIdentity: b")
     assert page.post("/leases/default/edited/yaml/", data).status_code == 302
@@ -515,7 +487,7 @@ def test_form_and_yaml_editor_write_as_kubedash_web(api, db):
     assert managers["kubedash-web"]["fieldsV1"] == {"f:spec": {"f:holderIdentity": {}}}
     assert managers["creator"]["fieldsV1"] == {"f:spec": {"f:leaseDurationSeconds": {}}}
 
-    data = fields(page.get("/leases/default/edited/edit/"))
+    data = form_data(page.get("/leases/default/edited/edit/"))
     data["duration"] = "30"
     assert page.post("/leases/default/edited/edit/", data).status_code == 302
     obj = api.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/edited").json()

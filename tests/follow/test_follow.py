@@ -3,16 +3,13 @@ Kubernetes-compatible API), the server under test follows it (`manage.py follow 
 maintenance leader's informers) and serves the copy under /clusters/prod, read-only."""
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, eventually, require_kubectl, served, server_env
-from test_browser import chromium  # noqa: F401  (the module's Chromium, a fixture used by name)
+from chromium import assert_not_reloaded, open_live
+from conftest import FOLLOWER_ENV, eventually, require_kubectl, served, server_env
 
 LEASES = "/apis/coordination.k8s.io/v1"
 JOBS = "/apis/batch/v1"
@@ -46,80 +43,28 @@ def follow_state(server) -> str:
     return server.manage("follow", "list")
 
 
-class Upstream:
-    """A kubedash server we can stop and start again on the same ports and database."""
-
-    def __init__(self, data_dir: Path):
-        self.data_dir = data_dir
-        self.gen = served(data_dir, server_env(data_dir))
-        self.server = next(self.gen)
-
-    def kill(self) -> None:
-        """SIGKILL the supervisor and its workers: connections drop, nothing is said."""
-        pid = self.server.proc.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        for child in children:
-            os.kill(int(child), 9)
-        self.server.proc.kill()
-        self.server.proc.wait(10)
-
-    def start_again(self) -> None:
-        server = self.server
-        tls_port = int(server.https_url.rsplit(":", 1)[1])
-        log = open(self.data_dir / "server2.log", "ab")
-        server.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(server.http_port),
-             "--tls-port", str(tls_port)], env=server.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        eventually(lambda: _listens(server.http_port), 60, "the upstream to listen again")
-
-    def close(self) -> None:
-        """Stop the server as started last (served() stops only the process it started)."""
-        if self.server.proc.poll() is None:
-            self.server.proc.terminate()
-            try:
-                self.server.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        next(self.gen, None)
-
-
-def _listens(port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory):
-    up = Upstream(tmp_path_factory.mktemp("upstream"))
-    for i in range(30):
-        status, _, body = up.server.request("POST", f"{LEASES}/namespaces/team/leases", lease(f"l{i:02d}", "a"))
-        assert status == 201, body
-    yield up
-    up.close()
+    """A second kubedash as the followed cluster (a test kills it and starts it again on its ports)."""
+    with served(tmp_path_factory.mktemp("upstream")) as up:
+        for i in range(30):
+            status, _, body = up.request("POST", f"{LEASES}/namespaces/team/leases", lease(f"l{i:02d}", "a"))
+            assert status == 201, body
+        yield up
 
 
 @pytest.fixture(scope="module")
 def here(tmp_path_factory, upstream):
     """The server under test, following the upstream as "prod" through a viewer's kubeconfig."""
     data_dir = tmp_path_factory.mktemp("follower")
-    env = server_env(data_dir)
-    env.update(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5",
-               KUBEDASH_MAINTENANCE_LEASE_SECONDS="5", KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3")
-    gen = served(data_dir, env)
-    server = next(gen)
-    kubeconfig = upstream.server.kubeconfig(data_dir / "prod.kubeconfig", "follower", "viewer")
-    server.manage("follow", "add", "prod", "--kubeconfig", str(kubeconfig))
-    yield server
-    next(gen, None)
+    with served(data_dir, env=server_env(data_dir, **FOLLOWER_ENV)) as server:
+        kubeconfig = upstream.kubeconfig(data_dir / "prod.kubeconfig", "follower", "viewer")
+        server.manage("follow", "add", "prod", "--kubeconfig", str(kubeconfig))
+        yield server
 
 
 def test_initial_sync_then_live_in_order(upstream, here):
-    up = upstream.server
+    up = upstream
     eventually(lambda: holders(here, "/clusters/prod") == holders(up), 30, "the first sync")
     # Nothing of prod among the local objects, nothing local under prod.
     assert holders(here) == {}
@@ -151,7 +96,7 @@ def test_metrics_say_the_cluster_is_followed(here):
 
 
 def test_upstream_deletes_propagate(upstream, here):
-    up = upstream.server
+    up = upstream
     status, _, _ = up.request("DELETE", f"{LEASES}/namespaces/team/leases/l01")
     assert status == 200
     eventually(lambda: "l01" not in holders(here, "/clusters/prod"), 15, "the delete to arrive")
@@ -161,7 +106,7 @@ def test_upstream_deletes_propagate(upstream, here):
 def test_events_about_the_followed_kinds_are_followed(upstream, here):
     """Events come along for the three kinds (field-selected by involvedObject.kind upstream,
     so a Pod's are not copied), and leave when upstream deletes them (its TTL)."""
-    up = upstream.server
+    up = upstream
 
     def event(name, kind, obj, reason, type_="Normal"):
         body = {"metadata": {"name": name}, "involvedObject": {"kind": kind, "namespace": "team", "name": obj},
@@ -216,7 +161,7 @@ def test_a_followed_clusters_warning_pushes_its_row_badge_and_nothing_local_does
 
     from conftest import log_in_form
 
-    up = upstream.server
+    up = upstream
     job = {"metadata": {"name": "badge-1"}, "spec": {"template": {"spec": {
         "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
     assert up.request("POST", f"{JOBS}/namespaces/team/jobs", job)[0] == 201
@@ -349,7 +294,7 @@ def test_kubectl_watch_through_the_cluster_path(upstream, here, tmp_path):
     try:
         first = proc.stdout.readline()
         assert "NAMESPACE" in first or "EVENT" in first, first + proc.stderr.read(2000) if proc.poll() else first
-        set_holder(upstream.server, "l05", "kubectl-saw-me")
+        set_holder(upstream, "l05", "kubectl-saw-me")
         deadline = time.monotonic() + 20
         lines = []
         while time.monotonic() < deadline:
@@ -384,10 +329,10 @@ def test_restart_and_compaction_upstream_converge(upstream, here):
         "    obj['spec']['holderIdentity'] = 'changed-offline'\n"
         "    return obj\n"
         "store.update(res, 'team', 'l04', change, is_patch=True)\n")
-    upstream.server.manage("shell", "-c", script)
-    upstream.server.manage("compact", "--keep", "0", "--keep-seconds", "0")
-    upstream.start_again()
-    expected = holders(upstream.server)
+    upstream.manage("shell", "-c", script)
+    upstream.manage("compact", "--keep", "0", "--keep-seconds", "0")
+    upstream.start()
+    expected = holders(upstream)
     assert "l02" not in expected and expected["new4"] == "b" and expected["l04"] == "changed-offline"
     eventually(lambda: holders(here, "/clusters/prod") == expected, 60, "the copy to converge after the relist")
     eventually(lambda: "live" in follow_state(here), 30, "prod to be live again")
@@ -404,8 +349,6 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here, chromium):
     account: prod's Leases, changed live by upstream writes, nothing local, nothing to change."""
     from playwright.sync_api import expect
 
-    from test_browser import assert_not_reloaded, open_live
-
     token = shell(here, "from dashboard.access.tokens import ensure_user\n"
                         "from dashboard.web.share import create_link\n"
                         "link, token = create_link(ensure_user('sharer', 'editor'), kind='Lease', namespace='team',\n"
@@ -420,7 +363,7 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here, chromium):
         items = page.locator("#items")
         expect(items).to_contain_text("l06")
         expect(items).not_to_contain_text("local-only")
-        set_holder(upstream.server, "l06", "seen-through-the-link")
+        set_holder(upstream, "l06", "seen-through-the-link")
         expect(items).to_contain_text("seen-through-the-link")
         assert_not_reloaded(page)
         expect(page.locator("a.new-object")).to_have_count(0)
@@ -435,15 +378,15 @@ def test_remove_forgets_everything_of_the_cluster(upstream, here):
     upstream writes afterwards bring nothing back (the follower stops, and a write it had in
     flight is refused under the write lock)."""
     # A second follower of the same upstream: it shows when an upstream write has reached here.
-    kubeconfig = upstream.server.kubeconfig(here.data_dir / "copy.kubeconfig", "follower", "viewer")
+    kubeconfig = upstream.kubeconfig(here.data_dir / "copy.kubeconfig", "follower", "viewer")
     here.manage("follow", "add", "copy", "--kubeconfig", str(kubeconfig))
-    eventually(lambda: holders(here, "/clusters/copy") == holders(upstream.server), 30, "the second follower's sync")
+    eventually(lambda: holders(here, "/clusters/copy") == holders(upstream), 30, "the second follower's sync")
     here.manage("follow", "remove", "prod")
     status, _, body = here.request("GET", f"/clusters/prod{LEASES}/leases")
     eventually(lambda: here.request("GET", f"/clusters/prod{LEASES}/leases")[0] == 404, 5, "prod's API to go")
     eventually(lambda: "follow: stopped following prod" in (here.data_dir / "server.log").read_text(), 20,
                "prod's follower to stop")
-    upstream.server.request("POST", f"{LEASES}/namespaces/team/leases", lease("after-remove", "x"))
+    upstream.request("POST", f"{LEASES}/namespaces/team/leases", lease("after-remove", "x"))
     eventually(lambda: "after-remove" in holders(here, "/clusters/copy"), 20, "the write to reach the other follower")
     left = shell(here, "from dashboard.coordination.models import Lease\n"
                        "print(Lease.everywhere.filter(cluster='prod').count())\n")

@@ -16,7 +16,6 @@ from cryptography.fernet import Fernet
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from conftest import signed_in_client
 from manifests import lease
 
 TOKEN = "s3cr3t-token-Zq9vXw7"
@@ -505,14 +504,6 @@ def test_the_api_client_reaches_a_real_server(kube_server, tmp_path, monkeypatch
 # The clusters page
 
 
-@pytest.fixture
-def login(db):
-    def make(role="admin"):
-        return signed_in_client(role, f"clusters-{role}")
-
-    return make
-
-
 def post(client, **data):
     form = {"name": "", "kubeconfig": "", "context": "", "namespace": "", **data}
     return client.post("/clusters/", form)
@@ -635,7 +626,7 @@ def test_the_page_says_when_a_cluster_is_not_current(login):
                            heartbeat_at=now - timedelta(minutes=5))
     Cluster.objects.create(name="down", server="https://c:6443", credentials=b"x", state="stale",
                            message="leases: cannot connect to the API server (connection refused)")
-    page = login().get("/clusters/").content.decode()
+    page = login("admin").get("/clusters/").content.decode()
     row = {name: page.split(f'<tr id="cluster-{name}">', 1)[1].split("</tr>", 1)[0] for name in ("fresh", "silent", "down")}
     assert '<td class="ok"><span class="badge">live</span>' in row["fresh"]
     assert '<td class="warn"><span class="badge">live (no heartbeat)</span>' in row["silent"]

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import eventually, served, server_env
+from conftest import FOLLOWER_ENV, eventually, served, server_env
 
 LEASES = "/apis/coordination.k8s.io/v1"
 SECRET_BODY = "INTERNAL-SECRET-7f3a: db password is hunter2"
@@ -91,13 +91,8 @@ def stub():
 @pytest.fixture(scope="module")
 def here(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("hostile")
-    env = server_env(data_dir)
-    env.update(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5",
-               KUBEDASH_MAINTENANCE_LEASE_SECONDS="5", KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3")
-    gen = served(data_dir, env)
-    server = next(gen)
-    yield server
-    next(gen, None)
+    with served(data_dir, env=server_env(data_dir, **FOLLOWER_ENV)) as server:
+        yield server
 
 
 def kubeconfig(server: str, token: str = TOKEN) -> str:
@@ -131,7 +126,7 @@ def row(here, name: str) -> dict:
 
 
 def log_text(here) -> str:
-    return (here.data_dir / "server.log").read_text(errors="replace")
+    return here.log()
 
 
 def test_upstream_bodies_never_reach_messages_logs_or_metrics(here, stub):

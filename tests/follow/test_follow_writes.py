@@ -12,9 +12,9 @@ from html import unescape
 
 import pytest
 
-from conftest import served, server_env
+from conftest import served
 from manifests import endpoints, job, lease
-from test_forms import form_fields
+from page_helpers import form_fields
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,14 +27,12 @@ PATHS = {"Lease": LEASES, "Job": JOBS, "Endpoints": ENDPOINTS}
 @pytest.fixture(scope="module")
 def up(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("upstream")
-    gen = served(data_dir, server_env(data_dir))
-    server = next(gen)
-    kubeconfigs = {}
-    for user, role in (("alice", "editor"), ("bob", "viewer"), ("follower", "admin")):
-        kubeconfigs[user] = server.kubeconfig(data_dir / f"{user}.kubeconfig", user, role).read_text()
-    server.kubeconfigs = kubeconfigs
-    yield server
-    next(gen, None)
+    with served(data_dir) as server:
+        kubeconfigs = {}
+        for user, role in (("alice", "editor"), ("bob", "viewer"), ("follower", "admin")):
+            kubeconfigs[user] = server.kubeconfig(data_dir / f"{user}.kubeconfig", user, role).read_text()
+        server.kubeconfigs = kubeconfigs
+        yield server
 
 
 @pytest.fixture
@@ -71,15 +69,20 @@ def follow(up, mode: str):
     return cluster
 
 
-def user(name: str, role: str, kubeconfig: str | None = None, cluster=None):
-    from conftest import signed_in_client
+@pytest.fixture
+def user(login):
+    """user(name, role, kubeconfig=None, cluster=None) -> a signed-in Client; with a kubeconfig,
+    the user's own credentials for the cluster (own-credentials mode)."""
     from dashboard.access.tokens import ensure_user
     from dashboard.follow import following
 
-    client = signed_in_client(role, name)
-    if kubeconfig is not None:
-        following.save_user_credentials(cluster, ensure_user(name, role), kubeconfig)
-    return client
+    def sign_in(name: str, role: str, kubeconfig: str | None = None, cluster=None):
+        client = login(role, name)
+        if kubeconfig is not None:
+            following.save_user_credentials(cluster, ensure_user(name, role), kubeconfig)
+        return client
+
+    return sign_in
 
 
 def copy_of(kind: str, name: str):
@@ -109,7 +112,7 @@ def managers(obj) -> set:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_form_edit_lands_upstream_and_shows_at_once(up, objects, caplog):
+def test_form_edit_lands_upstream_and_shows_at_once(up, objects, caplog, user):
     cluster = follow(up, "own-credentials")
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     name = objects["lease"]
@@ -136,7 +139,7 @@ def test_form_edit_lands_upstream_and_shows_at_once(up, objects, caplog):
     assert line["cluster"] == "prod" and line["name"] == name and "own credentials" in line["upstreamIdentity"]
 
 
-def test_yaml_edit_and_actions(up, objects):
+def test_yaml_edit_and_actions(up, objects, user):
     cluster = follow(up, "own-credentials")
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     lname, jname, ename = objects["lease"], objects["job"], objects["eps"]
@@ -170,7 +173,7 @@ def test_yaml_edit_and_actions(up, objects):
     assert copy_of("Job", jname)["spec"]["suspend"] is False
 
 
-def test_bulk_suspend_and_delete_with_undo(up, objects):
+def test_bulk_suspend_and_delete_with_undo(up, objects, user):
     cluster = follow(up, "own-credentials")
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     jname = objects["job"]
@@ -191,7 +194,7 @@ def test_bulk_suspend_and_delete_with_undo(up, objects):
     assert copy_of("Job", jname)["metadata"]["uid"] == again["metadata"]["uid"]
 
 
-def test_detail_delete_goes_upstream(up, objects):
+def test_detail_delete_goes_upstream(up, objects, user):
     cluster = follow(up, "own-credentials")
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     lname = objects["lease"]
@@ -202,7 +205,7 @@ def test_detail_delete_goes_upstream(up, objects):
     assert upstream_get(up, "Lease", lname) is None and copy_of("Lease", lname) is None
 
 
-def test_upstream_refusal_is_shown_and_nothing_changes(up, objects):
+def test_upstream_refusal_is_shown_and_nothing_changes(up, objects, user):
     cluster = follow(up, "own-credentials")
     bob = user("bob", "editor", up.kubeconfigs["bob"], cluster)      # an editor here, a viewer upstream
     name = objects["lease"]
@@ -221,7 +224,7 @@ def test_upstream_refusal_is_shown_and_nothing_changes(up, objects):
     assert copy_of("Lease", name)["spec"]["holderIdentity"] == "a"
 
 
-def test_concurrent_upstream_write_gives_the_conflict_page(up, objects):
+def test_concurrent_upstream_write_gives_the_conflict_page(up, objects, user):
     cluster = follow(up, "own-credentials")
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     name = objects["lease"]
@@ -238,7 +241,7 @@ def test_concurrent_upstream_write_gives_the_conflict_page(up, objects):
     assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "someone-else"
 
 
-def test_viewer_share_link_and_missing_credentials_cannot_write(up, objects):
+def test_viewer_share_link_and_missing_credentials_cannot_write(up, objects, user):
     from dashboard.follow.models import UserCredentials
 
     cluster = follow(up, "own-credentials")
@@ -256,7 +259,7 @@ def test_viewer_share_link_and_missing_credentials_cannot_write(up, objects):
     assert UserCredentials.objects.filter(user__username="carol").count() == 0
 
 
-def test_read_only_mode_stays_read_only(up, objects):
+def test_read_only_mode_stays_read_only(up, objects, user):
     follow(up, "read-only")
     alice = user("alice", "editor")
     name = objects["lease"]
@@ -264,7 +267,7 @@ def test_read_only_mode_stays_read_only(up, objects):
     assert upstream_get(up, "Lease", name)["spec"]["holderIdentity"] == "a"
 
 
-def test_as_user_impersonates_the_signed_in_user(up, objects, caplog):
+def test_as_user_impersonates_the_signed_in_user(up, objects, caplog, user):
     cluster = follow(up, "as-user")
     # alice is an editor upstream: her own upstream role applies to the impersonated request.
     alice = user("alice", "editor")
@@ -294,7 +297,7 @@ def test_user_credentials_must_name_the_clusters_server(up):
         following.save_user_credentials(cluster, ensure_user("alice", "editor"), other)
 
 
-def test_clusters_page_sets_the_mode_and_stores_a_users_credentials(up, objects):
+def test_clusters_page_sets_the_mode_and_stores_a_users_credentials(up, objects, user):
     from django.core.management import call_command
 
     from dashboard.follow.models import Cluster, UserCredentials
@@ -323,22 +326,20 @@ def test_clusters_page_sets_the_mode_and_stores_a_users_credentials(up, objects)
     assert Cluster.objects.get(name="prod").writes == "as-user"
 
 
-def test_as_user_sends_the_role_and_namespace_groups(up, objects):
+def test_as_user_sends_the_role_and_namespace_groups(up, objects, login):
     """A user the upstream does not know gets what the groups carry (part A's contract): an
     editor limited to namespace team may change team's objects upstream."""
     follow(up, "as-user")
-    from conftest import signed_in_client
-
-    nina = signed_in_client("editor", "nina-only-here", namespaces=["team"])
+    nina = login("editor", "nina-only-here", namespaces=["team"])
     name = objects["lease"]
     assert nina.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": "a"}).status_code == 302
     there = upstream_get(up, "Lease", name)
     assert not there["spec"].get("holderIdentity")
-    vic = signed_in_client("editor", "vic-only-here", namespaces=["elsewhere"])
+    vic = login("editor", "vic-only-here", namespaces=["elsewhere"])
     assert vic.post(f"/leases/team/{name}/release/?cluster=prod", {"holder": ""}).status_code == 403   # kubedash's own limit first
 
 
-def test_a_share_link_of_a_writable_cluster_never_writes(up, objects):
+def test_a_share_link_of_a_writable_cluster_never_writes(up, objects, user):
     from django.test import Client
 
     cluster = follow(up, "as-user")
@@ -377,7 +378,7 @@ def test_upstream_words_are_bounded_and_only_a_status_message():
     assert internal.code == 502 and "SECRET" not in internal.message and "HTTP 500" in internal.message
 
 
-def test_create_from_yaml_and_create_again_after_a_delete(up, objects):
+def test_create_from_yaml_and_create_again_after_a_delete(up, objects, user):
     cluster = follow(up, "own-credentials")
     alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
     name = f"{objects['lease']}-new"

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from manifests import JOBS, job
-from test_history_web import _connect, _receive_until, login  # noqa: F401  (login: a fixture)
+from page_helpers import connect, receive_until
 
 
 def text(html: str) -> str:
@@ -87,19 +87,21 @@ async def test_events_reach_the_timeline_live():
 
     user = await sync_to_async(ensure_user)("tl-viewer", "viewer")
     rv = await sync_to_async(create_job)()
-    comm = await _connect(user, f"view=job&namespace=default&name=tl&tab=history&rv={rv}")
+    comm, connected, _ = await connect(user, f"view=job&namespace=default&name=tl&tab=history&rv={rv}")
+    assert connected
     try:
         uid = await sync_to_async(record)("tl.1", "BackoffLimitExceeded", "Warning")
-        html = await _receive_until(comm, f'id="event-{uid}"')
+        html = await receive_until(comm, f'id="event-{uid}"')
         assert 'hx-swap-oob="afterbegin:#history-entries"' in html and "BackoffLimitExceeded happened" in html
         # Seen again (the correlator's count + 1): the entry moves to the top with its count.
         await sync_to_async(record)("tl.1", "BackoffLimitExceeded", "Warning", count=2)
-        html = await _receive_until(comm, "×2")
+        html = await receive_until(comm, "×2")
         assert html.index(f'<li id="event-{uid}" hx-swap-oob="delete"></li>') < html.index("afterbegin")
     finally:
         await comm.disconnect()
     # A page filtered to the changes is pushed the revisions, not the Events.
-    comm = await _connect(user, f"view=job&namespace=default&name=tl&tab=history&show=changes&rv={rv}")
+    comm, connected, _ = await connect(user, f"view=job&namespace=default&name=tl&tab=history&show=changes&rv={rv}")
+    assert connected
 
     def suspend():
         def change(obj):

@@ -1,13 +1,16 @@
 """Job pages (dashboard/batch/web.py): the presenter's index grid; the suspend action."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from dashboard.batch.actions import do_suspend_job, with_suspend
 from dashboard.batch.web import GRID_CELLS
 from dashboard.web import present as p
 from manifests import job
-from test_pages import NOW
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 
 def test_present_job_grid_is_capped():

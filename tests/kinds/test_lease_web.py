@@ -7,8 +7,9 @@ import pytest
 
 from dashboard.coordination import web as p
 from dashboard.coordination.actions import do_release_lease, released
-from manifests import lease
-from test_pages import NOW, micro
+from manifests import lease, micro
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 
 def test_holder_history_spans_and_gaps():

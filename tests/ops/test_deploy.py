@@ -20,7 +20,6 @@ import http.client
 import json
 import os
 import queue
-import random
 import re
 import shutil
 import signal
@@ -32,14 +31,14 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 import pytest
 import yaml
 
-import pg_support
-from conftest import ROOT, LiveServer, free_port, log_in_form, require_kubectl, server_env
+from conftest import ROOT, LiveServer, free_port, log_in_form, require_kubectl, served_pair
 from manifests import lease
 
 TEMPLATE = ROOT / "deploy" / "nginx" / "kubedash.conf.template"
@@ -93,19 +92,6 @@ class Proxy:
                         "--server", self.base, "--output", str(path)], env=env, cwd=ROOT, check=True,
                        capture_output=True)
         return path
-
-
-def _start_app(env: dict, data_dir: Path, label: str, port: int | None = None) -> LiveServer:
-    port = port or free_port()
-    log = open(data_dir / f"{label}.log", "ab")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--no-tls",
-                             "--proxy-headers", "--port", str(port)],
-                            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    server = LiveServer(data_dir, port, 0, proc)
-    server.env = env
-    server.log_name = label
-    return server
 
 
 def _wait_port(port: int, proc, what: str, log: Path) -> None:
@@ -195,50 +181,27 @@ def nginx_bin() -> str:
 
 @pytest.fixture(scope="module")
 def stack(nginx_bin, tmp_path_factory):
-    pg_support.require_postgres()
-    pg_support.require_redis()
-    dbname = pg_support.create_database("kd_deploy")
+    with _two_apps_behind_nginx(nginx_bin, tmp_path_factory) as proxy:
+        yield proxy
+
+
+@contextmanager
+def _two_apps_behind_nginx(nginx_bin: str, tmp_path_factory):
+    """Two `serve --no-tls --proxy-headers` processes on one PostgreSQL database and Redis
+    (conftest.served_pair), nginx in front: yields its Proxy."""
     work = tmp_path_factory.mktemp("kubedash-deploy")
-    procs = []
-    try:
-        yield _two_apps_behind_nginx(nginx_bin, work, dbname, procs)
-    finally:
-        for proc in reversed(procs):
+    # No bookmarks: the only bytes on an idle watch are its events, so an event that arrives was
+    # not pushed out by later traffic.
+    with served_pair(tmp_path_factory, "postgres", "--proxy-headers", tls=False,
+                     KUBEDASH_WATCH_BOOKMARK_SECONDS="3600") as upstreams:
+        proc, http_port, https_port, tls = _start_proxy(nginx_bin, work, [u.http_port for u in upstreams])
+        try:
+            proxy = Proxy(http_port, https_port, str(tls.ca_cert), list(upstreams), upstreams.a.admin_token)
+            proxy.tls_data_dir = work / "proxy-data"
+            proxy.nginx_log = work / "nginx" / "error.log"
+            yield proxy
+        finally:
             _stop(proc)
-        pg_support.drop_database(dbname)
-
-
-def _two_apps_behind_nginx(nginx_bin: str, work: Path, dbname: str, procs: list) -> Proxy:
-    """Two `serve` processes on one PostgreSQL database and Redis, nginx in front (their
-    processes appended to procs, for the caller to stop)."""
-    redis_db = random.randint(1, 15)
-    apps = []
-    for label in ("a", "b"):
-        data_dir = work / label
-        data_dir.mkdir()
-        env = server_env(data_dir)
-        env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(redis_db),
-                   DJANGO_SECRET_KEY="deploy-test-secret-key-shared-by-both-processes",
-                   # No bookmarks: the only bytes on an idle watch are its events, so an
-                   # event that arrives was not pushed out by later traffic.
-                   KUBEDASH_WATCH_BOOKMARK_SECONDS="3600")
-        apps.append((env, data_dir, label))
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=apps[0][0], cwd=ROOT,
-                   check=True)
-    upstreams = [_start_app(env, data_dir, label) for env, data_dir, label in apps]
-    procs.extend(s.proc for s in upstreams)
-    for s in upstreams:
-        _wait_port(s.http_port, s.proc, f"serve ({s.log_name})", s.data_dir / f"{s.log_name}.log")
-    token = upstreams[0].token("deploy-admin", "admin")
-    for s in upstreams:
-        s._admin_token = token
-
-    proc, http_port, https_port, tls = _start_proxy(nginx_bin, work, [u.http_port for u in upstreams])
-    procs.append(proc)
-    proxy = Proxy(http_port, https_port, str(tls.ca_cert), upstreams, token)
-    proxy.tls_data_dir = work / "proxy-data"
-    proxy.nginx_log = work / "nginx" / "error.log"
-    return proxy
 
 
 def _ns() -> str:
@@ -307,7 +270,7 @@ def test_watch_event_is_streamed_through_the_proxy_as_it_happens(stack):
                      headers={"Authorization": f"Bearer {stack.token}"})
         resp = conn.getresponse()
         assert resp.status == 200
-        name = f"now-{upstream.log_name}"
+        name = f"now-{upstream.label}"
         sent = time.monotonic()
         _create(a, ns, name)
         # Nothing else is written to this stream (no bookmarks): a buffering proxy would hold
@@ -355,57 +318,44 @@ class Renewer(threading.Thread):
 def test_rolling_restart_through_the_proxy_loses_no_request(nginx_bin, tmp_path_factory):
     """Each app restarted in turn (SIGTERM, drained, started again on its port) while 4 clients
     renew their Leases through the shipped nginx config: not one request fails."""
-    pg_support.require_postgres()
-    pg_support.require_redis()
-    dbname = pg_support.create_database("kd_rolling")
-    work = tmp_path_factory.mktemp("kubedash-rolling")
-    procs: list = []
     renewers: list[Renewer] = []
-    try:
-        proxy = _two_apps_behind_nginx(nginx_bin, work, dbname, procs)
-        ns = _ns()
-        renewers = [Renewer(proxy, ns, f"leader-{i}") for i in range(4)]
-        for r in renewers:
-            r.start()
+    with _two_apps_behind_nginx(nginx_bin, tmp_path_factory) as proxy:
+        try:
+            ns = _ns()
+            renewers = [Renewer(proxy, ns, f"leader-{i}") for i in range(4)]
+            for r in renewers:
+                r.start()
 
-        def progress(more: int) -> None:
-            start = sum(r.ok for r in renewers)
-            deadline = time.monotonic() + 2 * WAIT
-            while sum(r.ok for r in renewers) < start + more:
-                assert time.monotonic() < deadline, "the renewals stalled"
-                time.sleep(0.1)
+            def progress(more: int) -> None:
+                start = sum(r.ok for r in renewers)
+                deadline = time.monotonic() + 2 * WAIT
+                while sum(r.ok for r in renewers) < start + more:
+                    assert time.monotonic() < deadline, "the renewals stalled"
+                    time.sleep(0.1)
 
-        progress(40)
-        for i, app in enumerate(list(proxy.upstreams)):
-            app.proc.send_signal(signal.SIGTERM)
-            assert app.proc.wait(60) == 0
-            progress(40)          # all through the other app meanwhile
-            again = _start_app(app.env, app.data_dir, app.log_name, port=app.http_port)
-            procs.append(again.proc)
-            _wait_port(again.http_port, again.proc, f"serve ({app.log_name}, again)",
-                       app.data_dir / f"{app.log_name}.log")
-            again._admin_token = proxy.token
-            deadline = time.monotonic() + 2 * WAIT
-            while again.request("GET", "/readyz", token="-")[0] != 200:
-                assert time.monotonic() < deadline, "the restarted app did not become ready"
-                time.sleep(0.2)
-            proxy.upstreams[i] = again
             progress(40)
-        for r in renewers:
-            r.stop.set()
-        for r in renewers:
-            r.join(WAIT)
-        total = sum(r.ok for r in renewers)
-        failed = [f for r in renewers for f in r.failed]
-        assert failed == [], f"{len(failed)} of {total + len(failed)} requests failed: {failed[:5]}"
-        assert total >= 160
-        print(f"rolling restart: {total} renewals, 0 failed")
-    finally:
-        for r in renewers:
-            r.stop.set()
-        for proc in reversed(procs):
-            _stop(proc)
-        pg_support.drop_database(dbname)
+            for app in proxy.upstreams:
+                app.proc.send_signal(signal.SIGTERM)
+                assert app.proc.wait(60) == 0
+                progress(40)          # all through the other app meanwhile
+                app.start()           # again, on its port
+                deadline = time.monotonic() + 2 * WAIT
+                while app.request("GET", "/readyz", token="-")[0] != 200:
+                    assert time.monotonic() < deadline, "the restarted app did not become ready"
+                    time.sleep(0.2)
+                progress(40)
+            for r in renewers:
+                r.stop.set()
+            for r in renewers:
+                r.join(WAIT)
+            total = sum(r.ok for r in renewers)
+            failed = [f for r in renewers for f in r.failed]
+            assert failed == [], f"{len(failed)} of {total + len(failed)} requests failed: {failed[:5]}"
+            assert total >= 160
+            print(f"rolling restart: {total} renewals, 0 failed")
+        finally:
+            for r in renewers:
+                r.stop.set()
 
 
 def test_plain_http_redirects_to_https_which_sends_hsts(stack):
@@ -461,7 +411,7 @@ def test_page_websocket_through_the_proxy_gets_pushed_fragments(stack):
                                      sslopt={"ca_certs": stack.ca}, origin=stack.base, header=[f"Cookie: {cookie}"])
     try:
         for upstream in (a, b):   # whichever upstream holds the socket, one write came through the other
-            name = f"pushed-{upstream.log_name}"
+            name = f"pushed-{upstream.label}"
             _create(upstream, ns, name)
             deadline = time.monotonic() + WAIT
             while True:

@@ -16,63 +16,33 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
 
-import orjson
 import pytest
 
-import pg_support
-from conftest import ROOT, require_kubectl
+from conftest import ROOT, require_kubectl, served_pair
 from manifests import lease
-from test_observability import sample, scaled_env, scrape, start_server, stop_server
+
+from .test_observability import sample, scrape
 
 LEASE_SECONDS = 4
-TIMINGS = dict(KUBEDASH_MAINTENANCE_LEASE_SECONDS=str(LEASE_SECONDS), KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3",
-               KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5", KUBEDASH_MAINTENANCE_INTERVAL="0.5",
-               KUBEDASH_WATCH_POLL_SECONDS="30")
+# Maintenance on (off in other tests: conftest.server_env), with short lease timings.
+TIMINGS = dict(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_LEASE_SECONDS=str(LEASE_SECONDS),
+               KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5",
+               KUBEDASH_MAINTENANCE_INTERVAL="0.5", KUBEDASH_WATCH_POLL_SECONDS="30")
 MAINTENANCE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kubedash-maintenance"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
-def start_pair(tmp_path_factory, label: str, **extra):
-    pg_support.require_postgres()
-    pg_support.require_redis()
-    dbname = pg_support.create_database("kd_ops_maint")
-    servers = []
-    envs = []
-    for name in ("a", "b"):
-        data_dir = tmp_path_factory.mktemp(f"kubedash-{label}-{name}")
-        envs.append((scaled_env(data_dir, dbname, **TIMINGS, **extra), data_dir, name))
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=envs[0][0], cwd=ROOT, check=True)
-    try:
-        for env, data_dir, name in envs:
-            servers.append(start_server(env, data_dir, name, workers=1))
-        token = servers[0].token("ops-admin", "admin")
-        for server in servers:
-            server._admin_token = token
-    except BaseException:
-        for server in servers:
-            stop_server(server)
-        pg_support.drop_database(dbname)
-        raise
-    return servers, dbname
-
-
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     # A short retention, so that compaction has something to drop within the test.
-    servers, dbname = start_pair(tmp_path_factory, "maint", KUBEDASH_RETAIN_REVISIONS="20",
-                                 KUBEDASH_RETAIN_SECONDS="0")
-    try:
+    with served_pair(tmp_path_factory, "postgres", **TIMINGS, KUBEDASH_RETAIN_REVISIONS="20",
+                     KUBEDASH_RETAIN_SECONDS="0") as servers:
         yield servers
-    finally:
-        for server in servers:
-            stop_server(server)
-        pg_support.drop_database(dbname)
 
 
 def holder_of(server) -> dict | None:
@@ -234,8 +204,7 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
     import websocket
 
     kubectl = require_kubectl()
-    (a, b), dbname = start_pair(tmp_path_factory, "drain")
-    try:
+    with served_pair(tmp_path_factory, "postgres", **TIMINGS) as (a, b):
         ns = "drain-" + uuid.uuid4().hex[:6]
         status, _, body = a.request("GET", LEASES.format(ns=ns))
         start_rv = body["metadata"]["resourceVersion"]
@@ -318,10 +287,6 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
         assert spec["holderIdentity"] == f"{socket.gethostname()}_{b.proc.pid}"
         page.close()
         stream.close()
-    finally:
-        for server in (a, b):
-            stop_server(server)
-        pg_support.drop_database(dbname)
 
 
 def test_live_js_reconnects_on_service_restart():

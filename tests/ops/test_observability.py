@@ -10,8 +10,6 @@ import http.client
 import random
 import re
 import signal
-import subprocess
-import sys
 import time
 import uuid
 
@@ -19,7 +17,7 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import ROOT, LiveServer, free_port, log_in_form, server_env
+from conftest import LiveServer, log_in_form, served, server_env
 from manifests import lease
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
@@ -27,61 +25,20 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9
 METRICS_TOKEN = "metrics-" + uuid.uuid4().hex
 
 
-def start_server(env: dict, data_dir, label: str, workers: int) -> LiveServer:
-    http_port, tls_port = free_port(), free_port()
-    log = open(data_dir / f"{label}.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", str(workers),
-                             "--port", str(http_port), "--tls-port", str(tls_port)],
-                            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    server = LiveServer(data_dir, http_port, tls_port, proc)
-    server.env = env
-    server.log_path = data_dir / f"{label}.log"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            status, _, _ = server.request("GET", "/readyz", token="none")
-            if status in (200, 401):
-                return server
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"serve did not start: {server.log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
-
-
-def stop_server(server: LiveServer) -> None:
-    if server.proc.poll() is None:
-        server.proc.terminate()
-        try:
-            server.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait(10)
-
-
-def scaled_env(data_dir, dbname: str, **extra) -> dict:
-    env = server_env(data_dir)
-    env.update(DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(random.randint(1, 15)),
-               **extra)
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    env["KUBEDASH_MAINTENANCE"] = "1"   # off by default in tests (conftest.server_env)
-    return env
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """`serve --workers 2` on PostgreSQL + Redis, maintenance on (off in other tests)."""
     pg_support.require_postgres()
     pg_support.require_redis()
     dbname = pg_support.create_database("kd_ops_obs")
     data_dir = tmp_path_factory.mktemp("kubedash-observe")
-    env = scaled_env(data_dir, dbname, KUBEDASH_METRICS_TOKEN=METRICS_TOKEN, KUBEDASH_METRICS_USERS="prometheus")
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-    srv = start_server(env, data_dir, "server", workers=2)
+    env = server_env(data_dir, DATABASE_URL=pg_support.pg_url(dbname),
+                     REDIS_URL=pg_support.redis_url(random.randint(1, 15)), KUBEDASH_MAINTENANCE="1",
+                     KUBEDASH_METRICS_TOKEN=METRICS_TOKEN, KUBEDASH_METRICS_USERS="prometheus")
     try:
-        yield srv
+        with served(data_dir, "--workers", "2", env=env) as srv:
+            yield srv
     finally:
-        stop_server(srv)
         pg_support.drop_database(dbname)
 
 
@@ -425,10 +382,7 @@ def test_page_websocket_closed_by_a_restart_is_logged_with_the_code_it_got(tmp_p
     4408 the consumer sends when its subscription ends a moment later)."""
     import websocket
 
-    env = server_env(tmp_path)
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-    server = start_server(env, tmp_path, "restart", workers=1)
-    try:
+    with served(tmp_path, "--workers", "1") as server:
         ws, path = _open_page_socket(server, "ws-restarted")
         server.proc.send_signal(signal.SIGTERM)
         while True:
@@ -439,8 +393,6 @@ def test_page_websocket_closed_by_a_restart_is_logged_with_the_code_it_got(tmp_p
         assert server.proc.wait(60) == 0
         line = wait_log(server, lambda l: l.get("verb") == "WEBSOCKET" and l.get("user") == "ws-restarted")
         assert line["code"] == 1012 and line["path"] == path
-    finally:
-        stop_server(server)
 
 
 def _junk(server: LiveServer, batch: int, n: int = 100) -> None:

@@ -14,7 +14,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,9 +23,8 @@ import yaml
 from cryptography import x509
 from cryptography.x509 import verification
 
+from conftest import LiveServer
 from dashboard.access.tls import covered_hosts, ensure_tls
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load(path: Path) -> x509.Certificate:
@@ -244,24 +242,6 @@ def test_start_reuses_kubeconfig_token_and_password(db, data_dir, tmp_path):
 
 # --- serve (a real process) --------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, proc, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited early: {proc.communicate()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"port {port} never opened")
-
-
 def _kubectl_reaches(tmp_path: Path, tls_port: int) -> None:
     """kubectl completes a TLS handshake with Daphne's listener: any HTTP status proves it."""
     kubectl = _kubectl_or_skip()
@@ -280,36 +260,30 @@ def _kubectl_reaches(tmp_path: Path, tls_port: int) -> None:
 def test_serve_listens_on_both_ports_and_stops_on_signal(tmp_path, sig):
     """ctrl-c: SIGINT to the whole process group, as a terminal sends it (the supervisor, its
     workers and their heavy children all get it): every process ends, quietly, after the drain."""
-    port, tls_port = _free_port(), _free_port()
-    env = dict(os.environ, KUBEDASH_DATA_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port),
-                             "--tls-port", str(tls_port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, start_new_session=sig == "ctrl-c")
+    # (the environment as a terminal has it: no test settings; an unmigrated data dir)
+    server = LiveServer(tmp_path, env=dict(os.environ, KUBEDASH_DATA_DIR=str(tmp_path), PYTHONUNBUFFERED="1"),
+                        stdin=subprocess.DEVNULL, start_new_session=sig == "ctrl-c")
     try:
-        deadline = time.monotonic() + 60
-        _wait_for_port(port, proc, deadline)
-        _wait_for_port(tls_port, proc, deadline)
+        server.start()
         # The HTTPS listener presents the certificate the local CA signed for 127.0.0.1.
         context = ssl.create_default_context(cafile=str(tmp_path / "tls" / "ca.crt"))
-        with socket.create_connection(("127.0.0.1", tls_port), timeout=5) as raw:
+        with socket.create_connection(("127.0.0.1", server.tls_port), timeout=5) as raw:
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
                 assert tls.version() in {"TLSv1.2", "TLSv1.3"}
         if sig == signal.SIGTERM:
-            _kubectl_reaches(tmp_path, tls_port)
+            _kubectl_reaches(tmp_path, server.tls_port)
         if sig == "ctrl-c":
-            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(server.proc.pid, signal.SIGINT)
         else:
-            proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+            server.proc.send_signal(sig)
+        server.proc.wait(30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
-    assert "KeyboardInterrupt" not in err and "ReactorNotRunning" not in err, err   # (a quiet end)
+        server.stop()
+    log = server.log()
+    assert server.proc.returncode == 0, log
+    assert "KeyboardInterrupt" not in log and "ReactorNotRunning" not in log, log   # (a quiet end)
     if sig == "ctrl-c":   # (nothing of the group is left: its workers)
         time.sleep(1)
         with pytest.raises(ProcessLookupError):
-            os.killpg(proc.pid, 0)
-    assert f"http://127.0.0.1:{port}" in out and f"https://127.0.0.1:{tls_port}" in out
+            os.killpg(server.proc.pid, 0)
+    assert f"http://127.0.0.1:{server.http_port}" in log and f"https://127.0.0.1:{server.tls_port}" in log

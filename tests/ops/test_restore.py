@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, served, server_env
+from conftest import ROOT, LiveServer, migrate, server_env
 from pg_support import connect, pg_url, require_postgres
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/restore/leases"
@@ -111,10 +111,10 @@ def _backend(kind: str, tmp_path):
 def test_restore_under_a_running_workload_makes_resuming_watches_relist(kind, tmp_path):
     env, backup, restore, drop = _backend(kind, tmp_path)
     renewer = Renewer()
+    server = LiveServer(tmp_path / "data", env=env)
     try:
-        first = served(tmp_path / "data", env)
-        server = next(first)
-        server.env = env   # (LiveServer's own env is SQLite's)
+        migrate(env)
+        server.start()
         token = server.admin_token
         for i in range(5):
             assert server.request("POST", LEASES, _lease(f"kept-{i}", "a"))[0] == 201
@@ -130,16 +130,15 @@ def test_restore_under_a_running_workload_makes_resuming_watches_relist(kind, tm
         while renewer.renewals < renewals + 20:
             renewer.stop.wait(0.05)
         renewer.server = None
-        first.close()   # the app stops
+        server.stop()   # the app stops
 
         restore()
         out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "bump_revision"], env=env, cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout
         assert "compacted" in out
 
-        second = served(tmp_path / "data", env)
-        server = next(second)
-        server.env, server._admin_token = env, token
+        migrate(env)
+        server.start()   # again, on the restored database
         renewer.server = server
         renewals = renewer.renewals
         while renewer.renewals < renewals + 20:   # the workload writes on the restored history
@@ -167,8 +166,8 @@ def test_restore_under_a_running_workload_makes_resuming_watches_relist(kind, tm
         assert _rv(event["object"]) > seen
         renewer.stop.set()
         renewer.join(5)
-        second.close()
     finally:
         renewer.stop.set()
+        server.stop()
         if drop is not None:
             drop()

@@ -5,8 +5,9 @@ import re
 
 import pytest
 
+from chromium import api, axe_violations, jobs_path
 from manifests import job
-from test_pages import login  # noqa: F401  (fixture)
+from page_helpers import create_link, visitor
 
 
 def _jobs():
@@ -112,7 +113,6 @@ def test_share_link_visitors_see_no_checkboxes_and_get_403(db, login):
     from dashboard.kube import store
     from dashboard.kube.registry import by_kind
     from manifests import lease
-    from test_share_links import create_link, visitor
     store.create(by_kind("Lease"), "team-a", lease("web-1", ns="team-a", labels={"app": "web"}))
     _, token = create_link(login("editor", username="sharer"))
     guest = visitor(token)
@@ -165,11 +165,6 @@ def test_bad_posts_are_explained_not_500(two_jobs, login):
 
 # ---------------------------------------------------------------------------------------------
 # In a browser: select two Jobs, suspend, undo; axe finds nothing on the list or the confirmation.
-
-from test_browser import (  # noqa: E402,F401  (fixtures are used by name)
-    TRACK_SOCKETS, WAIT_MS, api, chromium, jobs_path, login_user, ns, session_state,
-)
-from test_browser_dash import axe_violations, wide_page  # noqa: E402,F401
 
 
 def test_browser_select_two_jobs_suspend_and_undo(wide_page, kube_server, ns):

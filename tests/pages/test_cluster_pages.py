@@ -10,17 +10,13 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
-from conftest import open_socket, signed_in_client
 from manifests import endpoints, job, lease
+from page_helpers import SHARE_TOKEN, connect, open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-TOKEN_RE = re.compile(r"/s/([A-Za-z0-9_-]{40,})/")
-
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures and helpers
@@ -68,14 +64,6 @@ def world(transactional_db):
 
 
 PROD_SECRETS = ("prod-lease", "prod-holder", "prod-svc", "10.7.7.7", "prod-job")
-
-
-@pytest.fixture
-def login(transactional_db):
-    def make(role="viewer", username=None, clusters=None):
-        return signed_in_client(role, username or f"cl-{role}", clusters=clusters)
-
-    return make
 
 
 def html(response) -> str:
@@ -364,7 +352,7 @@ def test_share_link_made_on_prod_shows_prod_only(world, login):
     assert "of cluster prod" in form and 'action="/share/new/?cluster=prod"' in form
     r = editor.post("/share/new/?cluster=prod", {"kind": "Lease", "namespace": "team-a", "label": "prod on-call",
                                                  "expiry": "1d"})
-    token = TOKEN_RE.search(html(r)).group(1)
+    token = SHARE_TOKEN.search(html(r)).group(1)
     link = ShareLink.objects.get()
     assert link.cluster == "prod"
     listing = html(editor.get("/share/"))
@@ -392,7 +380,7 @@ def test_share_link_of_a_cluster_the_creator_may_no_longer_see_stops(world, logi
 
     editor = login("editor", username="limited-sharer", clusters=["prod"])
     r = editor.post("/share/new/?cluster=prod", {"kind": "Lease", "namespace": "team-a", "label": "x", "expiry": "1d"})
-    token = TOKEN_RE.search(html(r)).group(1)
+    token = SHARE_TOKEN.search(html(r)).group(1)
     visitor = Client()
     visitor.get(f"/s/{token}/")
     assert "prod-lease" in html(visitor.get("/leases/?namespace=team-a"))
@@ -409,7 +397,7 @@ async def test_share_link_for_prod_is_live_and_cannot_see_local(world, login):
     editor = await sync_to_async(login)("editor", "ws-sharer")
     r = await sync_to_async(editor.post)("/share/new/?cluster=prod", {"kind": "Lease", "namespace": "team-a",
                                                                        "label": "x", "expiry": "1d"})
-    token = TOKEN_RE.search(html(r)).group(1)
+    token = SHARE_TOKEN.search(html(r)).group(1)
     visitor = Client()
     await sync_to_async(visitor.get)(f"/s/{token}/")
     page = html(await sync_to_async(visitor.get)("/leases/?namespace=team-a"))
@@ -435,22 +423,14 @@ async def test_share_link_for_prod_is_live_and_cannot_see_local(world, login):
 # The websocket follows the page's cluster
 
 
-async def connect(user, query: str):
-    from dashboard.web.consumers import LiveConsumer
-
-    comm = WebsocketCommunicator(LiveConsumer.as_asgi(), f"/ws/live/?{query}")
-    comm.scope["user"] = user
-    connected, code = await comm.connect(timeout=5)
-    return comm, connected, code
-
-
 @pytest.mark.asyncio
-async def test_websocket_of_a_cluster_page(world):
+async def test_websocket_of_a_cluster_page(world, login):
     from dashboard.access.tokens import ensure_user
     from dashboard.kube import store
 
     user = await sync_to_async(ensure_user)("ws-admin", "admin")
-    page = html(await sync_to_async(_admin_page)(user, "/leases/?cluster=prod"))
+    client = await sync_to_async(login)("admin", "ws-admin")
+    page = html(await sync_to_async(client.get)("/leases/?cluster=prod"))
     query = re.search(r'ws-connect="/ws/live/\?([^"]+)"', page).group(1).replace("&amp;", "&")
     assert "cluster=prod" in query
     comm, ok, _ = await connect(user, query)
@@ -475,12 +455,6 @@ async def test_websocket_of_a_cluster_page(world):
     assert not ok and code == 4403
     comm, ok, code = await connect(user, "view=leases&cluster=Bad!")
     assert not ok and code == 4400
-
-
-def _admin_page(user, url):
-    c = Client()
-    c.force_login(user)
-    return c.get(url)
 
 
 @pytest.mark.asyncio
@@ -515,7 +489,7 @@ def test_user_admin_limits_clusters(login):
     from dashboard.web.admin import ProfileForm
 
     c = login("admin")
-    user = Profile.objects.get(user__username="cl-admin").user
+    user = Profile.objects.get(user__username="page-admin").user
     user.is_staff = True
     user.save()
     page = html(c.get(f"/admin/auth/user/{user.pk}/change/"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 
 from manifests import lease
+from page_helpers import connect
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -46,15 +46,6 @@ def store_ops():
 def user(transactional_db):
     from dashboard.access.tokens import ensure_user
     return ensure_user("page-viewer", "viewer")
-
-
-async def connect(user, query: str):
-    from dashboard.web.consumers import LiveConsumer
-
-    comm = WebsocketCommunicator(LiveConsumer.as_asgi(), f"/ws/live/?{query}")
-    comm.scope["user"] = user
-    connected, code = await comm.connect(timeout=5)
-    return comm, connected, code
 
 
 async def test_write_pushes_the_row_fragment(user, store_ops):

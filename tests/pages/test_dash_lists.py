@@ -15,12 +15,8 @@ from manifests import endpoints, job, lease
 
 
 @pytest.fixture
-def viewer(db):
-    from dashboard.access.tokens import ensure_user
-
-    c = Client()
-    c.force_login(ensure_user("dash-lists", "editor"))
-    return c
+def viewer(login):
+    return login("editor", "dash-lists")
 
 
 def names(resp) -> list[str]:
@@ -194,14 +190,8 @@ def test_search_across_kinds_names_namespaces_labels_holders(viewer, cluster):
     assert sections(viewer.get("/search/?q=zzz-nothing")) == {"Leases": [], "Endpoints": [], "Jobs": []}
 
 
-def test_search_respects_the_viewers_namespaces(db, cluster):
-    from dashboard.access.models import Profile
-    from dashboard.access.tokens import ensure_user
-
-    user = ensure_user("shop-only", "viewer")
-    Profile.objects.filter(user=user).update(namespaces=["shop"])
-    c = Client()
-    c.force_login(user)
+def test_search_respects_the_viewers_namespaces(login, cluster):
+    c = login("viewer", "shop-only", namespaces=["shop"])
     assert sections(c.get("/search/?q=web")) == {"Leases": ["checkout-leader"], "Endpoints": ["cart"], "Jobs": []}
 
 
@@ -211,11 +201,8 @@ def test_the_header_search_box_is_on_every_page(viewer, cluster):
         assert 'action="/search/"' in html and 'id="site-q"' in html, path
 
 
-def test_a_shared_view_cannot_search_beyond_its_page(db, cluster):
-    from dashboard.access.tokens import ensure_user
-
-    editor = Client()
-    editor.force_login(ensure_user("dash-sharer", "editor"))
+def test_a_shared_view_cannot_search_beyond_its_page(login, cluster):
+    editor = login("editor", "dash-sharer")
     r = editor.post("/share/new/", {"kind": "Lease", "namespace": "shop", "labelSelector": "", "q": "",
                                     "label": "shop leases", "expiry": "1d"})
     url = re.search(r'value="(http://[^"]+/s/[^"]+)"', r.content.decode()).group(1)

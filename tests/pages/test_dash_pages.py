@@ -6,22 +6,11 @@ from __future__ import annotations
 import re
 from html import unescape
 
-import pytest
-import yaml
 from django.test import Client
 
 from dashboard.kube import store
 from dashboard.kube.registry import by_kind
-from conftest import signed_in_client
 from manifests import job, lease
-
-
-@pytest.fixture
-def login(db):
-    def make(role="editor", username=None):
-        return signed_in_client(role, username or f"dash-{role}")
-
-    return make
 
 
 def text(resp) -> str:

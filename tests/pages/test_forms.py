@@ -9,10 +9,12 @@ from html import unescape
 import pytest
 from django.test import Client
 
+from chromium import api, dom, held_lease, leases_path, open_live
 from dashboard.kube import store
 from dashboard.kube.registry import by_kind
 from dashboard.web import forms as f
-from manifests import endpoints, job, lease
+from manifests import endpoints, job
+from page_helpers import field_errors, form_data, fresh_lease, text
 
 LEASE, EP, JOB = by_kind("Lease"), by_kind("Endpoints"), by_kind("Job")
 
@@ -22,29 +24,8 @@ LEASE, EP, JOB = by_kind("Lease"), by_kind("Endpoints"), by_kind("Job")
 
 
 @pytest.fixture
-def login(db):
-    """login(role, namespaces=None, csrf=False) -> a Client with a signed-in session."""
-    from dashboard.access.tokens import ensure_user
-    from dashboard.access.models import Profile
-
-    def make(role="editor", namespaces=None, username=None, csrf=False):
-        user = ensure_user(username or f"form-{role}-{'-'.join(namespaces or [])}", role)
-        if namespaces is not None:
-            Profile.objects.filter(user=user).update(namespaces=namespaces)
-        c = Client(enforce_csrf_checks=csrf)
-        c.force_login(user)
-        return c
-
-    return make
-
-
-@pytest.fixture
 def editor(login):
     return login("editor")
-
-
-def text(resp) -> str:
-    return resp.content.decode()
 
 
 def get(res, name, ns="default") -> dict:
@@ -57,54 +38,12 @@ def rv_of(resp) -> str:
     return m.group(1)
 
 
-def form_fields(html: str) -> dict:
-    """Every field a browser would post for the page's (last) POST form, as rendered."""
-    body = re.findall(r'<form method="post"[^>]*>(.*?)</form>', html, re.S)[-1]
-    data = {}
-    for m in re.finditer(r'<input([^>]*)>', body):
-        attrs = dict(re.findall(r'(\w[\w-]*)="([^"]*)"', m.group(1)))
-        if "name" not in attrs:
-            continue
-        if attrs.get("type") == "checkbox":
-            if "checked" in m.group(1):
-                data[attrs["name"]] = attrs.get("value", "on")
-            continue
-        data[attrs["name"]] = unescape(attrs.get("value", ""))
-    for m in re.finditer(r'<textarea[^>]*name="([^"]+)"[^>]*>\n?(.*?)</textarea>', body, re.S):
-        data[m.group(1)] = unescape(m.group(2))
-    for m in re.finditer(r'<select[^>]*name="([^"]+)"[^>]*>(.*?)</select>', body, re.S):
-        chosen = re.search(r'<option value="([^"]*)"[^>]*selected', m.group(2))
-        data[m.group(1)] = unescape(chosen.group(1)) if chosen else ""
-    return data
-
-
-def form_data(resp) -> dict:
-    """What a browser would post to save the page's (last) POST form (the test client needs no CSRF token)."""
-    data = form_fields(text(resp))
-    data.pop("csrfmiddlewaretoken", None)
-    data["action"] = "save"
-    return data
-
-
-def field_errors(resp, field: str) -> str:
-    """The error list rendered for one field (what aria-describedby points at)."""
-    html = text(resp)
-    m = re.search(rf'<ul class="field-errors" id="id_{re.escape(field)}_error">(.*?)</ul>', html, re.S)
-    return unescape(re.sub(r"<[^>]+>", " ", m.group(1))) if m else ""
-
-
 def describedby(resp, field: str) -> str:
     m = re.search(rf'<(?:input|textarea|select)[^>]*id="id_{re.escape(field)}"[^>]*>', text(resp))
     assert m, f"no input {field}"
     tag = m.group(0)
     d = re.search(r'aria-describedby="([^"]*)"', tag)
     return (d.group(1) if d else "") + (" invalid" if 'aria-invalid="true"' in tag else "")
-
-
-def fresh_lease(name="l1", ns="default", holder="node-a", duration=15, **spec):
-    obj = lease(name=name, holder=holder, duration=duration, ns=ns)
-    obj["spec"].update(acquireTime="2026-11-22T02:00:00.000000Z", leaseTransitions=2, **spec)
-    return store.create(LEASE, ns, obj).object
 
 
 # ---------------------------------------------------------------------------------------------
@@ -664,7 +603,7 @@ def test_signed_out_visitors(db):
 
 def test_csrf_is_enforced_on_every_form(login):
     pages, actions = _all_forms()
-    client = login("admin", csrf=True)
+    client = login("admin", enforce_csrf_checks=True)
     for url in pages + actions:
         resp = client.post(url, {"name": "x", "namespace": "default", "holder": "node-a", "action": "save",
                                  "ip": "10.0.0.1", "ready": "false", "suspend": "true", "yaml": "{}"})
@@ -699,11 +638,7 @@ def test_an_invalid_job_name_is_reported_once_at_the_name(editor):
 
 
 # ---------------------------------------------------------------------------------------------
-# In a real browser (Chromium, a live server): the fixtures of test_browser.py
-
-
-from test_browser import (api, chromium, dom, held_lease, leases_path, login_user, ns,  # noqa: E402,F401
-                          open_live, page, session_state)
+# In a real browser (Chromium, a live server): the fixtures of tests/chromium.py
 
 
 def test_browser_job_created_in_one_browser_appears_in_another(page, chromium, session_state, kube_server, ns):

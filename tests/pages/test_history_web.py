@@ -14,9 +14,10 @@ from django.core.management import call_command
 from django.template.loader import render_to_string
 from django.test import Client
 
+from chromium import api, axe_violations, held_lease, leases_path, open_live
 from dashboard.web import history as h
 from manifests import LEASES, job, lease
-from conftest import signed_in_client
+from page_helpers import connect, receive_until
 
 # ---------------------------------------------------------------------------------------------
 # Objects with managedFields as kube-apiserver records them
@@ -215,14 +216,6 @@ def test_diff_hides_noise_and_shows_added_removed_changed():
 # The pages, over objects written through the API
 
 
-@pytest.fixture
-def login(db):
-    def make(role="admin", namespaces=None, username=None):
-        return signed_in_client(role, username or f"hist-{role}", namespaces=namespaces)
-
-    return make
-
-
 def entries(html: str) -> list[str]:
     """Each revision's text, newest first (tags dropped, spaces squeezed)."""
     items = re.findall(r'<li class="rev[^"]*" id="rev-\d+">(.*?)</li>', html, re.S)
@@ -246,7 +239,7 @@ def written(api) -> list[int]:
 
 def test_history_of_an_object_written_through_the_api(api, login):
     rvs = written(api)
-    c = login()
+    c = login("admin")
     resp = c.get("/leases/default/hist/history/")
     assert resp.status_code == 200
     html = resp.content.decode()
@@ -273,7 +266,7 @@ def test_history_of_an_object_written_through_the_api(api, login):
 
 def test_field_owners_of_an_object_written_through_the_api(api, login):
     written(api)
-    html = login().get("/leases/default/hist/fields/").content.decode()
+    html = login("admin").get("/leases/default/hist/fields/").content.decode()
 
     def owners(line: str) -> list[str]:
         m = re.search(r'<td class="who">((?:(?!</tr>).)*?)</td>\s*<td class="code">' + re.escape(line) + "</td>",
@@ -291,7 +284,7 @@ def test_field_owners_of_an_object_written_through_the_api(api, login):
 def test_deletion_is_a_revision(api, login):
     written(api)
     assert api.delete(f"{LEASES}/hist").status_code == 200
-    c = login()
+    c = login("admin")
     html = c.get("/leases/default/hist/history/").content.decode()
     got = entries(html)
     assert len(got) == 5 and got[0].startswith("deleted") and "does not record who deletes" in got[0]
@@ -309,7 +302,7 @@ def test_deletion_is_a_revision(api, login):
 def test_compaction_horizon_is_shown(api, login):
     rvs = written(api)
     call_command("compact", "--keep", "0", "--keep-seconds", "0")
-    html = login().get("/leases/default/hist/history/").content.decode()
+    html = login("admin").get("/leases/default/hist/history/").content.decode()
     got = entries(html)
     assert len(got) == 1 and f"revision {rvs[-1]}" in got[0] and "Earlier revisions were compacted" in got[0]
     m = re.search(r"History before revision (\d+) was compacted on (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC)", html)
@@ -320,7 +313,7 @@ def test_compaction_horizon_is_shown(api, login):
 def test_history_is_paged(api, login, monkeypatch):
     monkeypatch.setattr(h, "PAGE", 3)
     rvs = written(api)
-    c = login()
+    c = login("admin")
     html = c.get("/leases/default/hist/history/").content.decode()
     assert [f"revision {rv}" in e for e, rv in zip(entries(html), rvs[::-1][:3])] == [True] * 3
     older = re.search(r'<a href="\?before=(\d+)">Older revisions</a>', html)
@@ -376,18 +369,6 @@ def test_share_link_sees_only_its_objects_history(share_visitor):
 # Live: the History and Field owners pages are pushed new revisions over their websocket
 
 
-async def _connect(user, query: str):
-    from channels.testing import WebsocketCommunicator
-
-    from dashboard.web.consumers import LiveConsumer
-
-    comm = WebsocketCommunicator(LiveConsumer.as_asgi(), f"/ws/live/?{query}")
-    comm.scope["user"] = user
-    connected, _ = await comm.connect(timeout=10)
-    assert connected
-    return comm
-
-
 def _lease_ops():
     from dashboard.coordination.resource import LEASES as RES
     from dashboard.kube import store
@@ -404,21 +385,6 @@ def _lease_ops():
     return create, set_holder
 
 
-async def _receive_until(comm, needle: str, timeout: float = 15.0) -> str:
-    """Messages until one contains `needle` (pushes of other revisions may come first)."""
-    import asyncio
-
-    seen = []
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        left = deadline - asyncio.get_running_loop().time()
-        assert left > 0, f"no message with {needle!r}; got {seen!r}"
-        html = await comm.receive_from(timeout=left)
-        seen.append(html)
-        if needle in html:
-            return html
-
-
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_history_page_gets_new_revisions_live():
@@ -427,24 +393,26 @@ async def test_history_page_gets_new_revisions_live():
     user = await sync_to_async(ensure_user)("live-viewer", "viewer")
     create, set_holder = _lease_ops()
     rv = await sync_to_async(create)()
-    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv}")
+    comm, connected, _ = await connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv}")
+    assert connected
     try:
         new_rv = await sync_to_async(set_holder)("node-b")
-        html = await _receive_until(comm, f'id="rev-{new_rv}"')
+        html = await receive_until(comm, f'id="rev-{new_rv}"')
         assert 'hx-swap-oob="afterbegin:#history-entries"' in html
         assert '<span id="history-count" hx-swap-oob="true">2 revisions</span>' in html
         text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html)))
         assert "spec.holderIdentity changed node-a node-b" in text
         assert f'id="rev-{rv}"' not in html   # only what the page does not have yet
         newer = await sync_to_async(set_holder)("node-c")
-        html = await _receive_until(comm, f'id="rev-{newer}"')
+        html = await receive_until(comm, f'id="rev-{newer}"')
         assert f'id="rev-{new_rv}"' not in html and "node-b node-c" in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
     finally:
         await comm.disconnect()
     # A page that reconnects from an older revision is sent what it missed, once.
-    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv}")
+    comm, connected, _ = await connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv}")
+    assert connected
     try:
-        html = await _receive_until(comm, f'id="rev-{newer}"')
+        html = await receive_until(comm, f'id="rev-{newer}"')
         assert f'id="rev-{new_rv}"' in html and f'id="rev-{rv}"' not in html
     finally:
         await comm.disconnect()
@@ -459,13 +427,14 @@ async def test_live_history_stays_one_page_long(monkeypatch):
     user = await sync_to_async(ensure_user)("live-viewer", "viewer")
     create, set_holder = _lease_ops()
     rv1 = await sync_to_async(create)()
-    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv1}")
+    comm, connected, _ = await connect(user, f"view=lease&namespace=default&name=live&tab=history&rv={rv1}")
+    assert connected
     try:
         rv2 = await sync_to_async(set_holder)("node-b")
-        html = await _receive_until(comm, f'id="rev-{rv2}"')
+        html = await receive_until(comm, f'id="rev-{rv2}"')
         assert "hx-swap-oob=\"delete\"" not in html and "history-pager" not in html   # still one page
         rv3 = await sync_to_async(set_holder)("node-c")
-        html = await _receive_until(comm, f'id="rev-{rv3}"')
+        html = await receive_until(comm, f'id="rev-{rv3}"')
         # The oldest of the page goes, and "Older revisions" now starts below the last one kept.
         assert f'<li id="rev-{rv1}" hx-swap-oob="delete"></li>' in html
         assert f'<a href="?before={rv2}">Older revisions</a>' in html
@@ -481,10 +450,11 @@ async def test_field_owners_page_is_refreshed_live():
     user = await sync_to_async(ensure_user)("live-viewer", "viewer")
     create, set_holder = _lease_ops()
     rv = await sync_to_async(create)()
-    comm = await _connect(user, f"view=lease&namespace=default&name=live&tab=fields&rv={rv}")
+    comm, connected, _ = await connect(user, f"view=lease&namespace=default&name=live&tab=fields&rv={rv}")
+    assert connected
     try:
         await sync_to_async(set_holder)("node-z")
-        html = await _receive_until(comm, "holderIdentity: node-z")
+        html = await receive_until(comm, "holderIdentity: node-z")
         assert '<section id="field-owners" class="panel" aria-labelledby="owners-h" hx-swap-oob="true">' in html
     finally:
         await comm.disconnect()
@@ -529,9 +499,6 @@ def test_field_manager_conflicts_in_words():
 def test_browser_history_and_field_owners(wide_page, kube_server, ns):
     from playwright.sync_api import expect
 
-    from test_browser import api, held_lease, leases_path, open_live
-    from test_browser_dash import axe_violations
-
     page = wide_page
     api(kube_server, "POST", leases_path(ns), held_lease(ns, "leader", "node-a"))
     api(kube_server, "PATCH", leases_path(ns, "leader"), {"spec": {"holderIdentity": "node-b"},
@@ -562,10 +529,6 @@ def test_browser_history_and_field_owners(wide_page, kube_server, ns):
     assert axe_violations(page) == []
 
 
-from test_browser import chromium, login_user, ns, session_state  # noqa: E402,F401  (fixtures by name)
-from test_browser_dash import wide_page  # noqa: E402,F401
-
-
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_share_link_live_history_hides_what_leaves_its_scope(share_visitor):
@@ -592,7 +555,7 @@ async def test_share_link_live_history_hides_what_leaves_its_scope(share_visitor
     assert connected
     try:
         new_rv = await sync_to_async(relabel)()
-        html = await _receive_until(comm, f'id="rev-{new_rv}"')
+        html = await receive_until(comm, f'id="rev-{new_rv}"')
         assert "outside this shared view" in html and "leaked-holder" not in html
     finally:
         await comm.disconnect()
@@ -609,9 +572,6 @@ def test_browser_form_edit_and_kubectl_apply_show_both_managers(wide_page, kube_
     from playwright.sync_api import expect
 
     from manifests import job
-    from test_browser import api
-    from test_browser_dash import axe_violations
-
     page = wide_page
     base = f"{kube_server.http_url}/jobs/{ns}/crunch/"
     api(kube_server, "POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job(name="crunch", ns=ns, parallelism=1))

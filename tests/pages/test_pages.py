@@ -10,14 +10,9 @@ from django.template.loader import render_to_string
 from django.test import Client
 
 from dashboard.web import present as p
-from conftest import signed_in_client
-from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
+from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease, micro
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-
-
-def micro(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def fresh_lease(name, holder="node-a", duration=60, ns="default", **meta):
@@ -39,16 +34,8 @@ def ns_path(path: str, ns: str) -> str:
 
 
 @pytest.fixture
-def login(db):
-    """login(role, namespaces) -> a Client with a logged-in session."""
-    def make(role="admin", namespaces=None, username=None):
-        return signed_in_client(role, username or f"page-{role}", namespaces=namespaces)
-
-    return make
-
-
-@pytest.fixture
-def browser(login):
+def admin(login):
+    """An admin's signed-in Client (sees every namespace)."""
     return login("admin")
 
 
@@ -98,11 +85,11 @@ def test_login_and_logout(db):
 # Leases
 
 
-def test_leases_held_and_expired(api, browser):
+def test_leases_held_and_expired(api, admin):
     assert api.post(LEASES, fresh_lease("alive", holder="node-a")).status_code == 201
     assert api.post(LEASES, stale_lease("dead", holder="node-b")).status_code == 201
     assert api.post(LEASES, lease(name="free", holder="")).status_code == 201
-    resp = browser.get("/leases/")
+    resp = admin.get("/leases/")
     assert resp.status_code == 200
     html = text(resp)
     alive = row(html, "lease-default--alive")
@@ -122,14 +109,14 @@ def test_leases_held_and_expired(api, browser):
         'id="lease-default--free"')
 
 
-def test_lease_detail_history_and_yaml(api, browser):
+def test_lease_detail_history_and_yaml(api, admin):
     assert api.post(LEASES, fresh_lease("leader", holder="pod-1")).status_code == 201
     current = api.get(LEASES + "/leader").json()
     current["spec"]["holderIdentity"] = "pod-2"
     current["spec"]["leaseTransitions"] = 4
     current["spec"]["acquireTime"] = current["spec"]["renewTime"] = micro(datetime.now(timezone.utc))
     assert api.put(LEASES + "/leader", current).status_code == 200
-    resp = browser.get("/leases/default/leader/")
+    resp = admin.get("/leases/default/leader/")
     assert resp.status_code == 200
     html = text(resp)
     assert '<div id="detail"' in html and 'data-rv="' in html
@@ -140,16 +127,16 @@ def test_lease_detail_history_and_yaml(api, browser):
     assert "holderIdentity: pod-2" in html and "kind: Lease" in html
 
 
-def test_detail_not_found(browser):
-    assert browser.get("/leases/default/missing/").status_code == 404
-    assert browser.get("/jobs/default/missing/").status_code == 404
+def test_detail_not_found(admin):
+    assert admin.get("/leases/default/missing/").status_code == 404
+    assert admin.get("/jobs/default/missing/").status_code == 404
 
 
 # ---------------------------------------------------------------------------------------------
 # Endpoints
 
 
-def test_endpoints_matrix(api, browser):
+def test_endpoints_matrix(api, admin):
     body = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "default"},
             "subsets": [
                 {"addresses": [{"ip": "10.0.0.1", "hostname": "web-0", "nodeName": "node-1",
@@ -161,7 +148,7 @@ def test_endpoints_matrix(api, browser):
                  "ports": [{"name": "metrics", "port": 9090, "protocol": "TCP"}]},
             ]}
     assert api.post(ENDPOINTS, body).status_code == 201
-    resp = browser.get("/endpoints/")
+    resp = admin.get("/endpoints/")
     assert resp.status_code == 200
     card = row(text(resp), "endpoints-default--web")
     assert "http 80/TCP" in card and "metrics 9090/TCP" in card
@@ -172,7 +159,7 @@ def test_endpoints_matrix(api, browser):
     assert '<th scope="row">' in card and "<caption>" in card
     assert "<strong>1</strong> ready" in card and "<strong>1</strong> not ready" in card
     assert 'id="rollup"' in text(resp)
-    detail = browser.get("/endpoints/default/web/")
+    detail = admin.get("/endpoints/default/web/")
     assert detail.status_code == 200 and "subsets:" in text(detail) and "not ready" in text(detail)
 
 
@@ -180,7 +167,7 @@ def test_endpoints_matrix(api, browser):
 # Jobs
 
 
-def test_job_progress_and_indexed_grid(api, browser):
+def test_job_progress_and_indexed_grid(api, admin):
     assert api.post(JOBS, job("batch", completions=5, parallelism=2)).status_code == 201
     obj = api.get(JOBS + "/batch").json()
     obj["status"] = {"startTime": "2026-01-01T00:00:00Z", "active": 2, "ready": 1, "succeeded": 2, "failed": 1}
@@ -194,7 +181,7 @@ def test_job_progress_and_indexed_grid(api, browser):
     resp = api.put(JOBS + "/indexed/status", obj)
     assert resp.status_code == 200, resp.content
 
-    page = browser.get("/jobs/")
+    page = admin.get("/jobs/")
     assert page.status_code == 200
     html = text(page)
     batch = row(html, "job-default--batch")
@@ -206,11 +193,11 @@ def test_job_progress_and_indexed_grid(api, browser):
     assert "Indexes: 3 of 6 completed (0-1,4), 1 failed (2)" in indexed
     cells = re.findall(r'<span class="ix (\w+)" title="index (\d+): ([\w ]+)">', indexed)
     assert [c[0] for c in cells] == ["done", "done", "failed", "pending", "done", "pending"]
-    detail = browser.get("/jobs/default/indexed/")
+    detail = admin.get("/jobs/default/indexed/")
     assert detail.status_code == 200 and "completedIndexes: 0-1,4" in text(detail)
 
 
-def test_job_conditions_and_status(api, browser):
+def test_job_conditions_and_status(api, admin):
     assert api.post(JOBS, job("done", completions=1)).status_code == 201
     obj = api.get(JOBS + "/done").json()
     moment = "2026-01-01T00:01:00Z"
@@ -224,7 +211,7 @@ def test_job_conditions_and_status(api, browser):
                           "lastProbeTime": moment}]}
     resp = api.put(JOBS + "/done/status", obj)
     assert resp.status_code == 200, resp.content
-    done = row(text(browser.get("/jobs/")), "job-default--done")
+    done = row(text(admin.get("/jobs/")), "job-default--done")
     assert ">Complete<" in done and "1/1" in done and "60s" in done
     assert "CompletionsReached" in done and "Reached expected number of succeeded pods" in done
 
@@ -246,24 +233,24 @@ def ids(html: str, prefix="lease-") -> list[str]:
     return re.findall(rf'<(?:tr|article) id="({prefix}[^"]+)"', html)
 
 
-def test_filter_namespace(spread, browser):
-    html = text(browser.get("/leases/?namespace=team-a"))
+def test_filter_namespace(spread, admin):
+    html = text(admin.get("/leases/?namespace=team-a"))
     assert ids(html) == ["lease-team-a--alpha", "lease-team-a--beta", "lease-team-a--gamma"]
     assert '<option value="team-a" selected>' in html
     assert "namespace=team-a" in unescape(re.search(r'ws-connect="([^"]+)"', html).group(1))
 
 
-def test_filter_label_selector(spread, browser):
-    html = text(browser.get("/leases/", {"labelSelector": "app=web,tier!=fe"}))
+def test_filter_label_selector(spread, admin):
+    html = text(admin.get("/leases/", {"labelSelector": "app=web,tier!=fe"}))
     assert ids(html) == ["lease-default--alpha", "lease-team-a--alpha"]
     assert 'value="app=web,tier!=fe"' in html
-    html = text(browser.get("/leases/", {"labelSelector": "app in (db)", "namespace": "default"}))
+    html = text(admin.get("/leases/", {"labelSelector": "app in (db)", "namespace": "default"}))
     assert ids(html) == ["lease-default--beta"]
 
 
 @pytest.mark.parametrize("bad", ["app=(", "a b", "x in (", "!", "=web"])
-def test_malformed_label_selector_is_friendly(spread, browser, bad):
-    resp = browser.get("/leases/", {"labelSelector": bad})
+def test_malformed_label_selector_is_friendly(spread, admin, bad):
+    resp = admin.get("/leases/", {"labelSelector": bad})
     assert resp.status_code == 400
     html = text(resp)
     assert 'role="alert"' in html and "Label selector:" in html
@@ -271,44 +258,44 @@ def test_malformed_label_selector_is_friendly(spread, browser, bad):
     assert ids(html) == []
 
 
-def test_filter_name_search(spread, browser):
-    html = text(browser.get("/leases/?q=AMM"))
+def test_filter_name_search(spread, admin):
+    html = text(admin.get("/leases/?q=AMM"))
     assert ids(html) == ["lease-default--gamma", "lease-team-a--gamma"]
-    html = text(browser.get("/leases/?q=zzz"))
+    html = text(admin.get("/leases/?q=zzz"))
     assert ids(html) == [] and 'id="items-empty"' in html and "match these filters" in html
 
 
-def test_filters_on_other_pages(api, browser):
+def test_filters_on_other_pages(api, admin):
     assert api.post(ENDPOINTS, endpoints("svc-a", labels={"app": "a"})).status_code == 201
     assert api.post(ENDPOINTS, endpoints("svc-b", labels={"app": "b"})).status_code == 201
     assert api.post(JOBS, job("job-a")).status_code == 201
     assert api.post(JOBS, job("job-b")).status_code == 201
-    assert ids(text(browser.get("/endpoints/?labelSelector=app%3Da")), "endpoints-") == ["endpoints-default--svc-a"]
-    assert ids(text(browser.get("/jobs/?q=-b")), "job-") == ["job-default--job-b"]
-    assert browser.get("/jobs/?labelSelector=%3D%3D").status_code == 400
+    assert ids(text(admin.get("/endpoints/?labelSelector=app%3Da")), "endpoints-") == ["endpoints-default--svc-a"]
+    assert ids(text(admin.get("/jobs/?q=-b")), "job-") == ["job-default--job-b"]
+    assert admin.get("/jobs/?labelSelector=%3D%3D").status_code == 400
 
 
-def test_pagination(spread, browser):
-    first = browser.get("/leases/?limit=4")
+def test_pagination(spread, admin):
+    first = admin.get("/leases/?limit=4")
     html = text(first)
     assert ids(html) == ["lease-default--alpha", "lease-default--beta", "lease-default--gamma", "lease-team-a--alpha"]
     nxt = re.search(r'<a class="button" href="([^"]+)" rel="next">', html)
     assert nxt, "no next-page link"
-    second = browser.get("/leases/" + unescape(nxt.group(1)))
+    second = admin.get("/leases/" + unescape(nxt.group(1)))
     assert second.status_code == 200
     html2 = text(second)
     assert ids(html2) == ["lease-team-a--beta", "lease-team-a--gamma"]
     assert 'rel="next"' not in html2
     # Name search across pages keeps the filter.
-    page = text(browser.get("/leases/?limit=1&q=beta"))
+    page = text(admin.get("/leases/?limit=1&q=beta"))
     assert ids(page) == ["lease-default--beta"]
     link = unescape(re.search(r'href="([^"]+)" rel="next"', page).group(1))
     assert "q=beta" in link
-    assert ids(text(browser.get("/leases/" + link))) == ["lease-team-a--beta"]
+    assert ids(text(admin.get("/leases/" + link))) == ["lease-team-a--beta"]
 
 
-def test_garbage_continue_is_friendly(spread, browser):
-    resp = browser.get("/leases/?continue=garbage")
+def test_garbage_continue_is_friendly(spread, admin):
+    resp = admin.get("/leases/?continue=garbage")
     assert resp.status_code == 400 and "First page" in text(resp)
 
 
@@ -330,28 +317,28 @@ def test_namespace_limited_viewer(spread, login):
     assert c.get("/?namespace=default").status_code == 403
 
 
-def test_html_is_escaped(api, browser):
+def test_html_is_escaped(api, admin):
     evil = "<script>alert(1)</script>"
     obj = fresh_lease("evil", holder=evil, annotations={"note": evil})
     assert api.post(LEASES, obj).status_code == 201
     for path in ("/leases/", "/leases/default/evil/", "/"):
-        html = text(browser.get(path))
+        html = text(admin.get(path))
         assert "<script>alert(1)" not in html, path
-    detail = text(browser.get("/leases/default/evil/"))
+    detail = text(admin.get("/leases/default/evil/"))
     assert "note: &lt;script&gt;alert(1)&lt;/script&gt;" in detail
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text(browser.get("/leases/"))
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text(admin.get("/leases/"))
 
 
 # ---------------------------------------------------------------------------------------------
 # Overview
 
 
-def test_overview(api, browser):
+def test_overview(api, admin):
     assert api.post(LEASES, fresh_lease("a")).status_code == 201
     assert api.post(LEASES, stale_lease("b")).status_code == 201
     assert api.post(ENDPOINTS, endpoints("svc", ips=("10.0.0.1", "10.0.0.2"), not_ready=("10.0.0.3",))).status_code == 201
     assert api.post(ns_path(JOBS, "batch"), job("j", ns="batch")).status_code == 201
-    html = text(browser.get("/"))
+    html = text(admin.get("/"))
     assert re.search(r'<div id="namespaces" class="[^"]*" data-rv="\d+">', html)
     card = row(html, "ns-default")
     assert '<span data-held>1</span>' in card and '<span data-expired>1</span>' in card
@@ -360,7 +347,7 @@ def test_overview(api, browser):
     jobs = row(html, "ns-batch")
     assert "1&nbsp;running" in jobs
     assert 'ws-connect="/ws/live/?view=overview&amp;rv=' in html
-    only = text(browser.get("/?namespace=batch"))
+    only = text(admin.get("/?namespace=batch"))
     assert 'id="ns-batch"' in only and 'id="ns-default"' not in only
 
 
@@ -398,7 +385,7 @@ def test_partials_render_one_item_with_oob(api):
     assert card.strip().startswith('<article id="ns-default"') and 'hx-swap-oob="true"' in card
 
 
-def test_static_files_are_served(browser):
+def test_static_files_are_served(admin):
     from django.contrib.staticfiles import finders
     for name in ("kubedash/app.css", "kubedash/live.js", "vendor/htmx.min.js", "vendor/ws.js"):
         assert finders.find(name), name

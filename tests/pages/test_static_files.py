@@ -9,18 +9,16 @@ import pytest
 from django.core.management import call_command
 from django.test import Client, override_settings
 
+from conftest import ROOT
+
 
 def page_assets(html: str) -> list[str]:
     return re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
 
 
 @pytest.fixture
-def viewer(db):
-    from dashboard.access.tokens import ensure_user
-
-    c = Client()
-    c.force_login(ensure_user("static-viewer", "viewer"))
-    return c
+def viewer(login):
+    return login("viewer", "static-viewer")
 
 
 def test_plain_names_before_collecting(viewer, tmp_path):
@@ -78,9 +76,7 @@ def test_row_rules_use_no_sibling_combinators():
     """A rule like `tr + tr > *` or `* + *` makes Blink restyle every row of a table when one
     row is pushed into it (1,000 rows: 35 ms a push, 24 fps; bench/pages.py). The sheet spaces
     and borders rows without them."""
-    from pathlib import Path
-
-    css = (Path(__file__).resolve().parent.parent / "static/kubedash/app.css").read_text()
+    css = (ROOT / "static/kubedash/app.css").read_text()
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
     selectors = [s.strip() for block in re.findall(r"([^{}]+)\{", css) for s in block.split(",")]
     sibling = [s for s in selectors if re.search(r"[+~]", s) and not s.startswith("@")]

@@ -18,9 +18,10 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import server_env
+from conftest import served, server_env
 from manifests import job
-from test_serving import JOBS, TABLE, migrate, post_many, start, stop
+
+from .test_serving import JOBS, TABLE, post_many
 
 ALL_JOBS = "/apis/batch/v1/jobs"
 
@@ -46,7 +47,7 @@ def logged(server, method: str, path: str, at_least: int = 1) -> list[dict]:
 
 def _logged(server, method: str, path: str) -> list[dict]:
     entries = []
-    for line in (server.data_dir / "heavy.log").read_text().splitlines():
+    for line in server.log().splitlines():
         if line.startswith("{"):
             entry = orjson.loads(line)
             if entry.get("method") == method and entry.get("path") == path:
@@ -59,21 +60,15 @@ def heavy(request, tmp_path_factory):
     """One worker with its child, on SQLite or on PostgreSQL (where the child holds connections
     of its own: docs/OPERATIONS.md)."""
     data_dir = tmp_path_factory.mktemp("kubedash-heavy")
-    env, dbname = server_env(data_dir), None
-    env["KUBEDASH_HEAVY_PROCESS"] = "1"
+    env, dbname = server_env(data_dir, KUBEDASH_HEAVY_PROCESS="1"), None
     if request.param == "postgres":
         pg_support.require_postgres()
         dbname = pg_support.create_database()
         env["DATABASE_URL"] = pg_support.pg_url(dbname)
-    server = None
     try:
-        migrate(data_dir, env)
-        server = start(data_dir, "--workers", "1", env=env, label="heavy")
-        server.env = env   # (LiveServer's own env is SQLite's: tokens must come from this database)
-        yield server
+        with served(data_dir, "--workers", "1", env=env) as server:
+            yield server
     finally:
-        if server is not None:
-            stop(server)
         if dbname:
             pg_support.drop_database(dbname)
 
@@ -199,13 +194,10 @@ def test_a_killed_child_is_replaced(heavy):
 
 
 def test_the_child_goes_with_its_server(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("kubedash-heavy-stop")
-    migrate(data_dir)
-    server = start(data_dir, "--workers", "1", label="heavy")
-    status, _, _ = server.request("GET", ALL_JOBS)
-    assert status == 200
-    [child] = heavy_children(server.proc.pid)
-    stop(server)
+    with served(tmp_path_factory.mktemp("kubedash-heavy-stop"), "--workers", "1") as server:
+        status, _, _ = server.request("GET", ALL_JOBS)
+        assert status == 200
+        [child] = heavy_children(server.proc.pid)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{child}").exists():
         assert time.monotonic() < deadline, "the heavy child outlived its server"
@@ -249,53 +241,46 @@ def test_streams_beyond_the_lane_threads_share_the_child_connections(tmp_path_fa
                KUBEDASH_LIST_STREAM_BATCH="10")   # (many pieces a list)
     dbname = pg_support.create_database("kubedash_heavypg")
     env["DATABASE_URL"] = pg_support.pg_url(dbname)
-    server = None
     socks = []
     try:
-        migrate(data_dir, env)
-        server = start(data_dir, "--workers", "1", env=env, label="heavy")
-        server.env = env
-        ns = "streams-" + uuid.uuid4().hex[:6]
-        # ~8 MB a list: more than the sockets and the stream's backlog hold for a client not reading.
-        bodies = [job(f"j{i:03}", ns=ns) for i in range(150)]
-        for body in bodies:
-            body["metadata"]["annotations"] = {"pad": "x" * 50_000}
-        post_many(server, JOBS.format(ns=ns), bodies)
-        status, _, _ = server.request("GET", ALL_JOBS)   # (the child is started)
-        assert status == 200
-        [child] = heavy_children(server.proc.pid)
-        request = (f"GET {JOBS.format(ns=ns)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_token}\r\n"
-                   "Connection: close\r\n\r\n").encode()
-        for _ in range(9):
-            sock = socket.socket()
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # (a slow reader: a small window)
-            sock.connect((server.host, server.http_port))
-            sock.sendall(request)
-            socks.append(sock)
-        # Every admitted stream has started (the child has sent headers and pieces) and waits on
-        # its client; meanwhile the child never holds more than the pool's connections.
-        most, deadline = 0, time.monotonic() + 4
-        while time.monotonic() < deadline:
-            most = max(most, pg_connections_of(child))
-            time.sleep(0.05)
-        with pg_support.connect() as conn:
-            total = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)).fetchone()[0]
-        assert 1 <= most <= 2, most
-        assert total <= 14, total   # docs/OPERATIONS.md: a worker's bound, child included
-        answers = []
-        for sock in socks:
-            resp = http.client.HTTPResponse(sock)
-            resp.begin()
-            answers.append((resp.status, resp.getheader("Retry-After"), orjson.loads(resp.read())))
-        assert sorted(status for status, _, _ in answers) == [200] * 6 + [429] * 3, [a[0] for a in answers]
-        for status, retry_after, body in answers:
-            if status == 429:
-                assert retry_after and body["kind"] == "Status" and body["code"] == 429, body
-            else:
-                assert [item["metadata"]["name"] for item in body["items"]] == [b["metadata"]["name"] for b in bodies]
+        with served(data_dir, "--workers", "1", env=env) as server, contextlib.ExitStack() as closing:
+            ns = "streams-" + uuid.uuid4().hex[:6]
+            # ~8 MB a list: more than the sockets and the stream's backlog hold for a client not reading.
+            bodies = [job(f"j{i:03}", ns=ns) for i in range(150)]
+            for body in bodies:
+                body["metadata"]["annotations"] = {"pad": "x" * 50_000}
+            post_many(server, JOBS.format(ns=ns), bodies)
+            status, _, _ = server.request("GET", ALL_JOBS)   # (the child is started)
+            assert status == 200
+            [child] = heavy_children(server.proc.pid)
+            request = (f"GET {JOBS.format(ns=ns)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.admin_token}\r\n"
+                       "Connection: close\r\n\r\n").encode()
+            for _ in range(9):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)   # (a slow reader: a small window)
+                sock.connect((server.host, server.http_port))
+                sock.sendall(request)
+                socks.append(closing.enter_context(sock))
+            # Every admitted stream has started (the child has sent headers and pieces) and waits on
+            # its client; meanwhile the child never holds more than the pool's connections.
+            most, deadline = 0, time.monotonic() + 4
+            while time.monotonic() < deadline:
+                most = max(most, pg_connections_of(child))
+                time.sleep(0.05)
+            with pg_support.connect() as conn:
+                total = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (dbname,)).fetchone()[0]
+            assert 1 <= most <= 2, most
+            assert total <= 14, total   # docs/OPERATIONS.md: a worker's bound, child included
+            answers = []
+            for sock in socks:
+                resp = http.client.HTTPResponse(sock)
+                resp.begin()
+                answers.append((resp.status, resp.getheader("Retry-After"), orjson.loads(resp.read())))
+            assert sorted(status for status, _, _ in answers) == [200] * 6 + [429] * 3, [a[0] for a in answers]
+            for status, retry_after, body in answers:
+                if status == 429:
+                    assert retry_after and body["kind"] == "Status" and body["code"] == 429, body
+                else:
+                    assert [item["metadata"]["name"] for item in body["items"]] == [b["metadata"]["name"] for b in bodies]
     finally:
-        for sock in socks:
-            sock.close()
-        if server is not None:
-            stop(server)
         pg_support.drop_database(dbname)

@@ -5,10 +5,16 @@ limits (413 before reading, 401 before buffering, header timeout, 414) against a
 `manage.py serve` whose memory is read from /proc."""
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import orjson
 import pytest
 
-from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
+from conftest import served, server_env
+from manifests import ENDPOINTS, JOBS, LEASES, endpoints, lease
+from page_helpers import field_errors, form_data, fresh_lease
 
 pytestmark = pytest.mark.django_db
 
@@ -163,13 +169,6 @@ def test_yaml_editor_shows_bounds_in_words(client, django_user_model):
 
 # -- the socket: bodies limited before they are read, slow clients, long URLs ------------------
 
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-from conftest import ROOT, LiveServer, free_port, server_env  # noqa: E402
 
 HEADER_TIMEOUT = 2
 SOCKET_BURST = 6   # page sockets a session may open at once (server/ws_limits.py)
@@ -182,34 +181,15 @@ MIB = 1024 * 1024
 def server(tmp_path_factory):
     """One `manage.py serve` process (so /proc/PID is the server) with short client timeouts."""
     data_dir = tmp_path_factory.mktemp("kubedash-limits")
-    env = {**server_env(data_dir), "KUBEDASH_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
-           "KUBEDASH_IDLE_TIMEOUT_SECONDS": str(IDLE_TIMEOUT), "KUBEDASH_WATCH_BOOKMARK_SECONDS": "3600",
-           "KUBEDASH_WEBSOCKET_CONNECT_BURST": str(SOCKET_BURST), "KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND": "0.01",
-           "KUBEDASH_TARPIT_SECONDS": str(TARPIT)}
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-    http_port, tls_port = free_port(), free_port()
-    log = open(data_dir / "server.log", "wb")
+    env = server_env(data_dir, KUBEDASH_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT),
+                     KUBEDASH_IDLE_TIMEOUT_SECONDS=str(IDLE_TIMEOUT), KUBEDASH_WATCH_BOOKMARK_SECONDS="3600",
+                     KUBEDASH_WEBSOCKET_CONNECT_BURST=str(SOCKET_BURST),
+                     KUBEDASH_WEBSOCKET_CONNECTS_PER_SECOND="0.01", KUBEDASH_TARPIT_SECONDS=str(TARPIT))
     # (--proxy-headers: each test's page sockets come from a client address of their own, the
     # X-Forwarded-For a proxy would add, so the handshake budgets of one do not spend another's)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--port",
-                             str(http_port), "--tls-port", str(tls_port), "--proxy-headers"], env=env, cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", http_port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("serve did not start: " + (data_dir / "server.log").read_text()[-3000:])
-            time.sleep(0.2)
-    live = LiveServer(data_dir, http_port, tls_port, proc)
-    live.env = env
-    live.admin_token   # issued before any test connects: a socket left idle that long is closed
-    yield live
-    proc.terminate()
-    proc.wait(15)
-    log.close()
+    with served(data_dir, "--workers", "1", "--proxy-headers", env=env) as live:
+        assert live.admin_token   # issued before any test connects: a socket left idle that long is closed
+        yield live
 
 
 def rss(server) -> int:
@@ -587,9 +567,6 @@ def test_expect_100_continue_only_once_the_body_may_be_read(server):
         sock.sendall(body)
         status, _, answer = read_response(sock)
     assert status == 201, answer
-
-
-from test_forms import field_errors, form_data, fresh_lease, login  # noqa: E402,F401  (login: a fixture)
 
 
 @pytest.mark.parametrize("bad, words", [("spec:\n  x: " + "[" * 5000 + "]" * 5000, "nested too deeply"),

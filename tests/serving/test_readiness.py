@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, LiveServer, free_port, server_env
+from conftest import ROOT, LiveServer, running, server_env
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ready/leases"
 
@@ -17,29 +17,10 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/ready/leases"
 @pytest.fixture
 def unmigrated(tmp_path):
     """`manage.py serve` on a database nobody migrated (SQLite file absent)."""
-    env = server_env(tmp_path)
-    env["KUBEDASH_MAINTENANCE"] = "1"   # the election too must survive a missing schema
-    http_port, tls_port = free_port(), free_port()
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
-                             "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    server = LiveServer(tmp_path, http_port, tls_port, proc)
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if server.request("GET", "/livez", token="-")[0] == 200:
-                break
-        except OSError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
-        time.sleep(0.3)
-    yield server, env
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    # (maintenance on: the election too must survive a missing schema)
+    server = LiveServer(tmp_path, env=server_env(tmp_path, KUBEDASH_MAINTENANCE="1"))
+    with running(server):
+        yield server, server.env
 
 
 def test_unmigrated_database_is_not_ready_and_never_500(unmigrated):

@@ -10,65 +10,19 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import orjson
 import pytest
 
-from conftest import ROOT, LiveServer, free_port, server_env
+from conftest import LiveServer, child_pids, served, served_pair, server_env
 from manifests import job, lease
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-
-
-def start(data_dir: Path, *args: str, env: dict | None = None, label: str = "server") -> LiveServer:
-    http_port, tls_port = free_port(), free_port()
-    log = open(data_dir / f"{label}.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
-                             "--tls-port", str(tls_port), *args], env=env or server_env(data_dir), cwd=ROOT,
-                            stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    server = LiveServer(data_dir, http_port, tls_port, proc)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            status, _, _ = server.request("GET", "/healthz", token="-")
-            if status == 200:
-                return server
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("serve did not start: " + (data_dir / f"{label}.log").read_text()[-3000:])
-        time.sleep(0.2)
-
-
-def stop(server: LiveServer) -> None:
-    server.proc.terminate()
-    try:
-        server.proc.wait(20)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait(10)
-
-
-def migrate(data_dir: Path, env: dict | None = None) -> None:
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env or server_env(data_dir),
-                   cwd=ROOT, check=True)
-
-
-def children(pid: int) -> set[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except FileNotFoundError:
-        return set()
-    return {int(p) for p in text.split()}
 
 
 def post_many(server: LiveServer, path: str, bodies: list[dict], threads: int = 4) -> None:
@@ -94,15 +48,9 @@ def post_many(server: LiveServer, path: str, bodies: list[dict], threads: int = 
 def narrow_lanes(tmp_path_factory):
     """One worker whose expensive lane holds one request running and one waiting."""
     data_dir = tmp_path_factory.mktemp("kubedash-lanes")
-    env = server_env(data_dir)
-    env.update(KUBEDASH_EXPENSIVE_LANE_THREADS="1", KUBEDASH_EXPENSIVE_LANE_QUEUE="1")
-    migrate(data_dir, env)
-    server = start(data_dir, "--workers", "1", env=env)
-    server.env = env
-    try:
+    env = server_env(data_dir, KUBEDASH_EXPENSIVE_LANE_THREADS="1", KUBEDASH_EXPENSIVE_LANE_QUEUE="1")
+    with served(data_dir, "--workers", "1", env=env) as server:
         yield server
-    finally:
-        stop(server)
 
 
 def test_a_full_expensive_lane_answers_429_and_renewals_still_go_through(narrow_lanes):
@@ -190,19 +138,14 @@ def test_small_pages_and_single_objects_are_not_the_expensive_lane(narrow_lanes)
 
 @pytest.fixture(scope="module")
 def one_worker(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("kubedash-inline")
-    migrate(data_dir)
-    server = start(data_dir, "--workers", "1", label="inline")
-    try:
+    with served(tmp_path_factory.mktemp("kubedash-inline"), "--workers", "1") as server:
         yield server
-    finally:
-        stop(server)
 
 
 def logged_lanes(server: LiveServer, method: str, path: str) -> list[str]:
     """The lane of each request the server's JSON request log recorded for method + path."""
     lanes = []
-    for line in (server.data_dir / "inline.log").read_text().splitlines():
+    for line in server.log().splitlines():
         if line.startswith("{"):
             entry = orjson.loads(line)
             if entry.get("method") == method and entry.get("path") == path:
@@ -422,15 +365,12 @@ def test_a_write_waits_for_its_turn_on_the_thread_not_on_the_loop(one_worker):
 
 
 def test_killed_worker_is_replaced_and_no_acknowledged_write_is_lost(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("kubedash-workers")
-    migrate(data_dir)
-    server = start(data_dir, "--workers", "2")
-    try:
+    with served(tmp_path_factory.mktemp("kubedash-workers"), "--workers", "2") as server:
         deadline = time.monotonic() + 60
-        while len(children(server.proc.pid)) < 2:
+        while len(child_pids(server.proc.pid)) < 2:
             assert time.monotonic() < deadline, "the supervisor did not start two workers"
             time.sleep(0.1)
-        before = children(server.proc.pid)
+        before = child_pids(server.proc.pid)
         ns = "kill-" + uuid.uuid4().hex[:6]
         token = server.admin_token
         acknowledged: list[str] = []
@@ -459,7 +399,7 @@ def test_killed_worker_is_replaced_and_no_acknowledged_write_is_lost(tmp_path_fa
         os.kill(victim, signal.SIGKILL)
         # A replacement appears, and writes keep being acknowledged.
         while True:
-            now = children(server.proc.pid)
+            now = child_pids(server.proc.pid)
             if len(now) == 2 and victim not in now:
                 break
             assert time.monotonic() < deadline + 60, f"worker {victim} was not replaced ({now})"
@@ -475,11 +415,9 @@ def test_killed_worker_is_replaced_and_no_acknowledged_write_is_lost(tmp_path_fa
         assert status == 200
         stored = {item["metadata"]["name"] for item in body["items"]}
         assert set(acknowledged) <= stored
-        assert children(server.proc.pid) - before, "no new worker"
-    finally:
-        stop(server)
+        assert child_pids(server.proc.pid) - before, "no new worker"
     assert server.proc.returncode == 0
-    assert not children(server.proc.pid)
+    assert not child_pids(server.proc.pid)
 
 
 def test_workers_share_the_https_port(tmp_path_factory):
@@ -487,10 +425,7 @@ def test_workers_share_the_https_port(tmp_path_factory):
     import ssl
     import http.client
 
-    data_dir = tmp_path_factory.mktemp("kubedash-workers-tls")
-    migrate(data_dir)
-    server = start(data_dir, "--workers", "2")
-    try:
+    with served(tmp_path_factory.mktemp("kubedash-workers-tls"), "--workers", "2") as server:
         port = int(server.https_url.rsplit(":", 1)[1])
         context = ssl.create_default_context(cafile=server.ca_file)
         for _ in range(6):  # fresh connections: the kernel spreads them over the workers
@@ -501,8 +436,6 @@ def test_workers_share_the_https_port(tmp_path_factory):
             assert resp.status == 200, resp.read()
             resp.read()
             conn.close()
-    finally:
-        stop(server)
 
 
 def test_a_burst_of_connections_is_spread_over_the_workers(tmp_path_factory):
@@ -510,10 +443,7 @@ def test_a_burst_of_connections_is_spread_over_the_workers(tmp_path_factory):
     the worker that woke first. The request log names the worker (pid) that answered."""
     import socket
 
-    data_dir = tmp_path_factory.mktemp("kubedash-workers-spread")
-    migrate(data_dir)
-    server = start(data_dir, "--workers", "2", label="spread")
-    try:
+    with served(tmp_path_factory.mktemp("kubedash-workers-spread"), "--workers", "2") as server:
         server.request("GET", "/healthz")
         token = server.admin_token
         socks = [socket.socket() for _ in range(16)]
@@ -531,7 +461,7 @@ def test_a_burst_of_connections_is_spread_over_the_workers(tmp_path_factory):
             assert b" 404 " in sock.recv(65536).split(b"\r\n", 1)[0]
             sock.close()
         pids = {}
-        for line in (data_dir / "spread.log").read_text().splitlines():
+        for line in server.log().splitlines():
             if line.startswith("{"):
                 entry = orjson.loads(line)
                 if entry.get("path") in paths:
@@ -539,8 +469,6 @@ def test_a_burst_of_connections_is_spread_over_the_workers(tmp_path_factory):
         assert len(pids) == 16, pids
         per_worker = sorted(collections.Counter(pids.values()).values())
         assert len(per_worker) == 2 and per_worker[0] >= 3, f"connections per worker: {per_worker}"
-    finally:
-        stop(server)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,16 +492,8 @@ print(store.session_key)
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory):
     """Two single-worker servers on one SQLite database; no Redis, a 30 s safety poll."""
-    data_dir = tmp_path_factory.mktemp("kubedash-two")
-    env = server_env(data_dir)
-    env["KUBEDASH_WATCH_POLL_SECONDS"] = "30"
-    migrate(data_dir, env)
-    servers = [start(data_dir, "--workers", "1", env=env, label=label) for label in ("a", "b")]
-    try:
+    with served_pair(tmp_path_factory, "sqlite", KUBEDASH_WATCH_POLL_SECONDS="30") as servers:
         yield servers
-    finally:
-        for server in servers:
-            stop(server)
 
 
 def test_page_websocket_on_one_process_is_pushed_a_write_taken_by_another(two_processes):

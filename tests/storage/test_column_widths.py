@@ -76,15 +76,10 @@ def pg_server(tmp_path_factory):
     pg_support.require_postgres()
     dbname = pg_support.create_database("kd_widths")
     data_dir = tmp_path_factory.mktemp("widths")
-    env = server_env(data_dir)
-    env["DATABASE_URL"] = pg_support.pg_url(dbname)
-    gen = served(data_dir, env)
     try:
-        server = next(gen)
-        server.env = env   # (LiveServer's manage() would use SQLite)
-        yield server
+        with served(data_dir, env=server_env(data_dir, DATABASE_URL=pg_support.pg_url(dbname))) as server:
+            yield server
     finally:
-        next(gen, None)
         pg_support.drop_database(dbname)
 
 

@@ -14,12 +14,14 @@ import uuid
 
 import pytest
 
-from test_multiprocess import _postgres_pair, collection, make, write
+from conftest import served_pair
+from manifests import collection, make, write
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    yield from _postgres_pair(tmp_path_factory)
+    with served_pair(tmp_path_factory, "postgres", KUBEDASH_WATCH_POLL_SECONDS="30") as servers:
+        yield servers
 
 
 def put(server, obj: dict, label: str | None = None, **query):

@@ -15,9 +15,6 @@ from __future__ import annotations
 import math
 import random
 import socket
-import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -26,147 +23,35 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import ROOT, LiveServer, free_port, server_env
-from manifests import endpoints, job, lease
+from conftest import LiveServer, served_pair
+from manifests import PATHS, collection, make, write
 
 POLL_SECONDS = 30      # the hub's safety poll: far longer than any wait below
 ARRIVAL_BUDGET = 5.0   # "arrived because Redis woke the hub", not a latency requirement
-
-PATHS = {
-    "Lease": ("/apis/coordination.k8s.io/v1", "leases", lease),
-    "Endpoints": ("/api/v1", "endpoints", endpoints),
-    "Job": ("/apis/batch/v1", "jobs", job),
-}
-
-
-def collection(kind: str, ns: str | None = None) -> str:
-    prefix, plural, _ = PATHS[kind]
-    return f"{prefix}/namespaces/{ns}/{plural}" if ns else f"{prefix}/{plural}"
 
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures: a fresh database, two servers on it
 
 
-def _start(env: dict, data_dir, label: str = "server") -> LiveServer:
-    http_port, tls_port = free_port(), free_port()
-    log = open(data_dir / f"{label}.log", "wb")
-    # One worker each: the two processes stand for two workers of one server (the follow
-    # logic is the same) and each can be addressed on its own.
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--workers", "1", "--port",
-                             str(http_port), "--tls-port", str(tls_port)], env=env, cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT)
-    log.close()  # the child has its own copy of the descriptor
-    server = LiveServer(data_dir, http_port, tls_port, proc)
-    server.env = env  # LiveServer's default env drops DATABASE_URL/REDIS_URL (SQLite setup)
-    server.log_name = label
-    return server
-
-
-def _wait_listening(server: LiveServer, deadline: float) -> None:
-    port = int(server.http_url.rsplit(":", 1)[1])
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            if server.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("serve did not start: " + (server.data_dir / f"{server.log_name}.log").read_text()[-3000:])
-            time.sleep(0.2)
-
-
-def _stop(server: LiveServer) -> None:
-    server.proc.terminate()
-    try:
-        server.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait(10)
-
-
-class Pair:
-    """Two servers on one database, and a way to read that database directly."""
-
-    def __init__(self, a: LiveServer, b: LiveServer, backend: str, dbname: str = "", sqlite_path=None):
-        self.a, self.b, self.backend, self.dbname, self.sqlite_path = a, b, backend, dbname, sqlite_path
-
-    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
-        if self.backend == "postgres":
-            with pg_support.connect(self.dbname) as conn:
-                return [tuple(row) for row in conn.execute(sql, params).fetchall()]
-        with sqlite3.connect(self.sqlite_path) as conn:
-            return conn.execute(sql.replace("%s", "?"), params).fetchall()
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgres", "pgbouncer"])
 def scaled(request, tmp_path_factory):
-    """A Pair: two single-worker servers on SQLite (no Redis), on PostgreSQL + Redis, or on
+    """A ServerPair: two single-worker servers on SQLite (no Redis), on PostgreSQL + Redis, or on
     PostgreSQL through PgBouncer in transaction pooling mode (KUBEDASH_PGBOUNCER=1) + Redis."""
-    if request.param == "sqlite":
-        yield from _sqlite_pair(tmp_path_factory)
-    elif request.param == "postgres":
-        yield from _postgres_pair(tmp_path_factory)
-    else:
-        pg_support.require_postgres()
-        bouncer = pg_support.PgBouncer()
-        try:
-            yield from _postgres_pair(tmp_path_factory, bouncer)
-        finally:
-            bouncer.stop()
-
-
-def _sqlite_pair(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("kubedash-sqlite-pair")
-    env = server_env(data_dir)
-    env["KUBEDASH_WATCH_POLL_SECONDS"] = str(POLL_SECONDS)
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-    servers = [_start(env, data_dir, label) for label in ("a", "b")]
-    try:
-        deadline = time.monotonic() + 60
-        for server in servers:
-            _wait_listening(server, deadline)
-        yield Pair(*servers, "sqlite", sqlite_path=data_dir / "kubedash.sqlite3")
-    finally:
-        for server in servers:
-            _stop(server)
-
-
-def _postgres_pair(tmp_path_factory, bouncer: pg_support.PgBouncer | None = None):
-    """bouncer: the servers (and their migrate) reach PostgreSQL only through it."""
+    poll = {"KUBEDASH_WATCH_POLL_SECONDS": str(POLL_SECONDS)}
+    if request.param != "pgbouncer":
+        with served_pair(tmp_path_factory, request.param, **poll) as pair:
+            yield pair
+        return
     pg_support.require_postgres()
-    pg_support.require_redis()
-    dbname = pg_support.create_database()
-    servers: list[LiveServer] = []
+    bouncer = pg_support.PgBouncer()
     try:
-        # Redis pub/sub channels are global, not per db index: the index only keeps the
-        # channel layer's keys apart; another run on the same Redis just adds wake-ups.
-        redis_db = random.randint(1, 15)
-        envs = []
-        for label in ("a", "b"):
-            data_dir = tmp_path_factory.mktemp(f"kubedash-pg-{label}")
-            env = server_env(data_dir)
-            env.update(DATABASE_URL=bouncer.url(dbname) if bouncer else pg_support.pg_url(dbname),
-                       REDIS_URL=pg_support.redis_url(redis_db), KUBEDASH_WATCH_POLL_SECONDS=str(POLL_SECONDS),
-                       KUBEDASH_PGBOUNCER="1" if bouncer else "0")
-            envs.append((env, data_dir))
-        subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=envs[0][0], cwd=ROOT,
-                       check=True)
-        servers = [_start(env, data_dir) for env, data_dir in envs]
-        deadline = time.monotonic() + 60
-        for server in servers:
-            _wait_listening(server, deadline)
-        token = servers[0].token("mp-admin", "admin")  # tokens live in the shared database
-        for server in servers:
-            server._admin_token = token
-        yield Pair(servers[0], servers[1], "postgres", dbname=dbname)
-        if bouncer is not None:   # an error the clients did not see (a lost cursor) shows here
-            for server in servers:
-                log = (server.data_dir / f"{server.log_name}.log").read_text()
-                assert "Traceback" not in log, log[-3000:]
+        with served_pair(tmp_path_factory, "postgres", bouncer=bouncer, **poll) as pair:
+            yield pair
+            for server in pair:   # an error the clients did not see (a lost cursor) shows here
+                assert "Traceback" not in server.log(), server.log()[-3000:]
     finally:
-        for server in servers:
-            _stop(server)
-        pg_support.drop_database(dbname)
+        bouncer.stop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,20 +133,6 @@ def rv_of(ev: dict) -> int:
 
 def key_of(obj: dict) -> tuple[str, str]:
     return obj["metadata"]["namespace"], obj["metadata"]["name"]
-
-
-def write(server: LiveServer, method: str, kind: str, ns: str, name: str, body=None) -> dict:
-    """One write; returns the object the server answered with (its resourceVersion is the write's)."""
-    path = collection(kind, ns) + ("" if method == "POST" else f"/{name}")
-    ctype = "application/merge-patch+json" if method == "PATCH" else "application/json"
-    status, _, out = server.request(method, path, body, content_type=ctype)
-    expected = {"POST": 201, "PATCH": 200, "DELETE": 200}[method]
-    assert status == expected, (method, path, status, out)
-    return out
-
-
-def make(kind: str, ns: str, name: str) -> dict:
-    return PATHS[kind][2](name, ns=ns)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -633,7 +504,7 @@ def test_a_request_waiting_for_postgresql_holds_up_no_other(scaled):
         holder.rollback()
     patch.join(30)
     assert answered["patch"]["metadata"]["labels"] == {"waited": "yes"}
-    log = (server.data_dir / f"{server.log_name}.log").read_text()
+    log = server.log()
     lanes = {orjson.loads(line)["lane"] for line in log.splitlines()
              if line.startswith("{") and '"method":"PATCH"' in line and f"/{ns}/leases/waits" in line}
     assert lanes == {"fast-loop"}, lanes

@@ -140,8 +140,8 @@ def test_many_watchers_each_get_every_event_in_order(kube_server, ns):
 @pytest.fixture(scope="module")
 def one_worker_server(tmp_path_factory):
     """Every watcher in one process (so in one hub)."""
-    data_dir = tmp_path_factory.mktemp("kubedash-fanout-one")
-    yield from served(data_dir, server_env(data_dir), "--workers", "1")
+    with served(tmp_path_factory.mktemp("kubedash-fanout-one"), "--workers", "1") as server:
+        yield server
 
 
 def test_more_watchers_than_one_flush_slice_all_get_every_event_in_order(one_worker_server, ns):
@@ -171,9 +171,8 @@ def test_more_watchers_than_one_flush_slice_all_get_every_event_in_order(one_wor
 def small_queue_server(tmp_path_factory):
     """A server whose watchers may fall only 5 events behind."""
     data_dir = tmp_path_factory.mktemp("kubedash-fanout")
-    env = server_env(data_dir)
-    env["KUBEDASH_WATCH_QUEUE_SIZE"] = "5"
-    yield from served(data_dir, env, "--workers", "1")
+    with served(data_dir, "--workers", "1", env=server_env(data_dir, KUBEDASH_WATCH_QUEUE_SIZE="5")) as server:
+        yield server
 
 
 def test_watcher_that_falls_behind_is_closed_and_resumes_with_nothing_missing(small_queue_server, ns):

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import eventually, served, server_env
+from conftest import eventually, served
 from manifests import lease
 
 GROUP = "/apis/coordination.k8s.io/v1"
@@ -19,8 +19,8 @@ GROUP = "/apis/coordination.k8s.io/v1"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     # Its own server: the follower is per process, and the shared one has other tests' watches.
-    data_dir = tmp_path_factory.mktemp("kubedash-rest")
-    yield from served(data_dir, server_env(data_dir))
+    with served(tmp_path_factory.mktemp("kubedash-rest")) as server:
+        yield server
 
 
 def leases(ns):
