@@ -57,7 +57,7 @@ def _pair(tmp_path_factory, backend: str, **env):
     return served_pair(tmp_path_factory, backend, KUBEDASH_WATCH_POLL_SECONDS=str(POLL_SECONDS), **env)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def pair(request, tmp_path_factory):
     with _pair(tmp_path_factory, request.param) as p:
         yield p
@@ -421,6 +421,7 @@ def own_redis(tmp_path):
     redis.stop()
 
 
+@pytest.mark.postgres
 def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
     with _pair(tmp_path_factory, "postgres", REDIS_URL=own_redis.url) as pair:
         assert pair.a.request("GET", "/readyz", token="-")[0] == 200

@@ -17,6 +17,9 @@ from page_helpers import create_link, open_socket, visitor
 
 from .test_security import web_routes
 
+# CI runs this module again on PostgreSQL (.ci/run selects it by the marker).
+pytestmark = pytest.mark.portable
+
 # ---------------------------------------------------------------------------------------------
 # Fixtures and helpers
 

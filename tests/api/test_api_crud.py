@@ -3,7 +3,8 @@ import pytest
 
 from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
 
-pytestmark = pytest.mark.django_db
+# CI runs this module again on PostgreSQL, and through PgBouncer (.ci/run selects it by the markers).
+pytestmark = [pytest.mark.django_db, pytest.mark.portable, pytest.mark.pgbouncer]
 
 
 def test_create_get_list_round_trip(api):

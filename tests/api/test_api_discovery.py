@@ -3,7 +3,8 @@ import pytest
 
 from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease
 
-pytestmark = pytest.mark.django_db
+# CI runs this module again on PostgreSQL (.ci/run selects it by the marker).
+pytestmark = [pytest.mark.django_db, pytest.mark.portable]
 AGG = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 

@@ -31,7 +31,7 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 PARTIAL = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def server(request, tmp_path_factory):
     """The server on SQLite, then on PostgreSQL (keyset batches: no server-side cursor)."""
     data_dir = tmp_path_factory.mktemp("list-stream")

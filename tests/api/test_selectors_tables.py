@@ -369,8 +369,8 @@ def _run_orm(db_url: str | None) -> dict:
 
 @pytest.mark.parametrize("db_url", [
     None,
-    pytest.param(os.environ.get("KUBEDASH_TEST_POSTGRES_URL"), marks=pytest.mark.skipif(
-        not os.environ.get("KUBEDASH_TEST_POSTGRES_URL"), reason="KUBEDASH_TEST_POSTGRES_URL not set")),
+    pytest.param(os.environ.get("KUBEDASH_TEST_POSTGRES_URL"), marks=[pytest.mark.postgres, pytest.mark.skipif(
+        not os.environ.get("KUBEDASH_TEST_POSTGRES_URL"), reason="KUBEDASH_TEST_POSTGRES_URL not set")]),
 ], ids=["sqlite", "postgresql"])
 def test_orm_pushdown_is_a_superset_and_exact_for_positive_terms(db_url):
     got = _run_orm(db_url)

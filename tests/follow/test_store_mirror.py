@@ -11,6 +11,9 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.mirror import Mirrored, mirror
 from dashboard.kube.models import Revision
 
+# CI runs this module again on PostgreSQL, and through PgBouncer (.ci/run selects it by the markers).
+pytestmark = [pytest.mark.portable, pytest.mark.pgbouncer]
+
 
 def lease(name: str, holder: str, upstream_rv: int, ns: str = "team") -> dict:
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

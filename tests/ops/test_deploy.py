@@ -238,6 +238,7 @@ class Lines:
 # Through the proxy
 
 
+@pytest.mark.postgres
 def test_kubectl_watch_over_proxy_tls_sees_writes_from_both_upstreams(stack, tmp_path):
     kubectl = require_kubectl()
     a, b = stack.upstreams
@@ -259,6 +260,7 @@ def test_kubectl_watch_over_proxy_tls_sees_writes_from_both_upstreams(stack, tmp
     assert "certificate" not in err.lower(), err
 
 
+@pytest.mark.postgres
 def test_watch_event_is_streamed_through_the_proxy_as_it_happens(stack):
     a, b = stack.upstreams
     ns = _ns()
@@ -315,6 +317,7 @@ class Renewer(threading.Thread):
                 self.failed.append((resp.status, body[:300]))
 
 
+@pytest.mark.postgres
 def test_rolling_restart_through_the_proxy_loses_no_request(nginx_bin, tmp_path_factory):
     """Each app restarted in turn (SIGTERM, drained, started again on its port) while 4 clients
     renew their Leases through the shipped nginx config: not one request fails."""
@@ -358,6 +361,7 @@ def test_rolling_restart_through_the_proxy_loses_no_request(nginx_bin, tmp_path_
                 r.stop.set()
 
 
+@pytest.mark.postgres
 def test_plain_http_redirects_to_https_which_sends_hsts(stack):
     """Port 80: health checks, and a redirect for everything else (a login form or a token never
     goes in clear); HTTPS answers with Strict-Transport-Security."""
@@ -389,6 +393,7 @@ def _log_in(stack, username: str, password: str) -> str:
         conn.close()
 
 
+@pytest.mark.postgres
 def test_page_websocket_through_the_proxy_gets_pushed_fragments(stack):
     import websocket  # websocket-client, which the kubernetes client depends on
 
@@ -423,6 +428,7 @@ def test_page_websocket_through_the_proxy_gets_pushed_fragments(stack):
         ws.close()
 
 
+@pytest.mark.postgres
 def test_a_long_list_arrives_whole_through_the_proxy(stack, tmp_path):
     a, _ = stack.upstreams
     ns = _ns()

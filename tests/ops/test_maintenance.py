@@ -70,6 +70,7 @@ def leader_and_follower(servers):
 
 # --- the maintenance leader -----------------------------------------------------------------
 
+@pytest.mark.postgres
 def test_the_lease_is_an_ordinary_lease_with_client_go_fields(pair):
     leader, follower, spec = leader_and_follower(pair)
     assert spec["holderIdentity"] == f"{socket.gethostname()}_{leader.proc.pid}"
@@ -87,6 +88,7 @@ def test_the_lease_is_an_ordinary_lease_with_client_go_fields(pair):
     assert event["object"]["spec"]["renewTime"] > spec["renewTime"]
 
 
+@pytest.mark.postgres
 def test_the_leader_records_leader_election_events_on_its_lease(pair):
     """As client-go's resourcelock with an event recorder: a LeaderElection Event on the Lease,
     through the API like any client's, readable through both Event groups."""
@@ -103,6 +105,7 @@ def test_the_leader_records_leader_election_events_on_its_lease(pair):
     assert status == 200 and any(e["note"] == items[0]["message"] for e in v1["items"])
 
 
+@pytest.mark.postgres
 def test_exactly_one_process_does_the_maintenance(pair):
     leader, follower, _ = leader_and_follower(pair)
     wait_for(lambda: sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction") >= 2, 60,
@@ -118,6 +121,7 @@ def test_exactly_one_process_does_the_maintenance(pair):
             assert sample(follower_text, "kubedash_maintenance_runs_total", job=job) == 0
 
 
+@pytest.mark.postgres
 def test_compaction_runs_on_the_leader(pair):
     leader, _, _ = leader_and_follower(pair)
     ns = "compact-" + uuid.uuid4().hex[:6]
@@ -133,6 +137,7 @@ def test_compaction_runs_on_the_leader(pair):
     assert sample(scrape(leader), "kubedash_maintenance_removed_total", job="compaction") > 0
 
 
+@pytest.mark.postgres
 def test_killing_the_leader_hands_over_within_the_lease_duration(pair):
     leader, follower, spec = leader_and_follower(pair)
     transitions = spec.get("leaseTransitions", 0)
@@ -200,6 +205,7 @@ class Writer(threading.Thread):
                 raise AssertionError((status, body))
 
 
+@pytest.mark.postgres
 def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_path_factory, tmp_path):
     import websocket
 

@@ -123,6 +123,7 @@ def test_share_paths_are_redacted():
 
 # --- /metrics -----------------------------------------------------------------------------------
 
+@pytest.mark.postgres
 def test_metrics_refused_anonymously_and_to_other_users(server):
     status, _, body = plain(server, "/metrics")
     assert status == 401 and orjson.loads(body)["reason"] == "Unauthorized"
@@ -134,6 +135,7 @@ def test_metrics_refused_anonymously_and_to_other_users(server):
     assert status == 401
 
 
+@pytest.mark.postgres
 def test_metrics_readable_by_admin_metrics_token_and_metrics_users(server):
     assert "apiserver_request_total" in scrape(server)
     assert "apiserver_request_total" in scrape(server, METRICS_TOKEN)
@@ -141,6 +143,7 @@ def test_metrics_readable_by_admin_metrics_token_and_metrics_users(server):
     assert "apiserver_request_total" in scrape(server, server.token("prometheus", "viewer"))
 
 
+@pytest.mark.postgres
 def test_request_counter_grows_by_exactly_the_requests_done(server):
     ns = "obs-" + uuid.uuid4().hex[:6]
     status, _, _ = server.request("POST", LEASES.format(ns=ns), lease("counted", ns=ns))
@@ -170,6 +173,7 @@ def test_request_counter_grows_by_exactly_the_requests_done(server):
     assert 'kubedash_revision_compacted ' in after and "kubedash_revision_log_rows " in after
 
 
+@pytest.mark.postgres
 def test_watch_gauges_and_events(server):
     ns = "obsw-" + uuid.uuid4().hex[:6]
     watch_labels = dict(component="apiserver", group="coordination.k8s.io", version="v1", resource="leases",
@@ -194,6 +198,7 @@ def test_watch_gauges_and_events(server):
         time.sleep(0.2)
 
 
+@pytest.mark.postgres
 def test_lane_queue_gauge_is_live(server):
     text = scrape(server)
     # The scrape itself is admitted to the expensive lane while it collects.
@@ -225,6 +230,7 @@ def audit_id(headers: dict) -> str:
     return found[0]
 
 
+@pytest.mark.postgres
 def test_audit_id_is_a_fresh_uuid_and_in_the_log_line(server):
     ns = "obsl-" + uuid.uuid4().hex[:6]
     status, headers, _ = server.request("POST", LEASES.format(ns=ns), lease("logged", ns=ns),
@@ -243,6 +249,7 @@ def test_audit_id_is_a_fresh_uuid_and_in_the_log_line(server):
     assert get_line["verb"] == "GET" and get_line["name"] == "logged" and get_line["code"] == 200
 
 
+@pytest.mark.postgres
 def test_logs_hold_no_token_or_share_secret(server):
     out = server.manage("shell", "-c", (
         "from django.contrib.auth import get_user_model;"
@@ -309,6 +316,7 @@ def raw_exchange(server: LiveServer, head: bytes) -> tuple[int, dict, bytes]:
     return int(lines[0].split()[1]), headers, body
 
 
+@pytest.mark.postgres
 def test_refused_before_django_is_logged_and_counted(server):
     """414, 431 and 401/413 (decided from the headers, the body never read) are answered by the
     protocol, not Django: they still get an Audit-Id, a log line and a count, like any request."""
@@ -370,6 +378,7 @@ def _open_page_socket(server: LiveServer, username: str):
     return ws, ws_path.split("?")[0]
 
 
+@pytest.mark.postgres
 def test_page_websocket_log_line_names_its_user(server):
     ws, path = _open_page_socket(server, "ws-logged")
     ws.close()
@@ -407,6 +416,7 @@ def _junk(server: LiveServer, batch: int, n: int = 100) -> None:
         conn.close()
 
 
+@pytest.mark.postgres
 def test_junk_requests_add_no_series(server):
     """Issue 29: labels come from fixed sets (kube's verbs, the served resources, "other"): 200
     junk anonymous requests once grew /metrics from 34 to 234 series."""

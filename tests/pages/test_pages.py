@@ -12,6 +12,9 @@ from django.test import Client
 from dashboard.web import present as p
 from manifests import ENDPOINTS, JOBS, LEASES, endpoints, job, lease, micro
 
+# CI runs this module again on PostgreSQL (.ci/run selects it by the marker).
+pytestmark = pytest.mark.portable
+
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 

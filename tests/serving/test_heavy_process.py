@@ -55,7 +55,7 @@ def _logged(server, method: str, path: str) -> list[dict]:
     return entries
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def heavy(request, tmp_path_factory):
     """One worker with its child, on SQLite or on PostgreSQL (where the child holds connections
     of its own: docs/OPERATIONS.md)."""
@@ -224,6 +224,7 @@ def pg_connections_of(pid: int) -> int:
     return count
 
 
+@pytest.mark.postgres
 def test_streams_beyond_the_lane_threads_share_the_child_connections(tmp_path_factory):
     """On PostgreSQL the child is on by default, and however many whole lists stream at once it
     holds at most KUBEDASH_EXPENSIVE_LANE_THREADS database connections (their pieces take turns

@@ -53,6 +53,7 @@ def test_unmigrated_database_is_not_ready_and_never_500(unmigrated):
     assert status == 201, created
 
 
+@pytest.mark.postgres
 def test_migrate_runs_one_at_a_time_on_postgresql(tmp_path):
     """Several pods' init containers start `migrate` at once on a fresh database: all succeed
     (they take turns under the advisory lock; the later ones find nothing to apply)."""

@@ -17,6 +17,8 @@ import pytest
 from conftest import served_pair
 from manifests import collection, make, write
 
+pytestmark = pytest.mark.postgres   # two processes on a PostgreSQL database (and Redis)
+
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):

@@ -28,13 +28,15 @@ from manifests import PATHS, collection, make, write
 
 POLL_SECONDS = 30      # the hub's safety poll: far longer than any wait below
 ARRIVAL_BUDGET = 5.0   # "arrived because Redis woke the hub", not a latency requirement
+POSTGRES = pytest.param("postgres", marks=pytest.mark.postgres)
+PGBOUNCER = pytest.param("pgbouncer", marks=pytest.mark.postgres)
 
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures: a fresh database, two servers on it
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres", "pgbouncer"])
+@pytest.fixture(scope="module", params=["sqlite", POSTGRES, PGBOUNCER])
 def scaled(request, tmp_path_factory):
     """A ServerPair: two single-worker servers on SQLite (no Redis), on PostgreSQL + Redis, or on
     PostgreSQL through PgBouncer in transaction pooling mode (KUBEDASH_PGBOUNCER=1) + Redis."""
@@ -359,7 +361,7 @@ def test_writers_racing_on_one_object_lose_no_write(scaled):
     assert rows[0][0] == int(created["metadata"]["resourceVersion"])
 
 
-@pytest.mark.parametrize("scaled", ["postgres"], indirect=True)   # it counts PostgreSQL connections
+@pytest.mark.parametrize("scaled", [POSTGRES], indirect=True)   # it counts PostgreSQL connections
 def test_finished_requests_do_not_keep_database_connections(scaled):
     """Each ASGI request runs its sync code in a thread of its own: a persistent connection
     (CONN_MAX_AGE > 0) would stay open per finished request until garbage collection, and a
@@ -385,7 +387,7 @@ def test_finished_requests_do_not_keep_database_connections(scaled):
                             f"requests keep their connections (set CONN_MAX_AGE=0 under ASGI)")
 
 
-@pytest.mark.parametrize("scaled", ["postgres", "pgbouncer"], indirect=True)
+@pytest.mark.parametrize("scaled", [POSTGRES, PGBOUNCER], indirect=True)
 def test_lists_on_both_processes_while_writing(scaled):
     """Whole lists (read in chunks: a server-side cursor unless KUBEDASH_PGBOUNCER), pages with
     continue tokens and Tables, from both processes at once while both write: each is a
@@ -453,7 +455,7 @@ def _bulk_create(scaled, ns: str, start: int, end: int) -> None:
         thread.join(60)
 
 
-@pytest.mark.parametrize("scaled", ["postgres"], indirect=True)
+@pytest.mark.parametrize("scaled", [POSTGRES], indirect=True)
 def test_connections_the_server_closed_are_opened_again(scaled):
     """The health check asks the socket instead of the server (kube/postgresql/base.py): a
     connection PostgreSQL has closed since its last request must still be found out, so the
