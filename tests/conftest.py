@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -352,6 +353,25 @@ def served(data_dir: Path, *serve_args: str, env: dict | None = None, label: str
     migrate(server.env)
     with running(server):
         yield server
+
+
+def scrape(server: LiveServer, token: str | None = None) -> str:
+    """The server's /metrics, read as an admin (or with `token`)."""
+    status, _, body = server.request("GET", "/metrics", token=token)
+    assert status == 200, body
+    return body.decode()
+
+
+def sample(text: str, name: str, **labels) -> float:
+    """The value of one sample of a /metrics text (0 when absent), labels matched exactly."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        found = dict(re.findall(r'(\w+)="([^"]*)"', head))
+        if head.split("{")[0] == name and found == labels:
+            return float(value)
+    return 0.0
 
 
 class ServerPair:

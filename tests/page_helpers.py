@@ -13,7 +13,7 @@ from django.test import Client
 
 from dashboard.kube import store
 from dashboard.kube.registry import by_kind
-from dashboard.web.consumers import LiveConsumer
+from dashboard.web.consumers import BEAT, LiveConsumer
 from manifests import lease
 
 # ---------------------------------------------------------------------------------------------
@@ -114,14 +114,37 @@ async def open_socket(client, query: str):
     return comm, connected, code
 
 
-async def receive_until(comm, needle: str, timeout: float = 15.0) -> str:
-    """Messages until one contains `needle` (pushes of other revisions may come first)."""
+async def pushed_until(comm, needle: str, timeout: float = 15.0) -> list[str]:
+    """The messages pushed up to and including the first that contains `needle` (the heartbeat's
+    beats are not pushes: skipped)."""
     seen = []
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         left = deadline - asyncio.get_running_loop().time()
         assert left > 0, f"no message with {needle!r}; got {seen!r}"
         html = await comm.receive_from(timeout=left)
+        if html == BEAT:
+            continue
         seen.append(html)
         if needle in html:
-            return html
+            return seen
+
+
+async def receive_until(comm, needle: str, timeout: float = 15.0) -> str:
+    """The first message that contains `needle` (pushes of other revisions may come first)."""
+    return (await pushed_until(comm, needle, timeout))[-1]
+
+
+async def push_with(comm, needle: str, timeout: float = 15.0) -> str:
+    """The push that carries `needle`, from that message to the one carrying the page's revision
+    (id="live-rv"); earlier pushes are skipped."""
+    pushed = (await pushed_until(comm, needle, timeout))[-1]
+    if 'id="live-rv"' not in pushed:
+        pushed += "".join(await pushed_until(comm, 'id="live-rv"', timeout))
+    return pushed
+
+
+async def next_push(comm, timeout: float = 15.0) -> str:
+    """A list page's next push, whole: its messages up to the one carrying the page's revision
+    (id="live-rv"), joined."""
+    return "".join(await pushed_until(comm, 'id="live-rv"', timeout))

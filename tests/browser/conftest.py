@@ -5,7 +5,7 @@ import secrets
 
 import pytest
 
-from browser.followed import mirror, shell
+from followed import mirror, shell
 
 
 @pytest.fixture

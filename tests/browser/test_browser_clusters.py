@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser.followed import mirror, set_state
+from followed import mirror, set_state
 from chromium import (
     api, assert_not_reloaded, axe_violations, held_lease, leases_path, open_live, signed_in_page, wait_in_page,
 )

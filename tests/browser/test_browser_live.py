@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from browser.followed import mirror
+from followed import mirror
 from conftest import served
 from chromium import (
     TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, dom, held_lease, leases_path, log_in, now_micro, open_live,
@@ -76,7 +76,8 @@ def test_a_paused_server_is_shown_not_live_and_countdowns_freeze(lone_page, lone
         stopped = time.monotonic()
         seen_not_live = None
         texts = set()
-        # Until well after the lease's duration has run out (had time kept running on the page).
+        # Until well after the lease's duration has run out (had time kept running on the page):
+        # a wait by design, time is what the paused page must not let run.
         while time.monotonic() < renewed + duration + 3:
             texts.add(countdown.inner_text())
             if seen_not_live is None and status.inner_text() != "Live" and stale.is_visible():

@@ -188,9 +188,11 @@ def test_a_followed_clusters_warning_pushes_its_row_badge_and_nothing_local_does
         status, _, out = server.request("POST", "/api/v1/namespaces/team/events", body)
         assert status == 201, out
 
-    def pushes(seconds: float) -> list[str]:
-        got, deadline = [], time.monotonic() + seconds
-        while time.monotonic() < deadline:
+    def pushed_until(needle: str) -> list[str]:
+        """The messages pushed up to and including the first with `needle`."""
+        got, deadline = [], time.monotonic() + 30
+        while not got or needle not in got[-1]:
+            assert time.monotonic() < deadline, f"no push with {needle!r}: {got}"
             try:
                 message = ws.recv()
             except websocket.WebSocketTimeoutException:
@@ -199,17 +201,18 @@ def test_a_followed_clusters_warning_pushes_its_row_badge_and_nothing_local_does
                 ws.send("pong")   # (the page's heartbeat answer: a silent page is closed)
             else:
                 got.append(message)
-                if "warnings-badge" in message:
-                    break
         return got
 
     try:
-        pushes(2)   # (the page's first refresh: it connected with no revision)
+        pushed_until("badge-1")   # the page's first refresh (it connected with no revision): the row
         warning(here, "badge-1.local")
-        assert not [m for m in pushes(3) if "badge-1" in m]   # the local Warning: not prod's
+        # The local Warning is not prod's: nothing about badge-1 up to a later upstream write's push.
+        assert up.request("POST", f"{JOBS}/namespaces/team/jobs", dict(job, metadata={"name": "later"}))[0] == 201
+        *before, later = pushed_until("job-team--later")
+        assert not [m for m in before if "badge-1" in m] and "warnings-badge" not in later, before
         warning(up, "badge-1.up")
-        badge = [m for m in pushes(20) if "warnings-badge" in m]
-        assert badge and "badge-1" in badge[0] and "1 warning" in badge[0] and "cluster=prod" in badge[0], badge
+        badge = pushed_until("warnings-badge")[-1]
+        assert "badge-1" in badge and "1 warning" in badge and "cluster=prod" in badge, badge
     finally:
         ws.close()
 

@@ -22,10 +22,8 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, require_kubectl, served_pair
+from conftest import ROOT, require_kubectl, sample, scrape, served_pair
 from manifests import lease
-
-from .test_observability import sample, scrape
 
 LEASE_SECONDS = 4
 # Maintenance on (off in other tests: conftest.server_env), with short lease timings.

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 import pg_support
-from conftest import LiveServer, log_in_form, served, server_env
+from conftest import LiveServer, log_in_form, sample, scrape, served, server_env
 from manifests import lease
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
@@ -50,24 +50,6 @@ def plain(server: LiveServer, path: str, headers: dict | None = None):
     body = resp.read()
     conn.close()
     return resp.status, dict(resp.getheaders()), body
-
-
-def scrape(server: LiveServer, token: str | None = None) -> str:
-    status, _, body = plain(server, "/metrics", {"Authorization": f"Bearer {token or server.admin_token}"})
-    assert status == 200, body
-    return body.decode()
-
-
-def sample(text: str, name: str, **labels) -> float:
-    """The value of one sample (0 when absent), labels matched exactly."""
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        head, _, value = line.rpartition(" ")
-        found = dict(re.findall(r'(\w+)="([^"]*)"', head))
-        if head.split("{")[0] == name and found == labels:
-            return float(value)
-    return 0.0
 
 
 def log_lines(server: LiveServer) -> list[dict]:

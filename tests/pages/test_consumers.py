@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from manifests import lease
-from page_helpers import connect
+from page_helpers import connect, next_push, pushed_until
 
 # CI runs this module again on PostgreSQL (.ci/run selects it by the marker).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio, pytest.mark.portable]
@@ -124,9 +124,10 @@ async def test_reconnect_with_an_old_revision_gets_the_changes(user, store_ops):
     await _write(store_ops.patch, "a", holder="moved")
     await _write(store_ops.delete, "c")
     comm, ok, _ = await connect(user, f"view=leases&rv={old}")
-    messages = [await comm.receive_from(timeout=5)]
-    while not await comm.receive_nothing(timeout=0.3):
-        messages.append(await comm.receive_from())
+    now = await _write(store_ops.rv)
+    messages = await pushed_until(comm, f'id="live-rv" data-rv="{now}"')   # the catch-up, to now
+    await _write(store_ops.create, "later")   # a later write: its push is next, nothing came before it
+    assert "lease-default--later" in await next_push(comm)
     html = "".join(messages)
     # Just what changed, as one coalesced push would have sent it (rows changed in place in a
     # message of their own, then the rest), then the revision: no full re-render.
@@ -136,7 +137,7 @@ async def test_reconnect_with_an_old_revision_gets_the_changes(user, store_ops):
     assert 'id="lease-default--b"' in html
     assert "moved" in html
     assert '<div id="lease-default--c" hx-swap-oob="delete">' in html
-    assert f'data-rv="{await _write(store_ops.rv)}"' in html
+    assert f'data-rv="{now}"' in html
     await comm.disconnect()
 
 
@@ -172,16 +173,17 @@ async def test_many_writes_while_away_are_caught_up_as_changes_not_a_refresh(use
         await _write(store_ops.patch, "b", holder=f"b-{i}")
         await _write(store_ops.patch, "d", holder=f"d-{i}")
     comm, ok, _ = await connect(user, f"view=leases&rv={old}")
-    messages = [await comm.receive_from(timeout=10)]
-    while not await comm.receive_nothing(timeout=0.3):
-        messages.append(await comm.receive_from())
+    now = await _write(store_ops.rv)
+    messages = await pushed_until(comm, f'id="live-rv" data-rv="{now}"')   # the catch-up, to now
+    await _write(store_ops.create, "later")   # a later write: its push is next, nothing came before it
+    assert "lease-default--later" in await next_push(comm)
     html = "".join(messages)
     assert "innerHTML:#items" not in html
     assert "b-299" in html and "d-299" in html and "b-298" not in html
     for untouched in ("a", "c", "e"):
         assert f'id="lease-default--{untouched}"' not in html
     assert len(messages) <= 2, messages
-    assert f'data-rv="{await _write(store_ops.rv)}"' in html
+    assert f'data-rv="{now}"' in html
     await comm.disconnect()
 
 
@@ -376,28 +378,39 @@ async def test_a_busy_page_gets_a_few_pushes_a_second_with_every_change(user, st
         writes += 1
         await asyncio.sleep(0.02)
     last = {names[i % len(names)]: f"h-{i}" for i in range(writes)}
+    messages = await pushed_until(comm, f'id="live-rv" data-rv="{await _write(store_ops.rv)}"')
+    elapsed = time.monotonic() - started
+    await _write(store_ops.create, "later")   # a later write: its push is next, nothing came before it
+    assert "lease-default--later" in await next_push(comm)
     pushes, seen = 0, {}
-    while not await comm.receive_nothing(timeout=1):
-        html = await comm.receive_from()
+    for html in messages:
         pushes += 'id="live-rv"' in html     # one revision marker per push
         for name, holder in re.findall(r'id="lease-default--(w\d)".*?<span class="mono">(h-\d+)', html, re.S):
             seen[name] = holder
     assert writes >= 30
     assert seen == last, "a change was lost"
-    assert pushes <= (time.monotonic() - started) / PUSH_INTERVAL_SECONDS + 2, (pushes, writes)
+    assert pushes <= elapsed / PUSH_INTERVAL_SECONDS + 2, (pushes, writes)
     await comm.disconnect()
 
 
 async def test_a_frame_from_the_client_closes_the_socket(user, store_ops):
     """Issue 29: pages send nothing, so a frame is not a page's (a flood of them starved the
     API): closed with 4008 on the first, and nothing is pushed to it after."""
+    witness, ok, _ = await connect(user, "view=leases&namespace=default")   # another page, left open
+    assert ok
     comm, ok, _ = await connect(user, "view=leases&namespace=default")
     assert ok
     await comm.send_to(text_data='{"HEADERS": {"HX-Request": "true"}}')
     out = await comm.receive_output(timeout=5)
     assert out == {"type": "websocket.close", "code": 4008}
     await _write(store_ops.create, "after-close")
-    assert await comm.receive_nothing(timeout=0.5)
+    assert "lease-default--after-close" in await next_push(witness)
+    # A later write's push to the open page comes at least a push interval after that one: by
+    # then a push of "after-close" to the closed page would be there too. None is.
+    await _write(store_ops.create, "later")
+    assert "lease-default--later" in await next_push(witness)
+    assert await comm.receive_nothing(timeout=0)
+    await witness.disconnect()
 
 
 async def test_each_user_has_a_budget_of_sockets(user, store_ops, monkeypatch, transactional_db):
@@ -414,8 +427,10 @@ async def test_each_user_has_a_budget_of_sockets(user, store_ops, monkeypatch, t
     assert ok   # accepted, to say why:
     assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4429}
     other = await sync_to_async(ensure_user)("someone-else", "viewer")
-    comm, ok, _ = await connect(other, "view=leases&namespace=default")   # others are not affected
-    assert ok and await comm.receive_nothing(timeout=0.3)
+    comm, ok, _ = await connect(other, "view=leases&namespace=default")   # others are not affected:
+    assert ok
+    await _write(store_ops.create, "for-someone-else")
+    assert "lease-default--for-someone-else" in await next_push(comm)   # open, and pushed to
     # A stray frame costs its sender more than a connection.
     await comm.send_to(text_data="x")
     assert (await comm.receive_output(timeout=5))["code"] == 4008

@@ -156,7 +156,7 @@ def test_the_child_pauses_while_the_fast_lane_is_busy(heavy):
         status, _, body = server.request("GET", path, headers={"Accept": TABLE})
         assert status == 200 and body["kind"] == "Table" and len(body["rows"]) == 300, body
 
-    time.sleep(0.5)   # (the POSTs kept the fast lane busy: heavy.FastLoad's share decays in ~0.1 s)
+    time.sleep(0.5)   # (a wait by design: the POSTs kept the fast lane busy; heavy.FastLoad's share decays in ~0.1 s)
     table()
     [quiet] = logged(server, "GET", path)
     assert quiet["lane"] == "expensive-process" and "paced" not in quiet, quiet
@@ -167,7 +167,7 @@ def test_the_child_pauses_while_the_fast_lane_is_busy(heavy):
             "PATCH", f"{path}/j0", {"metadata": {"labels": {"held": "yes"}}},
             content_type="application/merge-patch+json")))
         patch.start()
-        patch.join(1)   # (waiting: the fast lane busy, FastLoad's share near 1 after ~0.3 s)
+        patch.join(1)   # (a wait by design: the write waits with the fast lane busy; FastLoad's share nears 1 in ~0.3 s)
         assert patch.is_alive(), answered
         table()
     patch.join(30)
@@ -263,7 +263,8 @@ def test_streams_beyond_the_lane_threads_share_the_child_connections(tmp_path_fa
                 sock.sendall(request)
                 socks.append(closing.enter_context(sock))
             # Every admitted stream has started (the child has sent headers and pieces) and waits on
-            # its client; meanwhile the child never holds more than the pool's connections.
+            # its client; meanwhile the child never holds more than the pool's connections (a sampling
+            # window by design: the bound holds the whole time the streams are in flight).
             most, deadline = 0, time.monotonic() + 4
             while time.monotonic() < deadline:
                 most = max(most, pg_connections_of(child))

@@ -369,7 +369,7 @@ def test_open_watch_outlives_the_idle_timeout(server):
     watch = server.watch(LEASES + f"?watch=true&timeoutSeconds=60&resourceVersion={listed['metadata']['resourceVersion']}")
     try:
         assert watch.status == 200
-        time.sleep(IDLE_TIMEOUT + 2)    # nothing flows either way for longer than the idle timeout
+        time.sleep(IDLE_TIMEOUT + 2)    # (a wait by design: nothing flows either way for longer than the idle timeout)
         status, _, _ = server.request("POST", LEASES, lease(name="after-idle"))
         assert status == 201
         event = watch.next(timeout=30)

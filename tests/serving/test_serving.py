@@ -315,8 +315,8 @@ def test_the_loop_never_waits_for_sqlites_lock(one_worker):
     other.execute("BEGIN IMMEDIATE")
     try:
         put, result = _in_background(lambda: renew(server, path, held, "while-locked"))
-        for _ in range(3):   # the renewal has reached the server and is waiting there
-            put.join(0.5)
+        for _ in range(3):   # (a wait by design: the loop looks again for a few ms, then hands the
+            put.join(0.5)    # renewal to the lane's thread; it must be there before the lock is let go)
         assert put.is_alive(), f"the renewal did not wait for the lock: {result}"
         status, _, got = server.request("GET", path)
         assert status == 200 and got["spec"]["holderIdentity"] == "node-a", got   # not yet renewed
@@ -345,7 +345,7 @@ def test_a_write_waits_for_its_turn_on_the_thread_not_on_the_loop(one_worker):
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         put, result = _in_background(lambda: renew(server, path, held, "after-turn"))
-        for _ in range(3):
+        for _ in range(3):   # (a wait by design, as above: the renewal on the thread, waiting)
             put.join(0.5)
         assert put.is_alive(), f"the renewal did not wait for its turn: {result}"
         status, _, _ = server.request("GET", path)

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection, connections, transaction
@@ -47,11 +49,19 @@ def test_the_writers_lock_is_held_exactly_while_a_write_transaction_is_open():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_waiting_writer_goes_ahead_when_the_holder_commits():
+def test_a_waiting_writer_goes_ahead_when_the_holder_commits(monkeypatch):
     from dashboard.kube.models import RevisionCounter
+    from dashboard.kube.sqlite import base
 
     RevisionCounter.objects.update_or_create(pk=1, defaults={"value": 0})
     entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    waiting = threading.Event()
+
+    def poll_sleep(seconds):   # between a writer's tries for a turn someone else holds
+        waiting.set()
+        time.sleep(seconds)
+
+    monkeypatch.setattr(base, "time", SimpleNamespace(monotonic=time.monotonic, sleep=poll_sleep))
     order = []
 
     def holder():
@@ -74,7 +84,8 @@ def test_a_waiting_writer_goes_ahead_when_the_holder_commits():
     for t in threads:
         t.start()
     entered.wait(10)
-    assert not done.wait(0.3), "the second writer did not wait for the first"
+    assert waiting.wait(10), "the second writer did not wait for the first"
+    assert not done.is_set()
     release.set()
     assert done.wait(10), "the second writer never went ahead"
     for t in threads:

@@ -1,5 +1,5 @@
-"""Followed clusters in the shared `kube_server`, as its follower would leave them: rows of
-follow.models.Cluster and their objects written by kube/mirror.py (`manage.py shell`)."""
+"""Followed clusters in a live server as its follower would leave them, without a follower:
+rows of follow.models.Cluster and their objects written by kube/mirror.py (`manage.py shell`)."""
 from __future__ import annotations
 
 import json
