@@ -22,7 +22,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509 import verification
 
-from conftest import LiveServer, eventually
+from conftest import LiveServer, eventually, require_kubectl
 from dashboard.access.tls import covered_hosts, ensure_tls
 
 
@@ -35,15 +35,6 @@ def _verify(paths, name: x509.GeneralName) -> None:
     store = verification.Store([_load(paths.ca_cert)])
     verifier = verification.PolicyBuilder().store(store).build_server_verifier(name)
     verifier.verify(_load(paths.server_cert), [])
-
-
-def _kubectl_or_skip() -> str:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl is required in CI")
-        pytest.skip("kubectl is not installed")
-    return kubectl
 
 
 # --- TLS ---------------------------------------------------------------------------------
@@ -131,7 +122,7 @@ class _VersionHandler(http.server.BaseHTTPRequestHandler):
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 def test_kubectl_trusts_the_certificate_and_sends_the_token(tmp_path, host):
     """kubectl (Go TLS) accepts the CA and serving cert from a generated kubeconfig."""
-    kubectl = _kubectl_or_skip()
+    kubectl = require_kubectl()
     from dashboard.access.own_kubeconfig import build_kubeconfig, write_kubeconfig
 
     paths = ensure_tls(tmp_path)
@@ -251,7 +242,7 @@ def _group_alive(pgid: int) -> bool:
 
 def _kubectl_reaches(tmp_path: Path, tls_port: int) -> None:
     """kubectl completes a TLS handshake with Daphne's listener: any HTTP status proves it."""
-    kubectl = _kubectl_or_skip()
+    kubectl = require_kubectl()
     from dashboard.access.own_kubeconfig import build_kubeconfig, write_kubeconfig
 
     ca_pem = (tmp_path / "tls" / "ca.crt").read_bytes()

@@ -49,6 +49,16 @@ def user(transactional_db):
     return ensure_user("page-viewer", "viewer")
 
 
+async def _caught_up(comm, store_ops) -> tuple[int, list[str]]:
+    """(the revision now, the messages of a reconnected page's catch-up up to it); then a later
+    write's push must be the next message: nothing else came after the catch-up."""
+    now = await _write(store_ops.rv)
+    messages = await pushed_until(comm, f'id="live-rv" data-rv="{now}"')
+    await _write(store_ops.create, "later")
+    assert "lease-default--later" in await next_push(comm)
+    return now, messages
+
+
 async def test_write_pushes_the_row_fragment(user, store_ops):
     await _write(store_ops.create, "a")
     rv = await _write(store_ops.rv)
@@ -124,10 +134,7 @@ async def test_reconnect_with_an_old_revision_gets_the_changes(user, store_ops):
     await _write(store_ops.patch, "a", holder="moved")
     await _write(store_ops.delete, "c")
     comm, ok, _ = await connect(user, f"view=leases&rv={old}")
-    now = await _write(store_ops.rv)
-    messages = await pushed_until(comm, f'id="live-rv" data-rv="{now}"')   # the catch-up, to now
-    await _write(store_ops.create, "later")   # a later write: its push is next, nothing came before it
-    assert "lease-default--later" in await next_push(comm)
+    now, messages = await _caught_up(comm, store_ops)
     html = "".join(messages)
     # Just what changed, as one coalesced push would have sent it (rows changed in place in a
     # message of their own, then the rest), then the revision: no full re-render.
@@ -173,10 +180,7 @@ async def test_many_writes_while_away_are_caught_up_as_changes_not_a_refresh(use
         await _write(store_ops.patch, "b", holder=f"b-{i}")
         await _write(store_ops.patch, "d", holder=f"d-{i}")
     comm, ok, _ = await connect(user, f"view=leases&rv={old}")
-    now = await _write(store_ops.rv)
-    messages = await pushed_until(comm, f'id="live-rv" data-rv="{now}"')   # the catch-up, to now
-    await _write(store_ops.create, "later")   # a later write: its push is next, nothing came before it
-    assert "lease-default--later" in await next_push(comm)
+    now, messages = await _caught_up(comm, store_ops)
     html = "".join(messages)
     assert "innerHTML:#items" not in html
     assert "b-299" in html and "d-299" in html and "b-298" not in html
@@ -378,10 +382,8 @@ async def test_a_busy_page_gets_a_few_pushes_a_second_with_every_change(user, st
         writes += 1
         await asyncio.sleep(0.02)
     last = {names[i % len(names)]: f"h-{i}" for i in range(writes)}
-    messages = await pushed_until(comm, f'id="live-rv" data-rv="{await _write(store_ops.rv)}"')
+    _, messages = await _caught_up(comm, store_ops)
     elapsed = time.monotonic() - started
-    await _write(store_ops.create, "later")   # a later write: its push is next, nothing came before it
-    assert "lease-default--later" in await next_push(comm)
     pushes, seen = 0, {}
     for html in messages:
         pushes += 'id="live-rv"' in html     # one revision marker per push
