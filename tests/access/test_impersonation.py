@@ -346,6 +346,7 @@ def test_the_request_log_names_both_identities(live):
     assert "impersonatedUser" not in line
 
 
+@pytest.mark.slow
 def test_a_watch_runs_as_the_impersonated_user_and_ends_with_the_impersonators_token(live):
     token = live.manage("issue_token", "imp-watcher", "--role", "viewer", "--impersonate").strip().splitlines()[-1]
     refused = live.watch(ALL_LEASES + "?watch=true", token=token, headers={"Impersonate-User": "imp-alice"})
@@ -376,6 +377,7 @@ def test_a_watch_runs_as_the_impersonated_user_and_ends_with_the_impersonators_t
                what="the watch's log line")
 
 
+@pytest.mark.slow
 def test_a_watch_ends_when_the_impersonated_users_limits_change(live):
     token = live.token("imp-watch-admin", "admin")
     live.manage("shell", "-c", (

@@ -235,6 +235,7 @@ def test_deactivation_closes_the_page(pair):
     assert page.code == 4401
 
 
+@pytest.mark.slow
 def test_session_expiry_closes_the_page(pair):
     user = _name("sam")
     _users(pair, (user, "viewer", ()))
@@ -420,6 +421,7 @@ def own_redis(tmp_path):
     redis.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
     with _pair(tmp_path_factory, "postgres", REDIS_URL=own_redis.url) as pair:
@@ -483,6 +485,7 @@ def test_redis_down_is_degraded_not_an_error(tmp_path_factory, own_redis):
 # The browser shows it
 
 
+@pytest.mark.slow
 def test_browser_shows_the_signed_out_banner(chromium, kube_server):
     from playwright.sync_api import expect
 

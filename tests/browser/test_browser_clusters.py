@@ -23,6 +23,7 @@ def page(chromium, session_state):
     yield from signed_in_page(chromium, session_state, width=1440, bypass_csp=True)   # (axe is injected)
 
 
+@pytest.mark.slow
 def test_selector_links_banner_and_axe(page, kube_server, ns, prod):
     from playwright.sync_api import expect
 

@@ -111,6 +111,7 @@ def test_the_header_and_the_jobs_list_fit_1440(wide_page, kube_server, ns):
     assert wrap.evaluate("el => el.scrollWidth <= el.clientWidth + 1"), "the Jobs list scrolls sideways at 1440 px"
 
 
+@pytest.mark.slow
 def test_axe_on_pages_and_states(wide_page, kube_server, ns):
     from playwright.sync_api import expect
 
@@ -219,6 +220,7 @@ def restartable(tmp_path):
         yield server
 
 
+@pytest.mark.slow
 def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable):
     from playwright.sync_api import expect
 

@@ -148,6 +148,7 @@ def test_filters_apply_as_they_are_chosen(page, kube_server, ns):
     assert "namespace=" + ns in page.url and "q=alpha" in page.url
 
 
+@pytest.mark.slow
 def test_axe_on_the_remaining_pages_and_states(wide_page, chromium, kube_server, ns):
     """axe-core on what the other browser tests do not check: the sign-in page, the share
     links page, every create and edit form, a disconnected (stale) page, a detail page whose

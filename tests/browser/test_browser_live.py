@@ -56,6 +56,7 @@ def lone_page(chromium, lone_server):
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
+@pytest.mark.slow
 def test_a_paused_server_is_shown_not_live_and_countdowns_freeze(lone_page, lone_server):
     from playwright.sync_api import expect
 
@@ -225,6 +226,7 @@ def test_a_pushed_row_changes_only_its_changed_cells_in_declared_columns(page, k
     assert_not_reloaded(page)
 
 
+@pytest.mark.slow
 def test_overview_panels_follow_creates_and_deletes(page, kube_server, ns, prod):
     """The Overview's panels are shown live, so they are pushed: a namespace card's Lease and
     held counts follow creates and deletes, and the clusters panel a followed cluster's copy,

@@ -69,6 +69,7 @@ def _ws_opens(page, path: str) -> bool:
     })""", path)
 
 
+@pytest.mark.slow
 def test_share_link_is_live_read_only_and_revocable(chromium, editor_state, kube_server, ns):
     from playwright.sync_api import expect
 

@@ -315,6 +315,7 @@ def test_kubectl_watch_through_the_cluster_path(upstream, here, tmp_path):
     assert out.returncode != 0 and "read-only" in out.stderr
 
 
+@pytest.mark.slow
 def test_restart_and_compaction_upstream_converge(upstream, here):
     """Kill the upstream: prod is reported stale. While it is down its log is changed and
     compacted past what the follower saw; started again, the follower's resume gets 410,
@@ -347,6 +348,7 @@ def test_one_process_follows(here):
     assert log.count("follow: following prod") == 1, log[-3000:]
 
 
+@pytest.mark.slow
 def test_share_link_for_prod_is_live_and_read_only(upstream, here, chromium):
     """A share link made for the followed cluster, opened in Chromium by someone without an
     account: prod's Leases, changed live by upstream writes, nothing local, nothing to change."""
@@ -376,6 +378,7 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here, chromium):
         context.close()
 
 
+@pytest.mark.slow
 def test_remove_forgets_everything_of_the_cluster(upstream, here):
     """`follow remove`: prod's objects go (as DELETED revisions), its API answers 404, and
     upstream writes afterwards bring nothing back (the follower stops, and a write it had in

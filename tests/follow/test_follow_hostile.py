@@ -130,6 +130,7 @@ def log_text(here) -> str:
     return here.log()
 
 
+@pytest.mark.slow
 def test_upstream_bodies_never_reach_messages_logs_or_metrics(here, stub):
     follow(here, "leaky", f"{stub}/leaky")
     got = eventually(lambda: (r := row(here, "leaky")) and r["message"] and r, what="a failure reported")
@@ -197,6 +198,7 @@ def _set_clusters(here, username: str, clusters: list[str], namespaces: list[str
         + (f"p.namespaces = {namespaces!r}; " if namespaces is not None else "") + "p.save()"))
 
 
+@pytest.mark.slow
 def test_watches_recheck_access_in_their_own_cluster(here, stub):
     """Like page sockets: a watch of /clusters/mixed/ ends when its viewer loses mixed (it went on,
     checked as if local), and a notice about a viewer limited to mixed no longer ends it."""

@@ -317,6 +317,7 @@ class Renewer(threading.Thread):
                 self.failed.append((resp.status, body[:300]))
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_rolling_restart_through_the_proxy_loses_no_request(nginx_bin, tmp_path_factory):
     """Each app restarted in turn (SIGTERM, drained, started again on its port) while 4 clients
@@ -428,6 +429,7 @@ def test_page_websocket_through_the_proxy_gets_pushed_fragments(stack):
         ws.close()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_long_list_arrives_whole_through_the_proxy(stack, tmp_path):
     a, _ = stack.upstreams
@@ -606,6 +608,7 @@ def test_lock_pins_every_dependency_of_pyproject():
             f"requirements.lock pins {req.name}=={pins[name]}, pyproject wants {req.specifier}: refresh it"
 
 
+@pytest.mark.slow
 def test_image_commands_run_as_non_root_and_answer_livez(image):
     img, env, runtime = image
     app = img.root / "app"
@@ -658,6 +661,7 @@ def test_image_commands_run_as_non_root_and_answer_livez(image):
         _stop(proc)
 
 
+@pytest.mark.slow
 def test_image_entry_points_come_up_ready_on_empty_writable_paths(image, tmp_path):
     """A read-only root with an empty tmpfs (compose's `read_only: true` + `tmpfs: /tmp`, the
     kustomize emptyDirs): /tmp and /data start empty, the non-root user can write nothing else,

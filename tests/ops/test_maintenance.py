@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, require_kubectl, sample, scrape, served_pair
+from conftest import ROOT, eventually, require_kubectl, sample, scrape, served_pair
 from manifests import lease
 
 LEASE_SECONDS = 4
@@ -48,18 +48,8 @@ def holder_of(server) -> dict | None:
     return body["spec"] if status == 200 else None
 
 
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def leader_and_follower(servers):
-    spec = wait_for(lambda: (s := holder_of(servers[0])) and s.get("holderIdentity") and s, 60, "a leader")
+    spec = eventually(lambda: (s := holder_of(servers.a)) and s.get("holderIdentity") and s, 60, "a leader")
     pid = int(spec["holderIdentity"].rsplit("_", 1)[1])
     leader = next(s for s in servers if s.proc.pid == pid)
     follower = next(s for s in servers if s is not leader)
@@ -93,7 +83,7 @@ def test_the_leader_records_leader_election_events_on_its_lease(pair):
     leader, follower, spec = leader_and_follower(pair)
     path = ("/api/v1/namespaces/kube-system/events?fieldSelector="
             "involvedObject.kind%3DLease,involvedObject.name%3Dkubedash-maintenance,reason%3DLeaderElection")
-    items = wait_for(lambda: [i for i in follower.request("GET", path)[2]["items"]
+    items = eventually(lambda: [i for i in follower.request("GET", path)[2]["items"]
                               if i["message"] == f"{spec['holderIdentity']} became leader"], 30, "the event")
     assert items[0]["type"] == "Normal" and items[0]["source"] == {"component": "kubedash-maintenance"}
     lease = follower.request("GET", MAINTENANCE)[2]
@@ -106,11 +96,11 @@ def test_the_leader_records_leader_election_events_on_its_lease(pair):
 @pytest.mark.postgres
 def test_exactly_one_process_does_the_maintenance(pair):
     leader, follower, _ = leader_and_follower(pair)
-    wait_for(lambda: sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction") >= 2, 60,
+    eventually(lambda: sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction") >= 2, 60,
              "the leader to compact")
     for _ in range(3):   # over several of the leader's rounds, the follower never ran a job
         runs = sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction")
-        wait_for(lambda: sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction") > runs, 60,
+        eventually(lambda: sample(scrape(leader), "kubedash_maintenance_runs_total", job="compaction") > runs, 60,
                  "the leader's next round")
         follower_text, leader_text = scrape(follower), scrape(leader)
         assert sample(leader_text, "kubedash_maintenance_leader") == 1
@@ -131,7 +121,7 @@ def test_compaction_runs_on_the_leader(pair):
                               content_type="application/merge-patch+json")[0] == 200
     written = int(leader.request("GET", path + "/c")[2]["metadata"]["resourceVersion"])
     # The leader compacts past these writes; the horizon is the same whichever process says it.
-    wait_for(lambda: sample(scrape(leader), "kubedash_revision_compacted") >= written, 60, "compaction")
+    eventually(lambda: sample(scrape(leader), "kubedash_revision_compacted") >= written, 60, "compaction")
     assert sample(scrape(leader), "kubedash_maintenance_removed_total", job="compaction") > 0
 
 
@@ -144,7 +134,7 @@ def test_killing_the_leader_hands_over_within_the_lease_duration(pair):
     killed_at = time.monotonic()
     leader.proc.send_signal(signal.SIGKILL)
     leader.proc.wait(10)
-    new = wait_for(lambda: (s := holder_of(follower)) and s.get("holderIdentity") != spec["holderIdentity"] and s,
+    new = eventually(lambda: (s := holder_of(follower)) and s.get("holderIdentity") != spec["holderIdentity"] and s,
                    LEASE_SECONDS + 30, "the follower to take over")
     took = time.monotonic() - killed_at
     assert new["holderIdentity"] == f"{socket.gethostname()}_{follower.proc.pid}"
@@ -154,7 +144,7 @@ def test_killing_the_leader_hands_over_within_the_lease_duration(pair):
     # renewed at most a retry period before the kill), printed for the record.
     print(f"takeover {took:.2f}s after SIGKILL (lease {LEASE_SECONDS}s)")
     assert took >= LEASE_SECONDS - 1.5
-    wait_for(lambda: sample(scrape(follower), "kubedash_maintenance_runs_total", job="compaction") > 0, 30,
+    eventually(lambda: sample(scrape(follower), "kubedash_maintenance_runs_total", job="compaction") > 0, 30,
              "the new leader to compact")
 
 
@@ -203,6 +193,7 @@ class Writer(threading.Thread):
                 raise AssertionError((status, body))
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_path_factory, tmp_path):
     import websocket
@@ -234,12 +225,12 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
         writers = [Writer(a, b, ns, f"w{k}") for k in range(3)]
         for w in writers:
             w.start()
-        wait_for(lambda: sum(len(w.acked) for w in writers) >= 30, 60, "writes to be acknowledged")
+        eventually(lambda: sum(len(w.acked) for w in writers) >= 30, 60, "writes to be acknowledged")
         # kubectl's watch is open (beside the test's own) before the signal: a kubectl still
         # starting would find the port closed, which is not what this test is about.
         watches = dict(component="apiserver", group="coordination.k8s.io", version="v1", resource="leases",
                        subresource="", scope="namespace", verb="WATCH")
-        wait_for(lambda: sample(scrape(a), "apiserver_longrunning_requests", **watches) >= 2, 60, "kubectl's watch")
+        eventually(lambda: sample(scrape(a), "apiserver_longrunning_requests", **watches) >= 2, 60, "kubectl's watch")
         # The page socket opens just before the signal: on a saturated machine a socket idle for
         # seconds can be closed 1011 by a Redis read timeout in channels_redis (not ours to test).
         page = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases", cookie=cookie,
@@ -265,7 +256,7 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
         out, err = kube_watch.communicate(timeout=60)
         assert kube_watch.returncode == 0 and err == "", err
         assert "w0-0" in out
-        wait_for(lambda: sum(len(w.acked) for w in writers) >= 60, 60, "writes through the other process")
+        eventually(lambda: sum(len(w.acked) for w in writers) >= 60, 60, "writes through the other process")
         for w in writers:
             w.stop.set()
         for w in writers:
@@ -286,7 +277,7 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
         assert rvs == sorted(rvs) and len(set(names)) == len(names), "a duplicate or out-of-order event"
         assert set(names) == set(stored), f"gap: missing {sorted(set(stored) - set(names))[:5]}"
         # The drained process gave up the maintenance Lease: the other holds it by now.
-        spec = wait_for(lambda: (s := holder_of(b)) and s.get("holderIdentity", "").endswith(f"_{b.proc.pid}") and s,
+        spec = eventually(lambda: (s := holder_of(b)) and s.get("holderIdentity", "").endswith(f"_{b.proc.pid}") and s,
                         LEASE_SECONDS + 30, "the other process to hold the lease")
         assert spec["holderIdentity"] == f"{socket.gethostname()}_{b.proc.pid}"
         page.close()

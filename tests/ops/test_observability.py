@@ -368,6 +368,7 @@ def test_page_websocket_log_line_names_its_user(server):
     assert line["user"] == "ws-logged" and line["lane"] == "pages"
 
 
+@pytest.mark.slow
 def test_page_websocket_closed_by_a_restart_is_logged_with_the_code_it_got(tmp_path):
     """SIGTERM closes page sockets with 1012 "service restart"; the log line says 1012 (not the
     4408 the consumer sends when its subscription ends a moment later)."""

@@ -107,6 +107,7 @@ def _backend(kind: str, tmp_path):
     return env, backup, restore, drop
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_restore_under_a_running_workload_makes_resuming_watches_relist(kind, tmp_path):
     env, backup, restore, drop = _backend(kind, tmp_path)

@@ -193,6 +193,7 @@ def test_a_killed_child_is_replaced(heavy):
     assert replacement != child
 
 
+@pytest.mark.slow
 def test_the_child_goes_with_its_server(tmp_path_factory):
     with served(tmp_path_factory.mktemp("kubedash-heavy-stop"), "--workers", "1") as server:
         status, _, _ = server.request("GET", ALL_JOBS)
@@ -224,6 +225,7 @@ def pg_connections_of(pid: int) -> int:
     return count
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_streams_beyond_the_lane_threads_share_the_child_connections(tmp_path_factory):
     """On PostgreSQL the child is on by default, and however many whole lists stream at once it

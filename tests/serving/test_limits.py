@@ -354,6 +354,7 @@ def test_slow_loris_is_closed_after_the_header_timeout(server):
         assert closed, "a client trickling its headers was never cut off"
 
 
+@pytest.mark.slow
 def test_idle_connection_is_closed_and_a_request_in_time_is_answered(server):
     with connect(server) as sock:
         sock.sendall(head("GET", "/healthz", {}))
@@ -363,6 +364,7 @@ def test_idle_connection_is_closed_and_a_request_in_time_is_answered(server):
         assert closed_by_server(sock, within=IDLE_TIMEOUT * 10)
 
 
+@pytest.mark.slow
 def test_open_watch_outlives_the_idle_timeout(server):
     status, _, listed = server.request("GET", LEASES)
     assert status == 200
@@ -483,6 +485,7 @@ def test_websocket_messages_are_bounded(server):
         ws.close()
 
 
+@pytest.mark.slow
 def test_page_socket_handshakes_are_budgeted_per_session(server):
     """Issue 29: a session opens at most its burst of sockets; then the handshake is refused
     (429) before the application or the database is reached; other sessions are not affected,
@@ -514,6 +517,7 @@ def test_page_socket_handshakes_are_budgeted_per_session(server):
         time.sleep(0.5)
 
 
+@pytest.mark.slow
 def test_made_up_session_cookies_spend_their_address_budget(server):
     """Issue 43: the handshake budget was keyed on the session cookie the client sent, so a new
     made-up cookie each time was never refused (2,431-3,263 handshakes in 10 s). Handshakes are
@@ -645,6 +649,7 @@ def _tarpit_held(server, what: str) -> float:
     return 0.0
 
 
+@pytest.mark.slow
 def test_hostile_refusals_are_answered_after_the_tarpit(server):
     """Issue 29: a client looping on alias bombs or on refused handshakes must not take the
     server's CPU by being answered at once. The refusal is held TARPIT seconds (a lower bound:

@@ -364,6 +364,7 @@ def test_a_write_waits_for_its_turn_on_the_thread_not_on_the_loop(one_worker):
 # Workers
 
 
+@pytest.mark.slow
 def test_killed_worker_is_replaced_and_no_acknowledged_write_is_lost(tmp_path_factory):
     with served(tmp_path_factory.mktemp("kubedash-workers"), "--workers", "2") as server:
         deadline = time.monotonic() + 60
@@ -420,6 +421,7 @@ def test_killed_worker_is_replaced_and_no_acknowledged_write_is_lost(tmp_path_fa
     assert not child_pids(server.proc.pid)
 
 
+@pytest.mark.slow
 def test_workers_share_the_https_port(tmp_path_factory):
     """kubectl's listener works through the workers: TLS on the adopted socket."""
     import ssl
@@ -438,6 +440,7 @@ def test_workers_share_the_https_port(tmp_path_factory):
             conn.close()
 
 
+@pytest.mark.slow
 def test_a_burst_of_connections_is_spread_over_the_workers(tmp_path_factory):
     """A client pool opens its connections at once (wrk, client-go): they do not all land on
     the worker that woke first. The request log names the worker (pid) that answered."""

@@ -93,6 +93,7 @@ def _ok(result, *codes):
     return body
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_the_longest_valid_values_are_stored_on_postgresql(pg_server, tmp_path):
     assert len(LONG_NAME) == 253

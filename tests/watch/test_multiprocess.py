@@ -387,6 +387,7 @@ def test_finished_requests_do_not_keep_database_connections(scaled):
                             f"requests keep their connections (set CONN_MAX_AGE=0 under ASGI)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scaled", [POSTGRES, PGBOUNCER], indirect=True)
 def test_lists_on_both_processes_while_writing(scaled):
     """Whole lists (read in chunks: a server-side cursor unless KUBEDASH_PGBOUNCER), pages with
