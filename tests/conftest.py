@@ -1,19 +1,58 @@
-"""Shared fixtures: an API client with bearer tokens, and a live `manage.py serve` server."""
+"""What every folder of the suite shares.
+
+- Signing in: `api` / `make_api` (the API as a bearer token, through the full Django stack),
+  `login` (a page user's Django test Client), `log_in_form` (the login form over HTTP, against a
+  live server). Chromium's fixtures and its sign-in are in tests/chromium.py, loaded below.
+- Live servers: `LiveServer` is `manage.py serve` as a process of a test's own; `served()` migrates
+  and runs one, `served_pair()` two of one deployment, `running()` any that a test built itself;
+  `kube_server` is the session's shared one and `api_client` the official Python client on it.
+- Waiting: `eventually()` polls for a positive signal (tests never sleep a fixed time and then
+  assert that nothing happened: they wait for a later change instead).
+
+Markers (pyproject.toml lists them; `.ci/run` selects its stages by them): a test that uses the
+`chromium` fixture is marked `browser` here, by itself.
+"""
 from __future__ import annotations
 
 import http.client
 import os
+import random
+import re
+import secrets
 import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from functools import cached_property
+from http.cookies import SimpleCookie
 from pathlib import Path
+from urllib.parse import urlencode
 
 import orjson
 import pytest
+from django.test import Client
+
+import pg_support
+from dashboard.access.models import Profile
+from dashboard.access.tokens import ensure_user, issue_token
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ["chromium"]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "chromium" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+
+
+# ---------------------------------------------------------------------------------------------
+# Signing in
 
 
 class Api:
@@ -59,12 +98,10 @@ class Api:
 
 @pytest.fixture
 def make_api(db, client):
-    from dashboard.access.tokens import issue_token
-
+    """make_api(role, username=None, namespaces=None) -> an Api with a token of its own."""
     def make(role="admin", username=None, namespaces=None):
         token = issue_token(username or f"{role}-user", role)
         if namespaces is not None:
-            from dashboard.access.models import Profile
             Profile.objects.filter(user__username=username or f"{role}-user").update(namespaces=namespaces)
         return Api(client, token)
 
@@ -76,13 +113,30 @@ def api(make_api):
     return make_api("admin")
 
 
+@pytest.fixture
+def login(db):
+    """login(role, username=None, namespaces=None, clusters=None, **client_options) -> a Django test
+    Client signed in as `username`: created with `role` if new, by default one user per role and
+    limits ("page-viewer-team-a"); its profile's namespace and cluster limits set when given (None
+    leaves them as they are). client_options go to Client (enforce_csrf_checks=True). A test that
+    needs transactions says so itself (django_db(transaction=True), transactional_db)."""
+    def sign_in(role: str, username: str | None = None, *, namespaces=None, clusters=None, **client_options):
+        user = ensure_user(username or "-".join(["page", role, *(namespaces or ()), *(clusters or ())]), role)
+        limits = {name: value for name, value in (("namespaces", namespaces), ("clusters", clusters))
+                  if value is not None}
+        if limits:
+            Profile.objects.filter(user=user).update(**limits)
+        client = Client(**client_options)
+        client.force_login(user)
+        return client
+
+    return sign_in
+
+
 def log_in_form(conn: http.client.HTTPConnection, origin: str, username: str, password: str, *,
                 secure: bool = False) -> str:
     """The login form as a browser submits it (CSRF cookie and token, Origin); returns the
     Cookie header of the session. `secure`: every cookie must say Secure (HTTPS)."""
-    from http.cookies import SimpleCookie
-    from urllib.parse import urlencode
-
     def keep(resp) -> None:
         for name, value in resp.getheaders():
             if name.lower() == "set-cookie":
@@ -106,36 +160,8 @@ def log_in_form(conn: http.client.HTTPConnection, origin: str, username: str, pa
     return f"csrftoken={csrf}; sessionid={jar['sessionid'].value}"
 
 
-def signed_in_client(role: str, username: str, **profile):
-    """A Django test Client signed in as `username` (created with `role` if new), with the
-    profile fields given (namespaces=[...], clusters=[...]; None leaves one as it is). The
-    caller needs database access (a db fixture)."""
-    from django.test import Client
-
-    from dashboard.access.models import Profile
-    from dashboard.access.tokens import ensure_user
-
-    user = ensure_user(username, role)
-    fields = {k: v for k, v in profile.items() if v is not None}
-    if fields:
-        Profile.objects.filter(user=user).update(**fields)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-async def open_socket(client, query: str):
-    """A live page's websocket through the real ASGI stack, carrying a Django test Client's
-    session cookie: (communicator, connected, close code)."""
-    from channels.testing import WebsocketCommunicator
-
-    from dashboard.server.asgi import application
-
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
-    comm = WebsocketCommunicator(application, f"/ws/live/?{query}", headers=headers)
-    connected, code = await comm.connect(timeout=5)
-    return comm, connected, code
+# ---------------------------------------------------------------------------------------------
+# Live servers
 
 
 def free_port() -> int:
@@ -144,17 +170,111 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_env(data_dir: Path, **extra: str) -> dict:
+    """The environment of a test's server: its own data dir (SQLite file, TLS material), none of
+    the runner's database, Redis or metrics directory; `extra` on top."""
+    drop = ("DATABASE_URL", "REDIS_URL", "PROMETHEUS_MULTIPROC_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["KUBEDASH_DATA_DIR"] = str(data_dir)
+    env["DJANGO_SETTINGS_MODULE"] = "dashboard.settings"
+    env["PYTHONPATH"] = str(ROOT)
+    env["KUBEDASH_WATCH_BOOKMARK_SECONDS"] = "1"   # so bookmark tests take seconds, not minutes
+    # No maintenance election: its Lease renewals would be writes the tests did not make (tests
+    # that count revisions or cluster-wide Leases). Tests of maintenance turn it on.
+    env["KUBEDASH_MAINTENANCE"] = "0"
+    env.update(extra)
+    return env
+
+
+# A server that follows clusters: maintenance on (its leader runs the followers' informers), and
+# elected within a second or so.
+FOLLOWER_ENV = dict(KUBEDASH_MAINTENANCE="1", KUBEDASH_MAINTENANCE_RETRY_PERIOD="0.5",
+                    KUBEDASH_MAINTENANCE_LEASE_SECONDS="5", KUBEDASH_MAINTENANCE_RENEW_DEADLINE="3")
+
+
+def migrate(env: dict) -> None:
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True,
+                   timeout=300)
+
+
 class LiveServer:
+    """`manage.py serve` as a process of a test's own, on ports of its own (kept across restarts):
+    start, stop, kill, start again; its log; requests, watches, tokens and manage.py commands
+    against it, in its environment (its database). `serve_args` go to serve; `tls=False` serves
+    plain HTTP alone; `popen` goes to subprocess.Popen (start_new_session=True)."""
+
     host = "127.0.0.1"
 
-    def __init__(self, data_dir: Path, http_port: int, tls_port: int, proc):
-        self.data_dir = data_dir
-        self.http_port = http_port
-        self._admin_token = None
-        self.http_url = f"http://127.0.0.1:{http_port}"
-        self.https_url = f"https://127.0.0.1:{tls_port}"
-        self.proc = proc
-        self.env = server_env(data_dir)
+    def __init__(self, data_dir: Path, *serve_args: str, env: dict | None = None, label: str = "server",
+                 tls: bool = True, **popen):
+        self.data_dir = Path(data_dir)
+        self.env = env if env is not None else server_env(self.data_dir)
+        self.label = label
+        self.log_path = self.data_dir / f"{label}.log"
+        self.http_port = free_port()
+        self.tls_port = free_port() if tls else None
+        self.http_url = f"http://{self.host}:{self.http_port}"
+        self.https_url = f"https://{self.host}:{self.tls_port}" if tls else None
+        listeners = ["--tls-port", str(self.tls_port)] if tls else ["--no-tls"]
+        self.command = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(self.http_port),
+                        *listeners, *serve_args]
+        self.popen = popen
+        self.proc = None
+
+    # --- the process
+
+    def launch(self) -> None:
+        """Start the process (its output appended to the log); wait_ready() waits for it."""
+        with open(self.log_path, "ab") as log:   # (the child keeps a descriptor of its own)
+            self.proc = subprocess.Popen(self.command, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                         **self.popen)
+
+    def wait_ready(self, timeout: float = 90) -> float:
+        """Until it answers /livez (and its TLS port accepts connections); returns the moment its
+        HTTP port first accepted one."""
+        deadline = time.monotonic() + timeout
+        listening = None
+        while True:
+            try:
+                with socket.create_connection((self.host, self.http_port), timeout=1):
+                    listening = listening or time.monotonic()
+                if self.tls_port:
+                    socket.create_connection((self.host, self.tls_port), timeout=1).close()
+                if self.request("GET", "/livez", token="-")[0] == 200:
+                    return listening
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"serve ({self.label}) did not start: {self.log()[-3000:]}")
+            time.sleep(0.05)
+
+    def start(self) -> float:
+        """launch() and wait_ready(): the moment the HTTP port accepted connections."""
+        self.launch()
+        return self.wait_ready()
+
+    def stop(self) -> None:
+        """SIGTERM (a graceful stop), SIGKILL if it has not ended within 30 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def kill(self) -> None:
+        """SIGKILL the server and its worker processes: connections drop, nothing is said."""
+        for pid in child_pids(self.proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    # --- talking to it
 
     def request(self, method: str, path: str, body=None, token: str | None = None,
                 content_type: str = "application/json", headers: dict | None = None):
@@ -178,15 +298,16 @@ class LiveServer:
     def watch(self, path: str, token: str | None = None, headers: dict | None = None) -> "WatchStream":
         return WatchStream(self, path, token or self.admin_token, headers or {})
 
-    @property
+    @cached_property
     def admin_token(self) -> str:
-        if self._admin_token is None:
-            self._admin_token = self.token("live-admin", "admin")
-        return self._admin_token
+        """An admin's token, issued on first use (servers on one database may share one: assign it)."""
+        return self.token("live-admin", "admin")
 
     def manage(self, *args) -> str:
+        """A manage.py command in a process of its own, on the server's database; its stdout."""
         out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env, cwd=ROOT,
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, f"manage.py {' '.join(args)[:200]} failed: {out.stderr[-3000:]}"
         return out.stdout
 
     def token(self, username="admin", role="admin") -> str:
@@ -199,6 +320,109 @@ class LiveServer:
     @property
     def ca_file(self) -> str:
         return str(self.data_dir / "tls" / "ca.crt")
+
+
+def child_pids(pid: int) -> set[int]:
+    """The direct children of a process (a supervisor's workers, a worker's heavy child)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except FileNotFoundError:
+        return set()
+    return {int(p) for p in text.split()}
+
+
+@contextmanager
+def running(*servers: LiveServer):
+    """Start the servers together, wait until each answers, and stop them all at the end (also
+    when a start fails)."""
+    try:
+        for server in servers:
+            server.launch()
+        for server in servers:
+            server.wait_ready()
+        yield
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@contextmanager
+def served(data_dir: Path, *serve_args: str, env: dict | None = None, label: str = "server", tls: bool = True):
+    """Migrate, then run `manage.py serve` (+ serve_args) until the block ends; yields its LiveServer."""
+    server = LiveServer(data_dir, *serve_args, env=env, label=label, tls=tls)
+    migrate(server.env)
+    with running(server):
+        yield server
+
+
+def scrape(server: LiveServer, token: str | None = None) -> str:
+    """The server's /metrics, read as an admin (or with `token`)."""
+    status, _, body = server.request("GET", "/metrics", token=token)
+    assert status == 200, body
+    return body.decode()
+
+
+def sample(text: str, name: str, **labels) -> float:
+    """The value of one sample of a /metrics text (0 when absent), labels matched exactly."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        found = dict(re.findall(r'(\w+)="([^"]*)"', head))
+        if head.split("{")[0] == name and found == labels:
+            return float(value)
+    return 0.0
+
+
+class ServerPair:
+    """Two servers of one deployment (`a, b = pair`), and their database read directly."""
+
+    def __init__(self, a: LiveServer, b: LiveServer, backend: str, dbname: str | None):
+        self.a, self.b, self.backend, self.dbname = a, b, backend, dbname
+
+    def __iter__(self):
+        return iter((self.a, self.b))
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        if self.dbname:
+            with pg_support.connect(self.dbname) as conn:
+                return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+        with sqlite3.connect(self.a.data_dir / "kubedash.sqlite3") as conn:
+            return conn.execute(sql.replace("%s", "?"), params).fetchall()
+
+
+@contextmanager
+def served_pair(tmp_path_factory, backend: str, *serve_args: str, bouncer=None, tls: bool = True, **env: str):
+    """Two single-worker `manage.py serve` processes of one deployment (a, b): one database
+    ("sqlite": one file in a shared data dir, no Redis; "postgres": a fresh database, with the
+    machine's Redis unless env names one; `bouncer`: reached through that PgBouncer only), one
+    secret key, one admin token; serve_args, tls and env as LiveServer takes them. Yields their
+    ServerPair."""
+    shared = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(40)}   # one deployment signs sessions alike
+    dbname = None
+    if backend == "sqlite":
+        data_dirs = [tmp_path_factory.mktemp("pair-sqlite")] * 2
+    else:
+        pg_support.require_postgres()
+        if "REDIS_URL" not in env:
+            pg_support.require_redis()
+        dbname = pg_support.create_database()
+        data_dirs = [tmp_path_factory.mktemp(f"pair-{backend}-{label}") for label in "ab"]
+        # Redis pub/sub channels are global, not per db index: the index only keeps the channel
+        # layer's keys apart; another run on the same Redis just adds wake-ups.
+        shared.update(DATABASE_URL=bouncer.url(dbname) if bouncer else pg_support.pg_url(dbname),
+                      REDIS_URL=pg_support.redis_url(random.randint(1, 15)),
+                      KUBEDASH_PGBOUNCER="1" if bouncer else "0")
+    a, b = (LiveServer(data_dir, "--workers", "1", *serve_args, env=server_env(data_dir, **{**shared, **env}),
+                       label=label, tls=tls) for data_dir, label in zip(data_dirs, "ab"))
+    try:
+        migrate(a.env)
+        with running(a, b):
+            b.admin_token = a.admin_token   # (tokens live in the shared database)
+            yield ServerPair(a, b, backend, dbname)
+    finally:
+        if dbname:
+            pg_support.drop_database(dbname)
 
 
 class WatchStream:
@@ -237,6 +461,39 @@ class WatchStream:
         self.close()
 
 
+@pytest.fixture(scope="session")
+def kube_server(tmp_path_factory):
+    """`manage.py serve` on free ports with its own SQLite database, for real clients."""
+    with served(tmp_path_factory.mktemp("kubedash-live")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def api_client(kube_server):
+    """The official Python client, as an admin, over HTTPS with the server's CA."""
+    from kubernetes import client as k8s
+
+    config = k8s.Configuration()
+    config.host = kube_server.https_url
+    config.ssl_ca_cert = kube_server.ca_file
+    config.api_key = {"authorization": "Bearer " + kube_server.token("python-client", "admin")}
+    with k8s.ApiClient(config) as c:
+        yield c
+
+
+def require_kubectl() -> str:
+    path = shutil.which("kubectl")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is required in CI but was not found on PATH")
+        pytest.skip("kubectl is not installed on this machine")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Waiting for a positive signal
+
+
 def eventually(check, timeout: float = 30.0, what: str = "condition"):
     """check()'s first true value within timeout, polled every 0.1 s; else fail naming what."""
     deadline = time.monotonic() + timeout
@@ -249,46 +506,8 @@ def eventually(check, timeout: float = 30.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
-def server_env(data_dir: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env["KUBEDASH_DATA_DIR"] = str(data_dir)
-    env["DJANGO_SETTINGS_MODULE"] = "dashboard.settings"
-    env["PYTHONPATH"] = str(ROOT)
-    env["KUBEDASH_WATCH_BOOKMARK_SECONDS"] = "1"   # so bookmark tests take seconds, not minutes
-    # No maintenance election: its Lease renewals would be writes the tests did not make (tests
-    # that count revisions or cluster-wide Leases). tests/test_maintenance.py turns it on.
-    env["KUBEDASH_MAINTENANCE"] = "0"
-    return env
-
-
-def served(data_dir: Path, env: dict, *serve_args: str):
-    """Migrate, run `manage.py serve` on free ports (+ serve_args) until both listen, yield its
-    LiveServer, stop it. For fixtures: `yield from served(...)`."""
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
-    http_port, tls_port = free_port(), free_port()
-    log = open(data_dir / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(http_port),
-                             "--tls-port", str(tls_port), *serve_args], env=env, cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", tls_port), timeout=1):
-                with socket.create_connection(("127.0.0.1", http_port), timeout=1):
-                    break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("serve did not start: " + (data_dir / "server.log").read_text()[-3000:])
-            time.sleep(0.2)
-    try:
-        yield LiveServer(data_dir, http_port, tls_port, proc)
-    finally:   # (also on close(): a test that stops a server by closing its generator)
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+# ---------------------------------------------------------------------------------------------
+# The test database
 
 
 @pytest.fixture(scope="session")
@@ -312,32 +531,3 @@ def django_db_setup(django_db_setup, django_db_blocker):
                 cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                "WHERE datname = current_database() AND pid <> pg_backend_pid()")
             connection.close()
-
-
-@pytest.fixture(scope="session")
-def kube_server(tmp_path_factory):
-    """`manage.py serve` on free ports with its own SQLite database, for real clients."""
-    data_dir = tmp_path_factory.mktemp("kubedash-live")
-    yield from served(data_dir, server_env(data_dir))
-
-
-def require_kubectl() -> str:
-    path = shutil.which("kubectl")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl is required in CI but was not found on PATH")
-        pytest.skip("kubectl is not installed on this machine")
-    return path
-
-
-@pytest.fixture(scope="module")
-def api_client(kube_server):
-    """The official Python client, as an admin, over HTTPS with the server's CA."""
-    from kubernetes import client as k8s
-
-    config = k8s.Configuration()
-    config.host = kube_server.https_url
-    config.ssl_ca_cert = kube_server.ca_file
-    config.api_key = {"authorization": "Bearer " + kube_server.token("python-client", "admin")}
-    with k8s.ApiClient(config) as c:
-        yield c

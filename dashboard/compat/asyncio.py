@@ -1,4 +1,4 @@
-"""asyncio internals kubedash relies on (checked with Python 3.11.7; tests/test_compat.py)."""
+"""asyncio internals kubedash relies on (checked with Python 3.11.7; tests/serving/test_compat.py)."""
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,5 @@
 """Daphne (and autobahn under it) internals kubedash relies on (checked with Daphne 4.2.3 and
-autobahn 26.10.2; tests/test_compat.py).
+autobahn 26.10.2; tests/serving/test_compat.py).
 
 How Server.run builds its factories and listens, its table of connections, how it starts an
 application, what its HTTP request does in process() and reads after the application has

@@ -1,4 +1,4 @@
-"""Django internals kubedash relies on (checked with Django 5.2.19; tests/test_compat.py).
+"""Django internals kubedash relies on (checked with Django 5.2.19; tests/serving/test_compat.py).
 
 The request handlers' middleware chain and the step it ends in, the ASGI handler's per-request
 thread, URL resolution inside the handler, the connection handler's per-thread connections, and

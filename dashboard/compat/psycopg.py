@@ -1,4 +1,4 @@
-"""psycopg internals kubedash relies on (checked with psycopg 3.3.9; tests/test_compat.py).
+"""psycopg internals kubedash relies on (checked with psycopg 3.3.9; tests/serving/test_compat.py).
 
 Where a sync connection waits for the server, a connection psycopg made turned into a subclass,
 and psycopg's own wait on an asyncio loop: what lets the fast lane's greenlets on PostgreSQL

@@ -1,4 +1,4 @@
-"""Twisted internals kubedash relies on (checked with Twisted 26.10.0; tests/test_compat.py).
+"""Twisted internals kubedash relies on (checked with Twisted 26.10.0; tests/serving/test_compat.py).
 
 HTTPChannel's header count, network producer, request line and `100 Continue`; Request's
 connection-lost flag and form parsing; the TCP transport's write buffer (watch streams write to

@@ -4,7 +4,7 @@ The same markup the template partial wrote: a list page of 1,000 cards rendered 
 template nodes per card, most of the page's 300 ms server render (docs/BENCHMARKS.md, issue
 14). Then format_html per cell (Django's lazy-aware escaping: half of the remaining render);
 now f-strings over the standard library's html.escape (what Django's escape calls), with one
-mark_safe per matrix. tests/test_pages.py compares it with the format_html version.
+mark_safe per matrix. tests/pages/test_pages.py compares it with the format_html version.
 """
 from __future__ import annotations
 

@@ -1,0 +1,79 @@
+"""A server started on an unmigrated database (a new pod before `migrate` finished): the process
+stays alive, /readyz is not ready in kube's format (`[-]migrations failed`), API calls get a 503
+Status (never a 500), and once `migrate` has run it becomes ready by itself."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, LiveServer, eventually, running, server_env
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/ready/leases"
+
+
+@pytest.fixture
+def unmigrated(tmp_path):
+    """`manage.py serve` on a database nobody migrated (SQLite file absent)."""
+    # (maintenance on: the election too must survive a missing schema)
+    server = LiveServer(tmp_path, env=server_env(tmp_path, KUBEDASH_MAINTENANCE="1"))
+    with running(server):
+        yield server, server.env
+
+
+def test_unmigrated_database_is_not_ready_and_never_500(unmigrated):
+    server, env = unmigrated
+    status, headers, body = server.request("GET", "/readyz?verbose", token="-")
+    assert status == 500 and headers["Content-Type"].startswith("text/plain")
+    assert body.decode().splitlines() == ["[+]ping ok", "[+]database ok", "[-]migrations failed: reason withheld",
+                                          "readyz check failed"]
+    assert server.request("GET", "/readyz/migrations", token="-")[0] == 500
+    # The API answers a Status saying why, for reads, writes and watches alike.
+    for method, path, body_ in (("GET", LEASES, None), ("POST", LEASES, {"metadata": {"name": "x"}}),
+                                ("GET", LEASES + "?watch=true", None), ("GET", LEASES + "/x", None)):
+        status, headers, got = server.request(method, path, body=body_, token="any-token")
+        assert status == 503, (method, path, status, got)
+        assert got["kind"] == "Status" and got["reason"] == "ServiceUnavailable"
+        assert "not migrated" in got["message"] and headers["Retry-After"] == "5"
+    assert server.request("GET", "/livez", token="-")[:3:2] == (200, b"ok")
+    # A maintenance election round on the missing schema (its log line says so), and it lives on.
+    eventually(lambda: "maintenance election: could not reach the store" in server.log(), what="an election round")
+    assert server.proc.poll() is None, "the server died on an unmigrated database"
+
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
+    deadline = time.monotonic() + 30
+    while server.request("GET", "/readyz", token="-")[0] != 200:   # positive signal, no fixed sleep
+        assert time.monotonic() < deadline, "not ready after migrate"
+        time.sleep(0.2)
+    status, _, body = server.request("GET", "/readyz?verbose", token="-")
+    assert body.decode().splitlines() == ["[+]ping ok", "[+]database ok", "[+]migrations ok", "readyz check passed"]
+    token = server.token("ready-admin", "admin")
+    status, _, created = server.request("POST", LEASES, {"metadata": {"name": "after"}, "spec": {}}, token=token)
+    assert status == 201, created
+
+
+@pytest.mark.postgres
+def test_migrate_runs_one_at_a_time_on_postgresql(tmp_path):
+    """Several pods' init containers start `migrate` at once on a fresh database: all succeed
+    (they take turns under the advisory lock; the later ones find nothing to apply)."""
+    import uuid
+
+    from pg_support import connect, pg_url, require_postgres
+
+    require_postgres()
+    name = f"kubedash_i24_migrate_{uuid.uuid4().hex[:8]}"
+    with connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        env = {**server_env(tmp_path), "DATABASE_URL": pg_url(name)}
+        procs = [subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput"], env=env,
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for _ in range(3)]
+        outputs = [p.communicate(timeout=300)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], outputs
+        assert sum("No migrations to apply." in out for out in outputs) == 2, outputs
+    finally:
+        with connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
