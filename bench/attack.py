@@ -132,7 +132,15 @@ def keep_watching(port: int, token: str) -> http.client.HTTPConnection:
                  headers={"Authorization": f"Bearer {token}"})
     response = conn.getresponse()
     assert response.status == 200, response.status
-    threading.Thread(target=lambda: [None for _ in iter(lambda: response.read1(65536), b"")], daemon=True).start()
+
+    def drain() -> None:
+        try:
+            while response.read1(65536):
+                pass
+        except (OSError, http.client.HTTPException):
+            pass    # the server stopped at the end of the run: the watch ends with it
+
+    threading.Thread(target=drain, daemon=True).start()
     return conn
 
 

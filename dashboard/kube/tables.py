@@ -253,7 +253,8 @@ def build_table(resource, objects: Iterable[dict], *, list_meta: dict | None = N
 # depend on the time, the creation time, the frozen inputs of those that do, the metadata
 # as JSON) is worked out once per process and reused by every Table that lists it, as
 # kube-apiserver keeps decoded objects in its watch cache. The 3,000-Job Table's time was
-# mostly decoding objects and computing cells again at each request (docs/BENCHMARKS.md).
+# mostly decoding objects and computing cells again at each request
+# (docs/BENCHMARKS.md's history in git).
 
 ROW_CACHE_SIZE = 10_000     # rows kept per process (a row: ~2 KB of key text + its cells)
 _rows: dict = {}

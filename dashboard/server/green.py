@@ -8,7 +8,7 @@ greenlet hands the wait to the loop (psycopg's own asyncio wait, compat/psycopg.
 serves other requests and resumes the greenlet once the answer is there. So a renewal neither
 crosses to a lane thread and back nor, after each of its round trips, waits for that thread to
 win the GIL back from the loop and the other threads: that was a fifth of its CPU
-(docs/BENCHMARKS.md). Only its Python work holds the loop, as on SQLite.
+(docs/BENCHMARKS.md's history in git). Only its Python work holds the loop, as on SQLite.
 
 Each request in flight has a database connection of its own, put in place as the thread's own
 while its greenlet runs (Django keeps a connection per thread; one psycopg connection holds one

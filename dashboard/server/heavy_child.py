@@ -50,7 +50,7 @@ class Pacer:
     Why, beside the child's lower OS priority: with PostgreSQL on the same machine a renewal
     needs a database backend as well as the event loop. While the child keeps the other core
     busy (at any priority, SCHED_IDLE too) the kernel wakes that backend on the loop's core, and
-    renewals ran at 0.5x their rate alone (docs/BENCHMARKS.md): the CPU has to be left free."""
+    renewals ran at 0.5x their rate alone (docs/BENCHMARKS.md's history in git): the CPU has to be left free."""
 
     def __init__(self, fast: FastLoad, duty: float):
         self.fast, self.duty = fast, duty

@@ -38,7 +38,7 @@ FLUSH_SECONDS = 0.05   # coalesce bursts of writes into one push
 # push costs the browser a layout of the whole list (O(rows): ~15 ms CPU at 1,000 rows), so a
 # page written 100 times a second would spend its main thread on layouts. Changes meanwhile
 # coalesce (one row per object, its newest state); an idle page still gets a change after
-# FLUSH_SECONDS. docs/BENCHMARKS.md, "Pages in the browser".
+# FLUSH_SECONDS. docs/BENCHMARKS.md, "Pages in Chromium".
 PUSH_INTERVAL_SECONDS = 0.25
 
 # Close codes (static/kubedash/live.js): 4401 the viewer is signed out (banner with a sign-in

@@ -1,7 +1,7 @@
 """The Endpoints cards' readiness matrix (core/templates/core/endpoints.html), built in Python.
 
 The same markup the template partial wrote: a list page of 1,000 cards rendered some 50
-template nodes per card, most of the page's 300 ms server render (docs/BENCHMARKS.md, issue
+template nodes per card, most of the page's 300 ms server render (docs/BENCHMARKS.md's history in git, issue
 14). Then format_html per cell (Django's lazy-aware escaping: half of the remaining render);
 now f-strings over the standard library's html.escape (what Django's escape calls), with one
 mark_safe per matrix. tests/pages/test_pages.py compares it with the format_html version.
