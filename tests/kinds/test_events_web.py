@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from manifests import JOBS, job
-from page_helpers import connect, receive_until
+from page_helpers import connect, pushed_until, receive_until
 
 
 def text(html: str) -> str:
@@ -278,7 +278,8 @@ async def test_the_live_overview_counts_only_existing_jobs_with_warnings():
         return store.current_revision()
 
     def warn(name, about):
-        store.create(EVENT_RES, "default", event(name, "BackoffLimitExceeded", "limit", "Warning", obj=about))
+        made = store.create(EVENT_RES, "default", event(name, "BackoffLimitExceeded", "limit", "Warning", obj=about))
+        return int(made.object["metadata"]["resourceVersion"])
 
     user = await sync_to_async(ensure_user)("lw-viewer", "viewer")
     rv = await sync_to_async(setup)()
@@ -286,9 +287,10 @@ async def test_the_live_overview_counts_only_existing_jobs_with_warnings():
     assert connected
     try:
         await sync_to_async(warn)("ghost.1", "ghost")       # about no Job
-        await sync_to_async(warn)("lw2.1", "lw2")           # the sentinel
-        html = await receive_until(comm, "jobs with warnings in the last hour")
-        assert "2 jobs with warnings in the last hour" in text(html), text(html)
+        last = await sync_to_async(warn)("lw2.1", "lw2")    # the sentinel: the pushes up to its revision
+        pushed = "".join(await pushed_until(comm, f'data-rv="{last}"'))
+        lines = re.findall(r'<ul class="warnings-summary" id="overview-warnings".*?</ul>', pushed, re.S)
+        assert lines and text(lines[-1]) == "2 jobs with warnings in the last hour", lines
     finally:
         await comm.disconnect()
 
