@@ -230,7 +230,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             s.subscribers.append(sub)
         if view.sort:
             s.members = await sync_to_async(live.sorted_members)(s)
-        state = await sync_to_async(live.snapshot)(view, principal, 0, s.members)
+        state = await sync_to_async(live.snapshot)(view, principal, members=s.members)
         for sub in s.subscribers:
             sub.start_rv = state.rv
             sub.matching.update(state.keys.get(sub.resource.kind, ()))
