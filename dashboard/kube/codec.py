@@ -400,9 +400,9 @@ def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
                   duplicates: list[str] = ()) -> tuple[dict, list[str]]:
     """Drop unknown fields (an error in Strict mode), check types; returns (object, warnings).
 
-    duplicates: the body's repeated keys, worded (duplicate_fields). After a patch,
-    kube-apiserver reports these as 422 on the patched object (the patch's repeats first),
-    else 400.
+    duplicates: the body's own strict complaints, worded (duplicate_fields: repeated keys, and
+    a JSON patch's unknown operation fields). After a patch, kube-apiserver reports these as
+    422 on the patched object (the patch's own complaints first), else 400.
     """
     try:
         pruned, unknown = schema.decode(obj, res.definition)
@@ -419,12 +419,64 @@ def decode_object(res, obj: dict, mode: str, *, patched: bool = False,
     return pruned, (problems if mode == "Warn" else [])
 
 
+# A JSON patch operation's fields, as kube-apiserver's handlers.jsonPatchOp declares them.
+JSON_PATCH_OP_FIELDS = ("op", "path", "from", "value")
+
+
+def json_patch_strict_errors(raw: bytes | str) -> list[str]:
+    """What kube's applyJSPatch reports of a JSON patch under Strict / Warn: the operations
+    decoded strictly (sigs.k8s.io/json, case-sensitive) into []jsonPatchOp, each complaint
+    prefixed "json patch ": a key that is no field of an operation (`unknown field "[0].foo"`),
+    a field repeated (`duplicate field "[1].path"`, also inside a value), in document order,
+    each once. [] for a body that is not a list of objects (decoding the patch reports that)."""
+    try:
+        ops = json.loads(raw, object_pairs_hook=_Pairs)
+    except (ValueError, TypeError, RecursionError):
+        return []
+    if not isinstance(ops, list):
+        return []
+    found: list[str] = []
+
+    def note(text: str) -> None:
+        if text not in found:   # (the decoder keeps each complaint once)
+            found.append(text)
+
+    def walk(value: Any, path: str) -> None:   # a value's maps: repeated keys only
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, item in value:
+                if key in seen:
+                    note(f'json patch duplicate field "{_join(path, key)}"')
+                seen.add(key)
+                walk(item, _join(path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, _join(path, i))
+
+    for i, op in enumerate(ops):
+        if not isinstance(op, _Pairs):
+            continue
+        seen: set[str] = set()
+        for key, item in op:
+            where = f"[{i}].{key}"
+            if key not in JSON_PATCH_OP_FIELDS:
+                note(f'json patch unknown field "{where}"')
+                continue
+            if key in seen:
+                note(f'json patch duplicate field "{where}"')
+            seen.add(key)
+            if key == "value":
+                walk(item, where)
+    return found
+
+
 def duplicate_fields(raw: bytes, media_type: str, mode: str) -> list[str]:
-    """A JSON body's repeated keys as the strict decoder words them (none under Ignore)."""
+    """A JSON body's repeated keys as the strict decoder words them (a JSON patch's unknown
+    operation fields too: json_patch_strict_errors); none under Ignore."""
     if mode == "Ignore":
         return []
     if media_type in ("", JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH):
         return schema.duplicate_field_texts(duplicate_json_fields(raw))
     if media_type == JSON_PATCH:
-        return schema.duplicate_field_texts(duplicate_json_fields(raw), prefix="json patch ")
+        return json_patch_strict_errors(raw)
     return []  # YAML bodies: PyYAML keeps the last value, as go-yaml's non-strict decoder does

@@ -9,14 +9,16 @@ the same. Nothing here is stored: a review is created, answered and forgotten (2
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from dashboard.access.principals import READ_VERBS
 
-from . import registry
-from .errors import bad_request, invalid, invalid_object
+from . import formats, registry, schema
+from . import managed_fields as mf
+from .errors import Verbatim, bad_request, invalid, invalid_object
 
 # The verbs kube's authorizers know for resources, as kube-apiserver lists them.
 RESOURCE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
@@ -80,26 +82,138 @@ def group_versions() -> dict[tuple[str, str], list[Review]]:
 # The answers
 
 
-def answer(review: Review, principal, body: dict, read_only: str = "") -> dict:
+def answer(review: Review, principal, body: dict, read_only: str = "", *, manager: str = "") -> dict:
     """The review `body` (already decoded) answered for `principal`: the object kube returns.
-    read_only: the cluster when the API is served read-only (`/clusters/<name>/...`): no writes."""
+    read_only: the cluster when the API is served read-only (`/clusters/<name>/...`): no writes.
+    manager: the request's field manager (fieldManager, else its User-Agent), as kube's create
+    handler records it in the request object's managedFields before the review's REST sees it."""
     if body.get("apiVersion") not in (None, review.api_version) or body.get("kind") not in (None, review.kind):
         raise bad_request(f"the object sent is not a {review.kind} ({review.api_version})")
     spec = body.get("spec") or {}
     if not isinstance(spec, dict):
         raise bad_request("spec must be an object")
-    out = {"kind": review.kind, "apiVersion": review.api_version,
-           "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None}}
+    seen = _ReadOnly(principal, read_only) if read_only else principal
     if review is WHOAMI:
-        out["status"] = {"userInfo": user_info(principal)}
-    elif review is ACCESS:
-        out["spec"] = spec
-        out["status"] = access_status(_ReadOnly(principal, read_only) if read_only else principal, spec)
-    else:
-        out["spec"] = spec
-        out["status"] = rules_status(_ReadOnly(principal, read_only) if read_only else principal,
-                                     spec.get("namespace") or "")
+        # selfsubjectreview/rest.go: a new object, made now; nothing of the request's.
+        return {"kind": review.kind, "apiVersion": review.api_version,
+                "metadata": {"creationTimestamp": formats.format_time(formats.now())},
+                "status": {"userInfo": user_info(principal)}}
+    if review is RULES:
+        # selfsubjectrulesreview/rest.go: a namespace is required; a new object with the status only.
+        if not spec.get("namespace"):
+            raise bad_request("no namespace on request")
+        return {"kind": review.kind, "apiVersion": review.api_version, "metadata": {"creationTimestamp": None},
+                "spec": {}, "status": rules_status(seen, spec["namespace"])}
+    # selfsubjectaccessreview/rest.go: validated, then the request object itself is answered, with
+    # its status set (and the managedFields the create handler gave it).
+    metadata = body.get("metadata") or {}
+    fields = _managed_fields(review, {**body, "metadata": {}}, metadata.get("managedFields"), manager)
+    validate_access_review(spec, {**metadata, "managedFields": fields})
+    out = {"kind": review.kind, "apiVersion": review.api_version,
+           "metadata": {"creationTimestamp": None}, "spec": spec}
+    if fields:
+        out["metadata"]["managedFields"] = fields
+    out["status"] = access_status(seen, spec)
     return out
+
+
+def _managed_fields(review: Review, obj: dict, sent, manager: str) -> list[dict] | None:
+    """The managedFields kube's create handler writes on the request object: the ones sent (if
+    valid) plus the manager's Update entry for every field it set (against the empty review)."""
+    zero = {"metadata": {}, "spec": {}, "status": {}}
+    return mf.created(obj, zero, schema.node(review.definition), manager=manager, subresource="",
+                      api_version=review.api_version, ignored=(), now=formats.format_time(formats.now()), sent=sent)
+
+
+def validate_access_review(spec: dict, metadata: dict) -> None:
+    """kube's ValidateSelfSubjectAccessReview: exactly one attribute kind, metadata empty (but for
+    managedFields). The review's REST names it with the decoded object's kind, which decoding
+    leaves empty: `.authorization.k8s.io "" is invalid: …` (kubectl: `The  "" is invalid`)."""
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    causes = []
+    if resource is not None and non_resource is not None:
+        attributes = non_resource if isinstance(non_resource, dict) else {}
+        shown = f'authorization.NonResourceAttributes{{Path:{_go(attributes.get("path"))}, Verb:{_go(attributes.get("verb"))}}}'
+        causes.append(invalid("spec.nonResourceAttributes", Verbatim(shown),
+                              "cannot be specified in combination with resourceAttributes"))
+    if resource is None and non_resource is None:
+        causes.append(invalid("spec.resourceAttributes", "null",
+                              "exactly one of nonResourceAttributes or resourceAttributes must be specified"))
+    if any(value not in (None, "", 0, {}, []) for key, value in metadata.items() if key != "managedFields"):
+        causes.append(invalid("metadata", Verbatim(_go_object_meta(metadata)), "must be empty"))
+    if causes:
+        error = invalid_object("authorization.k8s.io", "", "", causes)
+        error.details = {"group": "authorization.k8s.io", "causes": error.details["causes"]}   # (omitempty)
+        raise error
+
+
+def _go(value, go_type: str = "string") -> str:
+    """A field's value as Go's %#v prints it (the types ObjectMeta holds)."""
+    if go_type == "string":
+        return json.dumps(value if isinstance(value, str) else "", ensure_ascii=False)
+    if go_type == "int64":
+        return str(value or 0)
+    if go_type == "time":
+        t = formats.parse_time_lenient(value) if value else None
+        if t is None:
+            return "time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)"
+        return f"time.Date({t.year}, time.{t.strftime('%B')}, {t.day}, {t.hour}, {t.minute}, {t.second}, 0, time.UTC)"
+    if not value:
+        return f"{go_type}(nil)"
+    if go_type == "map[string]string":
+        return go_type + "{" + ", ".join(f"{_go(k)}:{_go(v)}" for k, v in sorted(value.items())) + "}"
+    if go_type == "[]string":
+        return go_type + "{" + ", ".join(_go(v) for v in value) + "}"
+    return go_type + "{" + ", ".join(_go_entry(go_type[2:], e if isinstance(e, dict) else {}) for e in value) + "}"
+
+
+# The struct lists of ObjectMeta, their fields as Go names them: (Go name, JSON name, Go type).
+_STRUCTS = {
+    "v1.OwnerReference": (("APIVersion", "apiVersion", "string"), ("Kind", "kind", "string"),
+                          ("Name", "name", "string"), ("UID", "uid", "string"), ("Controller", "controller", "*bool"),
+                          ("BlockOwnerDeletion", "blockOwnerDeletion", "*bool")),
+    "v1.ManagedFieldsEntry": (("Manager", "manager", "string"), ("Operation", "operation", "string"),
+                              ("APIVersion", "apiVersion", "string"), ("Time", "time", "*time"),
+                              ("FieldsType", "fieldsType", "string"), ("FieldsV1", "fieldsV1", "*v1.FieldsV1"),
+                              ("Subresource", "subresource", "string")),
+}
+
+
+def _go_entry(go_type: str, entry: dict) -> str:
+    parts = []
+    for name, key, kind in _STRUCTS[go_type]:
+        value = entry.get(key)
+        if kind == "string":
+            text = _go(value)
+        elif kind == "*time":
+            text = _go(value, "time") if value else "<nil>"
+        elif value is None:
+            text = f"({kind})(nil)"
+        elif kind == "*bool":
+            text = f"(*bool)({'true' if value else 'false'})"
+        else:   # a pointer Go prints as its address: the fields, as sent
+            text = f"&v1.FieldsV1{{{json.dumps(value, separators=(',', ':'))}}}"
+        parts.append(f"{name}:{text}")
+    return go_type + "{" + ", ".join(parts) + "}"
+
+
+def _go_object_meta(m: dict) -> str:
+    """ObjectMeta as kube's field error prints it (%#v: it is no fmt.Stringer by value)."""
+    deletion = m.get("deletionTimestamp")
+    grace = m.get("deletionGracePeriodSeconds")
+    parts = [f'Name:{_go(m.get("name"))}', f'GenerateName:{_go(m.get("generateName"))}',
+             f'Namespace:{_go(m.get("namespace"))}', f'SelfLink:{_go(m.get("selfLink"))}',
+             f'UID:{_go(m.get("uid"))}', f'ResourceVersion:{_go(m.get("resourceVersion"))}',
+             f'Generation:{_go(m.get("generation"), "int64")}',
+             f'CreationTimestamp:{_go(m.get("creationTimestamp"), "time")}',
+             f'DeletionTimestamp:{_go(deletion, "time") if deletion else "<nil>"}',
+             f'DeletionGracePeriodSeconds:{"(*int64)(nil)" if grace is None else f"(*int64)({grace})"}',
+             f'Labels:{_go(m.get("labels"), "map[string]string")}',
+             f'Annotations:{_go(m.get("annotations"), "map[string]string")}',
+             f'OwnerReferences:{_go(m.get("ownerReferences"), "[]v1.OwnerReference")}',
+             f'Finalizers:{_go(m.get("finalizers"), "[]string")}',
+             f'ManagedFields:{_go(m.get("managedFields"), "[]v1.ManagedFieldsEntry")}']
+    return "v1.ObjectMeta{" + ", ".join(parts) + "}"
 
 
 class _ReadOnly:
@@ -147,14 +261,11 @@ def _text(value) -> str:
 
 
 def access_status(principal, spec: dict) -> dict:
-    """SubjectAccessReviewStatus for a SelfSubjectAccessReviewSpec (422 unless exactly one of
-    resourceAttributes / nonResourceAttributes is given, as kube validates it)."""
+    """SubjectAccessReviewStatus for a valid SelfSubjectAccessReviewSpec (validate_access_review)."""
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if (resource is None) == (non_resource is None):
-        raise invalid_object("authorization.k8s.io", "SelfSubjectAccessReview", "", [invalid(
-            "spec.resourceAttributes", "null" if resource is None else "set",
-            "exactly one of nonResourceAttributes or resourceAttributes must be specified")])
-    if non_resource is not None:
+    if resource is None and non_resource is None:
+        validate_access_review(spec, {})
+    if non_resource is not None and resource is None:
         why = non_resource_refusal(principal, _text(non_resource.get("verb")), _text(non_resource.get("path")))
     else:
         a = resource if isinstance(resource, dict) else {}

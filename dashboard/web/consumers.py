@@ -199,11 +199,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
         view = s.view
         if not kinds.is_detail_view(view.view) and view.view != kinds.OVERVIEW:
             s.namespaces = scope.list_scope(principal, view.namespace or "", view.kinds[0])
+        if view.warnings and s.namespaces is not None:
+            s.members = await sync_to_async(live.warned_members)(s)
+        only = frozenset(s.members or ()) if view.warnings else None
         for kind in view.kinds:
             res = registry.by_kind(kind)
             sub = Subscriber(resource=res, namespace=view.namespace, label_selector=view.label_selector,
                              names=(view.name,) if view.name else (),
-                             predicate=view_predicate(principal, view.q), queue=s.queue)
+                             predicate=view_predicate(principal, view.q, only), queue=s.queue)
             sub.matching = set()
             hub.register(sub)            # buffered until the snapshot below is taken
             s.subscribers.append(sub)
@@ -227,7 +230,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             s.subscribers.append(sub)
         if view.sort:
             s.members = await sync_to_async(live.sorted_members)(s)
-        state = await sync_to_async(live.snapshot)(view, principal)
+        state = await sync_to_async(live.snapshot)(view, principal, members=s.members)
         for sub in s.subscribers:
             sub.start_rv = state.rv
             sub.matching.update(state.keys.get(sub.resource.kind, ()))

@@ -68,9 +68,10 @@ class Snapshot:
     objects: dict = field(default_factory=dict)   # kind -> [object], in key order
 
 
-def snapshot(view: PageView, principal, at: int = 0) -> Snapshot:
-    """What the page shows now (or at revision `at`), all kinds read at one revision."""
-    visible = view_predicate(principal, view.q)
+def snapshot(view: PageView, principal, at: int = 0, members: set | None = None) -> Snapshot:
+    """What the page shows now (or at revision `at`), all kinds read at one revision; a
+    warnings list (PageView.warnings) only its `members`."""
+    visible = view_predicate(principal, view.q, frozenset(members or ()) if view.warnings else None)
     state = Snapshot(rv=at)
     for kind in view.kinds:
         state.rv, objects = _read(view, kind, visible, state.rv)
@@ -112,7 +113,8 @@ def totals_fragment(socket: PageSocket, shown: list) -> str:
     view = socket.view
     if socket.namespaces is None:
         return ""
-    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, now())
+    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, now(),
+                         frozenset(socket.members or ()) if view.warnings else None)
     html = render_to_string("web/_list_totals.html", {"totals": totals, "oob": True})
     if view.offset is not None:
         html += render_to_string("web/_pager_position.html", {
@@ -125,8 +127,14 @@ def sorted_members(socket: PageSocket) -> set:
     """The (namespace, name) keys of a sorted view's page, as it is now (queries.page_keys)."""
     view = socket.view
     keys, _ = page_keys(kinds.by_view(view.view), socket.namespaces or [], view.label_selector, view.q, view.sort,
-                        view.page, view.limit or PAGE_SIZE, now())
+                        view.page, view.limit or PAGE_SIZE, now(),
+                        frozenset(socket.members or ()) if view.warnings else None)   # (warned_members, first)
     return {(ns, name) for _, ns, name in keys}
+
+
+def warned_members(socket: PageSocket) -> set:
+    """A warnings list's rows: the objects of its view with warnings now (web/warnings.py)."""
+    return set(warnings.warned_keys(socket.view.kinds[0], now(), socket.namespaces))
 
 
 def on_page(socket: PageSocket, key: tuple[str, str]) -> bool:
@@ -236,7 +244,7 @@ def catch_up(socket: PageSocket, state: Snapshot) -> list[str] | None:
     if warnings_changed(view, state.rv):
         return None   # (which rows' badges changed is not known: all of them again)
     try:
-        then = snapshot(view, socket.principal, at=view.rv)   # what the page showed
+        then = snapshot(view, socket.principal, at=view.rv, members=socket.members)   # what the page showed
     except ApiError:
         return None   # compacted
     pending = {}
@@ -394,7 +402,7 @@ def overview_fragment(socket: PageSocket, moment) -> str:
     html = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""}) for card in cards)
     html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
     html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
-    html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only), "oob": True})
+    html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only, namespace or ""), "oob": True})
     return html + clusters_fragment(socket, moment, None if namespace else cards)
 
 

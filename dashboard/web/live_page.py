@@ -15,7 +15,7 @@ from dashboard.access.principals import Principal
 from dashboard.kube.hub import Guard, Subscriber
 from dashboard.kube.selectors import LabelSelector, parse_label_selector
 
-from . import kinds, scope
+from . import kinds, scope, warnings
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class PageView:
     limit: int = 0
     cluster: str = clusters.LOCAL   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
     offset: int | None = None   # the rows before the page (its pager's "Rows 101–200 of N"; None: no pager)
+    # A list of the objects with warnings (?warnings=1h): its rows are those that had them when the
+    # socket connected (PageSocket.members, web/warnings.py); they change in place or go.
+    warnings: str = ""
 
     @classmethod
     def parse(cls, query: bytes) -> PageView:
@@ -66,7 +69,8 @@ class PageView:
                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "",
                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "",
                    sort=sort, page=_number(params.get("page"), 1), limit=_number(params.get("limit"), 0),
-                   cluster=cluster, offset=_number(params.get("offset"), None))
+                   cluster=cluster, offset=_number(params.get("offset"), None),
+                   warnings=params.get("warnings", "") if params.get("warnings") == warnings.WINDOW_PARAM else "")
 
     def for_viewer(self, principal: Principal) -> PageView:
         """This view as `principal` may see it: a share link's selector narrows whatever the
@@ -93,7 +97,7 @@ class PageSocket:
     view: PageView | None = None           # the page's view for the viewer (PageView.for_viewer)
     principal: Principal | None = None
     namespaces: list | None = None          # a list's namespaces for its heading counts (scope.list_scope)
-    members: set | None = None              # a sorted view's rows (PageView.sort)
+    members: set | None = None              # a sorted view's rows (PageView.sort), a warnings list's
     known: set = field(default_factory=set)     # every (namespace, name) the view matches, on any of its pages
     shown: list = field(default_factory=list)   # the sorted (namespace, name) of the rows on the page
     # What the page was sent.

@@ -1,7 +1,8 @@
 """The queries both a page and its live pushes run, in one place so that they cannot drift.
 
 A list's view is its namespaces (the viewer's, or the one asked for), a label selector (a share
-link's own ANDed in: scope.narrow), a name search `q` and, for a sorted view, an order and a page.
+link's own ANDed in: scope.narrow), a name search `q`, the objects it is limited to (`keys`, e.g.
+those with warnings: web/warnings.py; None: no such limit) and, for a sorted view, an order and a page.
 Its rules hold on every side: in SQL over the typed rows (view_rows: the totals, sorted pages, the
 pager's position) and in Python over a snapshot's objects (fetch, a page's; view_objects with
 view_predicate, a live page's, whose hub subscription filters with view_predicate too). The name
@@ -14,6 +15,8 @@ its pushes alike.
 from __future__ import annotations
 
 import bisect
+import functools
+import operator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,7 +47,8 @@ class Fetched:
     next_token: str
 
 
-def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int, token: str) -> Fetched:
+def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int, token: str,
+          keys: frozenset | None = None) -> Fetched:
     """One page of objects in (namespace, name) order, read from one snapshot.
 
     namespaces is [None] (all), or the sorted namespaces to read one after another (a
@@ -57,7 +61,7 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     rv: int | None = start[0] if start else None
     out: list[dict] = []
     needle = q.lower()
-    chunk = limit + 1 if not needle else max(limit + 1, 500)
+    chunk = limit + 1 if not needle and keys is None else max(limit + 1, 500)
     for ns in namespaces:
         if start is not None and ns is not None and ns < start[1]:
             continue
@@ -76,6 +80,8 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
                 meta = obj["metadata"]
                 if needle and needle not in meta["name"].lower():
                     continue
+                if keys is not None and (meta["namespace"], meta["name"]) not in keys:
+                    continue
                 if len(out) == limit:
                     last = out[-1]["metadata"]
                     return Fetched(out, rv, lists.encode_continue(rv, last["namespace"], last["name"]))
@@ -86,34 +92,44 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     return Fetched(out, rv if rv is not None else store.current_revision(), "")
 
 
-def view_rows(kind: str, namespaces: list[str | None], selector, q: str):
+def view_rows(kind: str, namespaces: list[str | None], selector, q: str, keys: frozenset | None = None):
     """The typed rows of a view (namespace limits, label selector pushed down where it can
-    be, name search), and the selector's rest to check in Python (None: nothing left)."""
+    be, name search, the objects it is limited to), and the selector's rest to check in Python
+    (None: nothing left)."""
     rows = by_kind(kind).model.objects.all()
     if namespaces != [None]:
         rows = rows.filter(namespace__in=namespaces)
     if q:
         rows = rows.filter(name__icontains=q)
+    if keys is not None:
+        rows = rows.filter(keys_q(keys)) if keys else rows.none()
     if selector is None or selector.empty:
         return rows, None
     pushed = label_selector_q(selector)
     return (rows.filter(pushed) if pushed is not None else rows), selector
 
 
-def view_predicate(principal: Principal, q: str):
+def keys_q(keys) -> Q:
+    """The rows of these (namespace, name) keys (a non-empty set), by name first (indexed)."""
+    return Q(name__in={name for _, name in keys}) & Q(namespace__in={ns for ns, _ in keys}) & \
+        functools.reduce(operator.or_, (Q(namespace=ns, name=name) for ns, name in keys))
+
+
+def view_predicate(principal: Principal, q: str, keys: frozenset | None = None):
     """A view's filter in Python, for the objects the hub offers a live page and for its
-    snapshots: the viewer's namespace limits, a share link's selector and the name search, as
-    one condition (None: nothing to check)."""
+    snapshots: the viewer's namespace limits, a share link's selector, the name search and
+    the objects the view is limited to, as one condition (None: nothing to check)."""
     allowed = set(principal.namespaces)
     own = scope.own_selector(principal)
     needle = q.lower()
-    if not allowed and not needle and own is None:
+    if not allowed and not needle and own is None and keys is None:
         return None
 
     def visible(obj: dict) -> bool:
         m = obj["metadata"]
         return ((not allowed or m.get("namespace") in allowed) and (not needle or needle in m["name"].lower())
-                and (own is None or own.matches(m.get("labels") or {})))
+                and (own is None or own.matches(m.get("labels") or {}))
+                and (keys is None or (m.get("namespace"), m["name"]) in keys))
 
     return visible
 
@@ -130,12 +146,13 @@ def view_objects(kind: str, namespace: str | None, selector, names: tuple[str, .
     return page.resource_version, [o for o in map(orjson.loads, page.items) if visible is None or visible(o)]
 
 
-def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, now: datetime) -> dict:
+def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, now: datetime,
+                keys: frozenset | None = None) -> dict:
     """The whole filtered view's counts, not one page's: its number of objects (`text`: "1
     lease") and the kind's overview part over them (e.g. held / expired, with the expiry
     instants live.js recounts as time passes), for the list's heading and pager. The live push
     sends them again after every change (live.totals_fragment), so they stay exact."""
-    rows, rest = view_rows(web.kind, namespaces, selector, q)
+    rows, rest = view_rows(web.kind, namespaces, selector, q, keys)
     if rest is not None:
         rows = rows.filter(id__in=[pk for pk, labels in rows.values_list("id", "labels") if rest.matches(labels)])
     part = _summed([web.overview.card(found, now) for found in web.overview.counts(rows).values()]) \
@@ -146,10 +163,10 @@ def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: s
 
 
 def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str,
-                now: datetime) -> list[tuple[int, str, str]]:
+                now: datetime, keys: frozenset | None = None) -> list[tuple[int, str, str]]:
     """(row id, namespace, name) of the whole view in `sort` order (see kinds.Sort)."""
     spec = web.sort(sort.lstrip("-"))
-    rows, rest = view_rows(web.kind, namespaces, selector, q)
+    rows, rest = view_rows(web.kind, namespaces, selector, q, keys)
     keyed, missing = [], []
     for row in rows.values_list("id", "namespace", "name", "labels", *spec.columns):
         if rest is not None and not rest.matches(row[3]):
@@ -163,18 +180,18 @@ def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: s
 
 
 def page_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
-              limit: int, now: datetime) -> tuple[list[tuple[int, str, str]], int]:
+              limit: int, now: datetime, keys: frozenset | None = None) -> tuple[list[tuple[int, str, str]], int]:
     """One page of a sorted view: its (id, namespace, name) keys, and the view's total."""
-    keys = sorted_keys(web, namespaces, selector, q, sort, now)
-    return keys[(page - 1) * limit:page * limit], len(keys)
+    found = sorted_keys(web, namespaces, selector, q, sort, now, keys)
+    return found[(page - 1) * limit:page * limit], len(found)
 
 
 def position(kind: str, namespaces: list[str | None], selector, q: str, start: tuple[str, str] | None,
-             limit: int) -> dict:
+             limit: int, keys: frozenset | None = None) -> dict:
     """Where a page sits in its whole view, from the typed table (the current state): the
     number of rows before it, the total, and the key the previous page resumes after (None:
     the previous page is the first)."""
-    rows, rest = view_rows(kind, namespaces, selector, q)
+    rows, rest = view_rows(kind, namespaces, selector, q, keys)
     rows = rows.order_by("namespace", "name")
     if rest is None:
         total = rows.count()

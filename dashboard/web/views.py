@@ -74,7 +74,8 @@ def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
     scope (namespace, selector) and the view it opens (name search, order, size, page)."""
     if not principal.can(SHARE_VERB, filters.namespace or None, kind):
         return ""
-    return cluster_scope.in_cluster(f"/share/new/?kind={kind}&" + filters.query(page=str(filters.page) if filters.page > 1 else ""))
+    return cluster_scope.in_cluster(f"/share/new/?kind={kind}&" + filters.query(
+        page=str(filters.page) if filters.page > 1 else "", warnings=""))   # (a link shares no warnings filter)
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Filters:
     continue_token: str = ""
     sort: str = ""      # "" (namespace, name), "key" or "-key"
     page: int = 1       # of a sorted view
+    warnings: str = ""  # "1h": only the objects with warnings in the last hour (web/warnings.py)
 
     # What is wrong with the address's view settings: (the filter field, what to say).
     errors: tuple = ()
@@ -120,7 +122,12 @@ class Filters:
             sort = ""
         if web is None or sort == "namespace":
             sort = ""   # the default order, (namespace, name): no parameter
-        return cls(namespace=last("namespace"), label_selector=last("labelSelector"),
+        warned = last("warnings")
+        if warned and warned != warnings.WINDOW_PARAM:
+            errors.append(("warnings", f"Warnings: “{warned}” is not a window of this list (only "
+                                       f"{warnings.WINDOW_PARAM}, the last hour)."))
+            warned = ""
+        return cls(namespace=last("namespace"), label_selector=last("labelSelector"), warnings=warned,
                    q=last("q"), limit=min(limit, MAX_PAGE_SIZE),
                    continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
                    errors=tuple(errors))
@@ -135,12 +142,12 @@ class Filters:
 
     @property
     def active(self) -> bool:
-        return bool(self.namespace or self.label_selector or self.q)
+        return bool(self.namespace or self.label_selector or self.q or self.warnings)
 
     def query(self, **extra) -> str:
         """This page's filters as a query string (for links: next page, clear)."""
         params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q,
-                  "sort": self.sort}
+                  "warnings": self.warnings, "sort": self.sort}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
@@ -160,14 +167,14 @@ def canonical_redirect(request, filters: Filters):
 
 
 def fetch_sorted(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
-                 limit: int, now: datetime) -> tuple[Fetched, int]:
+                 limit: int, now: datetime, keys: frozenset | None = None) -> tuple[Fetched, int]:
     """A page of a sorted view (the objects, the revision read before them, no token) and the
     view's total. The objects are at least as new as the revision: live updates replayed
     from it can only repeat a change, never miss one."""
     rv = store.current_revision()
-    keys, total = page_keys(web, namespaces, selector, q, sort, page, limit, now)
-    texts = dict(revlog.with_current(web.resource.model.objects.filter(id__in=[k[0] for k in keys]), "id"))
-    return Fetched([orjson.loads(texts[k[0]]) for k in keys if k[0] in texts], rv, ""), total
+    found, total = page_keys(web, namespaces, selector, q, sort, page, limit, now, keys)
+    texts = dict(revlog.with_current(web.resource.model.objects.filter(id__in=[k[0] for k in found]), "id"))
+    return Fetched([orjson.loads(texts[k[0]]) for k in found if k[0] in texts], rv, ""), total
 
 
 def sort_headers(web: kinds.KindWeb, sort: str) -> dict:
@@ -228,10 +235,12 @@ class KindListView(View):
             ctx["error"] = f"Label selector: {exc.message}"
             ctx["error_field"] = "labelSelector"
             return render(request, page.list_template, ctx, status=400)
+        # ?warnings=1h: the objects (existing, in this view) with warnings in the last hour.
+        keys = warnings.warned_keys(page.kind, utcnow(), namespaces) if filters.warnings else None
         if filters.sort:
-            return self.sorted(request, ctx, filters, namespaces, selector, principal)
+            return self.sorted(request, ctx, filters, namespaces, selector, principal, keys)
         try:
-            fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token)
+            fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token, keys)
         except ApiError as exc:
             # A garbage or compacted continue token: say so, and offer the first page.
             ctx["error"] = ("This page of results has expired; start again from the first page."
@@ -242,7 +251,7 @@ class KindListView(View):
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
-        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, keys)
         if fetched.next_token:
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
@@ -250,7 +259,7 @@ class KindListView(View):
         if fetched.next_token or filters.continue_token:
             # "Rows 51–100 of 1,004", and the previous page (same snapshot) when not the first.
             start = lists.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
-            where = position(page.kind, namespaces, selector, filters.q, start, filters.limit)
+            where = position(page.kind, namespaces, selector, filters.q, start, filters.limit, keys)
             shown = len(fetched.objects)
             ctx["offset"] = where["before"]
             ctx["rows_from"] = f"{where['before'] + 1:,}" if shown else "0"
@@ -263,22 +272,23 @@ class KindListView(View):
         paged = bool(fetched.next_token or filters.continue_token)
         rows = [o["metadata"] for o in fetched.objects]
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
-                               labelSelector=filters.label_selector, q=filters.q, paged="1" if paged else "",
+                               labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
+                               paged="1" if paged else "",
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
                                last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
                                offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
 
-    def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal):
+    def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, keys=None):
         """A list in another order than (namespace, name): numbered pages of the current state."""
         page, now = self.web, utcnow()
         fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
-                                      filters.limit, now)
+                                      filters.limit, now, keys)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
-        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, keys)
         before, shown = (filters.page - 1) * filters.limit, len(fetched.objects)
         paged = total > filters.limit or filters.page > 1
         if paged:
@@ -292,7 +302,8 @@ class KindListView(View):
             ctx["first_page"] = "?" + filters.query()
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
-                               labelSelector=filters.label_selector, q=filters.q, sort=filters.sort,
+                               labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
+                               sort=filters.sort,
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
@@ -449,6 +460,6 @@ def overview(request):
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=p.overview_totals(cards), warnings=warnings.overview(now, only),
+               totals=p.overview_totals(cards), warnings=warnings.overview(now, only, namespace),
                cluster_rows=cluster_rows(principal, now, None if namespace else cards))
     return render(request, "web/overview.html", ctx)

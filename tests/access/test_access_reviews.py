@@ -75,7 +75,7 @@ def test_non_resource_access(make_api):
 def test_access_review_needs_exactly_one_attribute_set(api):
     r = api.post(SSAR, {"spec": {}})
     assert r.status_code == 422
-    assert r.json()["message"] == ('SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+    assert r.json()["message"] == ('.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
                                    'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
                                    'must be specified')
 

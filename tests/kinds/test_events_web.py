@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from manifests import JOBS, job
-from page_helpers import connect, receive_until
+from page_helpers import connect, pushed_until, receive_until
 
 
 def text(html: str) -> str:
@@ -216,3 +216,118 @@ def test_a_warning_pushes_only_its_rows_badge_on_a_paged_list(api):
     assert "job-default--pz" not in html and "new object" not in html and socket.announced == 0
     assert socket.shown == [("default", "pa"), ("default", "pb")] and ("default", "pz") not in socket.known
     assert 'id="list-totals"' not in html
+
+
+def warned_rows(page: str) -> set[str]:
+    return set(re.findall(r'<tr[^>]*id="job-([^"]+)"', page))
+
+
+@pytest.mark.django_db
+def test_the_overview_counts_existing_jobs_with_warnings_and_links_to_them(api, login):
+    """Events outlive their objects: Warnings about a deleted Job count for nothing, and neither
+    do those about Jobs outside the viewer's namespaces; the line links to the Jobs list filtered
+    to those Jobs (?warnings=1h), which lists exactly them."""
+    for name in ("gone", "here", "calm"):
+        assert api.post(JOBS, job(name)).status_code == 201
+    for i in range(3):
+        api.post(EVENTS, event(f"gone.{i}", "BackoffLimitExceeded", "limit", "Warning", obj="gone"))
+    api.post(EVENTS, event("here.1", "DeadlineExceeded", "deadline", "Warning", obj="here"))
+    api.post(EVENTS, event("calm.1", "Completed", "Job completed", obj="calm"))
+    elsewhere = event("far.1", "DeadlineExceeded", "deadline", "Warning", obj="far")
+    elsewhere["metadata"]["namespace"] = elsewhere["involvedObject"]["namespace"] = "team-b"
+    assert api.post("/apis/batch/v1/namespaces/team-b/jobs", job("far", ns="team-b")).status_code == 201
+    assert api.post("/api/v1/namespaces/team-b/events", elsewhere).status_code == 201
+    assert api.delete(f"{JOBS}/gone").status_code == 200
+
+    limited = login("viewer", namespaces=["default"])
+    overview = limited.get("/").content.decode()
+    assert "1 job with warnings in the last hour" in text(overview), text(overview)
+    assert 'href="/jobs/?warnings=1h"' in overview
+    page = limited.get("/jobs/?warnings=1h")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert warned_rows(html) == {"default--here"} and "1 job" in text(html)
+    assert "warnings=1h" in re.search(r'ws-connect="([^"]+)"', html).group(1)   # live, filtered the same
+    assert warned_rows(limited.get("/jobs/?warnings=1h&sort=-name").content.decode()) == {"default--here"}
+    # Everyone's view: both existing Jobs with warnings; with the Overview's namespace kept.
+    admin = login("admin")
+    assert "2 jobs with warnings in the last hour" in text(admin.get("/").content.decode())
+    assert warned_rows(admin.get("/jobs/?warnings=1h").content.decode()) == {"default--here", "team-b--far"}
+    assert 'href="/jobs/?namespace=team-b&amp;warnings=1h"' in admin.get("/?namespace=team-b").content.decode()
+    # One canonical address; a window that is not the filter's is said, not ignored.
+    r = admin.get("/jobs/?warnings=1h&warnings=1h")
+    assert r.status_code == 302 and r["Location"] == "/jobs/?warnings=1h"
+    r = admin.get("/jobs/?warnings=2h")
+    assert r.status_code == 400 and "is not a window of this list" in r.content.decode()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_the_live_overview_counts_only_existing_jobs_with_warnings():
+    """The live push recounts with each Event: a Warning about a Job that does not exist (any
+    more) adds nothing; one about an existing Job does (the sentinel)."""
+    from dashboard.access.tokens import ensure_user
+    from dashboard.batch.resource import JOBS as JOB_RES
+    from dashboard.events.resource import EVENTS as EVENT_RES
+    from dashboard.kube import store
+
+    def setup():
+        for name in ("lw1", "lw2"):
+            store.create(JOB_RES, "default", job(name))
+        store.create(EVENT_RES, "default", event("lw1.1", "DeadlineExceeded", "deadline", "Warning", obj="lw1"))
+        return store.current_revision()
+
+    def warn(name, about):
+        made = store.create(EVENT_RES, "default", event(name, "BackoffLimitExceeded", "limit", "Warning", obj=about))
+        return int(made.object["metadata"]["resourceVersion"])
+
+    user = await sync_to_async(ensure_user)("lw-viewer", "viewer")
+    rv = await sync_to_async(setup)()
+    comm, connected, _ = await connect(user, f"view=overview&rv={rv}")
+    assert connected
+    try:
+        await sync_to_async(warn)("ghost.1", "ghost")       # about no Job
+        last = await sync_to_async(warn)("lw2.1", "lw2")    # the sentinel: the pushes up to its revision
+        pushed = "".join(await pushed_until(comm, f'data-rv="{last}"'))
+        lines = re.findall(r'<ul class="warnings-summary" id="overview-warnings".*?</ul>', pushed, re.S)
+        assert lines and text(lines[-1]) == "2 jobs with warnings in the last hour", lines
+    finally:
+        await comm.disconnect()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_live_warnings_list_keeps_to_its_jobs():
+    """The Jobs list filtered to those with warnings: its rows change in place; a change to a
+    Job without warnings is not pushed into it (the later change to a listed Job is the sentinel)."""
+    from dashboard.access.tokens import ensure_user
+    from dashboard.batch.resource import JOBS as JOB_RES
+    from dashboard.events.resource import EVENTS as EVENT_RES
+    from dashboard.kube import store
+
+    def setup():
+        for name in ("wl-warned", "wl-quiet"):
+            store.create(JOB_RES, "default", job(name))
+        store.create(EVENT_RES, "default", event("wl.1", "DeadlineExceeded", "deadline", "Warning", obj="wl-warned"))
+        return store.current_revision()
+
+    def label(name):
+        def change(obj):
+            obj["metadata"].setdefault("labels", {})["touched"] = "yes"
+            return obj
+        return store.update(JOB_RES, "default", name, change, is_patch=True).object["metadata"]["resourceVersion"]
+
+    user = await sync_to_async(ensure_user)("wl-viewer", "viewer")
+    rv = await sync_to_async(setup)()
+    comm, connected, _ = await connect(user, f"view=jobs&warnings=1h&rv={rv}")
+    assert connected
+    try:
+        await sync_to_async(label)("wl-quiet")
+        await sync_to_async(label)("wl-warned")
+        seen = []
+        while 'id="job-default--wl-warned"' not in "".join(seen):
+            seen.append(await comm.receive_from(timeout=15))
+        assert "job-default--wl-quiet" not in "".join(seen)
+        assert "new object" not in "".join(seen)
+    finally:
+        await comm.disconnect()

@@ -156,11 +156,11 @@ async def test_reconnect_with_a_compacted_revision_refreshes_the_page(user, stor
     await _write(store_ops.create, "b")
     real = live.snapshot
 
-    def compacted(spec, principal, at=0):
+    def compacted(spec, principal, at=0, **kw):
         if at:
             from dashboard.kube.errors import ApiError
             raise ApiError(410, "Expired", "too old resource version")   # as the store says it
-        return real(spec, principal, at)
+        return real(spec, principal, at, **kw)
 
     monkeypatch.setattr(live, "snapshot", compacted)
     comm, ok, _ = await connect(user, f"view=leases&rv={old}")
