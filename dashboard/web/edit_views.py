@@ -117,8 +117,11 @@ def needs(verb: str):
 
 
 def _denied(request, principal, info, verb: str, namespace: str) -> HttpResponse:
+    """The denial page; namespace "": a create page opened without one (no namespace allows it)."""
     what = {"create": "create", "update": "edit", "patch": "change", "delete": "delete"}.get(verb, verb)
-    if principal.namespaces and namespace not in principal.namespaces:
+    if not namespace:
+        message = f"Your role ({principal.role}) may not {what} {info.title.lower()}."
+    elif principal.namespaces and namespace not in principal.namespaces:
         message = f"You have no access to namespace “{namespace}”."
     else:
         message = f"Your role ({principal.role}) may not {what} {info.title.lower()} in namespace “{namespace}”."
@@ -220,7 +223,7 @@ def create(request, principal: Principal, info: KindWeb):
         return create_yaml(request, principal, info)
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
-        return _denied(request, principal, info, "create", namespace or "any")
+        return _denied(request, principal, info, "create", namespace)
     form_cls = info.form
     options = {"mode": "create", "namespaces": known_namespaces(principal), "limited": bool(principal.namespaces)}
     page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": info.list_url,
@@ -440,7 +443,7 @@ def _yaml_conflict(request, principal, info, form, namespace, name, rv, base) ->
 def create_yaml(request, principal: Principal, info: KindWeb):
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
-        return _denied(request, principal, info, "create", namespace or "any")
+        return _denied(request, principal, info, "create", namespace)
     page = {"heading": f"New {info.noun} from YAML", "submit_label": f"Create {info.noun}",
             "cancel_url": info.list_url, "form_url": f"{info.list_url}new/"}
     res = info.resource
