@@ -763,6 +763,67 @@ def test_an_invalid_job_name_is_reported_once_at_the_name(editor):
     assert "labels" not in summary.lower() and "Fix the 1 problem below" in summary
 
 
+def test_a_job_name_too_long_for_its_labels_is_an_error_on_name(editor):
+    """Issue 41: a 77-character name is a valid name but not a label value (the pods' job-name
+    label): said once, at Name, in plain words, not at Labels as spec.template.labels."""
+    name = "nightly-" + "x" * 69
+    for labels in ("", "team=a"):
+        resp = editor.post("/jobs/new/", {**JOB_CREATE, "name": name, "labels": labels})
+        assert resp.status_code == 422
+        errors = field_errors(resp, "name")
+        assert "Must be no more than 63 characters: the name is also the value of a label made from it." in errors
+        assert errors.count("63 characters") == 1 and "spec.template" not in text(resp)
+        assert field_errors(resp, "labels") == "" and "Fix the 1 problem below" in text(resp)
+
+
+def test_integer_fields_state_their_range(editor):
+    html = text(editor.get("/leases/new/"))
+    assert re.search(r'<input type="number" name="duration"[^>]* min="1" max="2147483647"', html)
+    assert "From 1 to 2147483647." in html and "From 0 to 2147483647." in html
+    store.create(JOB, "default", job("j1"))
+    html = text(editor.get("/jobs/default/j1/edit/"))
+    assert re.search(r'name="active_deadline_seconds"[^>]* min="0" max="9223372036854775807"', html)
+    assert re.search(r'name="parallelism"[^>]* min="0" max="2147483647"', html)
+    # Beyond it: an error on the field in the same round as the API's others.
+    resp = editor.post("/jobs/new/", {**JOB_CREATE, "parallelism": "2147483648", "image": ""})
+    assert resp.status_code == 400
+    assert field_errors(resp, "parallelism").strip() == "Must be from 0 to 2147483647."
+    assert "This is required." in field_errors(resp, "image")
+
+
+def test_yaml_errors_point_at_their_lines(editor):
+    fresh_lease()
+    data = form_data(editor.get("/leases/default/l1/yaml/"))
+    lines = data["yaml"].splitlines()
+    data["yaml"] = data["yaml"].replace("leaseDurationSeconds: 15", "leaseDurationSeconds: 0") \
+                               .replace("holderIdentity: node-a", "holderIdentiy: node-a")
+    resp = editor.post("/leases/default/l1/yaml/", data)
+    at = lines.index("  holderIdentity: node-a") + 1
+    assert resp.status_code == 400 and f"Line {at}: spec.holderIdentiy: unknown field" in field_errors(resp, "yaml")
+    assert f'data-error-lines="{at}"' in text(resp)
+    data["yaml"] = data["yaml"].replace("holderIdentiy: node-a", "holderIdentity: node-a")
+    resp = editor.post("/leases/default/l1/yaml/", data)
+    at = lines.index("  leaseDurationSeconds: 15") + 1
+    assert resp.status_code == 422
+    assert f"Line {at}: spec.leaseDurationSeconds: Must be greater than 0" in field_errors(resp, "yaml")
+    assert f'data-error-lines="{at}"' in text(resp)
+    data["yaml"] = "metadata:\n  name: l1\nspec: [unclosed\n"
+    resp = editor.post("/leases/default/l1/yaml/", data)
+    assert resp.status_code == 400 and "Line 4, column 1: this is not valid YAML" in field_errors(resp, "yaml")
+    assert 'data-error-lines="4"' in text(resp)
+
+
+def test_not_found_and_not_allowed_pages_say_it_plainly(login):
+    viewer = login("viewer")
+    resp = viewer.get("/no/such/page/at/all/")
+    assert resp.status_code == 404
+    assert "There is nothing at this address." in text(resp) and "Resolver404" not in text(resp)
+    for url in ("/leases/new/", "/jobs/new/?as=yaml"):
+        resp = viewer.get(url)
+        assert resp.status_code == 403 and "Your role (viewer) may not create" in text(resp)
+        assert "“any”" not in text(resp)
+
+
 # ---------------------------------------------------------------------------------------------
 # In a real browser (Chromium, a live server): the fixtures of tests/chromium.py
 
