@@ -221,7 +221,7 @@ class EndpointsForm(ObjectForm):
                     if not shared or address["ip"] not in {a["ip"] for a in parsed(j, "not_ready")}:
                         continue
                     where = "" if j == i else f" of subset {j + 1}"
-                    on = "" if shared == {None} else " for port " + ", ".join(
+                    on = "" if j == i or shared == {None} else " for port " + ", ".join(
                         _port_text(k) for k in sorted(shared, key=str) if k is not None)
                     problems.append(f"Line {n}: {address['ip']} is also listed under Not-ready addresses{where}{on}. "
                                     "An address is either ready or not ready for a port (Kubernetes would keep "

@@ -768,12 +768,16 @@ def test_a_job_name_too_long_for_its_labels_is_an_error_on_name(editor):
     label): said once, at Name, in plain words, not at Labels as spec.template.labels."""
     name = "nightly-" + "x" * 69
     for labels in ("", "team=a"):
-        resp = editor.post("/jobs/new/", {**JOB_CREATE, "name": name, "labels": labels})
+        resp = editor.post("/jobs/new/", {**JOB_CREATE, "name": name, "labels": labels, "completion_mode": "NonIndexed"})
         assert resp.status_code == 422
         errors = field_errors(resp, "name")
         assert "Must be no more than 63 characters: the name is also the value of a label made from it." in errors
         assert errors.count("63 characters") == 1 and "spec.template" not in text(resp)
         assert field_errors(resp, "labels") == "" and "Fix the 1 problem below" in text(resp)
+    # Indexed: kube names the pods' hostnames after it too, and says so on metadata.name: that alone.
+    resp = editor.post("/jobs/new/", {**JOB_CREATE, "name": name})
+    assert resp.status_code == 422 and "invalid DNS label" in field_errors(resp, "name")
+    assert "63 characters" not in text(resp) and field_errors(resp, "labels") == ""
 
 
 def test_integer_fields_state_their_range(editor):
