@@ -149,7 +149,7 @@ class EndpointsForm(ObjectForm):
     ADD_SECTION = {"action": "add-subset", "label": "Add a subset",
                    "help": "Adding or removing a subset saves nothing yet."}
     ADDRESS_HELP = "One per line: IP, then optionally hostname (or -) and node name, e.g. 10.1.0.5 web-0 node-a"
-    PORT_HELP = "One per line: [name] port [protocol], e.g. http 80 TCP (or http 80/TCP, as the matrix writes it)"
+    PORT_HELP = "One per line: [name] port (1 to 65535) [protocol], e.g. http 80 TCP (or http 80/TCP, as the matrix writes it)"
 
     subsets = forms.IntegerField(required=False, min_value=0, max_value=MAX_SUBSETS, widget=forms.HiddenInput)
 

@@ -788,6 +788,7 @@ def test_integer_fields_state_their_range(editor):
     html = text(editor.get("/jobs/default/j1/edit/"))
     assert re.search(r'name="active_deadline_seconds"[^>]* min="0" max="9223372036854775807"', html)
     assert re.search(r'name="parallelism"[^>]* min="0" max="2147483647"', html)
+    assert "[name] port (1 to 65535) [protocol]" in text(editor.get("/endpoints/new/"))   # ports: one per line
     # Beyond it: an error on the field in the same round as the API's others.
     resp = editor.post("/jobs/new/", {**JOB_CREATE, "parallelism": "2147483648", "image": ""})
     assert resp.status_code == 400
