@@ -10,8 +10,8 @@ from django.db.models import Count
 
 from dashboard.kube.formats import parse_time
 from dashboard.web import kinds
-from dashboard.web.forms import (ObjectForm, field_text, format_env, line_list_field, numbered_lines, parse_env,
-                                 put)
+from dashboard.web.forms import (INT64_MAX, ObjectForm, count_field, field_text, format_env, line_list_field,
+                                 numbered_lines, parse_env, put)
 from dashboard.web.present import base_item
 
 from .actions import do_suspend_job, finished
@@ -146,18 +146,17 @@ class JobForm(ObjectForm):
               (CONTAINER + ".command", "command"), (CONTAINER + ".env[", "env"),
               ("spec.template.spec.restartPolicy", "restart_policy"))
 
-    completions = forms.IntegerField(required=False, label="Completions",
-                                     help_text="Successful pods needed. Empty: 1 (with parallelism empty too).")
-    parallelism = forms.IntegerField(required=False, label="Parallelism", help_text="Pods running at once. Empty: 1.")
+    # Ranges: strategy.validate_job_spec (each >= 0); activeDeadlineSeconds is int64, the others int32.
+    completions = count_field("Completions", "Successful pods needed. Empty: 1 (with parallelism empty too).", 0)
+    parallelism = count_field("Parallelism", "Pods running at once. Empty: 1.", 0)
     completion_mode = forms.ChoiceField(label="Completion mode", initial="NonIndexed",
                                         choices=[("NonIndexed", "NonIndexed"), ("Indexed", "Indexed")],
                                         help_text="Indexed: each pod gets an index 0…completions−1.")
-    backoff_limit = forms.IntegerField(required=False, label="Backoff limit",
-                                       help_text="Retries before the job fails. Empty: 6.")
-    active_deadline_seconds = forms.IntegerField(required=False, label="Active deadline (seconds)",
-                                                 help_text="Fail the job after this long. Empty: no deadline.")
-    ttl_seconds_after_finished = forms.IntegerField(required=False, label="Delete after finished (seconds)",
-                                                    help_text="ttlSecondsAfterFinished. Empty: keep.")
+    backoff_limit = count_field("Backoff limit", "Retries before the job fails. Empty: 6.", 0)
+    active_deadline_seconds = count_field("Active deadline (seconds)", "Fail the job after this long. Empty: no deadline.",
+                                          0, INT64_MAX)
+    ttl_seconds_after_finished = count_field("Delete after finished (seconds)", "ttlSecondsAfterFinished. Empty: keep.",
+                                             0)
     suspend = forms.BooleanField(required=False, label="Suspended", help_text="No pods run while suspended.")
     container_name = forms.CharField(required=False, label="Container name", initial="main",
                                      widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))

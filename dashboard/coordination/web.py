@@ -13,7 +13,7 @@ from django import forms
 from dashboard.kube import revlog, store
 from dashboard.kube.formats import human_duration, parse_time
 from dashboard.web import kinds
-from dashboard.web.forms import ObjectForm, parse_time_text, put, field_text, time_field
+from dashboard.web.forms import ObjectForm, count_field, parse_time_text, put, field_text, time_field
 from dashboard.web.present import ago, base_item, clock, countdown, iso
 
 from . import strategy
@@ -194,12 +194,12 @@ class LeaseForm(ObjectForm):
     holder = forms.CharField(required=False, strip=False, label="Holder identity",
                              help_text="Who holds the lease. Empty: nobody.",
                              widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
-    duration = forms.IntegerField(required=False, label="Lease duration (seconds)",
-                                  help_text="How long other candidates wait after the last renewal before taking over.")
+    # Ranges: strategy.validate (duration > 0, transitions >= 0), both int32.
+    duration = count_field("Lease duration (seconds)",
+                           "How long other candidates wait after the last renewal before taking over.", 1)
     acquire_time = time_field("Acquire time", TIME_HELP)
     renew_time = time_field("Renew time", TIME_HELP)
-    transitions = forms.IntegerField(required=False, label="Leader transitions",
-                                     help_text="How many times the lease changed holders.")
+    transitions = count_field("Leader transitions", "How many times the lease changed holders.", 0)
 
     @classmethod
     def data_from_object(cls, obj):

@@ -134,6 +134,11 @@ def endpoints_rollup(items: list[dict]) -> list[dict]:
 MAX_SUBSETS = 50
 
 
+def _port_text(key: tuple) -> str:
+    name, port, protocol = key
+    return f"{name + ' ' if name else ''}{port}/{protocol}"
+
+
 class EndpointsForm(ObjectForm):
     """Subsets as three textareas each (ready addresses, not-ready addresses, ports), added
     and removed with submit buttons (no JavaScript). Fields the form does not show (an
@@ -144,7 +149,7 @@ class EndpointsForm(ObjectForm):
     ADD_SECTION = {"action": "add-subset", "label": "Add a subset",
                    "help": "Adding or removing a subset saves nothing yet."}
     ADDRESS_HELP = "One per line: IP, then optionally hostname (or -) and node name, e.g. 10.1.0.5 web-0 node-a"
-    PORT_HELP = "One per line: [name] port [protocol], e.g. http 80 TCP (or http 80/TCP, as the matrix writes it)"
+    PORT_HELP = "One per line: [name] port (1 to 65535) [protocol], e.g. http 80 TCP (or http 80/TCP, as the matrix writes it)"
 
     subsets = forms.IntegerField(required=False, min_value=0, max_value=MAX_SUBSETS, widget=forms.HiddenInput)
 
@@ -193,7 +198,37 @@ class EndpointsForm(ObjectForm):
             else:
                 cleaned[name] = items
                 self.line_maps[name] = lines
+        self._check_both_ready_and_not(cleaned)
         return cleaned
+
+    def _check_both_ready_and_not(self, cleaned: dict) -> None:
+        """An address listed ready and not ready for the same port: kube's repacking
+        (RepackSubsets: a port's address once not ready stays not ready) would keep it not
+        ready without a word. Refused at the ready line naming it, so the person decides
+        rather than the repacking: the form has no other place to tell them."""
+        def parsed(i: int, part: str) -> list:
+            value = cleaned.get(f"s{i}-{part}")
+            return value if isinstance(value, list) else []
+
+        def ports(i: int) -> set:
+            return {_port_key(p) for p in parsed(i, "ports")} or {None}   # None: no ports
+
+        for i in range(self.subset_count):
+            problems = []
+            for n, address in zip(self.line_maps.get(f"s{i}-ready", []), parsed(i, "ready")):
+                for j in range(self.subset_count):
+                    shared = ports(i) & ports(j)
+                    if not shared or address["ip"] not in {a["ip"] for a in parsed(j, "not_ready")}:
+                        continue
+                    where = "" if j == i else f" of subset {j + 1}"
+                    on = "" if j == i or shared == {None} else " for port " + ", ".join(
+                        _port_text(k) for k in sorted(shared, key=str) if k is not None)
+                    problems.append(f"Line {n}: {address['ip']} is also listed under Not-ready addresses{where}{on}. "
+                                    "An address is either ready or not ready for a port (Kubernetes would keep "
+                                    "it not ready): remove one of the two lines.")
+                    break
+            if problems:
+                self.add_error(f"s{i}-ready", problems)
 
     def apply(self, obj):
         super().apply(obj)

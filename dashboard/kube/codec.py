@@ -368,6 +368,31 @@ def duplicate_yaml_keys(raw: bytes | str) -> list[str]:
     return [text for _, text in sorted(found)]
 
 
+def yaml_lines(text: str) -> dict[str, int]:
+    """The 1-based line of each field of a YAML document by its path ("spec.containers[0].image"),
+    so that an error about a field can point at its line (the YAML editor); {} when the text is
+    not YAML. Read within the limits load_yaml keeps (deep or alias-bombed text gives {})."""
+    try:
+        _check_yaml_depth(text or "")
+        root = yaml.compose(text or "", Loader=_KubeYamlLoader)
+    except YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    pending = [(root, "")] if root is not None else []
+    while pending:
+        node, path = pending.pop()
+        if isinstance(node, yaml.MappingNode):
+            items = [(_join(path, key.value), key, value) for key, value in node.value if isinstance(key, yaml.ScalarNode)]
+        elif isinstance(node, yaml.SequenceNode):
+            items = [(_join(path, i), item, item) for i, item in enumerate(node.value)]
+        else:
+            continue
+        for where, marked, value in items:
+            lines.setdefault(where, marked.start_mark.line + 1)
+            pending.append((value, where))
+    return lines
+
+
 # Decoding an object of a known kind ----------------------------------------------------
 
 

@@ -2,9 +2,12 @@
 
 Every write goes through kube.codec.decode_object (Strict) and the store, exactly like an API
 request, and every view asks Principal.can() for the object's namespace first (403 page
-otherwise). Edits are conditional on the resourceVersion the form was loaded at: a stale save
-is refused by the store (409) and answered with a page that shows what changed and offers to
-reapply. Successful saves redirect to the object's page (POST/redirect/GET) with a message.
+otherwise). An edit (form or YAML) sends only what the person changed since the page was
+loaded (forms/conflict.py: the loaded values travel with the page), as a patch onto the object
+as it is now, conditional on those fields only: someone else's change to the same fields
+meanwhile is refused (409) and answered with a page that shows them and offers to reapply;
+changes to other fields (a Lease's renewals) are kept. Successful saves redirect to the
+object's page (POST/redirect/GET) with a message.
 
 The one-click actions (each kind's KindWeb.actions) call the kind app's do_* actions: patches
 that change one thing on the current object inside the store's write transaction, so they need
@@ -16,6 +19,7 @@ declaration (KindWeb) is the `info` every view and template gets.
 """
 from __future__ import annotations
 
+import copy
 import functools
 
 from django.contrib import messages
@@ -31,6 +35,7 @@ from dashboard.follow import writes
 from dashboard.kube import context, revlog, store
 from dashboard.kube.errors import STALE_OBJECT, ApiError, conflict
 from dashboard.kube.meta import now as utcnow
+from dashboard.kube.patch import merge_patch
 from dashboard.kube.registry import Resource
 from dashboard.kube.codec import check_type_meta, decode_object
 
@@ -112,8 +117,11 @@ def needs(verb: str):
 
 
 def _denied(request, principal, info, verb: str, namespace: str) -> HttpResponse:
+    """The denial page; namespace "": a create page opened without one (no namespace allows it)."""
     what = {"create": "create", "update": "edit", "patch": "change", "delete": "delete"}.get(verb, verb)
-    if principal.namespaces and namespace not in principal.namespaces:
+    if not namespace:
+        message = f"Your role ({principal.role}) may not {what} {info.title.lower()}."
+    elif principal.namespaces and namespace not in principal.namespaces:
         message = f"You have no access to namespace “{namespace}”."
     else:
         message = f"Your role ({principal.role}) may not {what} {info.title.lower()} in namespace “{namespace}”."
@@ -155,10 +163,29 @@ def _decoded(res: Resource, obj: dict) -> dict:
     return obj
 
 
+def save_changes(res: Resource, namespace: str, name: str, changes, *, dry_run: bool = False,
+                 through=None) -> store.Result:
+    """Patch the object with what a person changed: changes(current) -> (a JSON merge patch,
+    the fields someone else changed differently since the page was loaded). Computed on the
+    object as the write finds it (inside the store's update, again on each try), so the
+    precondition is on those fields only; 409 naming them when there are any."""
+
+    def build(current: dict) -> dict:
+        patch, clashes = changes(current)
+        if clashes:
+            raise conflict(res.group, res.plural, name, "someone else changed the same fields since you loaded them: "
+                           + ", ".join(clashes))
+        new = merge_patch(copy.deepcopy(current), patch)
+        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return _decoded(res, new)
+
+    return store.update(res, namespace, name, build, dry_run=dry_run, through=through)
+
+
 def save_edit(res: Resource, namespace: str, name: str, rv: str, change, dry_run: bool = False,
               through=None) -> store.Result:
     """Replace the object with change(current), only if it is still at revision rv (through: a
-    followed cluster's writer, store.update's)."""
+    followed cluster's writer, store.update's): a page that does not say what it loaded."""
 
     def build(current: dict) -> dict:
         if current["metadata"].get("resourceVersion") != rv:
@@ -196,7 +223,7 @@ def create(request, principal: Principal, info: KindWeb):
         return create_yaml(request, principal, info)
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
-        return _denied(request, principal, info, "create", namespace or "any")
+        return _denied(request, principal, info, "create", namespace)
     form_cls = info.form
     options = {"mode": "create", "namespaces": known_namespaces(principal), "limited": bool(principal.namespaces)}
     page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": info.list_url,
@@ -258,27 +285,57 @@ def edit(request, principal: Principal, info: KindWeb, namespace: str, name: str
 
     if request.method == "GET":
         rv = current["metadata"]["resourceVersion"]
-        form = form_cls(initial=form_cls.data_from_object(current), mode="edit")
-        return _form_page(request, principal, info, form, rv=rv, **page)
+        loaded = form_cls.data_from_object(current)
+        form = form_cls(initial=loaded, mode="edit")
+        return _form_page(request, principal, info, form, rv=rv, loaded=f.loaded_text(loaded), **page)
 
     rv = request.POST.get("resourceVersion", "")
+    loaded = _loaded_data(request, info, namespace, name, rv)
+    # Shown again (errors, a section added), the page keeps what it was loaded with.
+    page.update(rv=rv, loaded=f.loaded_text(loaded) if loaded is not None else "")
     data = request.POST.copy()
     restructured = _restructure(form_cls, data)
     if restructured is not None:
-        return _form_page(request, principal, info, form_cls(initial=restructured, mode="edit"), rv=rv, **page)
+        return _form_page(request, principal, info, form_cls(initial=restructured, mode="edit"), **page)
     through = context.of(request).write_through
     form = form_cls(data, mode="edit")
+
+    def save(dry_run: bool = False) -> store.Result:
+        if loaded is None:   # a page that did not say what it loaded: the whole form, at its version
+            return save_edit(info.resource, namespace, name, rv, form.apply, dry_run=dry_run, through=through)
+        return save_changes(info.resource, namespace, name, lambda current: _form_changes(form, loaded, current, rv),
+                            dry_run=dry_run, through=through)
+
     if not form.is_valid():
-        form.add_api_errors_too(lambda: save_edit(info.resource, namespace, name, rv, form.apply, dry_run=True,
-                                                  through=through))
-        return _form_page(request, principal, info, form, rv=rv, status=400, **page)
+        form.add_api_errors_too(lambda: save(dry_run=True))
+        return _form_page(request, principal, info, form, status=400, **page)
     try:
-        result = save_edit(info.resource, namespace, name, rv, form.apply, through=through)
+        result = save()
     except ApiError as err:
         return _refused_save(err, info, form, None, "the form",
-                             lambda: _conflict_page(request, principal, info, form, namespace, name, rv),
-                             lambda status: _form_page(request, principal, info, form, rv=rv, status=status, **page))
+                             lambda: _conflict_page(request, principal, info, form, namespace, name, rv, loaded),
+                             lambda status: _form_page(request, principal, info, form, status=status, **page))
     return _saved(request, info, result.object, "saved", result.changed)
+
+
+def _loaded_data(request, info: KindWeb, namespace: str, name: str, rv: str) -> dict | None:
+    """The edit form's values as it was loaded: posted with it, else those of the revision it
+    names while the log still has it; None when neither is known."""
+    loaded = f.posted_loaded(request.POST)
+    if loaded is None and (base := _base_revision(info, namespace, name, rv)) is not None:
+        loaded = info.form.data_from_object(base)
+    return loaded
+
+
+def _form_changes(form, loaded: dict, current: dict, rv: str) -> tuple[dict, list[str]]:
+    """forms.form_changes, or, when the loaded values make no valid form, all of the form's
+    values if the object is still at the loaded version (else a conflict on every field)."""
+    changes = f.form_changes(form, loaded, current)
+    if changes is not None:
+        return changes
+    if current["metadata"].get("resourceVersion") != rv:
+        return {}, [label for _key, label, _names in form.comparable()]
+    return f.merge_diff(current, form.apply(copy.deepcopy(current))), []
 
 
 def _refused_save(err: ApiError, info: KindWeb, form, field, opened: str, conflict, again) -> HttpResponse:
@@ -293,20 +350,20 @@ def _refused_save(err: ApiError, info: KindWeb, form, field, opened: str, confli
     return again(_status_for(err))
 
 
-def _conflict_page(request, principal, info, form, namespace, name, rv) -> HttpResponse:
+def _conflict_page(request, principal, info, form, namespace, name, rv, loaded) -> HttpResponse:
     current = _load(info, namespace, name)
-    base = _base_revision(info, namespace, name, rv)
-    posted = {k: request.POST.get(k) for k in request.POST if k not in ("csrfmiddlewaretoken", "resourceVersion", "action")}
-    rows, merged = f.conflict_view(form, posted, base, current)
+    posted = {k: request.POST.get(k) for k in request.POST
+              if k not in ("csrfmiddlewaretoken", "resourceVersion", "action", f.LOADED)}
+    rows, merged = f.conflict_view(form, posted, loaded, current)
     url = detail_url(info.kind, namespace, name)
     ctx = _context(request, principal, info, rows=rows, hidden=sorted(merged.items()), namespace=namespace, name=name,
-                   loaded_rv=rv, current_rv=current["metadata"]["resourceVersion"], base_known=base is not None,
+                   loaded_rv=rv, current_rv=current["metadata"]["resourceVersion"], base_known=loaded is not None,
                    action_url=in_cluster(url + "edit/"), discard_url=in_cluster(url + "edit/"), obj_url=url)
     return _page(request, "web/edit/conflict.html", ctx, status=409)
 
 
 # ---------------------------------------------------------------------------------------------
-# The YAML editor (kubectl edit: a PUT of the whole object at the loaded resourceVersion)
+# The YAML editor (kubectl edit: what the person changed in the text, as a patch)
 
 
 def _yaml_page(request, principal, info, form, *, status=200, **extra) -> HttpResponse:
@@ -337,29 +394,45 @@ def edit_yaml(request, principal: Principal, info: KindWeb, namespace: str, name
         f.note_limits_hit(form, context.of(request))
         return _yaml_page(request, principal, info, form, rv=rv, status=400, **page)
     res = info.resource
+    original = _original_object(res, page["original"]) or _base_revision(info, namespace, name, rv)
     try:
         edited = dict(form.parsed)
         check_type_meta(res, edited)
         edited = _decoded(res, edited)
-        # The version the editor was loaded at decides, whatever the text says (kubectl edit
-        # sends the resourceVersion it fetched): a stale save is refused, never forced.
-        edited.setdefault("metadata", {})["resourceVersion"] = rv
-        result = store.update(res, namespace, name, edited, through=context.of(request).write_through)
+        if original is not None:
+            # What the person changed in the text, onto the object as it is now (renewals of
+            # other fields meanwhile are kept); whatever resourceVersion the text says.
+            result = save_changes(res, namespace, name, functools.partial(f.yaml_changes, original, edited),
+                                  through=context.of(request).write_through)
+        else:
+            # Loaded text unknown: the whole object, only at the version the editor was loaded
+            # at (kubectl edit sends the resourceVersion it fetched), never forced.
+            edited.setdefault("metadata", {})["resourceVersion"] = rv
+            result = store.update(res, namespace, name, edited, through=context.of(request).write_through)
     except ApiError as err:
         return _refused_save(err, info, form, "yaml", "the editor",
-                             lambda: _yaml_conflict(request, principal, info, form, namespace, name, rv),
+                             lambda: _yaml_conflict(request, principal, info, form, namespace, name, rv, original),
                              lambda status: _yaml_page(request, principal, info, form, rv=rv, status=status, **page))
     return _saved(request, info, result.object, "saved", result.changed)
 
 
-def _yaml_conflict(request, principal, info, form, namespace, name, rv) -> HttpResponse:
+def _original_object(res: Resource, text: str) -> dict | None:
+    """The object as the editor loaded it (its posted original text), decoded like the edit."""
+    try:
+        return _decoded(res, f.load_yaml(text)) if text else None
+    except (f.ValidationError, ApiError):
+        return None
+
+
+def _yaml_conflict(request, principal, info, form, namespace, name, rv, base) -> HttpResponse:
     current = _load(info, namespace, name)
-    base = _base_revision(info, namespace, name, rv)
     yours = _decoded(info.resource, dict(form.parsed))
     rows = f.yaml_rows(yours, base, current)
     merged = f.reapply_yaml(yours, base, current)
     url = detail_url(info.kind, namespace, name)
-    ctx = _context(request, principal, info, rows=rows, hidden=[("yaml", object_yaml(merged))], namespace=namespace,
+    # Reapplying diffs the merged text against the current object (its original).
+    hidden = [("yaml", object_yaml(merged)), ("original", object_yaml(current))]
+    ctx = _context(request, principal, info, rows=rows, hidden=hidden, namespace=namespace,
                    name=name, loaded_rv=rv, current_rv=current["metadata"]["resourceVersion"],
                    base_known=base is not None, action_url=in_cluster(url + "yaml/"), discard_url=in_cluster(url + "yaml/"),
                    obj_url=url,
@@ -370,7 +443,7 @@ def _yaml_conflict(request, principal, info, form, namespace, name, rv) -> HttpR
 def create_yaml(request, principal: Principal, info: KindWeb):
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
-        return _denied(request, principal, info, "create", namespace or "any")
+        return _denied(request, principal, info, "create", namespace)
     page = {"heading": f"New {info.noun} from YAML", "submit_label": f"Create {info.noun}",
             "cancel_url": info.list_url, "form_url": f"{info.list_url}new/"}
     res = info.resource

@@ -2,9 +2,10 @@
 // <textarea>, which stays the field that is posted (without JavaScript it is the editor).
 // With JavaScript: YAML highlighting, indentation (Tab / Shift-Tab; Esc then Tab leaves the
 // editor), line numbers, undo; and Save shows the changes first (a diff of the object as
-// loaded against the text about to be saved), then saves on the second press.
-import {EditorState} from "@codemirror/state";
-import {EditorView, keymap, lineNumbers, highlightActiveLine, highlightActiveLineGutter, drawSelection} from "@codemirror/view";
+// loaded against the text about to be saved), then saves on the second press. The lines the
+// server's errors point at (the textarea's data-error-lines) are marked, and the first is shown.
+import {EditorState, StateField} from "@codemirror/state";
+import {Decoration, EditorView, keymap, lineNumbers, highlightActiveLine, highlightActiveLineGutter, drawSelection} from "@codemirror/view";
 import {defaultKeymap, history, historyKeymap, indentWithTab} from "@codemirror/commands";
 import {syntaxHighlighting, defaultHighlightStyle, indentOnInput, bracketMatching, indentUnit} from "@codemirror/language";
 import {yaml} from "@codemirror/lang-yaml";
@@ -29,6 +30,20 @@ function readOnlyDiff(original, current) {
   });
 }
 
+// The error lines as line decorations (class cm-error-line), kept on their text while it is edited.
+function errorMarks(textarea) {
+  var numbers = (textarea.getAttribute("data-error-lines") || "").split(/\s+/).filter(Boolean).map(Number);
+  var mark = Decoration.line({class: "cm-error-line", attributes: {"data-error-line": "true"}});
+  return StateField.define({
+    create: function (state) {
+      return Decoration.set(numbers.filter(function (n) { return n >= 1 && n <= state.doc.lines; })
+        .map(function (n) { return mark.range(state.doc.line(n).from); }));
+    },
+    update: function (marks, tr) { return marks.map(tr.changes); },
+    provide: function (field) { return EditorView.decorations.from(field); },
+  });
+}
+
 function setUp(textarea) {
   var form = textarea.form;
   var originalField = document.getElementById("yaml-original");
@@ -39,7 +54,7 @@ function setUp(textarea) {
       extensions: [
         lineNumbers(), highlightActiveLineGutter(), highlightActiveLine(), drawSelection(), history(),
         indentOnInput(), bracketMatching(), indentUnit.of("  "), EditorState.tabSize.of(2),
-        yaml(), syntaxHighlighting(defaultHighlightStyle),
+        yaml(), syntaxHighlighting(defaultHighlightStyle), errorMarks(textarea),
         keymap.of([indentWithTab].concat(defaultKeymap, historyKeymap)),
         // CodeMirror owns view.dom's attributes: ours go through its facet, or they are reset.
         EditorView.editorAttributes.of({class: "yaml-editor", "data-editor": "codemirror"}),
@@ -59,6 +74,10 @@ function setUp(textarea) {
   var label = document.querySelector('label[for="' + textarea.id + '"]');
   if (label) label.addEventListener("click", function (e) { e.preventDefault(); view.focus(); });
   if (textarea.getAttribute("aria-invalid") === "true") view.contentDOM.setAttribute("aria-invalid", "true");
+  var first = Number((textarea.getAttribute("data-error-lines") || "").split(/\s+/)[0]);
+  if (first >= 1 && first <= view.state.doc.lines) {
+    view.dispatch({effects: EditorView.scrollIntoView(view.state.doc.line(first).from, {y: "center"})});
+  }
 
   if (original === null || !form) return;
   // Review before save: the first Save shows what will change; Save again sends it.

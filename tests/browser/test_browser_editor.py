@@ -114,3 +114,26 @@ def test_without_javascript_the_textarea_saves(chromium, session_state, kube_ser
         assert _holder(kube_server, ns) == "node-n"
     finally:
         ctx.close()
+
+
+def test_an_error_is_marked_on_its_line(page, kube_server, ns):
+    """Issue 41: a refused value's message starts with its line, and the editor marks that line."""
+    from playwright.sync_api import expect
+
+    api(kube_server, "POST", leases_path(ns), held_lease(ns, "lock", "node-a", duration=60))
+    editor = _open_editor(page, kube_server, ns)
+    editor.locator(".cm-line", has_text="leaseDurationSeconds:").click()
+    page.keyboard.press("End")
+    page.keyboard.press("Backspace")
+    page.keyboard.press("Backspace")
+    page.keyboard.type("0")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.get_by_role("button", name="Save these changes").click()
+    editor = page.locator(".yaml-editor[data-editor=codemirror]")
+    expect(page.locator("#id_yaml_error")).to_contain_text("spec.leaseDurationSeconds: Must be greater than 0")
+    marked = editor.locator(".cm-line.cm-error-line")
+    expect(marked).to_have_count(1)
+    expect(marked).to_have_text("  leaseDurationSeconds: 0")
+    line = page.locator("textarea#id_yaml").input_value().splitlines().index("  leaseDurationSeconds: 0") + 1
+    expect(page.locator("#id_yaml_error")).to_contain_text(f"Line {line}: spec.leaseDurationSeconds")
+    assert api(kube_server, "GET", leases_path(ns, "lock"))["spec"]["leaseDurationSeconds"] == 60

@@ -199,9 +199,13 @@ class ObjectForm(forms.Form):
             for cause in self._without_derived(causes):
                 path = cause.get("field") or ""
                 field, hint = self.locate(path)
+                if cause.get("derived"):
+                    field, hint = "name", ""
                 # Which value, when the field holds several and no line number says it.
                 several = field in self.fields and isinstance(self.fields[field].widget, forms.Textarea)
                 text = plain(cause.get("message", ""), keep_value=several and not hint)
+                if cause.get("derived"):
+                    text = f"{text.rstrip('.')}: the name is also the value of a label made from it."
                 found.append((field, hint + text) if field else (None, f"{path}: {text}" if path else text))
             for field, message in _distinct(found):
                 self.add_error(field, message)
@@ -242,14 +246,24 @@ class ObjectForm(forms.Form):
             pass   # what parsed is not enough to build an object: the form's errors stand
 
     def _without_derived(self, causes: list[dict]) -> list[dict]:
-        """Labels the API generates from the name carry it: an invalid name is reported again
-        as an invalid label the user never typed. When the name is reported, drop those."""
+        """Labels the API generates from the name carry it (a Job's job-name labels on its pod
+        template, spec.template.labels): an invalid name is reported again as an invalid label
+        the user never typed. When the name is reported, drop those; when it is not (a valid
+        name too long for a label value), they are about the name: marked "derived", for it."""
         name = (self.cleaned_data or {}).get("name") or ""
-        if not name or not any(self.locate(c.get("field") or "")[0] == "name" for c in causes):
+        if not name or "name" not in self.fields:
             return causes
         typed = self.data.get("labels", "") if self.is_bound else ""
-        return [c for c in causes if not ("labels" in (c.get("field") or "") and f'"{name}"' in c.get("message", "")
-                                          and name not in typed)]
+        named = any(self.locate(c.get("field") or "")[0] == "name" for c in causes)
+        out = []
+        for cause in causes:
+            if "labels" in (cause.get("field") or "") and f'"{name}"' in cause.get("message", "") \
+                    and name not in typed:
+                if not named:
+                    out.append({**cause, "derived": True})
+                continue
+            out.append(cause)
+        return out
 
     def clean_labels(self):
         return parse_labels(self.cleaned_data.get("labels", ""))
@@ -289,3 +303,18 @@ def time_field(label: str, help_text: str) -> forms.CharField:
     return forms.CharField(required=False, label=label, help_text=help_text,
                            widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false",
                                                          "class": "mono", "placeholder": "2025-01-02T03:04:05Z"}))
+
+
+INT32_MAX, INT64_MAX = 2 ** 31 - 1, 2 ** 63 - 1   # the API's int32 / int64 fields
+
+
+def count_field(label: str, help_text: str, minimum: int, maximum: int = INT32_MAX) -> forms.IntegerField:
+    """A whole number within the range the kind's validation and the field's type allow: said in
+    the help text and the widget (min, max), and checked by the form, so that a number the API
+    could not even decode is an error on its field, in the same round as the API's others."""
+    said = f"From {minimum} to {maximum}."
+    return forms.IntegerField(required=False, label=label, min_value=minimum, max_value=maximum,
+                              help_text=f"{help_text} {said}".strip(),
+                              error_messages={"min_value": f"Must be {said[0].lower()}{said[1:]}",
+                                              "max_value": f"Must be {said[0].lower()}{said[1:]}"})
+

@@ -1,8 +1,16 @@
-"""Conflicts: what changed while someone edited, and what "Reapply my changes" submits.
+"""What a save sends, and conflicts: what changed while someone edited, and what "Reapply my
+changes" submits.
 
-For the forms (conflict_view: the form's fields, grouped as the form's comparable() says) and
-for the YAML editor (yaml_rows: the object's leaves by path; reapply_yaml: a merge patch of
-the user's changes onto the current object).
+A save sends only what the person changed since the page was loaded: the form's values as
+loaded travel with it (a hidden field, LOADED; the YAML editor posts its original text), and
+the difference between those and what was submitted is a JSON merge patch onto the object as
+it is now (form_changes, yaml_changes), conditional on those fields only: it conflicts only
+when someone else changed one of them differently meanwhile (a Lease renewed every second
+stays editable; kubectl label does the same with its patch).
+
+For the conflict page: conflict_view (the form's fields, grouped as the form's comparable()
+says) and, for the YAML editor, yaml_rows (the object's leaves by path) and reapply_yaml (a
+merge patch of the user's changes onto the current object).
 """
 from __future__ import annotations
 
@@ -15,34 +23,89 @@ from dashboard.kube.patch import merge_patch
 from .base import ObjectForm
 
 
+LOADED = "loaded"   # the edit form's hidden field: its values as loaded (JSON), what a save diffs against
+# Fields the server sets on every write (noise in a diff), and what an edit cannot change.
+NOISY_PATHS = ("metadata.resourceVersion", "metadata.managedFields", "metadata.generation", "metadata.uid",
+               "metadata.creationTimestamp", "apiVersion", "kind")
+IGNORED_PATHS = NOISY_PATHS + ("status",)
+
+
 def _values(form_cls: type[ObjectForm], data: dict, mode: str) -> dict | None:
     form = form_cls(data, mode=mode)
     return form.cleaned_data if form.is_valid() else None
 
 
-def conflict_view(form: ObjectForm, posted: dict, base: dict | None, current: dict) -> tuple[list[dict], dict]:
-    """Compare the user's values with the current object (and with the version the form was
-    loaded from, when the revision log still has it).
+def loaded_text(data: dict) -> str:
+    """The value of the LOADED field for form data (data_from_object's strings)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def posted_loaded(post) -> dict | None:
+    """The form's values as loaded, from a POST; None when absent or not what loaded_text wrote."""
+    try:
+        data = json.loads(post.get(LOADED) or "")
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        return None
+    return data
+
+
+def _groups(*forms: ObjectForm) -> list[tuple[str, tuple[str, ...]]]:
+    """(label, field names) of what the forms compare, the widest set of fields (e.g. the
+    repeated sections of either version)."""
+    groups: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for form in forms:
+        for key, label, names in form.comparable():
+            if key in groups:
+                groups[key] = (groups[key][0], tuple(dict.fromkeys(groups[key][1] + names)))
+            else:
+                groups[key] = (label, names)
+    return list(groups.values())
+
+
+def form_changes(form: ObjectForm, loaded: dict, current: dict) -> tuple[dict, list[str]] | None:
+    """What the person changed in a valid edit form since it was loaded (loaded: the form's data
+    then), onto the object as it is now: (a JSON merge patch for current, the labels of the
+    fields they changed that someone else changed differently meanwhile). None when the loaded
+    values do not make a valid form (the caller falls back to the resourceVersion).
+
+    The patch is the difference between the loaded values and the submitted ones, each written
+    into the current object by the form's own apply(): the fields the person left alone come
+    out the same on both sides, so a field the form shows but nobody touched (a Lease's
+    renewTime, renewed meanwhile) is not sent at all."""
+    cls = type(form)
+    before = cls(loaded, mode=form.mode)
+    if not before.is_valid():
+        return None
+    now = cls(cls.data_from_object(current), mode=form.mode)
+    theirs_values = now.cleaned_data if now.is_valid() else {}
+    clashes = []
+    for label, names in _groups(form, before, now):
+        mine, was = cls.group_value(form.cleaned_data, names), cls.group_value(before.cleaned_data, names)
+        theirs = cls.group_value(theirs_values, names)
+        if mine != was and theirs != was and theirs != mine:
+            clashes.append(label)
+    unchanged = before.apply(copy.deepcopy(current))
+    return merge_diff(unchanged, form.apply(copy.deepcopy(current))), clashes
+
+
+def conflict_view(form: ObjectForm, posted: dict, loaded: dict | None, current: dict) -> tuple[list[dict], dict]:
+    """Compare the user's values with the current object (and with the values the form was
+    loaded with, when known): a row for each field the user changed that differs now.
 
     Returns (rows for the table, form data for "reapply"). Reapplying submits the user's value
-    for what the user changed and the current value for everything else, so another person's
-    change to a field the user did not touch survives.
+    for what the user changed and the current value for everything else (and the current
+    values as the LOADED ones), so another person's change to a field the user did not touch
+    survives.
     """
     cls = type(form)
     current_data = cls.data_from_object(current)
-    base_data = cls.data_from_object(base) if base is not None else None
     yours = form.cleaned_data
     now_values = _values(cls, current_data, form.mode) or {}
-    base_values = (_values(cls, base_data, form.mode) or {}) if base_data is not None else None
-    # The widest set of fields (e.g. the repeated sections of either version).
-    probe = cls(current_data, mode=form.mode)
-    groups = {key: (label, names) for key, label, names in probe.comparable()}
-    for key, label, names in form.comparable():
-        if key in groups:
-            groups[key] = (label, tuple(dict.fromkeys(groups[key][1] + names)))
-        else:
-            groups[key] = (label, names)
-    rows, merged = [], {}
+    base_values = (_values(cls, loaded, form.mode) or {}) if loaded is not None else None
+    groups = {label: (label, names) for label, names in _groups(cls(current_data, mode=form.mode), form)}
+    rows, merged = [], {LOADED: loaded_text(current_data)}
     for label, names in groups.values():
         mine = cls.group_value(yours, names)
         theirs = cls.group_value(now_values, names)
@@ -53,7 +116,7 @@ def conflict_view(form: ObjectForm, posted: dict, base: dict | None, current: di
         for name in names:
             if name in source:
                 merged[name] = source[name]
-        if mine != theirs:
+        if mine != theirs and you_changed:
             note = _note(you_changed, they_changed)
             rows.append({"field": label, "yours": cls.group_display(yours, names),
                          "current": cls.group_display(now_values, names), "note": note,
@@ -71,12 +134,6 @@ def _note(you_changed: bool, they_changed: bool) -> str:
     if they_changed:
         return "changed by someone else: reapplying keeps theirs"
     return "your change: reapplying saves it"
-
-
-# Fields the server sets on every write (noise in a diff), and what an edit cannot change.
-NOISY_PATHS = ("metadata.resourceVersion", "metadata.managedFields", "metadata.generation", "metadata.uid",
-               "metadata.creationTimestamp", "apiVersion", "kind")
-IGNORED_PATHS = NOISY_PATHS + ("status",)
 
 
 def under(path: str, prefixes) -> bool:
@@ -107,8 +164,8 @@ def flatten(value: Any, prefix: str = "", item_key: Callable[[list], str | None]
 
 
 def yaml_rows(yours: dict, base: dict | None, current: dict) -> list[dict]:
-    """Differences between the edited object and the current one (server-owned fields and
-    status left out: an update cannot change them)."""
+    """Differences between the edited object and the current one in the fields the person
+    changed (server-owned fields and status left out: an update cannot change them)."""
     mine, theirs = flatten(yours), flatten(current)
     was = flatten(base) if base is not None else None
     rows = []
@@ -119,6 +176,8 @@ def yaml_rows(yours: dict, base: dict | None, current: dict) -> list[dict]:
             continue
         they_changed = was is not None and was.get(path) != theirs.get(path)
         you_changed = was is None or was.get(path) != mine.get(path)
+        if not you_changed:
+            continue
         note = _note(you_changed, they_changed)
         rows.append({"field": path, "yours": _leaf(mine, path), "current": _leaf(theirs, path), "note": note,
                      "theirs_changed": they_changed})
@@ -159,4 +218,35 @@ def reapply_yaml(yours: dict, base: dict | None, current: dict) -> dict:
     else:
         out = merge_patch(copy.deepcopy(current), merge_diff(base, yours))
     out.setdefault("metadata", {})["resourceVersion"] = current["metadata"].get("resourceVersion", "")
+    return out
+
+
+def _editable(obj: dict) -> dict:
+    """obj without what an edit cannot change (IGNORED_PATHS): what a YAML diff compares."""
+    out = {k: copy.deepcopy(v) for k, v in obj.items() if k not in ("apiVersion", "kind", "status")}
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {k: v for k, v in meta.items() if not under(f"metadata.{k}", IGNORED_PATHS)}
+    return out
+
+
+def yaml_changes(original: dict, edited: dict, current: dict) -> tuple[dict, list[str]]:
+    """What the person changed in the YAML editor since it was loaded (original: the object as
+    loaded, edited: as submitted), onto the object as it is now: (a JSON merge patch for
+    current, the paths they changed that someone else changed differently meanwhile). Lists
+    are replaced whole, as a merge patch does: a list is one field here."""
+    base, mine = _editable(original), _editable(edited)
+    patch = merge_diff(base, mine)
+    return patch, _clashes(patch, base, mine, current, "")
+
+
+def _clashes(patch: dict, base: Any, mine: Any, current: Any, path: str) -> list[str]:
+    out = []
+    for key, value in patch.items():
+        where = f"{path}.{key}" if path else str(key)
+        was, wanted, now = (x.get(key) if isinstance(x, dict) else None for x in (base, mine, current))
+        if isinstance(value, dict) and isinstance(was, dict) and isinstance(now, dict):
+            out += _clashes(value, was, wanted, now, where)
+        elif now != was and now != wanted:
+            out.append(where)
     return out
