@@ -1,6 +1,6 @@
 """Several Daphne worker processes on one listening socket per port.
 
-The supervisor (`manage.py serve --workers N`, N > 1) binds the HTTP and HTTPS sockets once
+The supervisor (`manage.py serve --workers N`, N > 1, or 1 with PROMETHEUS_MULTIPROC_DIR) binds the HTTP and HTTPS sockets once
 and starts N `manage.py serve --listen-fds ...` children that inherit them; each child's
 Daphne adopts the sockets (Twisted's adoptStreamPort; the HTTPS one wrapped in TLS by
 TLSMemoryBIOFactory, as Twisted's own ssl endpoint does) and the kernel spreads incoming

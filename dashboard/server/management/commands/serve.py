@@ -5,7 +5,11 @@ bearer token only over TLS. The TLS material comes from a local CA (dashboard.ac
 that kubeconfigs written by `manage.py kubeconfig` trust.
 
 `--workers N` (default: the number of cores) binds the sockets once and runs N Daphne worker
-processes on them (dashboard.server.workers); `--workers 1` serves in this process.
+processes on them (dashboard.server.workers); `--workers 1` serves in this process, unless
+PROMETHEUS_MULTIPROC_DIR is set: then its one worker runs under the supervisor too, since the
+folder must be emptied before the serving process creates its first metric, and this process
+created some when its modules were imported (prometheus_client opens a file per metric type then;
+emptying the folder under it would leave its samples in deleted files).
 """
 from __future__ import annotations
 
@@ -87,7 +91,8 @@ class Command(BaseCommand):
                             help="trust X-Forwarded-For/-Port/-Proto (only behind a reverse proxy)")
         parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                             help="Daphne worker processes sharing the listening sockets "
-                                 "(default: the number of cores; 1 serves in this process)")
+                                 "(default: the number of cores; 1 serves in this process, or under the "
+                                 "supervisor with PROMETHEUS_MULTIPROC_DIR set)")
         # Set by the supervisor for its workers: the inherited listening sockets.
         parser.add_argument("--listen-fds", default="", help=argparse.SUPPRESS)
 
@@ -105,7 +110,7 @@ class Command(BaseCommand):
             os.environ["KUBEDASH_TLS_PORT"] = str(tls_port)
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
-        if options["workers"] > 1:
+        if options["workers"] > 1 or (os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not options["listen_fds"]):
             return self.supervise(options, tls, urls)
         self.serve(options, tls, urls)
 
@@ -117,7 +122,8 @@ class Command(BaseCommand):
                 listeners.append(workers.bind(host, options["tls_port"], tls=True))
         except OSError as err:
             raise CommandError(f"could not listen on {', '.join(urls)}: {err}") from None
-        self.banner(urls, tls, f" ({options['workers']} worker processes)")
+        count = options["workers"]
+        self.banner(urls, tls, f" ({count} worker process{'es' if count > 1 else ''})")
 
         def log(line: str) -> None:
             if options["verbosity"] >= 1:
@@ -137,14 +143,16 @@ class Command(BaseCommand):
     def serve(self, options, tls, urls) -> None:
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
         listen_fds = options["listen_fds"]
-        if not listen_fds and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            workers.prepare_metrics_dir()   # one process, but the operator chose multiprocess metrics
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
         # Here, not at the top: building the ASGI application loads the URL conf, the middleware
         # and the handlers, which `manage.py help` and the supervisor process never need.
         from dashboard.server.asgi import application   # noqa: PLC0415 (only when serving: see above)
+        from dashboard.server import metrics   # noqa: PLC0415 (the URL conf's, loaded with the application)
+
+        # process_* covers this server's processes: from the supervisor when this is its worker.
+        metrics.set_process_root(os.getppid() if listen_fds else os.getpid(), supervised=bool(listen_fds))
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
