@@ -165,4 +165,3 @@ def ready() -> bool:
         except Exception:  # as readyz: any failure is "not ready" (readyz logs why)
             return False
     return True
-

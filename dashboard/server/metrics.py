@@ -98,10 +98,6 @@ class ProcessTree:
     scrape reached; this one also covers the supervisor and the heavy children, which hold a good
     part of a pod's memory. (Only the processes of this machine's server: each pod is scraped.)"""
 
-    def __init__(self):
-        self._pid = "self"
-        self._proc = ProcessCollector(pid=lambda: self._pid, registry=None)
-
     def processes(self) -> list[tuple[int, str]]:
         root, out = _root["pid"], []
         serving = _children(root) if _root["supervised"] else [root]
@@ -114,9 +110,11 @@ class ProcessTree:
 
     def collect(self):
         families: dict[str, Metric] = {}
+        reading = [0]   # (a collector per scrape: scrapes run on several lane threads at once)
+        one = ProcessCollector(pid=lambda: reading[0], registry=None)
         for pid, role in self.processes():
-            self._pid = pid
-            for family in self._proc.collect():
+            reading[0] = pid
+            for family in one.collect():
                 merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
                 for sample in family.samples:
                     merged.add_sample(sample.name, {"pid": str(pid), "role": role}, sample.value)
