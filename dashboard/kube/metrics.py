@@ -80,22 +80,22 @@ class RevisionLogCollector:
         try:
             newest = store.current_revision()
             figures = [
-                ("kubedash_revision_newest", "The newest resourceVersion handed out", newest),
-                ("kubedash_revision_compacted", "The compaction horizon: older resourceVersions answer 410 Expired",
-                 revlog.compacted_revision()),
-                ("kubedash_revision_log_rows", "Rows in the revision log (estimate on PostgreSQL)",
-                 storage.backend().log_size()),
-                ("kubedash_revision_compaction_overdue_seconds",
-                 "How long the oldest revision past both retentions has waited for compaction",
-                 compaction.overdue_seconds()),
+                GaugeMetricFamily("kubedash_revision_newest", "The newest resourceVersion handed out", value=newest),
+                GaugeMetricFamily("kubedash_revision_compacted",
+                                  "The compaction horizon: older resourceVersions answer 410 Expired",
+                                  value=revlog.compacted_revision()),
+                GaugeMetricFamily("kubedash_revision_log_rows", "Rows in the revision log (estimate on PostgreSQL)",
+                                  value=storage.backend().log_size()),
+                GaugeMetricFamily("kubedash_revision_compaction_overdue_seconds",
+                                  "How long the oldest revision past both retentions has waited for compaction",
+                                  value=compaction.overdue_seconds()),
             ]
             connections = storage.backend().connection_counts()
         except DatabaseError:
             yield GaugeMetricFamily("kubedash_database_up", "1 when this scrape's queries got answers", value=0)
             return
         yield GaugeMetricFamily("kubedash_database_up", "1 when this scrape's queries got answers", value=1)
-        for name, help_text, value in figures:
-            yield GaugeMetricFamily(name, help_text, value=value)
+        yield from figures
         if connections is not None:
             yield GaugeMetricFamily("kubedash_database_connections",
                                     "Client connections the database server has open (every database, every client)",
