@@ -57,8 +57,8 @@ def leading(server: LiveServer) -> str:
 def test_one_worker_with_the_multiprocess_folder_keeps_every_family(tmp_path):
     """KUBEDASH_WORKERS=1 with PROMETHEUS_MULTIPROC_DIR (the image's default): `serve` used to
     empty the folder after its own metrics existed, losing apiserver_request_total and
-    kubedash_maintenance_leader. Now its one worker runs under the supervisor, which empties
-    the folder (a file an earlier run left included) first: the same families as two workers."""
+    kubedash_maintenance_leader. Now it binds, empties the folder (a file an earlier run left
+    included) and becomes its one worker by exec: the same families as two workers."""
     servers = {}
     for workers in ("1", "2"):
         data_dir = tmp_path / f"w{workers}"
@@ -87,9 +87,13 @@ def test_one_worker_with_the_multiprocess_folder_keeps_every_family(tmp_path):
             # every process of the server, by role: the supervisor, its workers, their heavy children
             roles = eventually(lambda s=server, n=int(workers): (r := process_roles(scrape(s)))
                                and len(r.get("heavy", ())) == n and r, what="a heavy child per worker")
-            workers_pids = child_pids(server.proc.pid)
-            assert roles["supervisor"] == {server.proc.pid}
-            assert roles["worker"] == workers_pids and len(workers_pids) == int(workers)
+            if workers == "1":   # it became its one worker: no supervisor
+                assert roles["worker"] == {server.proc.pid} and "supervisor" not in roles
+                workers_pids = roles["worker"]
+            else:
+                workers_pids = child_pids(server.proc.pid)
+                assert roles["supervisor"] == {server.proc.pid}
+                assert roles["worker"] == workers_pids and len(workers_pids) == int(workers)
             assert roles["heavy"] == set().union(*(child_pids(pid) for pid in workers_pids))
             assert all(v > 0 for _, v in samples(text, "process_cpu_seconds_total"))
         assert {"apiserver_request_total", "apiserver_request_duration_seconds", "kubedash_maintenance_leader",

@@ -6,10 +6,11 @@ that kubeconfigs written by `manage.py kubeconfig` trust.
 
 `--workers N` (default: the number of cores) binds the sockets once and runs N Daphne worker
 processes on them (dashboard.server.workers); `--workers 1` serves in this process, unless
-PROMETHEUS_MULTIPROC_DIR is set: then its one worker runs under the supervisor too, since the
-folder must be emptied before the serving process creates its first metric, and this process
-created some when its modules were imported (prometheus_client opens a file per metric type then;
-emptying the folder under it would leave its samples in deleted files).
+PROMETHEUS_MULTIPROC_DIR is set: the folder must be emptied before the serving process creates
+its first metric, and this process created some when its modules were imported
+(prometheus_client opens a file per metric type then; emptying the folder under it left its
+samples in deleted files). So it binds, empties the folder, and becomes its one worker (exec:
+the same pid, the sockets inherited, no metric kept) rather than keep a supervisor in memory.
 """
 from __future__ import annotations
 
@@ -91,8 +92,7 @@ class Command(BaseCommand):
                             help="trust X-Forwarded-For/-Port/-Proto (only behind a reverse proxy)")
         parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                             help="Daphne worker processes sharing the listening sockets "
-                                 "(default: the number of cores; 1 serves in this process, or under the "
-                                 "supervisor with PROMETHEUS_MULTIPROC_DIR set)")
+                                 "(default: the number of cores; 1 serves in this process)")
         # Set by the supervisor for its workers: the inherited listening sockets.
         parser.add_argument("--listen-fds", default="", help=argparse.SUPPRESS)
 
@@ -123,14 +123,19 @@ class Command(BaseCommand):
         except OSError as err:
             raise CommandError(f"could not listen on {', '.join(urls)}: {err}") from None
         count = options["workers"]
-        self.banner(urls, tls, f" ({count} worker process{'es' if count > 1 else ''})")
+        command = workers.worker_command(options)
+        if count == 1:   # (PROMETHEUS_MULTIPROC_DIR: see the module docstring)
+            self.banner(urls, tls)
+            workers.prepare_metrics_dir()
+            os.execv(command[0], command + ["--listen-fds", workers.listen_fds_arg(listeners)])
+        self.banner(urls, tls, f" ({count} worker processes)")
 
         def log(line: str) -> None:
             if options["verbosity"] >= 1:
                 self.stdout.write(f"serve: {line}")
                 self.stdout.flush()
 
-        supervisor = workers.Supervisor(workers.worker_command(options), listeners, options["workers"], log)
+        supervisor = workers.Supervisor(command, listeners, count, log)
         supervisor.run()
 
     def banner(self, urls, tls, suffix: str = "") -> None:
@@ -152,7 +157,8 @@ class Command(BaseCommand):
         from dashboard.server import metrics   # noqa: PLC0415 (the URL conf's, loaded with the application)
 
         # process_* covers this server's processes: from the supervisor when this is its worker.
-        metrics.set_process_root(os.getppid() if listen_fds else os.getpid(), supervised=bool(listen_fds))
+        supervised = workers.supervised()
+        metrics.set_process_root(os.getppid() if supervised else os.getpid(), supervised=supervised)
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
