@@ -124,11 +124,13 @@ class Command(BaseCommand):
             raise CommandError(f"could not listen on {', '.join(urls)}: {err}") from None
         count = options["workers"]
         command = workers.worker_command(options)
-        if count == 1:   # (PROMETHEUS_MULTIPROC_DIR: see the module docstring)
+        # (One worker with PROMETHEUS_MULTIPROC_DIR: see the module docstring. Not when another
+        # command runs serve, `start`: it has its demo to stop afterwards, so it supervises.)
+        if count == 1 and sys.argv[1:2] == ["serve"]:
             self.banner(urls, tls)
             workers.prepare_metrics_dir()
             os.execv(command[0], command + ["--listen-fds", workers.listen_fds_arg(listeners)])
-        self.banner(urls, tls, f" ({count} worker processes)")
+        self.banner(urls, tls, f" ({count} worker process{'es' if count > 1 else ''})")
 
         def log(line: str) -> None:
             if options["verbosity"] >= 1:
