@@ -66,6 +66,19 @@ def ensure_tls(data_dir: str | os.PathLike, hosts: tuple[str, ...] | list[str] =
     return paths
 
 
+def expiry_times(data_dir: str | os.PathLike) -> dict[str, float]:
+    """When the certificates under data_dir/tls/ stop being valid (`serving`, `ca`: Unix
+    seconds), those that exist; for /metrics. `serve` renews the serving one when it starts."""
+    out = {}
+    for name, path in (("serving", "server.crt"), ("ca", "ca.crt")):
+        try:
+            cert = x509.load_pem_x509_certificate((Path(data_dir) / "tls" / path).read_bytes())
+        except (OSError, ValueError):
+            continue
+        out[name] = cert.not_valid_after_utc.timestamp()
+    return out
+
+
 def _ensure(paths: TlsPaths, ca_key_path: Path, wanted: list[str], now: dt.datetime) -> None:
     ca_cert, ca_key = _load_ca(paths.ca_cert, ca_key_path, now)
     if ca_cert is None:

@@ -155,3 +155,13 @@ def readyz(request, check: str | None = None):
     if "verbose" not in request.GET:
         return _plain("ok")
     return _plain("".join(lines) + "readyz check passed\n")
+
+
+def ready() -> bool:
+    """Would /readyz answer 200 now? (/metrics' kubedash_ready: the same checks, quietly.)"""
+    for _name, run in _ready_checks():
+        try:
+            run()
+        except Exception:  # as readyz: any failure is "not ready" (readyz logs why)
+            return False
+    return True

@@ -6,10 +6,11 @@ figures are read from the database when /metrics is scraped, never kept up to da
 """
 from __future__ import annotations
 
+from django.db import DatabaseError
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 
-from . import revlog, storage, store
+from . import compaction, revlog, storage, store
 
 # kube-apiserver's names where it has one (apiserver_watch_events_total,
 # apiserver_terminated_watchers_total); kubedash_* where it has none.
@@ -38,6 +39,14 @@ UNCONFIRMED_WRITES = Counter("kubedash_unconfirmed_writes",
                              "Updates tried before their token was checked (PostgreSQL), by outcome", ["outcome"])
 
 
+# Requests answered 503 because the database connection broke under them (views.py).
+DATABASE_LOST = Counter("kubedash_database_connection_lost", "Requests answered 503: the database connection was lost")
+
+# Redis, the processes' doorbell (notify.py): publishes and subscriptions that failed (whether it
+# answers now: kubedash_redis_up, at scrape, server/metrics.py).
+REDIS_ERRORS = Counter("kubedash_redis_errors", "Redis operations that failed (publish, subscribe)", ["operation"])
+
+
 def hub_dispatched(rv: int) -> None:
     _HUB_REVISION.labels("watch").set(rv)
 
@@ -61,19 +70,38 @@ async def counted(stream, res):
 
 
 class RevisionLogCollector:
-    """Collected at scrape time from the database: three small queries."""
+    """Collected at scrape time from the database: a few small queries. A database that does not
+    answer makes kubedash_database_up 0 (the scrape itself still answers)."""
 
     def __init__(self, hub_revision=None):
         self.hub_revision = hub_revision   # callable: the slowest hub's revision, or None
 
     def collect(self):
-        newest = store.current_revision()
-        yield GaugeMetricFamily("kubedash_revision_newest", "The newest resourceVersion handed out", value=newest)
-        yield GaugeMetricFamily("kubedash_revision_compacted",
-                                "The compaction horizon: older resourceVersions answer 410 Expired",
-                                value=revlog.compacted_revision())
-        yield GaugeMetricFamily("kubedash_revision_log_rows", "Rows in the revision log (estimate on PostgreSQL)",
-                                value=storage.backend().log_size())
+        try:
+            newest = store.current_revision()
+            figures = [
+                GaugeMetricFamily("kubedash_revision_newest", "The newest resourceVersion handed out", value=newest),
+                GaugeMetricFamily("kubedash_revision_compacted",
+                                  "The compaction horizon: older resourceVersions answer 410 Expired",
+                                  value=revlog.compacted_revision()),
+                GaugeMetricFamily("kubedash_revision_log_rows", "Rows in the revision log (estimate on PostgreSQL)",
+                                  value=storage.backend().log_size()),
+                GaugeMetricFamily("kubedash_revision_compaction_overdue_seconds",
+                                  "How long the oldest revision past both retentions has waited for compaction",
+                                  value=compaction.overdue_seconds()),
+            ]
+            connections = storage.backend().connection_counts()
+        except DatabaseError:
+            yield GaugeMetricFamily("kubedash_database_up", "1 when this scrape's queries got answers", value=0)
+            return
+        yield GaugeMetricFamily("kubedash_database_up", "1 when this scrape's queries got answers", value=1)
+        yield from figures
+        if connections is not None:
+            yield GaugeMetricFamily("kubedash_database_connections",
+                                    "Client connections the database server has open (every database, every client)",
+                                    value=connections[0])
+            yield GaugeMetricFamily("kubedash_database_max_connections", "The database server's max_connections",
+                                    value=connections[1])
         hub = self.hub_revision() if self.hub_revision else None
         if hub is not None:
             yield GaugeMetricFamily("kubedash_watch_hub_lag_revisions",

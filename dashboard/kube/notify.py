@@ -20,7 +20,7 @@ from django.db import connection
 from dashboard.access.models import AccessChange
 from dashboard.access.signals import access_changed
 
-from . import storage
+from . import metrics, storage
 from .postgresql.base import await_on_the_loop, on_the_loop
 from .storage import revision_committed
 
@@ -179,20 +179,36 @@ async def listen_redis() -> None:
             raise
         except Exception:
             redis_lost = True
+            metrics.REDIS_ERRORS.labels("subscribe").inc()
             log.warning("watch hub lost Redis; relying on polling until it is back", exc_info=True)
             await asyncio.sleep(1)
 
 
-def _publish_redis() -> None:
+def _sync_client():
     global _redis_client
     import redis  # noqa: PLC0415 (~1 s to import, and only with REDIS_URL set)
 
     with _redis_lock:
         if _redis_client is None:
             _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+    return _redis_client
+
+
+def redis_reachable() -> bool | None:
+    """Does Redis answer a PING within a second? None without REDIS_URL (/metrics, off the loop)."""
+    if not settings.REDIS_URL:
+        return None
     try:
-        _redis_client.publish(REDIS_CHANNEL, b"1")
+        return bool(_sync_client().ping())
+    except Exception:  # any failure is "unreachable": the scrape reports it, the log needs no trace
+        return False
+
+
+def _publish_redis() -> None:
+    try:
+        _sync_client().publish(REDIS_CHANNEL, b"1")
     except Exception:  # the other processes fall back to their safety poll
+        metrics.REDIS_ERRORS.labels("publish").inc()
         log.warning("could not publish a revision to Redis", exc_info=True)
 
 
@@ -210,6 +226,7 @@ async def _publish_redis_on_the_loop() -> None:
             _loop_client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
         await _loop_client.publish(REDIS_CHANNEL, b"1")
     except Exception:  # the other processes fall back to their safety poll
+        metrics.REDIS_ERRORS.labels("publish").inc()
         log.warning("could not publish a revision to Redis", exc_info=True)
 
 

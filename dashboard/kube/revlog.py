@@ -187,6 +187,12 @@ def compacted_revision() -> int:
     return CompactionState.objects.filter(pk=1).values_list("compacted_rv", flat=True).first() or 0
 
 
+def first_from(rv: int) -> tuple[int, datetime] | None:
+    """(rv, time written) of the oldest logged revision at or above rv, any cluster (compaction's
+    overdue figure, /metrics)."""
+    return Revision.everywhere.filter(rv__gte=rv).order_by("rv").values_list("rv", "created").first()
+
+
 def first_logged(kind: str, namespace: str, name: str) -> tuple[int, str] | None:
     """(rv, event type) of the oldest logged write of one object: ADDED means its whole history is kept."""
     return (Revision.objects.filter(kind=kind, namespace=namespace, name=name).order_by("rv")

@@ -28,7 +28,7 @@ from .errors import (TOO_LONG, ApiError, Cause, Verbatim, bad_request, database_
                      internal_error, invalid, invalid_object, method_not_allowed, not_supported, path_not_found,
                      request_entity_too_large, required, unauthorized)
 from .managed_fields import MAX_MANAGER_LENGTH
-from .metrics import UNCONFIRMED_WRITES
+from .metrics import DATABASE_LOST, UNCONFIRMED_WRITES
 from .meta import now, parse_bool, parse_resource_version
 from .patch import apply_patch, patch_type
 from .selectors import parse_field_selector, parse_label_selector
@@ -98,6 +98,7 @@ def exception_handler(exc, drf_context):
     method, path = getattr(request, "method", "GET"), getattr(request, "path", "?")
     if storage.backend().connection_lost(exc):
         log.warning("database connection lost serving %s %s: %s", method, path, exc)
+        DATABASE_LOST.inc()
         return status_response(database_lost(method), request)
     log.exception("unexpected error serving %s", path)
     return status_response(internal_error(method), request)

@@ -67,6 +67,7 @@ LEADER = Gauge("kubedash_maintenance_leader", "1 in the process that holds the m
                multiprocess_mode="livesum")
 RUNS = Counter("kubedash_maintenance_runs_total", "Maintenance jobs run by the elected process", ["job"])
 REMOVED = Counter("kubedash_maintenance_removed_total", "Rows the maintenance jobs removed", ["job"])
+FAILED = Counter("kubedash_maintenance_failures_total", "Maintenance jobs that failed (retried next round)", ["job"])
 
 
 def identity() -> str:
@@ -255,6 +256,7 @@ def run_jobs() -> None:
             removed = job()
         except DatabaseError:
             log.warning("maintenance job %s failed; retrying next round", name, exc_info=True)
+            FAILED.labels(name).inc()
             connection.close()
             continue
         RUNS.labels(name).inc()

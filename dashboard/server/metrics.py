@@ -2,8 +2,9 @@
 
 With PROMETHEUS_MULTIPROC_DIR set (the supervisor sets and empties it for its workers,
 dashboard.server.workers) every worker writes its counters there and a scrape of any worker
-reads all of them; without it (one process) the process's own registry is served. The
-revision-log figures are read from the database at scrape time (dashboard.kube.metrics).
+reads all of them; without it (one process) the process's own registry is served. Read at
+scrape time: the revision-log and database figures (dashboard.kube.metrics), readiness, Redis,
+the certificates' expiry, and the CPU and memory of every process of this server (ProcessTree).
 
 Who may read it: admins without namespace or cluster limits (bearer token or session; it names
 every followed cluster), the users named in KUBEDASH_METRICS_USERS
@@ -15,16 +16,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from pathlib import Path
 
 from django.conf import settings
 from django.http import HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+from prometheus_client import (CONTENT_TYPE_LATEST, PROCESS_COLLECTOR, REGISTRY, CollectorRegistry, ProcessCollector,
+                               generate_latest, multiprocess)
+from prometheus_client.core import GaugeMetricFamily, Metric
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
-from dashboard.kube import context
+from dashboard.access.tls import expiry_times
+from dashboard.kube import context, notify
+from dashboard.kube.discovery_views import ready
 from dashboard.kube.errors import ApiError, method_not_allowed, unauthorized
 from dashboard.kube.metrics import RevisionLogCollector
 from dashboard.kube.views import acting, status_response
@@ -65,6 +71,72 @@ def _check(request) -> None:
 
 HUB_REVISION_NAME = "kubedash_watch_hub_revision"
 
+# This server's processes, for process_*: the supervisor (a worker's parent) when there is one,
+# else the serving process; serve sets it (set_process_root).
+_root = {"pid": os.getpid(), "supervised": False}
+
+
+def set_process_root(pid: int, supervised: bool) -> None:
+    _root.update(pid=pid, supervised=supervised)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(p) for p in (task / "children").read_text().split()]
+    except OSError:   # gone meanwhile, or a kernel without the children files
+        pass
+    return out
+
+
+class ProcessTree:
+    """prometheus_client's process_* figures (CPU seconds, resident and virtual memory, open
+    files, start time) of every process of this server, each with `pid` and `role` (supervisor,
+    worker, heavy: a worker's expensive-lane child), read from /proc at scrape. The multiprocess
+    collector has no process_* at all, and its own collector would describe only the process the
+    scrape reached; this one also covers the supervisor and the heavy children, which hold a good
+    part of a pod's memory. (Only the processes of this machine's server: each pod is scraped.)"""
+
+    def processes(self) -> list[tuple[int, str]]:
+        root, out = _root["pid"], []
+        serving = _children(root) if _root["supervised"] else [root]
+        if _root["supervised"]:
+            out.append((root, "supervisor"))
+        for worker in serving:
+            out.append((worker, "worker"))
+            out += [(child, "heavy") for child in _children(worker)]
+        return out
+
+    def collect(self):
+        families: dict[str, Metric] = {}
+        reading = [0]   # (a collector per scrape: scrapes run on several lane threads at once)
+        one = ProcessCollector(pid=lambda: reading[0], registry=None)
+        for pid, role in self.processes():
+            reading[0] = pid
+            for family in one.collect():
+                merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                for sample in family.samples:
+                    merged.add_sample(sample.name, {"pid": str(pid), "role": role}, sample.value)
+        yield from families.values()
+
+
+def _health():
+    """Readiness, Redis and the certificates, at scrape."""
+    yield GaugeMetricFamily("kubedash_ready", "1 when /readyz would answer 200 (database reachable, schema migrated)",
+                            value=1 if ready() else 0)
+    redis_up = notify.redis_reachable()
+    if redis_up is not None:
+        yield GaugeMetricFamily("kubedash_redis_up", "1 when Redis answered a PING within a second",
+                                value=1 if redis_up else 0)
+    expiry = GaugeMetricFamily("kubedash_certificate_expiry_timestamp_seconds",
+                               "When a certificate under the data dir's tls/ stops being valid (notAfter)",
+                               labels=["certificate"])
+    for name, moment in expiry_times(settings.DATA_DIR).items():
+        expiry.add_metric([name], moment)
+    if expiry.samples:
+        yield expiry
+
 
 class _Scrape:
     """The workers' (or this process's) metrics, then the revision log's, with the hub's lag
@@ -80,6 +152,13 @@ class _Scrape:
                 hubs.extend(sample.value for sample in family.samples)
             yield family
         yield from RevisionLogCollector(lambda: min(hubs) if hubs else None).collect()
+        yield from _health()
+        yield from _PROCESSES.collect()
+
+
+# The default registry's process collector is replaced by ProcessTree (one family, pid-labelled).
+REGISTRY.unregister(PROCESS_COLLECTOR)
+_PROCESSES = ProcessTree()
 
 
 def registry() -> CollectorRegistry:

@@ -128,6 +128,15 @@ def prepare_metrics_dir() -> Path | None:
     return path
 
 
+SUPERVISOR_ENV = "KUBEDASH_SUPERVISOR_PID"   # set for its workers: whose children they are
+
+
+def supervised() -> bool:
+    """Is this process a worker of a running supervisor (not a lone `serve`, nor one that became
+    its only worker by exec)?"""
+    return os.environ.get(SUPERVISOR_ENV) == str(os.getppid())
+
+
 def worker_gone(pid: int) -> None:
     """A worker's live gauges (open watches, websockets, lane queues) stop counting."""
     multiprocess.mark_process_dead(pid)
@@ -150,6 +159,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         owned_metrics_dir = prepare_metrics_dir()
+        os.environ[SUPERVISOR_ENV] = str(os.getpid())
         try:
             for slot in range(self.workers):
                 self._spawn(slot)

@@ -297,6 +297,10 @@ class Storage:
         """Rows in the revision log (/metrics)."""
         return revlog.logged_count()
 
+    def connection_counts(self) -> tuple[int, int] | None:
+        """(client connections the database server has open, its max_connections), or None (a file)."""
+        return None
+
     def one_migration_at_a_time(self, db) -> contextlib.AbstractContextManager:
         """Around `migrate` on db (server/management/commands/migrate.py)."""
         return contextlib.nullcontext()

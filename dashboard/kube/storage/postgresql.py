@@ -242,6 +242,15 @@ class PostgreSQLStorage(Storage):
             return row[0]
         return super().log_size()
 
+    def connection_counts(self) -> tuple[int, int]:
+        """Every client's connections (other databases and deployments count against the same
+        max_connections); through PgBouncer, its server connections."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FILTER (WHERE backend_type = 'client backend'), "
+                           "current_setting('max_connections')::int FROM pg_stat_activity")
+            used, most = cursor.fetchone()
+        return used, most
+
     @contextlib.contextmanager
     def one_migration_at_a_time(self, db):
         """An advisory lock around `migrate`, so the migrate init containers of several new pods,

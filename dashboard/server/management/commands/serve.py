@@ -5,7 +5,12 @@ bearer token only over TLS. The TLS material comes from a local CA (dashboard.ac
 that kubeconfigs written by `manage.py kubeconfig` trust.
 
 `--workers N` (default: the number of cores) binds the sockets once and runs N Daphne worker
-processes on them (dashboard.server.workers); `--workers 1` serves in this process.
+processes on them (dashboard.server.workers); `--workers 1` serves in this process, unless
+PROMETHEUS_MULTIPROC_DIR is set: the folder must be emptied before the serving process creates
+its first metric, and this process created some when its modules were imported
+(prometheus_client opens a file per metric type then; emptying the folder under it left its
+samples in deleted files). So it binds, empties the folder, and becomes its one worker (exec:
+the same pid, the sockets inherited, no metric kept) rather than keep a supervisor in memory.
 """
 from __future__ import annotations
 
@@ -105,7 +110,7 @@ class Command(BaseCommand):
             os.environ["KUBEDASH_TLS_PORT"] = str(tls_port)
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
-        if options["workers"] > 1:
+        if options["workers"] > 1 or (os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not options["listen_fds"]):
             return self.supervise(options, tls, urls)
         self.serve(options, tls, urls)
 
@@ -117,14 +122,22 @@ class Command(BaseCommand):
                 listeners.append(workers.bind(host, options["tls_port"], tls=True))
         except OSError as err:
             raise CommandError(f"could not listen on {', '.join(urls)}: {err}") from None
-        self.banner(urls, tls, f" ({options['workers']} worker processes)")
+        count = options["workers"]
+        command = workers.worker_command(options)
+        # (One worker with PROMETHEUS_MULTIPROC_DIR: see the module docstring. Not when another
+        # command runs serve, `start`: it has its demo to stop afterwards, so it supervises.)
+        if count == 1 and sys.argv[1:2] == ["serve"]:
+            self.banner(urls, tls)
+            workers.prepare_metrics_dir()
+            os.execv(command[0], command + ["--listen-fds", workers.listen_fds_arg(listeners)])
+        self.banner(urls, tls, f" ({count} worker process{'es' if count > 1 else ''})")
 
         def log(line: str) -> None:
             if options["verbosity"] >= 1:
                 self.stdout.write(f"serve: {line}")
                 self.stdout.flush()
 
-        supervisor = workers.Supervisor(workers.worker_command(options), listeners, options["workers"], log)
+        supervisor = workers.Supervisor(command, listeners, count, log)
         supervisor.run()
 
     def banner(self, urls, tls, suffix: str = "") -> None:
@@ -137,14 +150,17 @@ class Command(BaseCommand):
     def serve(self, options, tls, urls) -> None:
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
         listen_fds = options["listen_fds"]
-        if not listen_fds and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            workers.prepare_metrics_dir()   # one process, but the operator chose multiprocess metrics
 
         # Static files are served by WhiteNoise's middleware (dashboard/web/staticfiles.py):
         # compressed and hashed once collected (`start` collects), from the finders before.
         # Here, not at the top: building the ASGI application loads the URL conf, the middleware
         # and the handlers, which `manage.py help` and the supervisor process never need.
         from dashboard.server.asgi import application   # noqa: PLC0415 (only when serving: see above)
+        from dashboard.server import metrics   # noqa: PLC0415 (the URL conf's, loaded with the application)
+
+        # process_* covers this server's processes: from the supervisor when this is its worker.
+        supervised = workers.supervised()
+        metrics.set_process_root(os.getppid() if supervised else os.getpid(), supervised=supervised)
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
