@@ -45,6 +45,7 @@ class PageView:
     limit: int = 0
     cluster: str = clusters.LOCAL   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
     offset: int | None = None   # the rows before the page (its pager's "Rows 101–200 of N"; None: no pager)
+    ready: bool = False   # the page waits for consumers.LIVE before it says "Live" (live.js sends ready=1)
 
     @classmethod
     def parse(cls, query: bytes) -> PageView:
@@ -66,7 +67,7 @@ class PageView:
                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "",
                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "",
                    sort=sort, page=_number(params.get("page"), 1), limit=_number(params.get("limit"), 0),
-                   cluster=cluster, offset=_number(params.get("offset"), None))
+                   cluster=cluster, offset=_number(params.get("offset"), None), ready=params.get("ready") == "1")
 
     def for_viewer(self, principal: Principal) -> PageView:
         """This view as `principal` may see it: a share link's selector narrows whatever the
