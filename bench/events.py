@@ -1,6 +1,6 @@
-"""Events beside Lease renewals (issue 26): do 200 Events/s and the Table loop slow renewals?
+"""Events beside Lease renewals (issues 26, 43): do 200 Events/s, the Table loop, or a flood of Events slow renewals?
 
-    .venv/bin/python bench/events.py [--duration 15] [--connections 4] [--rate 200] [--jobs 3000]
+    .venv/bin/python bench/events.py [--duration 15] [--connections 4] [--rate 200] [--jobs 3000] [--flood 8]
 
 One throw-away server (`manage.py serve`, one worker, SQLite, like bench/api.py), seeded with
 Leases and --jobs Jobs, then, in the same run, wrk's kubelet-style renewals (bench/lease_renew.lua)
@@ -9,6 +9,11 @@ Leases and --jobs Jobs, then, in the same run, wrk's kubelet-style renewals (ben
   3. while that loop runs and two clients record --rate Events/s between them, paced, as
      client-go's recorder does: a POST of a new Event, or (one in four) the correlator's PATCH
      of count and lastTimestamp on one recorded before.
+  4. while --flood connections create Leases back to back (an editor's script: fast-lane writes,
+     which compete with renewals as equals; the reference for the next run);
+  5. while --flood connections post Events back to back, the same flood but of Events (issue 43:
+     Events have their own budget, KUBEDASH_EVENT_WRITES_PER_SECOND, beyond which they are
+     answered 429 with Retry-After). Both floods wait out a 429's Retry-After, as client-go does.
 Prints each run's renewals/s, p50/p99, its ratio to the renewals alone, and the Events/s the
 recorders achieved (and their non-2xx). Traffic goes only to 127.0.0.1; every phase is bounded.
 """
@@ -28,8 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from api import (RENEW_NS, WRK_MISSING, TableLoop, fmt_ratio, print_results, run_wrk,  # noqa: E402
-                 scenario_renew, seed_jobs, seed_leases)
+from api import (LEASES, RENEW_NS, WRK_MISSING, TableLoop, fmt_ratio, lease_body, print_results,  # noqa: E402
+                 run_wrk, scenario_renew, seed_jobs, seed_leases)
 from common import BenchServer, machine, request  # noqa: E402
 
 EVENTS = "/api/v1/namespaces/{ns}/events"
@@ -94,12 +99,64 @@ class EventRecorder(threading.Thread):
         return ok / max(self.stopped_at - self.started_at, 1e-9)
 
 
+class Flood(threading.Thread):
+    """One connection writing back to back (no pacing): a new Event, or a new Lease, each time.
+    A 429 is waited out for its Retry-After, as client-go's rest client does."""
+
+    def __init__(self, server: BenchServer, kind: str, tag: str):
+        super().__init__(daemon=True)
+        self.server, self.kind, self.tag = server, kind, tag
+        self.stopping = threading.Event()
+        self.statuses: Counter = Counter()
+
+    def run(self) -> None:
+        headers = {"Authorization": f"Bearer {self.server.token}", "Content-Type": "application/json"}
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
+        recorder = EventRecorder(self.server, 1, f"flood{self.tag}")   # (its Event bodies)
+        i = 0
+        try:
+            while not self.stopping.is_set():
+                if self.kind == "Event":
+                    ns = f"bench-jobs-{i % 10}"
+                    path, body = EVENTS.format(ns=ns), recorder.body(i)
+                else:
+                    path, body = LEASES.format(ns="bench-flood"), lease_body(f"flood-{self.tag}-{i}", "bench-flood", "x")
+                conn.request("POST", path, body=body, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                self.statuses[response.status] += 1
+                if response.status == 429:
+                    self.stopping.wait(float(response.getheader("Retry-After") or 1))
+                i += 1
+        finally:
+            conn.close()
+
+
+def flood_scenario(wrk: str, server: BenchServer, c: int, duration: float, kind: str, connections: int):
+    """Renewals while `connections` clients create `kind`s back to back: (result, answers)."""
+    floods = [Flood(server, kind, f"{kind[0].lower()}{n}") for n in range(connections)]
+    for f in floods:
+        f.start()
+    time.sleep(0.5)
+    try:
+        result = scenario_renew(wrk, server, c, duration)
+    finally:
+        for f in floods:
+            f.stopping.set()
+        for f in floods:
+            f.join(120)
+    result.scenario = f"renew+{connections}x{kind} flood"
+    return result, sum((f.statuses for f in floods), Counter())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=15, help="seconds per wrk run (default 15)")
     parser.add_argument("--connections", type=int, default=4, help="renewing connections (default 4)")
     parser.add_argument("--rate", type=float, default=200, help="Events per second, over two recorders (default 200)")
     parser.add_argument("--jobs", type=int, default=3000, help="Jobs in the Table-list load (default 3000)")
+    parser.add_argument("--flood", type=int, default=8,
+                        help="connections of the Lease-create and Event floods (default 8; 0: no flood runs)")
     args = parser.parse_args(argv)
     wrk = shutil.which("wrk")
     if wrk is None:
@@ -148,8 +205,13 @@ def main(argv: list[str] | None = None) -> int:
                 t.join(120)
         events.scenario = f"renew+Tables+{args.rate:g}ev/s"
         events.ratio = events.rate / alone.rate if alone.rate else None
+        floods = []
+        for kind in ("Lease", "Event") if args.flood else ():
+            result, answers = flood_scenario(wrk, server, c, duration, kind, args.flood)
+            result.ratio = result.rate / alone.rate if alone.rate else None
+            floods.append((kind, result, answers))
         print("(x ceiling here: x the renewals alone)")
-        print_results([alone, tables, events])
+        print_results([alone, tables, events, *(result for _, result, _ in floods)])
         statuses = sum((r.statuses for r in recorders), Counter())
         achieved = sum(r.achieved for r in recorders)
         print(f"\nEvents recorded meanwhile: {achieved:.0f}/s achieved of {args.rate:g}/s asked; "
@@ -158,7 +220,12 @@ def main(argv: list[str] | None = None) -> int:
               f"429s: {loop.rejected}, {loop2.rejected}")
         print(f"renewals with Events and Tables / renewals alone: {fmt_ratio(events.ratio)}; "
               f"p99 {events.p99_ms:.1f} ms vs {alone.p99_ms:.1f} ms alone")
-        busiest = max(r.other_cpu for r in (alone, tables, events))
+        for kind, result, answers in floods:
+            taken = sum(n for status, n in answers.items() if 200 <= status < 300)
+            print(f"renewals beside {args.flood} connections creating {kind}s / renewals alone: {fmt_ratio(result.ratio)} "
+                  f"(p99 {result.p99_ms:.1f} ms); {kind}s taken {taken / duration:.0f}/s, "
+                  f"answers {dict(sorted(answers.items()))}")
+        busiest = max(r.other_cpu for r in (alone, tables, events, *(result for _, result, _ in floods)))
         if busiest > 0.25:
             print(f"note: other processes used up to {busiest:.2f} of the {os.cpu_count()} cores during the runs; "
                   "the machine was shared, so these figures are pessimistic")

@@ -116,6 +116,11 @@ KUBEDASH_EXPENSIVE_LANE_QUEUE = int(os.environ.get("KUBEDASH_EXPENSIVE_LANE_QUEU
 # and how long one waits at most while renewals are being served (milliseconds).
 KUBEDASH_BACKGROUND_LANE_QUEUE = int(os.environ.get("KUBEDASH_BACKGROUND_LANE_QUEUE", "1000"))
 KUBEDASH_BACKGROUND_YIELD_MS = float(os.environ.get("KUBEDASH_BACKGROUND_YIELD_MS", "50"))
+# Event writes each process admits (a token bucket: this many a second, this burst at once); more
+# are answered 429 with Retry-After (client-go's recorder retries), so Events never take more than
+# their share of a worker from renewals (docs/SERVING.md, "Events have a budget"). 0: no budget.
+KUBEDASH_EVENT_WRITES_PER_SECOND = float(os.environ.get("KUBEDASH_EVENT_WRITES_PER_SECOND", "50"))
+KUBEDASH_EVENT_WRITE_BURST = float(os.environ.get("KUBEDASH_EVENT_WRITE_BURST", "100"))
 # The fast lane's requests run on the event loop (dashboard/server/inline.py, LoopInline): on
 # SQLite bearer-token resource requests when they cannot wait, on PostgreSQL every one, in
 # greenlets (server/green.py); 0: always on the lane's threads.

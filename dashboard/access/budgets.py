@@ -1,7 +1,7 @@
 """How often someone may do something: a token bucket per key (a user, a session, a client).
 
-Used where a client's rate itself is the cost: page sockets opened and frames sent. Their
-budget, the sessions known to it and the close codes are here, shared by the protocol
+Used where a client's rate itself is the cost: page sockets opened and frames sent, and Event
+writes (server/lanes.py, one bucket per process, refusals free). Page sockets' budget, the sessions known to it and the close codes are here, shared by the protocol
 (server/ws_limits.py: before the application runs) and the consumer (web/socket_limits.py,
 web/consumers.py). Process-local, for one thread (an event loop's).
 """
@@ -16,10 +16,11 @@ MAX_KEYS = 10_000   # keys tracked at once; full buckets are forgotten first
 
 class Budget:
     """`burst` at once, refilled at `rate` a second; overspending (a flood) runs into debt, down
-    to -burst, so it stays refused longer."""
+    to -burst, so it stays refused longer (`debt=False`: a refusal costs nothing, so a client
+    over the budget still gets `rate` a second)."""
 
-    def __init__(self, rate: float, burst: float):
-        self.rate, self.burst = rate, burst
+    def __init__(self, rate: float, burst: float, *, debt: bool = True):
+        self.rate, self.burst, self.debt = rate, burst, debt
         self.buckets: dict[str, tuple[float, float]] = {}   # key -> (tokens, when)
 
     def take(self, key: str, cost: float = 1.0) -> bool:
@@ -27,7 +28,8 @@ class Budget:
         tokens, when = self.buckets.get(key, (self.burst, now))
         tokens = min(self.burst, tokens + (now - when) * self.rate)
         allowed = tokens >= cost
-        self.buckets[key] = (max(tokens - cost, -self.burst), now)
+        spent = allowed or self.debt
+        self.buckets[key] = (max(tokens - cost, -self.burst) if spent else tokens, now)
         if len(self.buckets) > MAX_KEYS:
             self._forget(now)
         return allowed

@@ -75,8 +75,17 @@ def to_core(event: dict) -> dict:
 def default(obj: dict) -> None:
     """Times re-spelled as Go sends them back, and what Go's serializer always writes for a
     core/v1 Event: involvedObject and source (structs), reportingComponent and
-    reportingInstance (strings without omitempty)."""
+    reportingInstance (strings without omitempty).
+
+    An old-style Event's message (no eventTime: kube has no limit for it but the request's size)
+    is stored cut to NOTE_LIMIT bytes, the bound kube puts on every new-style Event's message
+    (note), which `validate` answers with 422 instead, as kube does: so no Event holds more
+    than 1 KiB of text, and an old client's recorder (client-go's record package) still
+    succeeds."""
     schema.normalize_object(obj, DEFINITION)
+    message = obj.get("message")
+    if not obj.get("eventTime") and isinstance(message, str) and _len(message) > NOTE_LIMIT:
+        obj["message"] = message.encode()[:NOTE_LIMIT].decode(errors="ignore")   # (a cut character goes)
     for key in ("involvedObject", "source"):
         if not isinstance(obj.get(key), dict):
             obj[key] = {}
@@ -90,7 +99,8 @@ def default(obj: dict) -> None:
 
 
 def _len(value) -> int:
-    return len(value) if isinstance(value, str) else 0
+    """A string's length as kube's Go len() counts it: UTF-8 bytes."""
+    return len(value.encode()) if isinstance(value, str) else 0
 
 
 def validate(obj: dict) -> list[Cause]:

@@ -1,6 +1,8 @@
 """Objects of a kind with a time to live (Resource.ttl_seconds: Events) are deleted once their
 last write is that old, as kube-apiserver's etcd leases expire Events. The maintenance leader
-runs expire(); each deletion is an ordinary DELETED revision, so watchers and pages see it."""
+runs expire(); each deletion is an ordinary DELETED revision, so watchers and pages see it.
+Finalizers do not keep an expired object: etcd's lease deletes the key whatever it holds, so
+kube's Events with finalizers go at their TTL too (store.delete's `expired`)."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -31,7 +33,7 @@ def expire(now=None, limit: int = 50_000) -> int:
             with transaction.atomic():
                 for namespace, name, rv in doomed[i:i + BATCH]:
                     try:
-                        store.delete(res, namespace, name, rv=str(rv))
+                        store.delete(res, namespace, name, rv=str(rv), expired=True)
                     except ApiError as err:
                         if err.code not in (404, 409):   # gone, or written again: not expired
                             raise

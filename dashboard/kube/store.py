@@ -313,14 +313,15 @@ def _copied(body: dict) -> dict:
 
 
 def delete(res: Resource, namespace: str, name: str, *, uid: str | None = None, rv: str | None = None,
-           dry_run: bool = False, through=None) -> Result:
+           dry_run: bool = False, through=None, expired: bool = False) -> Result:
     """Delete now, or mark deletionTimestamp when finalizers remain (the object stays).
-    through: a followed cluster's writer (above)."""
+    through: a followed cluster's writer (above). expired: its time to live is over (kube/expiry.py):
+    gone whatever its finalizers, as etcd's lease deletes an expired Event."""
     moment = kmeta.now()
     if through is not None and not clusters.is_local():
         return through.delete(res, namespace, name, uid=uid, rv=rv, dry_run=dry_run)
     _refuse_followed()
-    change = storage.backend().delete(Key(res, namespace, name), functools.partial(_deleting, moment),
+    change = storage.backend().delete(Key(res, namespace, name), functools.partial(_deleting, moment, expired),
                                       functools.partial(_check_preconditions, res, name, uid, rv),
                                       moment=moment, dry_run=dry_run)
     return _result(change)
@@ -337,11 +338,11 @@ def _check_preconditions(res: Resource, name: str, uid: str | None, rv: str | No
                        f"ResourceVersion in object meta: {m.get('resourceVersion')}")
 
 
-def _deleting(moment: datetime, current: dict) -> Change:
-    """The pure part of a delete: gone, or (finalizers remain) marked with deletionTimestamp,
-    once (kube's updateForGracefulDeletionAndFinalizers)."""
+def _deleting(moment: datetime, expired: bool, current: dict) -> Change:
+    """The pure part of a delete: gone, or (finalizers remain, and not expired) marked with
+    deletionTimestamp, once (kube's updateForGracefulDeletionAndFinalizers)."""
     m = current["metadata"]
-    if not m.get("finalizers"):
+    if expired or not m.get("finalizers"):
         return Change(current, DELETED)
     if m.get("deletionTimestamp"):
         return Change(current, None)

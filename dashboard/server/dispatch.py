@@ -13,6 +13,7 @@ import logging
 
 import orjson
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 
 from dashboard.kube import context
 from dashboard.kube.errors import ApiError, request_entity_too_large
@@ -69,6 +70,8 @@ class LanedHTTP:
         ctx = context.in_scope(scope)
         lane = lane_set.for_request(scope["method"], scope["path"], scope.get("query_string", b""))
         ctx.record["lane"] = lane.name
+        if lane is lane_set.background and not lane_set.event_budget():
+            return await self._status(send, events_over_budget(), [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
         try:
             lane.admit()
         except LaneFull:
@@ -160,6 +163,13 @@ class LanedHTTP:
         await send({"type": "http.response.start", "status": err.code,
                     "headers": [*JSON_HEADERS, *headers, (b"content-length", b"%d" % len(body))]})
         await send({"type": "http.response.body", "body": body})
+
+
+def events_over_budget() -> ApiError:
+    rate = settings.KUBEDASH_EVENT_WRITES_PER_SECOND
+    return ApiError(429, "TooManyRequests", f"too many Event writes: this server takes {rate:g} a second "
+                    f"(KUBEDASH_EVENT_WRITES_PER_SECOND); try again after {RETRY_AFTER_SECONDS} s",
+                    {"retryAfterSeconds": RETRY_AFTER_SECONDS})
 
 
 def too_many_requests() -> ApiError:

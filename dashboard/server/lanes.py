@@ -17,7 +17,11 @@ persistent database connections, which Django keeps per thread):
   like the fast lane's (on the loop), but each first yields to the fast lane's other
   requests while they keep coming (one started within QUIET_SECONDS), for at most
   KUBEDASH_BACKGROUND_YIELD_MS: a burst of Events never delays a renewal, and no Event waits
-  for ever. One thread of its own where the loop does not serve it.
+  for ever. One thread of its own where the loop does not serve it. Its writes have a budget
+  too (event_budget: KUBEDASH_EVENT_WRITES_PER_SECOND per process, like kube's EventRateLimit
+  admission for its whole server): beyond it, 429 with Retry-After, before the body is decoded.
+  The yield alone lets Events through whenever renewals pause for 5 ms, and every Event after
+  50 ms, so Events on many connections would still take most of the worker.
 - EXPENSIVE: unpaged or large lists (JSON or Table), collection deletes, OpenAPI documents,
   and everything that is not the API (pages, forms, admin). A few threads. A long list or
   Table pauses every few hundred rows while renewals keep coming (kube/yielding.py,
@@ -42,6 +46,7 @@ from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from prometheus_client import Counter, Gauge
 
+from dashboard.access.budgets import Budget
 from dashboard.kube import registry, yielding
 from dashboard.kube.paths import API_ROOTS
 
@@ -68,6 +73,8 @@ PAUSE_SECONDS = 0.002
 ADMITTED = Gauge("kubedash_lane_requests", "Requests admitted to a lane (running and queued)", ["lane"],
                  multiprocess_mode="livesum")
 REJECTED = Counter("kubedash_lane_rejected_total", "Requests a full lane answered 429 TooManyRequests", ["lane"])
+EVENTS_REFUSED = Counter("kubedash_event_writes_refused_total",
+                         "Event writes answered 429 TooManyRequests over the process's Event budget")
 
 
 class LaneFull(Exception):
@@ -182,6 +189,8 @@ class Lanes:
     def __init__(self):
         self.fast = Lane("fast", settings.KUBEDASH_FAST_LANE_THREADS, settings.KUBEDASH_FAST_LANE_QUEUE)
         self.background = Lane("background", 1, settings.KUBEDASH_BACKGROUND_LANE_QUEUE)
+        rate = settings.KUBEDASH_EVENT_WRITES_PER_SECOND
+        self.events = Budget(rate, max(settings.KUBEDASH_EVENT_WRITE_BURST, 1), debt=False) if rate > 0 else None
         self.fast_started_at = float("-inf")   # (time.monotonic) when the last fast request started
         yielding.install(self.pause_for_fast)
         self.expensive = Lane("expensive", settings.KUBEDASH_EXPENSIVE_LANE_THREADS,
@@ -201,6 +210,13 @@ class Lanes:
         if not is_fast(method, path, query):
             return self.expensive
         return self.background if is_background(method, path) else self.fast
+
+    def event_budget(self) -> bool:
+        """May one more background write (an Event) be admitted now? (On the event loop.)"""
+        if self.events is None or self.events.take(""):
+            return True
+        EVENTS_REFUSED.inc()
+        return False
 
     def fast_started(self) -> None:
         self.fast_started_at = time.monotonic()

@@ -5,8 +5,13 @@ namespace, label selector, name search, one object), renders the changed object 
 same template partial as the full page, and sends it. On (re)connect it compares the page's
 revision with the current one and, if anything changed meanwhile, sends just those changes
 (the view at the page's revision against the view now, as one coalesced push), or, when the
-log no longer reaches back to the page's revision, re-renders the page's items wholesale: a
-reconnecting page always converges, and nothing is silently missed.
+log no longer reaches back to the page's revision or too much changed, re-renders the page's
+items wholesale: a reconnecting page always converges, and nothing is silently missed.
+
+Every message stays within the socket's message limit (autobahn refuses to send a larger one:
+the 1011 of issue 43): a push is cut into pieces (live.render_changes), and a page whose
+whole view no longer fits one message is told to reload (CLOSE_RELOAD). A page that asks
+(live.js: `ready=1`) is sent LIVE once it is caught up, and says "Live" only then.
 """
 from __future__ import annotations
 
@@ -46,6 +51,10 @@ PUSH_INTERVAL_SECONDS = 0.25
 # malformed page address, 4408 fell behind (reconnect and refresh).
 CLOSE_SIGNED_OUT = 4401
 CLOSE_BEHIND = 4408
+CLOSE_RELOAD = 4409   # what the page must be sent does not fit a message: live.js reloads the page
+# Sent after a (re)connecting page's catch-up, to a page whose address says ready=1 (live.js):
+# everything it missed has been sent, so it may say "Live".
+LIVE = "live"
 
 # The heartbeat (docs/ARCHITECTURE.md, live.js "heartbeat"): every HEARTBEAT_SECONDS
 # (settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS) the server sends BEAT, the page answers PONG. A page
@@ -179,8 +188,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
             messages = await sync_to_async(live.catch_up)(s, state)
             if messages is None:
                 messages = [await sync_to_async(live.render_refresh)(s, state)]
-            for html in messages:
-                await self.send(text_data=html)
+            if not await self._send_pushes(messages):
+                return
+        if self.page.ready:
+            await self.send(text_data=LIVE)
         for sub in s.subscribers:
             sub.release_buffer()
         loop = asyncio.get_running_loop()
@@ -331,7 +342,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             while not s.queue.empty():
                 s.queue.get_nowait()
             state = await self._subscribe(principal)
-            await self.send(text_data=await sync_to_async(live.render_refresh)(s, state))
+            if not await self._send_pushes([await sync_to_async(live.render_refresh)(s, state)]):
+                return
             for sub in s.subscribers:
                 sub.release_buffer()
 
@@ -406,11 +418,27 @@ class LiveConsumer(AsyncWebsocketConsumer):
             if not pending:
                 return
             messages = await sync_to_async(live.render_changes)(s, pending)
-            for html in messages:
-                if s.closing:   # closed while rendering (asgiref finishes the render anyway)
-                    return
-                try:
-                    await self.send(text_data=html)
-                except Exception:   # the client went away meanwhile: its disconnect is on its way
-                    s.closing = True
-                    return
+            if s.closing:   # closed while rendering (asgiref finishes the render anyway)
+                return
+            try:
+                await self._send_pushes(messages)
+            except Exception:   # the client went away meanwhile: its disconnect is on its way
+                s.closing = True
+
+    async def _send_pushes(self, messages: list[str]) -> bool:
+        """Send one push's messages, in order; or, when one of them is larger than the socket can
+        carry (live.message_limit: a page's whole view, an object's detail), none of them: the
+        page is closed with CLOSE_RELOAD, and reloads. False: closed."""
+        s = self.socket
+        limit = live.message_limit()
+        if any(len(html) > limit // 4 and len(html.encode()) > limit for html in messages):
+            s.closing = True
+            for sub in s.subscribers:
+                hub.unregister(sub)
+            await self.close(code=CLOSE_RELOAD)
+            return False
+        for html in messages:
+            if s.closing:
+                return False
+            await self.send(text_data=html)
+        return True

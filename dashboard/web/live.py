@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 import orjson
+from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
@@ -35,6 +36,36 @@ def _wrapped(kind: str, swap: str, html: str) -> str:
     # need a <tbody> to survive HTML parsing; cards a <div> (KindWeb.wrapper).
     tag = kinds.by_kind(kind).wrapper
     return f'<{tag} hx-swap-oob="{swap}">{html}</{tag}>'
+
+
+# A catch-up of more changed objects than this is not rendered object by object: the page gets
+# its whole view again (render_refresh), or, when that is too big for one message, reloads.
+CATCH_UP_MAX_CHANGES = 200
+# Room kept in each message for a revision marker appended after it (catch_up's).
+MARKER_ROOM = 128
+
+
+def message_limit() -> int:
+    """The largest message a page socket can carry: autobahn refuses to send (and to receive) one
+    over KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES (serve.py), so a push is cut into messages within it."""
+    return settings.KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES
+
+
+def _pack(elements: list[str], limit: int) -> list[str]:
+    """elements (each a whole hx-swap-oob element, applied on its own), in order, joined into as
+    few messages as keep within limit bytes; one element over it gets a message of its own (the
+    consumer then has the page reload instead)."""
+    messages, current, size = [], [], 0
+    for element in elements:
+        n = len(element.encode())
+        if current and size + n > limit:
+            messages.append("".join(current))
+            current, size = [], 0
+        current.append(element)
+        size += n
+    if current:
+        messages.append("".join(current))
+    return messages
 
 
 def revision_marker(rv: int) -> str:
@@ -229,9 +260,10 @@ def _empty_marker(empty: bool) -> str:
 
 def catch_up(socket: PageSocket, state: Snapshot) -> list[str] | None:
     """A (re)connecting list page, brought up to date with just what changed since its
-    revision, as one coalesced live push would have sent it (one or two messages), however
-    many writes there were meanwhile; None when a full refresh is due instead (the page's
-    revision was compacted, or a page that is not a list).
+    revision, as one coalesced live push would have sent it (its messages each within the
+    socket's limit), however many writes there were meanwhile; None when a full refresh is due
+    instead (the page's revision was compacted, a page that is not a list, or more than
+    CATCH_UP_MAX_CHANGES objects changed).
 
     What changed is the difference between the view at the page's revision (`then`) and now
     (`state`, the consumer's snapshot): objects that entered the view, left it, or have
@@ -262,6 +294,8 @@ def catch_up(socket: PageSocket, state: Snapshot) -> list[str] | None:
             if key not in after:
                 pending[(kind, *key)] = (revlog.DELETED, LogEntry(state.rv, kind, key[0], key[1], revlog.DELETED,
                                                                orjson.dumps(obj).decode()))
+    if len(pending) > CATCH_UP_MAX_CHANGES:
+        return None
     # Rendered against the rows the page held at its revision (the socket keeps those of now,
     # its snapshot's); what it announces and sends counts on from there.
     known, shown = page_rows(socket, then)
@@ -302,7 +336,9 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
     a <p> or <div> (or the other way round) would be dropped. Rows go in a message of their
     own, first; in the other message new table rows (their <tbody> wrappers) come before
     any <div> or <p>, for the same reason (a <tbody> after a <div> is dropped; a <div>
-    after a <tbody> is kept)."""
+    after a <tbody> is kept). Either is cut into several where it would be larger than a
+    socket's message (message_limit): every piece keeps that order, and the page's revision
+    marker comes last, so a page that reconnects half-way catches up from the old revision."""
     view, shown, known = socket.view, socket.shown, socket.known
     moment = now()
     badges: dict = {}   # (see _item)
@@ -362,9 +398,10 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
         if totals != socket.totals_sent:   # (unchanged counts are not sent again)
             socket.totals_sent = totals
             parts.append(totals)
-    if not rows:
-        return ["".join(parts) + marker]
-    return ["".join(rows)] + ["".join(parts) + marker] if parts else ["".join(rows) + marker]
+    limit = message_limit() - MARKER_ROOM
+    messages = _pack(rows, limit) + _pack(parts, limit) or [""]
+    messages[-1] += marker
+    return messages
 
 
 BADGE = "BADGE"   # render_changes: a row whose warnings changed (not the object)

@@ -48,6 +48,7 @@ class PageView:
     # A list of the objects with warnings (?warnings=1h): its rows are those that had them when the
     # socket connected (PageSocket.members, web/warnings.py); they change in place or go.
     warnings: str = ""
+    ready: bool = False   # the page waits for consumers.LIVE before it says "Live" (live.js sends ready=1)
 
     @classmethod
     def parse(cls, query: bytes) -> PageView:
@@ -70,7 +71,8 @@ class PageView:
                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "",
                    sort=sort, page=_number(params.get("page"), 1), limit=_number(params.get("limit"), 0),
                    cluster=cluster, offset=_number(params.get("offset"), None),
-                   warnings=params.get("warnings", "") if params.get("warnings") == warnings.WINDOW_PARAM else "")
+                   warnings=params.get("warnings", "") if params.get("warnings") == warnings.WINDOW_PARAM else "",
+                   ready=params.get("ready") == "1")
 
     def for_viewer(self, principal: Principal) -> PageView:
         """This view as `principal` may see it: a share link's selector narrows whatever the

@@ -4,8 +4,10 @@
 //     12s ago", "expires in 4s" and a lease row flipping from held to expired, coordination/leases.js).
 //     Exact times (time[data-abs], and the hover titles of relative ones) in UTC, or in the
 //     browser's time zone once the viewer ticks "Local time" (#tz-local; kept in localStorage).
-//  2. The websocket's state in #live-status ("Live" / "Reconnecting…"); while it is down the
-//     page is marked stale (#live-stale), countdowns pause, and "Retry now" (#live-retry).
+//  2. The websocket's state in #live-status ("Catching up…" / "Live" / "Reconnecting…" /
+//     "Reloading…"): "Live" only once the server says the page has everything it missed (LIVE);
+//     while it is down the page is marked stale (#live-stale), countdowns pause, and "Retry now"
+//     (#live-retry). A page whose view no longer fits a push is reloaded (close code 4409).
 //     A heartbeat: a socket that stays open but silent for two beats counts as down too.
 //  3. Reconnects resume from the newest revision the page has seen (#live-rv). Pushes are
 //     applied at the next animation frame (all that came since, together), and a pushed row
@@ -77,7 +79,7 @@
   // answers PONG. Time on a live page runs only as far as the server vouches for it: up to
   // one beat (and a little) past the last thing heard (a beat, a push); a page that heard
   // nothing for two beats is not live (see "the websocket" below).
-  var BEAT = "beat", PONG = "pong", livePage = !!document.getElementById("live-status");
+  var BEAT = "beat", PONG = "pong", LIVE = "live", livePage = !!document.getElementById("live-status");
   var beatMs = +(document.body.dataset.heartbeatMs || 0) || 5000, BEAT_SLACK_MS = 1500;
   var LOST_MS = 2 * beatMs + BEAT_SLACK_MS;
   var heardAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
@@ -460,7 +462,7 @@
   var status = document.getElementById("live-status");
   var staleNote = document.getElementById("live-stale");
   var retryButton = document.getElementById("live-retry");
-  var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 1000, GATE_TICK_MS = 100, CLOSE_BEHIND = 4408;
+  var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 1000, GATE_TICK_MS = 100, CLOSE_BEHIND = 4408, CLOSE_RELOAD = 4409;
   var attempts = 0, nextAttemptAt = 0, everOpen = false;
   var lastEventAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
 
@@ -534,13 +536,23 @@
     current = pending;
     wrapper = e.detail && e.detail.socketWrapper;
     lastEventAt = heardAt = Date.now() + skew;
+    // Not "Live" yet: the server first sends what the page missed, then LIVE (caughtUp).
+    show("catching-up", "Catching up…");
+  });
+  // LIVE, applied after the pushes that came before it: the page shows everything it missed.
+  function caughtUp() {
     show("live", "Live");
     setStale(false);
-  });
+  }
   document.addEventListener("htmx:wsAfterMessage", function () { lastEventAt = Date.now() + skew; });
   document.addEventListener("htmx:wsError", function () { show("down", "Reconnecting…"); });
   document.addEventListener("htmx:wsClose", function (e) {
     var code = e.detail && e.detail.event ? e.detail.event.code : 0;
+    if (code === CLOSE_RELOAD) {   // what the page must show does not fit a push: the page, afresh
+      show("catching-up", "Reloading…");
+      location.reload();
+      return;
+    }
     // 4408: this page fell too far behind the server's pushes: reconnect and catch up.
     if (code >= 4000 && code !== CLOSE_BEHIND) {   // the server ended this page's access: see "access ended" below
       accessEnded(code);
@@ -572,6 +584,7 @@
       // ... and from the "N new" count the page shows (the server counts on from it).
       var announced = document.getElementById("items-new");
       if (announced && announced.dataset.count) u.searchParams.set("announced", announced.dataset.count);
+      u.searchParams.set("ready", "1");   // (the server says LIVE once this page has caught up)
       url = u.href;
       var socket = new WebSocket(url, []);
       socket.binaryType = htmx.config.wsBinaryType;
@@ -591,6 +604,10 @@
         if (e.data === BEAT) {
           try { socket.send(PONG); } catch (err) { /* closing */ }
           tick();
+          return;
+        }
+        if (e.data === LIVE) {
+          deferPush(socket, [caughtUp], e);
           return;
         }
         deferPush(socket, extension, e);

@@ -235,3 +235,52 @@ def test_deletecollection_through_events_k8s_io(api):
     assert sorted(i["metadata"]["name"] for i in body["items"]) == ["job-a.1", "job-b.1"]
     assert all("regarding" in i and "involvedObject" not in i for i in body["items"])
     assert [i["metadata"]["name"] for i in api.get(CORE).json()["items"]] == ["lease-a.1"]
+
+
+def test_message_bounds_by_version(api):
+    """kube bounds a new-style Event's message (events.k8s.io/v1 `note`, and a core/v1 Event with
+    an eventTime) at 1 KiB with 422; an old-style core/v1 Event has no such rule in kube, and is
+    stored with its message cut to the same 1 KiB (events/strategy.py `default`)."""
+    from dashboard.events.strategy import NOTE_LIMIT
+
+    long_note = "n" * (NOTE_LIMIT + 1)
+    r = api.post(V1, v1_event(note=long_note))
+    assert r.status_code == 422, r.content
+    assert r.json()["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "message",
+                                              "message": f'Invalid value: "": can have at most {NOTE_LIMIT} characters'}]
+    assert api.post(V1, v1_event(note="n" * NOTE_LIMIT)).status_code == 201   # (the bound itself is fine)
+    r = api.post(CORE, {**core_event("new-style.1"), "message": long_note, "eventTime": "2026-01-01T10:00:00.000000Z",
+                        "reportingComponent": "example.com/ctl", "reportingInstance": "ctl-1", "action": "Create"})
+    assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "message", r.content
+    # Old style: 2 MiB accepted before; now stored as its first 1 KiB (UTF-8 bytes, as Go's len counts,
+    # a character cut in two dropped), through either version's reads.
+    r = api.post(CORE, {**core_event("old-style.1"), "message": "é" * (1024 * 1024)})
+    assert r.status_code == 201, r.content
+    assert r.json()["message"] == "é" * (NOTE_LIMIT // 2)
+    assert api.get(f"{V1}/old-style.1").json()["note"] == "é" * (NOTE_LIMIT // 2)
+    # ... and so is a longer message an update (the correlator's PATCH) brings.
+    r = api.patch(f"{CORE}/old-style.1", {"message": "x" * 5000, "count": 2},
+                  content_type="application/strategic-merge-patch+json")
+    assert r.status_code == 200 and r.json()["message"] == "x" * NOTE_LIMIT and r.json()["count"] == 2
+
+
+def test_an_event_with_a_finalizer_expires_at_its_ttl(tmp_path):
+    """kube-apiserver stores an Event under an etcd lease of --event-ttl, which deletes the key
+    whatever it holds: a finalizer does not keep an expired Event. Here the maintenance leader's
+    TTL job deletes it outright (one DELETED event), not only marking its deletionTimestamp."""
+    from conftest import FOLLOWER_ENV, served, server_env
+
+    env = server_env(tmp_path, **FOLLOWER_ENV, KUBEDASH_EVENT_TTL_SECONDS="2", KUBEDASH_MAINTENANCE_INTERVAL="0.5")
+    with served(tmp_path, env=env, tls=False) as server:
+        held = core_event("held.1")
+        held["metadata"]["finalizers"] = ["example.com/keep"]
+        status, _, created = server.request("POST", CORE, held)
+        assert status == 201, created
+        rv = created["metadata"]["resourceVersion"]
+        with server.watch(f"{CORE}?watch=1&resourceVersion={rv}") as stream:
+            assert stream.status == 200
+            event = stream.next(timeout=60)
+        assert event["type"] == "DELETED" and event["object"]["metadata"]["name"] == "held.1", event
+        assert event["object"]["metadata"]["finalizers"] == ["example.com/keep"]
+        status, _, body = server.request("GET", f"{CORE}/held.1")
+        assert status == 404, body

@@ -17,7 +17,7 @@ import uuid
 import orjson
 import pytest
 
-from conftest import LiveServer, child_pids, served, served_pair, server_env
+from conftest import LiveServer, child_pids, eventually, sample, scrape, served, served_pair, server_env
 from manifests import job, lease
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
@@ -195,6 +195,36 @@ def test_event_writes_take_the_background_lane_on_the_loop(one_worker):
     assert logged_lanes(server, "PATCH", f"{events}/e1") == ["background-loop"]
     assert logged_lanes(server, "PATCH", v1) == ["background-loop"]
     assert logged_lanes(server, "GET", f"{events}/e1") == ["fast-loop"]
+
+
+def test_event_writes_over_the_budget_are_answered_429_with_retry_after(tmp_path):
+    """Events have a budget of their own per process (KUBEDASH_EVENT_WRITES_PER_SECOND, burst
+    KUBEDASH_EVENT_WRITE_BURST): beyond it an Event write is answered 429 TooManyRequests with
+    Retry-After and writes nothing, while a Lease write beside it goes through; once the bucket
+    refills, Events are taken again."""
+    env = server_env(tmp_path, KUBEDASH_EVENT_WRITES_PER_SECOND="0.5", KUBEDASH_EVENT_WRITE_BURST="3")
+    with served(tmp_path, "--workers", "1", env=env, tls=False) as server:
+        ns = "budget-" + uuid.uuid4().hex[:6]
+        events = f"/api/v1/namespaces/{ns}/events"
+
+        def event(name: str) -> dict:
+            return {"metadata": {"name": name}, "involvedObject": {"kind": "Job", "name": "j", "namespace": ns},
+                    "reason": "SuccessfulCreate", "message": "Created pod: j-1", "type": "Normal", "count": 1}
+
+        answers = [server.request("POST", events, event(f"e{i}")) for i in range(4)]
+        assert [status for status, _, _ in answers[:3]] == [201, 201, 201], answers
+        status, headers, body = answers[3]
+        assert status == 429 and headers.get("Retry-After") == "1", (status, headers, body)
+        assert body["kind"] == "Status" and body["reason"] == "TooManyRequests", body
+        assert body["details"]["retryAfterSeconds"] == 1 and "KUBEDASH_EVENT_WRITES_PER_SECOND" in body["message"]
+        status, _, out = server.request("POST", LEASES.format(ns=ns), lease("beside", ns=ns))
+        assert status == 201, out   # (not an Event: no budget of the Events')
+        assert server.request("GET", f"{events}/e3")[0] == 404   # the refused write wrote nothing
+        status, headers, body = server.request("PATCH", f"{events}/e0", {"count": 2},
+                                               content_type="application/merge-patch+json")
+        assert status == 429 and headers.get("Retry-After") == "1", body   # (every Event write counts)
+        eventually(lambda: server.request("POST", events, event("e3"))[0] == 201, what="the budget to refill")
+        assert sample(scrape(server), "kubedash_event_writes_refused_total") >= 2
 
 
 def test_a_background_write_yields_to_fast_requests_within_its_bound(monkeypatch, settings):

@@ -21,7 +21,7 @@ import functools
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from ..errors import ApiError
 from ..models import Revision
@@ -35,6 +35,12 @@ MIGRATE_LOCK = 7412    # one `migrate` at a time (never meets the revision lock)
 LOCK = f"SELECT pg_advisory_xact_lock({REVISION_LOCK})"
 
 OPTIMISTIC_TRIES = 3
+
+# The server ended the session (admin_shutdown: pg_terminate_backend, a smart or fast shutdown;
+# crash_shutdown; cannot_connect_now), or class 08, a connection exception: the server's words
+# for a session gone. (Its other OperationalErrors, a statement timeout or a lock not available,
+# leave the session as it was.)
+SESSION_ENDED = ("57P01", "57P02", "57P03")
 
 # An optimistic try that wrote nothing: read and try again (the object changed since it was
 # read, or a try from the cache came to an answer the write does not check), or take the
@@ -280,6 +286,24 @@ class PostgreSQLStorage(Storage):
     def server_address(self) -> tuple[str, int] | None:
         db = connection.settings_dict
         return (db["HOST"], int(db.get("PORT") or 5432)) if db.get("HOST") else None
+
+    def connection_lost(self, exc: Exception) -> bool:
+        """Decided from the error itself, not from the connection afterwards: a write's transaction
+        (transaction.atomic) that failed this way has, on its way out, rolled back, dropped the
+        dead connection and opened a new one (Django's Atomic.__exit__ restores autocommit), so
+        the connection looks fine by the time anyone asks; and psycopg raises the server's
+        FATAL message before it has seen the socket close. Lost: an InterfaceError, psycopg's
+        own OperationalError (no SQLSTATE: "consuming input failed", "the connection is
+        lost"), or the server's SESSION_ENDED / class 08. The connection is then closed here
+        (outside a transaction), so the next request opens a new one and never meets a dead one."""
+        if not isinstance(exc, (OperationalError, InterfaceError)):
+            return False
+        state = getattr(exc.__cause__, "sqlstate", None)
+        if isinstance(exc, InterfaceError) or state is None or state.startswith("08") or state in SESSION_ENDED:
+            if not connection.in_atomic_block:
+                connection.close()
+            return True
+        return self._connection_gone()
 
     def _connection_gone(self) -> bool:
         raw = connection.connection
