@@ -12,6 +12,8 @@ import pytest
 from conftest import served
 from manifests import lease
 
+pytestmark = pytest.mark.slow   # its own server and 100+ writes: ~45 s
+
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 LIMIT = 64 * 1024   # KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES's default
 # Holders long enough that 100 changed rows are several times the limit (kube sets no bound on

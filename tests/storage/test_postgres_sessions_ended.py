@@ -14,7 +14,7 @@ import pytest
 from conftest import served_pair
 from manifests import collection, make
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]   # sessions terminated for ~30 s
 
 WANTED_503 = 8          # ended sessions met by writes before the writers stop
 DEADLINE_SECONDS = 120  # (a bound on the test, not a timing requirement)
