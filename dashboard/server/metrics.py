@@ -18,13 +18,14 @@ import os
 
 from django.conf import settings
 from django.http import HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Gauge, generate_latest, multiprocess
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
-from dashboard.kube import context
+from dashboard.kube import context, discovery
+from dashboard.kube.build import build
 from dashboard.kube.errors import ApiError, method_not_allowed, unauthorized
 from dashboard.kube.metrics import RevisionLogCollector
 from dashboard.kube.views import acting, status_response
@@ -64,6 +65,12 @@ def _check(request) -> None:
 
 
 HUB_REVISION_NAME = "kubedash_watch_hub_revision"
+
+# Which build answers, as kube's kubernetes_build_info: always 1, the labels say (kube/build.py).
+BUILD_INFO = Gauge("kubedash_build_info", "A metric with a constant '1' value labeled by the release, git version, "
+                   "git commit and build date of the kubedash build serving",
+                   ["version", "git_version", "git_commit", "build_date"], multiprocess_mode="max")
+BUILD_INFO.labels(build().version, discovery.git_version(), build().git_commit, build().build_date).set(1)
 
 
 class _Scrape:
