@@ -84,6 +84,8 @@ MIDDLEWARE = [
     # Outermost: CSP on pages, and `Secure` on every cookie of an HTTPS response.
     "dashboard.web.security.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A database migrated by a newer release (a rollback): 503 for everything but the probes.
+    "dashboard.kube.schema_state.SchemaGuardMiddleware",
     # Page HTML gzipped (not streams); before anything that reads or rewrites the body.
     "dashboard.web.compression.PageGZipMiddleware",
     "dashboard.web.staticfiles.StaticFilesMiddleware",   # WhiteNoise: /static/, compressed
@@ -104,6 +106,7 @@ MIDDLEWARE = [
 # (dashboard.server.lanes.wants_full_middleware).
 KUBEDASH_API_MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.kube.schema_state.SchemaGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -99,6 +99,9 @@ def _check_database() -> None:
 
 
 def _check_migrations() -> None:
+    newer = schema_state.newer()
+    if newer:
+        raise RuntimeError(schema_state.newer_message(newer))
     missing = schema_state.pending()
     if missing:
         raise RuntimeError(f"{len(missing)} migrations not applied: {', '.join(missing[:5])}")
@@ -115,6 +118,22 @@ def _plain(text: str, status: int = 200) -> HttpResponse:
     response = HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+# Why each check last failed: a probe every few seconds logs a failure when it starts or its
+# reason changes, and the recovery, not every probe (the reason is the same each time).
+_failing: dict[str, str] = {}
+
+
+def _note_failure(name: str, reason: str) -> None:
+    if _failing.get(name) != reason:
+        _failing[name] = reason
+        log.warning("readyz: %s failed: %s", name, reason)
+
+
+def _note_success(name: str) -> None:
+    if _failing.pop(name, None) is not None:
+        log.warning("readyz: %s ok again", name)
 
 
 def readyz(request, check: str | None = None):
@@ -142,10 +161,11 @@ def readyz(request, check: str | None = None):
         try:
             run()
         except Exception as err:
-            log.warning("readyz: %s failed: %s", name, err)
+            _note_failure(name, str(err))
             lines.append(f"[-]{name} failed: reason withheld\n")
             failed.append(name)
         else:
+            _note_success(name)
             lines.append(f"[+]{name} ok\n")
     if excluded:
         quoted = ",".join(f'"{n}"' for n in sorted(excluded))

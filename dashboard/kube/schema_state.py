@@ -1,18 +1,43 @@
-"""Whether the database schema is migrated: /readyz's `migrations` check, and the 503 (not 500)
-that API requests get while it is not (a new pod started before `migrate` finished).
+"""Whether the database schema is the one this code expects: /readyz's `migrations` check, the
+503 (not 500) that API requests get while it is not migrated yet (a new pod started before
+`migrate` finished), and the refusal to serve a schema NEWER than this release.
 
-Once every migration is applied the answer is kept: this process's code cannot gain migrations,
-so a probe costs nothing afterwards. Until then each call reads the django_migrations table
-(no write: a database that has none yet simply has nothing applied).
+Not migrated: once every migration is applied the answer is kept (this process's code cannot
+gain migrations, so a probe costs nothing afterwards); until then each call reads the
+django_migrations table (no write: a database that has none yet simply has nothing applied).
+
+Newer: the database has migrations of kubedash's apps that this code does not have, so a newer
+release migrated it and this one is a rollback. Its code would misread the rows (a release before
+followed clusters served their objects as local ones), so it serves nothing instead: every
+request but the health endpoints and /metrics gets 503 (SchemaGuardMiddleware), /readyz fails,
+and the log says so once. Checked once per process, when `serve` starts (or at its first
+request): a process that was already serving when the new release migrated (a rolling upgrade)
+keeps serving; one started on that database (a rollback, a restart) refuses. docs/OPERATIONS.md,
+"Upgrades"; CHANGELOG.md says which releases can be rolled back to.
 """
 from __future__ import annotations
 
+import logging
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
+from django.http import HttpResponse
 
+from dashboard.access.middleware import EitherModeMiddleware
+
+from .build import build
 from .errors import ApiError
 
+log = logging.getLogger(__name__)
+
 _migrated = False
+_newer: list[str] | None = None   # None: not checked yet in this process
+# Still served on a newer schema: the probes must say why, and Prometheus must see the process.
+UNGUARDED = ("/livez", "/healthz", "/readyz", "/metrics")
 
 
 def pending() -> list[str]:
@@ -41,3 +66,63 @@ def not_migrated_error(exc: Exception):
     return ApiError(503, "ServiceUnavailable",
                     f"the database schema is not migrated yet ({len(missing)} migrations pending: run "
                     "`manage.py migrate`); try again shortly", headers={"Retry-After": "5"})
+
+
+def _unknown_applied(loader: MigrationLoader) -> list[str]:
+    """Applied migrations of kubedash's apps ("dashboard.*") that are not in this code."""
+    ours = {config.label for config in apps.get_app_configs() if config.name.startswith("dashboard.")}
+    return sorted(f"{app}.{name}" for app, name in loader.applied_migrations
+                  if app in ours and (app, name) not in loader.disk_migrations)
+
+
+def newer() -> list[str]:
+    """The migrations of kubedash's apps the database has and this code lacks ([] when none),
+    read once per process; the first finding is logged (once). DatabaseError when the database
+    cannot be read (then the next call tries again)."""
+    global _newer
+    if _newer is None:
+        found = _unknown_applied(MigrationLoader(connection))
+        if found:
+            log.error("%s: refusing to serve", newer_message(found))
+        _newer = found
+    return _newer
+
+
+def newer_message(found: list[str]) -> str:
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return (f"the database schema is newer than this release ({build().version}): it has migrations this "
+            f"code does not know ({shown}); roll forward to the release that applied them, or restore the "
+            "database from before that upgrade")
+
+
+def newer_error() -> ApiError | None:
+    """The 503 every request gets on a newer schema (None when it is not, or cannot be read now)."""
+    try:
+        found = newer()
+    except DatabaseError:
+        return None   # (the request meets the lost database itself: 503 with Retry-After)
+    if not found:
+        return None
+    # No Retry-After: waiting does not help, only another release or another database does.
+    return ApiError(503, "ServiceUnavailable", newer_message(found))
+
+
+class SchemaGuardMiddleware(EitherModeMiddleware):
+    """Outermost in both chains (settings.MIDDLEWARE, KUBEDASH_API_MIDDLEWARE): on a newer schema
+    nothing is served but the probes and /metrics. Once checked and fine it costs one comparison."""
+
+    def _refusal(self, err: ApiError | None, request):
+        if err is None or request.path.startswith(UNGUARDED):
+            return None
+        return HttpResponse(orjson.dumps(err.status()), status=err.code, content_type="application/json")
+
+    def handle(self, request):
+        if _newer == []:
+            return self.get_response(request)
+        return self._refusal(newer_error(), request) or self.get_response(request)
+
+    async def ahandle(self, request):
+        if _newer == []:
+            return await self.get_response(request)
+        err = newer_error() if _newer is not None else await sync_to_async(newer_error)()
+        return self._refusal(err, request) or await self.get_response(request)

@@ -18,6 +18,7 @@ import sys
 from daphne.access import AccessLogGenerator
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, connection
 from django.urls import get_resolver
 
 from dashboard.access.own_kubeconfig import WILDCARDS, client_url
@@ -26,7 +27,7 @@ from dashboard.access.tls import ensure_tls
 # must come before anything imports twisted.internet.reactor (the daphne app in INSTALLED_APPS
 # already did this).
 from dashboard.compat.daphne import Server, failed_to_listen, install_http_factory, listen_on_no_endpoint
-from dashboard.kube import registry, schema
+from dashboard.kube import registry, schema, schema_state
 from dashboard.server import lanes, maintenance, protocol, shutdown, workers, ws_limits
 
 # A backstop for requests that never finish, not a limit on normal use: watches end on
@@ -145,6 +146,15 @@ class Command(BaseCommand):
         # Here, not at the top: building the ASGI application loads the URL conf, the middleware
         # and the handlers, which `manage.py help` and the supervisor process never need.
         from dashboard.server.asgi import application   # noqa: PLC0415 (only when serving: see above)
+
+        # A schema a newer release migrated (a rollback) is found and logged now, once; the
+        # process then serves only the probes (kube/schema_state.py).
+        try:
+            schema_state.newer()
+        except DatabaseError:
+            pass   # (not reachable yet: the first request checks)
+        finally:
+            connection.close()   # (this thread's; the lanes open their own)
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
