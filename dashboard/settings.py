@@ -310,13 +310,26 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 
+# Logs (docs/OPERATIONS.md, "Logs"): every line on stdout/stderr one JSON object (json, the
+# default, as the request lines always are: dashboard/server/logs.py), or the message alone (text).
+KUBEDASH_LOG_FORMAT = os.environ.get("KUBEDASH_LOG_FORMAT", "json").strip().lower()
+if KUBEDASH_LOG_FORMAT not in ("json", "text"):
+    raise ValueError(f"KUBEDASH_LOG_FORMAT must be json or text, not {KUBEDASH_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "dashboard.server.logs.JsonFormatter"},
+                   "text": {"format": "%(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": KUBEDASH_LOG_FORMAT},
+                 # kubedash.audit on stdout (the request lines' stream), as docs/OPERATIONS.md says.
+                 "stdout": {"class": "logging.StreamHandler", "formatter": KUBEDASH_LOG_FORMAT,
+                            "stream": "ext://sys.stdout"}},
     "root": {"handlers": ["console"], "level": os.environ.get("KUBEDASH_LOG_LEVEL", "WARNING")},
     # 4xx answers are normal API traffic (409 on a stale renew, 404 on a probe): don't log each one.
     "loggers": {"django.request": {"level": "ERROR"},
                 # One JSON line per dashboard write to a followed cluster (follow/writes.py).
-                "kubedash.audit": {"level": "INFO", "handlers": ["console"], "propagate": False}},
+                "kubedash.audit": {"level": "INFO", "handlers": ["stdout"], "propagate": False},
+                # serve's banner and its supervisor's lines; Daphne's access log (serve --access-log).
+                "kubedash.serve": {"level": "INFO", "handlers": ["stdout"], "propagate": False},
+                "kubedash.access": {"level": "INFO", "handlers": ["stdout"], "propagate": False}},
 }

@@ -8,6 +8,7 @@ from django.http import HttpResponse
 
 from . import discovery, openapi, openapi_proto, schema_state
 from .errors import path_not_found
+from .outage import Outage
 from .views import KubeAPIView, json_response
 
 log = logging.getLogger(__name__)
@@ -120,20 +121,16 @@ def _plain(text: str, status: int = 200) -> HttpResponse:
     return response
 
 
-# Why each check last failed: a probe every few seconds logs a failure when it starts or its
-# reason changes, and the recovery, not every probe (the reason is the same each time).
-_failing: dict[str, str] = {}
+# A probe every few seconds logs a check's failure when it starts or its reason changes, and its
+# recovery, not every probe (kube/outage.py).
+_outages: dict[str, Outage] = {}
 
 
-def _note_failure(name: str, reason: str) -> None:
-    if _failing.get(name) != reason:
-        _failing[name] = reason
-        log.warning("readyz: %s failed: %s", name, reason)
-
-
-def _note_success(name: str) -> None:
-    if _failing.pop(name, None) is not None:
-        log.warning("readyz: %s ok again", name)
+def _outage(name: str) -> Outage:
+    found = _outages.get(name)
+    if found is None:
+        found = _outages[name] = Outage(log, f"readyz: {name}")
+    return found
 
 
 def readyz(request, check: str | None = None):
@@ -161,11 +158,11 @@ def readyz(request, check: str | None = None):
         try:
             run()
         except Exception as err:
-            _note_failure(name, str(err))
+            _outage(name).failed(str(err))
             lines.append(f"[-]{name} failed: reason withheld\n")
             failed.append(name)
         else:
-            _note_success(name)
+            _outage(name).ok()
             lines.append(f"[+]{name} ok\n")
     if excluded:
         quoted = ",".join(f'"{n}"' for n in sorted(excluded))

@@ -97,9 +97,9 @@ def exception_handler(exc, drf_context):
         return status_response(unmigrated, request)
     method, path = getattr(request, "method", "GET"), getattr(request, "path", "?")
     if storage.backend().connection_lost(exc):
-        log.warning("database connection lost serving %s %s: %s", method, path, exc)
+        log.warning("database connection lost serving %s %s: %s", method, path, exc, extra={"request": request})
         return status_response(database_lost(method), request)
-    log.exception("unexpected error serving %s", path)
+    log.exception("unexpected error serving %s", path, extra={"request": request})
     return status_response(internal_error(method), request)
 
 

@@ -39,7 +39,7 @@ def test_unmigrated_database_is_not_ready_and_never_500(unmigrated):
         assert "not migrated" in got["message"] and headers["Retry-After"] == "5"
     assert server.request("GET", "/livez", token="-")[:3:2] == (200, b"ok")
     # A maintenance election round on the missing schema (its log line says so), and it lives on.
-    eventually(lambda: "maintenance election: could not reach the store" in server.log(), what="an election round")
+    eventually(lambda: "maintenance election: reaching the store failed" in server.log(), what="an election round")
     assert server.proc.poll() is None, "the server died on an unmigrated database"
 
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)

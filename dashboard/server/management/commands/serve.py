@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import resource
-import sys
 
 from daphne.access import AccessLogGenerator
 from django.conf import settings
@@ -28,13 +28,16 @@ from dashboard.access.tls import ensure_tls
 # already did this).
 from dashboard.compat.daphne import Server, failed_to_listen, install_http_factory, listen_on_no_endpoint
 from dashboard.kube import registry, schema, schema_state
-from dashboard.server import lanes, maintenance, protocol, shutdown, workers, ws_limits
+from dashboard.server import lanes, logs, maintenance, protocol, shutdown, workers, ws_limits
 
 # A backstop for requests that never finish, not a limit on normal use: watches end on
 # their own (timeoutSeconds, or the server's 30-60 minute default), well before this.
 DEFAULT_HTTP_TIMEOUT = 2 * 3600
 # Pages reconnect and catch up after a close, so a day is plenty for one websocket.
 DEFAULT_WEBSOCKET_TIMEOUT = 24 * 3600
+
+# The banner and the supervisor's lines: log records, JSON like every other line (server/logs.py).
+log = logging.getLogger("kubedash.serve")
 
 
 def raise_file_limit() -> None:
@@ -77,7 +80,10 @@ class Command(BaseCommand):
         parser.add_argument("--tls-port", type=int, default=8443, help="HTTPS port (default 8443)")
         parser.add_argument("--no-tls", action="store_true", help="serve plain HTTP only")
         parser.add_argument("--access-log", action="store_true",
-                            help="log every request to stdout (off by default: it costs throughput)")
+                            help="also Daphne's access log: a second line per request, in Apache's format, as the "
+                                 "message of a kubedash.access log line (off by default: it costs throughput, and "
+                                 "the request log, on unless KUBEDASH_REQUEST_LOG=0, already has each request with "
+                                 "its user, Audit-ID, client and latency)")
         parser.add_argument("--http-timeout", type=int, default=DEFAULT_HTTP_TIMEOUT,
                             help=f"close any HTTP request after this many seconds, 0 for never "
                                  f"(default {DEFAULT_HTTP_TIMEOUT})")
@@ -93,6 +99,7 @@ class Command(BaseCommand):
         parser.add_argument("--listen-fds", default="", help=argparse.SUPPRESS)
 
     def handle(self, *args, **options):
+        logs.install_excepthooks()
         raise_file_limit()
         host, port = options["host"], options["port"]
         tls_port = None if options["no_tls"] else options["tls_port"]
@@ -120,20 +127,18 @@ class Command(BaseCommand):
             raise CommandError(f"could not listen on {', '.join(urls)}: {err}") from None
         self.banner(urls, tls, f" ({options['workers']} worker processes)")
 
-        def log(line: str) -> None:
+        def say(line: str) -> None:
             if options["verbosity"] >= 1:
-                self.stdout.write(f"serve: {line}")
-                self.stdout.flush()
+                log.info("serve: %s", line)
 
-        supervisor = workers.Supervisor(workers.worker_command(options), listeners, options["workers"], log)
+        supervisor = workers.Supervisor(workers.worker_command(options), listeners, options["workers"], say)
         supervisor.run()
 
     def banner(self, urls, tls, suffix: str = "") -> None:
-        self.stdout.write(f"Serving HTTP   on {urls[0]}/  (pages){suffix}")
+        log.info("Serving HTTP   on %s/  (pages)%s", urls[0], suffix)
         if len(urls) > 1:
-            self.stdout.write(f"Serving HTTPS  on {urls[1]}/  (API; CA: {tls.ca_cert})")
-        self.stdout.write("Quit with CONTROL-C.")
-        self.stdout.flush()
+            log.info("Serving HTTPS  on %s/  (API; CA: %s)", urls[1], tls.ca_cert)
+        log.info("Quit with CONTROL-C.")
 
     def serve(self, options, tls, urls) -> None:
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
@@ -178,7 +183,7 @@ class Command(BaseCommand):
             # A worker's listeners are adopted in ready(); Daphne insists on some endpoint.
             endpoints=["(inherited)"] if listen_fds else endpoints(host, port, tls_port, tls),
             signal_handlers=False,  # ours, installed in ready(): drain, then stop
-            action_logger=AccessLogGenerator(sys.stdout) if options["access_log"] else None,
+            action_logger=AccessLogGenerator(logs.LogStream("kubedash.access")) if options["access_log"] else None,
             http_timeout=options["http_timeout"] or None,
             websocket_timeout=options["websocket_timeout"],
             application_close_timeout=10,
