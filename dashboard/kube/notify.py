@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # least this often; also how often deadlines - session, token, share-link expiry - are checked).
 ACCESS_POLL_SECONDS = 0.5
 
-REDIS_CHANNEL = "kubedash:revisions"
+REDIS_CHANNEL = f"{settings.KUBEDASH_REDIS_PREFIX}:revisions"   # (one per deployment on a shared Redis)
 # Redis unreachable: one log line when publishing starts failing and one when it works again
 # (not a traceback per write), and this count.
 REDIS_PUBLISH_FAILURES = Counter("kubedash_redis_publish_failures_total",

@@ -27,6 +27,7 @@ from dashboard.access.tls import ensure_tls
 # must come before anything imports twisted.internet.reactor (the daphne app in INSTALLED_APPS
 # already did this).
 from dashboard.compat.daphne import Server, failed_to_listen, install_http_factory, listen_on_no_endpoint
+from dashboard.follow.secrets import CredentialsError, check_configured_key
 from dashboard.kube import registry, schema, schema_state
 from dashboard.server import lanes, logs, maintenance, protocol, shutdown, workers, ws_limits
 
@@ -38,6 +39,37 @@ DEFAULT_WEBSOCKET_TIMEOUT = 24 * 3600
 
 # The banner and the supervisor's lines: log records, JSON like every other line (server/logs.py).
 log = logging.getLogger("kubedash.serve")
+
+# The placeholder values of .env.example and deploy/kubernetes/secret.yaml ("change-me...").
+PLACEHOLDER = "change-me"
+
+
+def placeholders() -> list[str]:
+    """The secrets still holding a placeholder: a deployment must never run on them (anyone who
+    read .env.example could sign sessions, or read /metrics)."""
+    found = []
+    if PLACEHOLDER in settings.SECRET_KEY.lower():
+        found.append("DJANGO_SECRET_KEY")
+    if PLACEHOLDER in str(settings.DATABASES["default"].get("PASSWORD") or "").lower():
+        found.append("the database password (POSTGRES_PASSWORD, in DATABASE_URL)")
+    if PLACEHOLDER in settings.KUBEDASH_METRICS_TOKEN.lower():
+        found.append("KUBEDASH_METRICS_TOKEN")
+    return found
+
+
+def refusal(dev: bool) -> str | None:
+    """Why this configuration must not serve, or None. Placeholders are allowed in development
+    (DJANGO_DEBUG, `manage.py start`); a credentials key that is no key never is."""
+    found = [] if dev else placeholders()
+    if found:
+        return (f"refusing to start: {', '.join(found)} still {'holds' if len(found) == 1 else 'hold'} the "
+                f"placeholder from .env.example / secret.yaml ('{PLACEHOLDER}...'): set a long random value "
+                '(python3 -c "import secrets; print(secrets.token_urlsafe(50))")')
+    try:
+        check_configured_key()
+    except CredentialsError as err:
+        return f"refusing to start: {err}"
+    return None
 
 
 def raise_file_limit() -> None:
@@ -97,9 +129,16 @@ class Command(BaseCommand):
                                  "(default: the number of cores; 1 serves in this process)")
         # Set by the supervisor for its workers: the inherited listening sockets.
         parser.add_argument("--listen-fds", default="", help=argparse.SUPPRESS)
+        # Set by `manage.py start` (development): placeholder secrets are no reason to refuse.
+        parser.add_argument("--allow-placeholders", action="store_true", help=argparse.SUPPRESS)
 
     def handle(self, *args, **options):
         logs.install_excepthooks()
+        if not options["listen_fds"]:   # (the supervisor checked for its workers)
+            why = refusal(dev=settings.DEBUG or options["allow_placeholders"])
+            if why:
+                log.critical(why)
+                raise SystemExit(1)
         raise_file_limit()
         host, port = options["host"], options["port"]
         tls_port = None if options["no_tls"] else options["tls_port"]
