@@ -88,7 +88,9 @@ def test_an_unmigrated_schema_is_logged_once_not_every_round(tmp_path):
         eventually(lambda: "maintenance election: reaching the store works again" in server.log(),
                    what="the election reaching the store")
     messages = [line.get("message", "") for line in json_lines(server)]
-    assert sum("maintenance election: reaching the store failed" in m for m in messages) == 1, messages
+    # Dozens of rounds failed (0.1 s apart, over the migrate's seconds): a line per kind of error
+    # met (the missing schema; perhaps another while its tables appear), not one per round.
+    assert 1 <= sum("maintenance election: reaching the store failed" in m for m in messages) <= 3, messages
     assert sum("readyz: migrations failed" in m for m in messages) == 1, messages
     assert sum("readyz: migrations works again" in m for m in messages) == 1, messages
 
