@@ -6,6 +6,8 @@ import logging
 from django.db import connection
 from django.http import HttpResponse
 
+from dashboard.compat.django import logged_already
+
 from . import discovery, openapi, openapi_proto, schema_state
 from .errors import path_not_found
 from .outage import Outage
@@ -118,7 +120,8 @@ def _ready_checks() -> list[tuple[str, object]]:
 def _plain(text: str, status: int = 200) -> HttpResponse:
     response = HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
-    return response
+    # A failing check is logged when it starts failing (_outage), not by Django at every probe.
+    return logged_already(response) if status == 500 else response
 
 
 # A probe every few seconds logs a check's failure when it starts or its reason changes, and its

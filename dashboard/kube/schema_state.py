@@ -28,6 +28,7 @@ from django.db.migrations.loader import MigrationLoader
 from django.http import HttpResponse
 
 from dashboard.access.middleware import EitherModeMiddleware
+from dashboard.compat.django import logged_already
 
 from .build import build
 from .errors import ApiError
@@ -114,7 +115,9 @@ class SchemaGuardMiddleware(EitherModeMiddleware):
     def _refusal(self, err: ApiError | None, request):
         if err is None or request.path.startswith(UNGUARDED):
             return None
-        return HttpResponse(orjson.dumps(err.status()), status=err.code, content_type="application/json")
+        # (logged once, when found: not again by Django for every request)
+        return logged_already(HttpResponse(orjson.dumps(err.status()), status=err.code,
+                                           content_type="application/json"))
 
     def handle(self, request):
         if _newer == []:

@@ -30,7 +30,7 @@ def now() -> str:
 
 def audit_id(request) -> str | None:
     """The Audit-ID of a Django request (its context's log record, observe.py), if it has one."""
-    ctx = getattr(request, "META", {}).get(KEY)
+    ctx = getattr(request, "META", {}).get(KEY) or (getattr(request, "scope", None) or {}).get(KEY)   # (WSGI, ASGI)
     return ctx.record.get("auditID") if ctx is not None else None
 
 

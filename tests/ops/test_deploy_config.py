@@ -22,6 +22,7 @@ def _serve(tmp_path, *args, **env) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_placeholder_secrets_are_refused_at_start_in_words(tmp_path):
     out = _serve(tmp_path, **CHANGE_ME)
     assert out.returncode == 1
@@ -39,12 +40,14 @@ def test_placeholder_secrets_are_refused_at_start_in_words(tmp_path):
     assert "refusing to start: KUBEDASH_CREDENTIALS_KEY is not a Fernet key" in out.stderr + out.stdout
 
 
+@pytest.mark.slow
 def test_placeholders_are_fine_in_development(tmp_path):
     """DJANGO_DEBUG (and `manage.py start`, which passes --allow-placeholders) serve as before."""
     with served(tmp_path, "--workers", "1", env=server_env(tmp_path, DJANGO_DEBUG="1", **CHANGE_ME)) as server:
         assert server.request("GET", "/livez", token="-")[0] == 200
 
 
+@pytest.mark.slow
 def test_the_public_host_is_served(tmp_path):
     """.env.example's KUBEDASH_PUBLIC_HOST (the proxy's certificate name) reaches ALLOWED_HOSTS:
     a page on that host answers (it was 400), another host still does not."""
@@ -62,7 +65,7 @@ def test_the_public_host_is_served(tmp_path):
         assert page("other.example") == 400
 
 
-@pytest.mark.postgres
+@pytest.mark.slow
 def test_deployments_sharing_one_redis_wake_only_their_own(tmp_path_factory):
     """Two deployments on one Redis with their own KUBEDASH_REDIS_PREFIX: each publishes its
     commits' wake-ups on "<prefix>:revisions", so neither rings the other's processes."""
@@ -70,18 +73,15 @@ def test_deployments_sharing_one_redis_wake_only_their_own(tmp_path_factory):
 
     import pg_support
 
-    pg_support.require_postgres()
     pg_support.require_redis()
     client = redis.Redis(host=pg_support.REDIS_HOST, port=pg_support.REDIS_PORT)
     pubsub = client.pubsub()
     pubsub.subscribe("team-a:revisions", "team-b:revisions")
-    databases = [pg_support.create_database("kd_prefix") for _ in range(2)]
     try:
         servers = []
-        for dbname, prefix in zip(databases, ("team-a", "team-b")):
-            data_dir = tmp_path_factory.mktemp(prefix)
-            env = server_env(data_dir, DATABASE_URL=pg_support.pg_url(dbname), REDIS_URL=pg_support.redis_url(0),
-                             KUBEDASH_REDIS_PREFIX=prefix)
+        for prefix in ("team-a", "team-b"):
+            data_dir = tmp_path_factory.mktemp(prefix)   # (a database each: SQLite files)
+            env = server_env(data_dir, REDIS_URL=pg_support.redis_url(0), KUBEDASH_REDIS_PREFIX=prefix)
             servers.append(served(data_dir, "--workers", "1", env=env))
         with servers[0] as a, servers[1] as b:
             for server, prefix in ((a, "team-a"), (b, "team-b")):
@@ -92,8 +92,6 @@ def test_deployments_sharing_one_redis_wake_only_their_own(tmp_path_factory):
     finally:
         pubsub.close()
         client.close()
-        for dbname in databases:
-            pg_support.drop_database(dbname)
 
 
 def _published(pubsub, prefix: str) -> bool:
@@ -105,6 +103,7 @@ def _published(pubsub, prefix: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_serve_help_says_what_access_log_does():
     out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "serve", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=True)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 
 from conftest import ROOT, LiveServer, eventually, free_port, migrate, running, sample, scrape, server_env
 from manifests import lease
@@ -29,6 +30,7 @@ def json_lines(server: LiveServer) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 def test_every_line_is_json_and_redis_down_is_one_line(tmp_path):
     """Two workers, maintenance on, Daphne's access log on, and a REDIS_URL where nothing listens:
     writes, reads, a refused request, a page, a stop. Every line parses; each process that
@@ -74,6 +76,7 @@ def test_every_line_is_json_and_redis_down_is_one_line(tmp_path):
     assert len(subscription) <= 2, subscription   # (each worker's hub: its first failure only)
 
 
+@pytest.mark.slow
 def test_an_unmigrated_schema_is_logged_once_not_every_round(tmp_path):
     """A process started before `migrate` (its election retrying every 0.1 s, readiness probed
     again and again): one line each when it starts failing, one when it works."""

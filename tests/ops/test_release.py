@@ -16,6 +16,7 @@ from dashboard.kube import build as build_module
 RELEASE = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
+@pytest.mark.slow
 def test_the_image_build_arguments_make_version_and_build_info(tmp_path):
     """The Dockerfile's KUBEDASH_GIT_COMMIT / KUBEDASH_BUILD_DATE reach /version and /metrics,
     and kubectl reads the version without a skew warning (it parses gitVersion as semver)."""
