@@ -10,9 +10,10 @@ Newer: the database has migrations of kubedash's apps that this code does not ha
 release migrated it and this one is a rollback. Its code would misread the rows (a release before
 followed clusters served their objects as local ones), so it serves nothing instead: every
 request but the health endpoints and /metrics gets 503 (SchemaGuardMiddleware), /readyz fails,
-and the log says so once. Checked once per process, when `serve` starts (or at its first
-request): a process that was already serving when the new release migrated (a rolling upgrade)
-keeps serving; one started on that database (a rollback, a restart) refuses. docs/OPERATIONS.md,
+and the log says so once. Checked once per process, when it starts (check_at_start: `serve`'s
+workers, their heavy children) or else at its first /readyz: a process that was already serving
+when the new release migrated (a rolling upgrade) keeps serving; one started on that database
+(a rollback, a restart) refuses. Requests never query for it (the guard reads what was found). docs/OPERATIONS.md,
 "Upgrades"; CHANGELOG.md says which releases can be rolled back to.
 """
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import logging
 
 import orjson
-from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
@@ -76,17 +76,27 @@ def _unknown_applied(loader: MigrationLoader) -> list[str]:
                   if app in ours and (app, name) not in loader.disk_migrations)
 
 
-def newer() -> list[str]:
+def newer(quiet: bool = False) -> list[str]:
     """The migrations of kubedash's apps the database has and this code lacks ([] when none),
-    read once per process; the first finding is logged (once). DatabaseError when the database
-    cannot be read (then the next call tries again)."""
+    read once per process; a finding is logged then (unless `quiet`). DatabaseError when the
+    database cannot be read (then the next call tries again)."""
     global _newer
     if _newer is None:
         found = _unknown_applied(MigrationLoader(connection))
-        if found:
+        if found and not quiet:
             log.error("%s: refusing to serve", newer_message(found))
         _newer = found
     return _newer
+
+
+def check_at_start(quiet: bool = False) -> None:
+    """newer(), when a process starts serving; a database not reachable yet is left to /readyz."""
+    try:
+        newer(quiet)
+    except DatabaseError:
+        pass
+    finally:
+        connection.close()   # (this thread's; the lanes open their own)
 
 
 def newer_message(found: list[str]) -> str:
@@ -96,36 +106,22 @@ def newer_message(found: list[str]) -> str:
             "database from before that upgrade")
 
 
-def newer_error() -> ApiError | None:
-    """The 503 every request gets on a newer schema (None when it is not, or cannot be read now)."""
-    try:
-        found = newer()
-    except DatabaseError:
-        return None   # (the request meets the lost database itself: 503 with Retry-After)
-    if not found:
+def _refusal(path: str) -> HttpResponse | None:
+    """The 503 a request gets once a newer schema was found (None for the probes and /metrics)."""
+    if path.startswith(UNGUARDED):
         return None
     # No Retry-After: waiting does not help, only another release or another database does.
-    return ApiError(503, "ServiceUnavailable", newer_message(found))
+    err = ApiError(503, "ServiceUnavailable", newer_message(_newer))
+    # (logged once, when found: not again by Django for every request)
+    return logged_already(HttpResponse(orjson.dumps(err.status()), status=err.code, content_type="application/json"))
 
 
 class SchemaGuardMiddleware(EitherModeMiddleware):
     """Outermost in both chains (settings.MIDDLEWARE, KUBEDASH_API_MIDDLEWARE): on a newer schema
-    nothing is served but the probes and /metrics. Once checked and fine it costs one comparison."""
-
-    def _refusal(self, err: ApiError | None, request):
-        if err is None or request.path.startswith(UNGUARDED):
-            return None
-        # (logged once, when found: not again by Django for every request)
-        return logged_already(HttpResponse(orjson.dumps(err.status()), status=err.code,
-                                           content_type="application/json"))
+    nothing is served but the probes and /metrics. It costs one test of a list per request."""
 
     def handle(self, request):
-        if _newer == []:
-            return self.get_response(request)
-        return self._refusal(newer_error(), request) or self.get_response(request)
+        return (_newer and _refusal(request.path)) or self.get_response(request)
 
     async def ahandle(self, request):
-        if _newer == []:
-            return await self.get_response(request)
-        err = newer_error() if _newer is not None else await sync_to_async(newer_error)()
-        return self._refusal(err, request) or await self.get_response(request)
+        return (_newer and _refusal(request.path)) or await self.get_response(request)

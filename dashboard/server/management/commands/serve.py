@@ -18,7 +18,6 @@ import resource
 from daphne.access import AccessLogGenerator
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, connection
 from django.urls import get_resolver
 
 from dashboard.access.own_kubeconfig import WILDCARDS, client_url
@@ -193,12 +192,7 @@ class Command(BaseCommand):
 
         # A schema a newer release migrated (a rollback) is found and logged now, once; the
         # process then serves only the probes (kube/schema_state.py).
-        try:
-            schema_state.newer()
-        except DatabaseError:
-            pass   # (not reachable yet: the first request checks)
-        finally:
-            connection.close()   # (this thread's; the lanes open their own)
+        schema_state.check_at_start()
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
