@@ -103,7 +103,6 @@ def _published(pubsub, prefix: str) -> bool:
     return False
 
 
-@pytest.mark.slow
 def test_serve_help_says_what_access_log_does():
     out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "serve", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=True)
