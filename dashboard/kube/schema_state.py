@@ -117,7 +117,7 @@ def _refusal(path: str) -> HttpResponse | None:
 
 
 class SchemaGuardMiddleware(EitherModeMiddleware):
-    """Outermost in both chains (settings.MIDDLEWARE, KUBEDASH_API_MIDDLEWARE): on a newer schema
+    """Near the top of both chains (settings.MIDDLEWARE, KUBEDASH_API_MIDDLEWARE): on a newer schema
     nothing is served but the probes and /metrics. It costs one test of a list per request."""
 
     def handle(self, request):
