@@ -48,6 +48,13 @@ EXPOSE 8000
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/livez', timeout=4).status != 200)"]
+# Which build this is: /version's gitCommit and buildDate and kubedash_build_info (its release is
+# pyproject.toml's version). Last, so a new commit rebuilds no other layer:
+#   docker build --build-arg KUBEDASH_GIT_COMMIT="$(git rev-parse HEAD)" \
+#       --build-arg KUBEDASH_BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)" -t kubedash:0.9.0 .
+ARG KUBEDASH_GIT_COMMIT=""
+ARG KUBEDASH_BUILD_DATE=""
+ENV KUBEDASH_GIT_COMMIT=${KUBEDASH_GIT_COMMIT} KUBEDASH_BUILD_DATE=${KUBEDASH_BUILD_DATE}
 # Plain HTTP behind the proxy, which terminates TLS (deploy/nginx, the Ingress) and sends
 # X-Forwarded-*. Workers: KUBEDASH_WORKERS (one per core the container may use).
 CMD ["sh", "-c", "exec python manage.py serve --host 0.0.0.0 --port 8000 --no-tls --proxy-headers --workers \"${KUBEDASH_WORKERS}\""]

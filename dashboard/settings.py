@@ -2,6 +2,9 @@
 
 DATABASE_URL   unset: SQLite file in DATA_DIR (WAL, BEGIN IMMEDIATE); postgres://... for PostgreSQL
 REDIS_URL      unset: in-memory channel layer (one process); redis://... for several processes
+KUBEDASH_REDIS_PREFIX  the names this deployment uses on Redis (default "kubedash"): distinct per
+               deployment sharing one Redis
+KUBEDASH_PUBLIC_HOST  the name clients use (compose: the proxy's certificate); added to ALLOWED_HOSTS
 DJANGO_SECRET_KEY  unset: generated once into DATA_DIR/secret_key
 DJANGO_SECRET_KEY_FALLBACKS  comma-separated earlier keys, still accepted (rotation)
 KUBEDASH_PGBOUNCER  "1" when DATABASE_URL goes through PgBouncer's transaction pooling
@@ -56,6 +59,12 @@ SECRET_KEY = _secret_key()
 SECRET_KEY_FALLBACKS = [k.strip() for k in os.environ.get("DJANGO_SECRET_KEY_FALLBACKS", "").split(",") if k.strip()]
 DEBUG = _env_bool("DJANGO_DEBUG")
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
+# The name clients reach the proxy by (compose's .env, the certificate's name) is served too: a
+# page on that host would otherwise answer 400. (CSRF needs nothing more: the proxy passes the
+# browser's Host, port included, which the Origin then matches.)
+KUBEDASH_PUBLIC_HOST = os.environ.get("KUBEDASH_PUBLIC_HOST", "").strip()
+if KUBEDASH_PUBLIC_HOST and KUBEDASH_PUBLIC_HOST not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(KUBEDASH_PUBLIC_HOST)
 
 INSTALLED_APPS = [
     "daphne",
@@ -84,6 +93,8 @@ MIDDLEWARE = [
     # Outermost: CSP on pages, and `Secure` on every cookie of an HTTPS response.
     "dashboard.web.security.SecurityHeadersMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A database migrated by a newer release (a rollback): 503 for everything but the probes.
+    "dashboard.kube.schema_state.SchemaGuardMiddleware",
     # Page HTML gzipped (not streams); before anything that reads or rewrites the body.
     "dashboard.web.compression.PageGZipMiddleware",
     "dashboard.web.staticfiles.StaticFilesMiddleware",   # WhiteNoise: /static/, compressed
@@ -104,6 +115,7 @@ MIDDLEWARE = [
 # (dashboard.server.lanes.wants_full_middleware).
 KUBEDASH_API_MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.kube.schema_state.SchemaGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -226,8 +238,13 @@ KUBEDASH_HEAVY_NICE = os.environ.get("KUBEDASH_HEAVY_NICE", "19")
 KUBEDASH_HEAVY_DUTY = float(os.environ.get("KUBEDASH_HEAVY_DUTY", "0.1"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# What this deployment's names on Redis start with (the watch wake-up channel "<prefix>:revisions",
+# dashboard/kube/notify.py): deployments sharing one Redis need prefixes of their own (publish/
+# subscribe channels ignore the database number), or each wakes the other's processes for nothing.
+KUBEDASH_REDIS_PREFIX = os.environ.get("KUBEDASH_REDIS_PREFIX", "kubedash").strip() or "kubedash"
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{KUBEDASH_REDIS_PREFIX}:asgi"}}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -312,13 +329,26 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 
+# Logs (docs/OPERATIONS.md, "Logs"): every line on stdout/stderr one JSON object (json, the
+# default, as the request lines always are: dashboard/server/logs.py), or the message alone (text).
+KUBEDASH_LOG_FORMAT = os.environ.get("KUBEDASH_LOG_FORMAT", "json").strip().lower()
+if KUBEDASH_LOG_FORMAT not in ("json", "text"):
+    raise ValueError(f"KUBEDASH_LOG_FORMAT must be json or text, not {KUBEDASH_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "dashboard.server.logs.JsonFormatter"},
+                   "text": {"format": "%(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": KUBEDASH_LOG_FORMAT},
+                 # kubedash.audit on stdout (the request lines' stream), as docs/OPERATIONS.md says.
+                 "stdout": {"class": "logging.StreamHandler", "formatter": KUBEDASH_LOG_FORMAT,
+                            "stream": "ext://sys.stdout"}},
     "root": {"handlers": ["console"], "level": os.environ.get("KUBEDASH_LOG_LEVEL", "WARNING")},
     # 4xx answers are normal API traffic (409 on a stale renew, 404 on a probe): don't log each one.
     "loggers": {"django.request": {"level": "ERROR"},
                 # One JSON line per dashboard write to a followed cluster (follow/writes.py).
-                "kubedash.audit": {"level": "INFO", "handlers": ["console"], "propagate": False}},
+                "kubedash.audit": {"level": "INFO", "handlers": ["stdout"], "propagate": False},
+                # serve's banner and its supervisor's lines; Daphne's access log (serve --access-log).
+                "kubedash.serve": {"level": "INFO", "handlers": ["stdout"], "propagate": False},
+                "kubedash.access": {"level": "INFO", "handlers": ["stdout"], "propagate": False}},
 }

@@ -1,7 +1,7 @@
 """Django internals kubedash relies on (checked with Django 5.2.19; tests/serving/test_compat.py).
 
-The request handlers' middleware chain and the step it ends in, the ASGI handler's per-request
-thread, URL resolution inside the handler, the connection handler's per-thread connections, and
+The request handlers' middleware chain and the step it ends in, the request log's mark on a
+response already logged, the ASGI handler's per-request thread, URL resolution inside the handler, the connection handler's per-thread connections, and
 the database backends' steps kubedash's ENGINEs (kube/sqlite, kube/postgresql) change: where a
 SQLite transaction begins and ends and its statements are rewritten, where a PostgreSQL
 connection is made and checked.
@@ -27,6 +27,13 @@ def exception_response(get_response):
     """get_response wrapped as Django wraps each middleware: an exception becomes the response
     Django makes of it (django.core.handlers.exception.convert_exception_to_response)."""
     return convert_exception_to_response(get_response)
+
+
+def logged_already(response):
+    """The response, marked so Django's request log (django.utils.log.log_response) does not log
+    it: an expected 500 whose cause is logged elsewhere, once (/readyz's failing checks)."""
+    response._has_been_logged = True
+    return response
 
 
 def view_step(handler, asynchronous: bool = False):

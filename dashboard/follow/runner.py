@@ -13,6 +13,8 @@ import time
 from django.db import DatabaseError
 from django.utils import timezone
 
+from dashboard.kube.outage import Outage
+
 from . import destination, keys
 from .following import cluster_api_client
 from .informer import ClusterFollower
@@ -30,15 +32,17 @@ class Followers:
         keys.clean_stale()   # key material a process killed while following left behind
         self.running: dict[str, tuple[int, ClusterFollower]] = {}   # name -> (row id, follower)
         self.retry_at: dict[int, float] = {}   # row id -> when to try a cluster that failed to start
+        self.reading = Outage(log, "follow: reading the followed clusters")
 
     def sync(self, leading: bool) -> None:
         wanted = {}
         if leading:
             try:
                 wanted = {c.name: c for c in Cluster.objects.all()}
-            except DatabaseError:
-                log.warning("follow: could not read the followed clusters", exc_info=True)
+            except DatabaseError as err:
+                self.reading.failed(err)
                 return
+            self.reading.ok()
         for name, (row_id, follower) in list(self.running.items()):
             if name not in wanted or wanted[name].pk != row_id:
                 follower.stop()

@@ -58,6 +58,13 @@ def _fernet() -> MultiFernet:
         ) from None
 
 
+def check_configured_key() -> None:
+    """CredentialsError now (`serve` refuses to start) when KUBEDASH_CREDENTIALS_KEY is set but
+    is not a key (a placeholder left in), rather than at the first `follow add`."""
+    if os.environ.get(ENV, "").strip():
+        _fernet()
+
+
 def encrypt(data: bytes) -> bytes:
     return _fernet().encrypt(bytes(data))
 

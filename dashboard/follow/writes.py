@@ -187,11 +187,14 @@ class Writer:
     def _audit(self, verb: str, res: Resource, namespace: str, name: str, status: int, dry_run: bool) -> None:
         if dry_run:
             return
-        audit.info(json.dumps({
+        fields = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": "follow.write",
             "cluster": self.cluster.name, "user": self.principal.username, "upstreamIdentity": self.identity(),
             "mode": self.cluster.writes, "verb": verb, "resource": res.plural, "group": res.group,
-            "namespace": namespace, "name": name, "upstreamStatus": status}, separators=(",", ":")))
+            "namespace": namespace, "name": name, "upstreamStatus": status}
+        # The message is the JSON line itself (KUBEDASH_LOG_FORMAT=text); the JSON log's formatter
+        # writes the fields as its own (server/logs.py).
+        audit.info(json.dumps(fields, separators=(",", ":")), extra={"fields": fields})
 
     def _send(self, verb: str, method: str, res: Resource, namespace: str, name: str, *, dry_run: bool,
               body: dict | None = None, query: list | None = None, collection: bool = False) -> dict:

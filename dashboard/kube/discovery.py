@@ -16,6 +16,7 @@ import sys
 from typing import Literal
 
 from . import registry, reviews
+from .build import build
 from .tables import media_ranges
 
 DISCOVERY_GROUP = "apidiscovery.k8s.io"
@@ -32,7 +33,14 @@ STATUS_VERBS = ["get", "patch", "update"]
 
 # Reported as /version; the gcloud kubectl dispatcher picks kubectl 1.<minor> from it.
 MAJOR, MINOR = "1", "32"
-GIT_VERSION = "v1.32.0-kubedash"
+# gitVersion: the Kubernetes version served, kubedash's release as a semver pre-release part (as
+# managed clusters do: v1.32.0-eks-..., v1.32.0-gke.100), so kubectl's version-skew check still
+# parses it (`kubectl version`: k8s.io/apimachinery's version.ParseSemantic).
+KUBE_VERSION = "v1.32.0"
+
+
+def git_version() -> str:
+    return f"{KUBE_VERSION}-kubedash.{build().version}"
 
 
 def negotiate(accept: str | None) -> Flavour:
@@ -203,16 +211,18 @@ def root_document(core: bool, accept: str | None, host: str) -> tuple[dict, str]
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
-def version_info(git_commit: str = "", build_date: str = "1970-01-01T00:00:00Z") -> dict:
-    """version.Info for /version. minor "32" makes the kubectl dispatcher run kubectl 1.32."""
+def version_info() -> dict:
+    """version.Info for /version. minor "32" makes the kubectl dispatcher run kubectl 1.32;
+    gitCommit and buildDate are this build's (kube/build.py)."""
     machine = platform.machine().lower()
+    this = build()
     return {
         "major": MAJOR,
         "minor": MINOR,
-        "gitVersion": GIT_VERSION,
-        "gitCommit": git_commit or "0" * 40,
+        "gitVersion": git_version(),
+        "gitCommit": this.git_commit,
         "gitTreeState": "clean",
-        "buildDate": build_date,
+        "buildDate": this.build_date,
         "goVersion": f"python{sys.version_info.major}.{sys.version_info.minor}",
         "compiler": sys.implementation.name,
         "platform": f"{sys.platform}/{_ARCH.get(machine, machine)}",

@@ -6,8 +6,11 @@ import logging
 from django.db import connection
 from django.http import HttpResponse
 
+from dashboard.compat.django import logged_already
+
 from . import discovery, openapi, openapi_proto, schema_state
 from .errors import path_not_found
+from .outage import Outage
 from .views import KubeAPIView, json_response
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,9 @@ def _check_database() -> None:
 
 
 def _check_migrations() -> None:
+    newer = schema_state.newer()
+    if newer:
+        raise RuntimeError(schema_state.newer_message(newer))
     missing = schema_state.pending()
     if missing:
         raise RuntimeError(f"{len(missing)} migrations not applied: {', '.join(missing[:5])}")
@@ -114,7 +120,20 @@ def _ready_checks() -> list[tuple[str, object]]:
 def _plain(text: str, status: int = 200) -> HttpResponse:
     response = HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
-    return response
+    # A failing check is logged when it starts failing (_outage), not by Django at every probe.
+    return logged_already(response) if status == 500 else response
+
+
+# A probe every few seconds logs a check's failure when it starts or its reason changes, and its
+# recovery, not every probe (kube/outage.py).
+_outages: dict[str, Outage] = {}
+
+
+def _outage(name: str) -> Outage:
+    found = _outages.get(name)
+    if found is None:
+        found = _outages[name] = Outage(log, f"readyz: {name}")
+    return found
 
 
 def readyz(request, check: str | None = None):
@@ -142,10 +161,11 @@ def readyz(request, check: str | None = None):
         try:
             run()
         except Exception as err:
-            log.warning("readyz: %s failed: %s", name, err)
+            _outage(name).failed(str(err))
             lines.append(f"[-]{name} failed: reason withheld\n")
             failed.append(name)
         else:
+            _outage(name).ok()
             lines.append(f"[+]{name} ok\n")
     if excluded:
         quoted = ",".join(f'"{n}"' for n in sorted(excluded))

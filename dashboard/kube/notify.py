@@ -21,6 +21,7 @@ from dashboard.access.models import AccessChange
 from dashboard.access.signals import access_changed
 
 from . import metrics, storage
+from .outage import Outage
 from .postgresql.base import await_on_the_loop, on_the_loop
 from .storage import revision_committed
 
@@ -30,7 +31,11 @@ log = logging.getLogger(__name__)
 # least this often; also how often deadlines - session, token, share-link expiry - are checked).
 ACCESS_POLL_SECONDS = 0.5
 
-REDIS_CHANNEL = "kubedash:revisions"
+REDIS_CHANNEL = f"{settings.KUBEDASH_REDIS_PREFIX}:revisions"   # (one per deployment on a shared Redis)
+# Redis unreachable: one log line when publishing starts failing and one when it works again
+# (not a traceback per write), and kubedash_redis_errors_total{operation} (kube/metrics.py).
+_publishing = Outage(log, "publishing commits to Redis (the other processes poll the log meanwhile)")
+_subscription = Outage(log, "the watch hub's Redis subscription (polling the log meanwhile)")
 redis_lost = False   # the Redis doorbell is down: the follower polls the log instead
 _current: Follower | None = None   # this process's follower (the hub's), rung by ring()
 _redis_lock = threading.Lock()
@@ -94,6 +99,7 @@ class Follower(threading.Thread):
         counts_commits = self.storage.counts_commits
         interval = min(settings.KUBEDASH_WATCH_FOLLOW_SECONDS if counts_commits else ACCESS_POLL_SECONDS, safety)
         seen_version, quiet = None, 0.0
+        reading = Outage(log, "the watch hub reading the revision log")
         try:
             while not self.stopped and not self.loop.is_closed():
                 if self.resting:
@@ -120,9 +126,11 @@ class Follower(threading.Thread):
                     self._read_access()
                     for listener in self.hub.change_listeners:
                         listener(self.loop)
-                except Exception:  # the DB hiccuped: keep following, retry on the next wake/poll
-                    log.exception("watch hub failed to read revisions")
+                except Exception as err:  # the DB hiccuped: keep following, retry on the next wake/poll
+                    reading.failed(err, trace=True)
                     connection.close()
+                else:
+                    reading.ok()
         finally:
             connection.close()
 
@@ -171,16 +179,17 @@ async def listen_redis() -> None:
             async with client.pubsub() as pubsub:
                 await pubsub.subscribe(REDIS_CHANNEL)
                 redis_lost = False
+                _subscription.ok()
                 ring()  # catch up on what committed while (re)subscribing
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         ring()
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as err:
             redis_lost = True
             metrics.REDIS_ERRORS.labels("subscribe").inc()
-            log.warning("watch hub lost Redis; relying on polling until it is back", exc_info=True)
+            _subscription.failed(err)
             await asyncio.sleep(1)
 
 
@@ -207,9 +216,11 @@ def redis_reachable() -> bool | None:
 def _publish_redis() -> None:
     try:
         _sync_client().publish(REDIS_CHANNEL, b"1")
-    except Exception:  # the other processes fall back to their safety poll
+    except Exception as err:  # the other processes fall back to their safety poll
         metrics.REDIS_ERRORS.labels("publish").inc()
-        log.warning("could not publish a revision to Redis", exc_info=True)
+        _publishing.failed(err)
+    else:
+        _publishing.ok()
 
 
 _loop_client = None   # the event loop's Redis client (publishes from requests served there)
@@ -225,9 +236,11 @@ async def _publish_redis_on_the_loop() -> None:
         if _loop_client is None:
             _loop_client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
         await _loop_client.publish(REDIS_CHANNEL, b"1")
-    except Exception:  # the other processes fall back to their safety poll
+    except Exception as err:  # the other processes fall back to their safety poll
         metrics.REDIS_ERRORS.labels("publish").inc()
-        log.warning("could not publish a revision to Redis", exc_info=True)
+        _publishing.failed(err)
+    else:
+        _publishing.ok()
 
 
 def publish() -> None:

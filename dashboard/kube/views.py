@@ -20,6 +20,7 @@ from dashboard.access import clusters, impersonation
 from dashboard.access.authentication import (BearerTokenAuthentication, TokenRow, recent_principal, token_check_params,
                                              token_check_sql)
 from dashboard.access.models import hash_token
+from dashboard.compat.django import logged_already
 
 from . import codec, context, lists, registry, schema_state, storage, store
 from .registry import backend, from_storage, to_storage
@@ -94,13 +95,14 @@ def exception_handler(exc, drf_context):
         return status_response(ApiError(exc.status_code, type(exc).__name__, str(exc.detail)), request)
     unmigrated = schema_state.not_migrated_error(exc)
     if unmigrated is not None:
-        return status_response(unmigrated, request)
+        # (readiness logs the missing migrations once: not Django, for every request meanwhile)
+        return logged_already(status_response(unmigrated, request))
     method, path = getattr(request, "method", "GET"), getattr(request, "path", "?")
     if storage.backend().connection_lost(exc):
-        log.warning("database connection lost serving %s %s: %s", method, path, exc)
+        log.warning("database connection lost serving %s %s: %s", method, path, exc, extra={"request": request})
         DATABASE_LOST.inc()
         return status_response(database_lost(method), request)
-    log.exception("unexpected error serving %s", path)
+    log.exception("unexpected error serving %s", path, extra={"request": request})
     return status_response(internal_error(method), request)
 
 

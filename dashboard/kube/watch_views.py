@@ -25,6 +25,7 @@ from dashboard.access.authentication import BearerTokenAuthentication, token_pri
 from dashboard.access.models import hash_token, username_subject
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
+from dashboard.compat.django import logged_already
 
 from . import context, lists, revlog, schema_state, store
 from .errors import ApiError, forbidden_request, gone, method_not_allowed, unauthorized
@@ -422,7 +423,7 @@ async def watch(request, single_name: str | None = None, **kw):
         unmigrated = await sync_to_async(schema_state.not_migrated_error)(err)
         if unmigrated is None:
             raise
-        return status_response(unmigrated, request)
+        return logged_already(status_response(unmigrated, request))
     match = getattr(request, "resolver_match", None)
     if match is not None:
         # Every URL pattern tried before this one (~70 small lists, 2.5 KB), kept as long as

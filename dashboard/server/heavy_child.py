@@ -148,13 +148,14 @@ def main(control_fd: int, nice: str, fast_load_fd: int, duty: float) -> None:
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "daphne"]
     django.setup()
 
-    from dashboard.kube import yielding   # noqa: PLC0415 (after django.setup(): the project's modules need it)
+    from dashboard.kube import schema_state, yielding   # noqa: PLC0415 (after django.setup(): the project's modules need it)
 
     from .handlers import APIWSGIHandler, LaneWSGIHandler   # noqa: PLC0415 (after django.setup(), as yielding)
 
     pacer = Pacer(FastLoad(fast_load_fd), duty)
     yielding.install(pacer.pause)
     handlers = {FULL: LaneWSGIHandler(), API: APIWSGIHandler()}
+    schema_state.check_at_start(quiet=True)   # (a newer schema: refused here too; its serving process said so)
     work = ThreadPoolExecutor(max_workers=settings.KUBEDASH_EXPENSIVE_LANE_THREADS, thread_name_prefix="lane-heavy")
     control = socket.socket(fileno=control_fd)
     while True:

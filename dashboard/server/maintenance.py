@@ -54,6 +54,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.expiry import expire
 from dashboard.kube.formats import format_micro_time
 from dashboard.kube.meta import now as utcnow
+from dashboard.kube.outage import Outage
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ class Elector:
     def __init__(self, name: str = NAME, namespace: str = NAMESPACE, holder: str | None = None):
         self.name, self.namespace = name, namespace
         self.holder = holder or identity()
+        # The store unreachable or not migrated: one line when it starts and when it ends.
+        self.store = Outage(log, "maintenance election: reaching the store")
         self.lease_duration = settings.KUBEDASH_MAINTENANCE_LEASE_SECONDS
         self.renew_deadline = settings.KUBEDASH_MAINTENANCE_RENEW_DEADLINE
         self.retry_period = settings.KUBEDASH_MAINTENANCE_RETRY_PERIOD
@@ -195,10 +198,12 @@ class Elector:
         """One round: acquire or renew; lose leadership past the renew deadline."""
         try:
             ok = self.try_acquire_or_renew()
-        except (ApiError, DatabaseError):
-            log.warning("maintenance election: could not reach the store", exc_info=True)
+        except (ApiError, DatabaseError) as err:
+            self.store.failed(err)
             connection.close()
             ok = False
+        else:
+            self.store.ok()
         if ok and not self.leading:
             self.leading = True
             LEADER.set(1)

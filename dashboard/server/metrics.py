@@ -20,8 +20,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.http import HttpResponse
-from prometheus_client import (CONTENT_TYPE_LATEST, PROCESS_COLLECTOR, REGISTRY, CollectorRegistry, ProcessCollector,
-                               generate_latest, multiprocess)
+from prometheus_client import (CONTENT_TYPE_LATEST, PROCESS_COLLECTOR, REGISTRY, CollectorRegistry, Gauge,
+                               ProcessCollector, generate_latest, multiprocess)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
@@ -29,7 +29,8 @@ from rest_framework.request import Request
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
 from dashboard.access.tls import expiry_times
-from dashboard.kube import context, notify
+from dashboard.kube import context, discovery, notify
+from dashboard.kube.build import build
 from dashboard.kube.discovery_views import ready
 from dashboard.kube.errors import ApiError, method_not_allowed, unauthorized
 from dashboard.kube.metrics import RevisionLogCollector
@@ -136,6 +137,13 @@ def _health():
         expiry.add_metric([name], moment)
     if expiry.samples:
         yield expiry
+
+
+# Which build answers, as kube's kubernetes_build_info: always 1, the labels say (kube/build.py).
+BUILD_INFO = Gauge("kubedash_build_info", "A metric with a constant '1' value labeled by the release, git version, "
+                   "git commit and build date of the kubedash build serving",
+                   ["version", "git_version", "git_commit", "build_date"], multiprocess_mode="max")
+BUILD_INFO.labels(build().version, discovery.git_version(), build().git_commit, build().build_date).set(1)
 
 
 class _Scrape:

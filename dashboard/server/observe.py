@@ -19,7 +19,6 @@ import functools
 import os
 import time
 import uuid
-from datetime import datetime, timezone
 from urllib.parse import parse_qsl
 
 import orjson
@@ -29,6 +28,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from dashboard.compat.daphne import REQUEST
 from dashboard.kube import context, registry
 from dashboard.kube.context import RequestContext
+
+from .logs import now
 
 COMPONENT = "apiserver"
 # kube-apiserver's request latency buckets (k8s.io/apiserver/pkg/endpoints/metrics).
@@ -149,18 +150,27 @@ def note_user(request) -> None:
             or user.get_username()
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
 def _write(line: dict) -> None:
     """One write(2) per line, not the logging module (a fifth of a renewal's cost): a line
-    under PIPE_BUF is never interleaved with another process's, and nothing is buffered."""
+    under PIPE_BUF is never interleaved with another process's, and nothing is buffered. Its
+    first fields are the other log lines' (server/logs.py), at level INFO of kubedash.request."""
     if settings.KUBEDASH_REQUEST_LOG:
         try:
-            os.write(_out, orjson.dumps(line) + b"\n")
+            os.write(_out, orjson.dumps({"ts": now(), "level": "INFO", "logger": "kubedash.request", **line}) + b"\n")
         except OSError:
             pass   # stdout gone (closed pipe): never fail a request over its log line
+
+
+def client_of(scope) -> tuple[str, str]:
+    """(client address, User-Agent) of an ASGI scope, for its log line: the address is the
+    forwarded one when `serve --proxy-headers` trusts the proxy (Daphne puts it in the scope)."""
+    client = scope.get("client") or ("", 0)
+    agent = b""
+    for name, value in scope.get("headers", ()):
+        if name == b"user-agent":
+            agent = value
+            break
+    return str(client[0] or ""), agent.decode("latin-1")[:256]
 
 
 _children: dict = {}
@@ -188,6 +198,7 @@ class Observed:
         # over in the scope: compat/daphne.py Server).
         ctx = scope[context.KEY] = RequestContext(stream=scope.pop(REQUEST, None))
         record = ctx.record
+        record["auditID"] = audit_id   # (what else is logged about the request names it: server/logs.py)
         info = request_info(scope["method"], scope["path"], scope.get("query_string", b""))
         code = 0
         audit_header = (b"audit-id", audit_id.encode())
@@ -208,11 +219,12 @@ class Observed:
         try:
             await self.app(scope, receive, observed_send)
         finally:
+            client, agent = client_of(scope)
             line = {"auditID": audit_id, "user": record["user"], "verb": info["verb"],
                     "method": scope["method"], "path": safe_path(scope["path"]), "group": info["group"],
                     "resource": info["resource"], "subresource": info["subresource"],
                     "namespace": info["namespace"], "name": info["name"], "code": code,
-                    "lane": record["lane"], "pid": os.getpid()}
+                    "lane": record["lane"], "pid": os.getpid(), "client": client, "userAgent": agent}
             if "impersonatedUser" in record:
                 line["impersonatedUser"] = record["impersonatedUser"]
                 line["impersonatedGroups"] = record["impersonatedGroups"]
@@ -234,10 +246,10 @@ def _done(started: float, labels: tuple, gauge, line: dict) -> None:
     elapsed = time.perf_counter() - started
     _child(REQUESTS, (*labels, str(line["code"]))).inc()
     _child(DURATION, labels).observe(elapsed)
-    _write({"ts": _now(), **line, "latency": round(elapsed, 6)})
+    _write({**line, "latency": round(elapsed, 6)})
 
 
-def refused(method: str, path: str, query: bytes, code: int, started: float | None) -> bytes:
+def refused(method: str, path: str, query: bytes, code: int, started: float | None, client: str = "") -> bytes:
     """A request the protocol answered itself, before Django (414, 431, 401 or 413 decided from
     the headers): counted and logged like any other. Returns its Audit-ID header line."""
     audit_id = str(uuid.uuid4())
@@ -246,10 +258,11 @@ def refused(method: str, path: str, query: bytes, code: int, started: float | No
     elapsed = time.perf_counter() - started if started is not None else 0.0
     _child(REQUESTS, (*labels, str(code))).inc()
     _child(DURATION, labels).observe(elapsed)
-    _write({"ts": _now(), "auditID": audit_id, "user": "", "verb": info["verb"], "method": method,
+    _write({"auditID": audit_id, "user": "", "verb": info["verb"], "method": method,
             "path": safe_path(path), "group": info["group"], "resource": info["resource"],
             "subresource": info["subresource"], "namespace": info["namespace"], "name": info["name"],
-            "code": code, "latency": round(elapsed, 6), "lane": "protocol", "pid": os.getpid()})
+            "code": code, "latency": round(elapsed, 6), "lane": "protocol", "pid": os.getpid(), "client": client,
+            "userAgent": ""})
     return f"Audit-Id: {audit_id}\r\n".encode("latin-1")
 
 
@@ -277,7 +290,7 @@ class ObservedWebsocket:
         # the consumer writes its principal's name into this record (the context is shared by
         # reference). "close": the first close code the socket got (its application's, or the
         # protocol's).
-        ctx = scope[context.KEY] = RequestContext(record={"user": ""})
+        ctx = scope[context.KEY] = RequestContext(record={"user": "", "auditID": audit_id})
         record = ctx.record
 
         async def observed_send(message):
@@ -292,7 +305,8 @@ class ObservedWebsocket:
         finally:
             WEBSOCKETS.dec()
             _OPEN_SOCKETS.pop(id(record), None)
-            _write({"ts": _now(), "auditID": audit_id, "user": record["user"],
+            client, agent = client_of(scope)
+            _write({"auditID": audit_id, "user": record["user"],
                     "verb": "WEBSOCKET", "method": "GET", "path": safe_path(scope["path"]),
                     "code": record.get("close", 1000), "latency": round(time.perf_counter() - started, 6),
-                    "lane": "pages", "pid": os.getpid()})
+                    "lane": "pages", "pid": os.getpid(), "client": client, "userAgent": agent})

@@ -172,7 +172,8 @@ class LimitedChannel(HeldContinueChannel):
         self._stop_header_clock()
         self.setTimeout(None)
         body = orjson.dumps(err.status())
-        audit = observe.refused(*self._request_line(), err.code, self._started)
+        peer = self.transport.getPeer()
+        audit = observe.refused(*self._request_line(), err.code, self._started, client=getattr(peer, "host", ""))
         head = (f"HTTP/1.1 {err.code} {HTTPStatus(err.code).phrase}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n").encode("latin-1")
         self.transport.write(head + audit + b"\r\n" + body)

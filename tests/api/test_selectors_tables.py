@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -682,7 +683,10 @@ def test_api_resource_lists(kinds):
 def test_version_info():
     info = discovery.version_info()
     assert info["major"] == "1" and info["minor"] == "32"
-    assert info["gitVersion"] == "v1.32.0-kubedash"
+    # The Kubernetes version served, then kubedash's release (pyproject.toml) as a pre-release part.
+    import tomllib
+    release = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    assert info["gitVersion"] == f"v1.32.0-kubedash.{release}"
     assert set(info) == {"major", "minor", "gitVersion", "gitCommit", "gitTreeState", "buildDate",
                          "goVersion", "compiler", "platform"}
     assert all(isinstance(v, str) and v for v in info.values())

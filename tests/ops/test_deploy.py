@@ -863,6 +863,9 @@ def test_manifests_agree_with_each_other_and_the_image():
         backend["port"].get("number") in {p["port"] for p in service["spec"]["ports"]}
     annotations = ingress["metadata"]["annotations"]
     assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
+    # Request bodies buffered, as the nginx template's (a request a stopping pod refused goes to another).
+    assert annotations["nginx.ingress.kubernetes.io/proxy-request-buffering"] == "on"
+    assert annotations["nginx.ingress.kubernetes.io/proxy-next-upstream"] == "error timeout"
     assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
 
     uid = int(dict(stages()[-1])["USER"].split(":")[0])

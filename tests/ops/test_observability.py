@@ -53,10 +53,13 @@ def plain(server: LiveServer, path: str, headers: dict | None = None):
 
 
 def log_lines(server: LiveServer) -> list[dict]:
+    """The request lines (every line is JSON: the others name another logger)."""
     out = []
     for raw in server.log_path.read_text().splitlines():
         if raw.startswith("{"):
-            out.append(orjson.loads(raw))
+            line = orjson.loads(raw)
+            if line.get("logger") == "kubedash.request":
+                out.append(line)
     return out
 
 

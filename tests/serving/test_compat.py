@@ -43,6 +43,7 @@ from django.db.backends.sqlite3 import base as sqlite3_base
 from django.db.utils import ConnectionHandler
 from django.http import HttpResponse
 from django.urls import ResolverMatch, get_resolver
+from django.utils import log as django_log
 from django.utils.connection import BaseConnectionHandler
 from psycopg import waiting
 from twisted.internet import abstract, protocol, ssl, tcp
@@ -220,6 +221,7 @@ RELIED_ON = [
     # Django
     Attribute(django_compat.exception_response, dj, django_exception, "convert_exception_to_response", ("get_response",)),
     Attribute(django_compat.view_step, dj, BaseHandler, "_get_response", ("self", "request")),
+    Uses(django_compat.logged_already, dj, django_log, "log_response", ("_has_been_logged",)),
     Attribute(django_compat.view_step, dj, BaseHandler, "_get_response_async", ("self", "request")),
     Uses(django_compat.install_middleware_chain, dj, BaseHandler, "get_response", ("_middleware_chain",)),
     Uses(django_compat.install_middleware_chain, dj, BaseHandler, "get_response_async", ("_middleware_chain",)),

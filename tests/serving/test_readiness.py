@@ -7,9 +7,10 @@ import subprocess
 import sys
 import time
 
+import orjson
 import pytest
 
-from conftest import ROOT, LiveServer, eventually, running, server_env
+from conftest import ROOT, LiveServer, eventually, migrate, running, server_env
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ready/leases"
 
@@ -39,7 +40,7 @@ def test_unmigrated_database_is_not_ready_and_never_500(unmigrated):
         assert "not migrated" in got["message"] and headers["Retry-After"] == "5"
     assert server.request("GET", "/livez", token="-")[:3:2] == (200, b"ok")
     # A maintenance election round on the missing schema (its log line says so), and it lives on.
-    eventually(lambda: "maintenance election: could not reach the store" in server.log(), what="an election round")
+    eventually(lambda: "maintenance election: reaching the store failed" in server.log(), what="an election round")
     assert server.proc.poll() is None, "the server died on an unmigrated database"
 
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, cwd=ROOT, check=True)
@@ -77,3 +78,58 @@ def test_migrate_runs_one_at_a_time_on_postgresql(tmp_path):
     finally:
         with connect() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+NEWER = ("coordination", "9999_from_a_newer_release")
+
+
+@pytest.mark.slow
+def test_a_release_refuses_a_schema_a_newer_release_migrated(tmp_path):
+    """A rollback: the database holds a migration this code does not have (a newer release applied
+    it). Started on it, the process serves nothing but the probes and /metrics: /readyz fails
+    (/readyz/migrations says why), every other request gets 503 saying what to do, the log says
+    it once. The same process started on the database without that migration serves again."""
+    import sqlite3
+
+    server = LiveServer(tmp_path, "--workers", "1", env=server_env(tmp_path))
+    migrate(server.env)
+    token = server.token("rollback-admin", "admin")
+    with sqlite3.connect(tmp_path / "kubedash.sqlite3") as db:   # (what `migrate` of that release wrote)
+        db.execute("INSERT INTO django_migrations (app, name, applied) VALUES (?, ?, datetime('now'))", NEWER)
+    with running(server):
+        status, _, body = server.request("GET", "/readyz?verbose", token="-")
+        assert status == 500
+        assert "[-]migrations failed: reason withheld" in body.decode().splitlines()
+        status, _, body = server.request("GET", "/readyz/migrations", token="-")
+        assert status == 500
+        why = body.decode()
+        assert "database schema is newer than this release" in why and "coordination.9999_from_a_newer_release" in why
+        assert "roll forward" in why and "restore" in why
+        for method, path, body_, headers in (
+                ("GET", LEASES, None, {}), ("POST", LEASES, {"metadata": {"name": "x"}, "spec": {}}, {}),
+                ("GET", LEASES + "?watch=true", None, {}), ("GET", "/version", None, {}),
+                ("GET", "/", None, {"Accept": "text/html"})):
+            status, got_headers, got = server.request(method, path, body=body_, token=token, headers=headers)
+            assert status == 503, (method, path, status, got)
+            assert got["kind"] == "Status" and got["reason"] == "ServiceUnavailable" and got["code"] == 503
+            assert "newer than this release" in got["message"] and "Retry-After" not in got_headers
+        assert server.request("GET", "/livez", token="-")[:3:2] == (200, b"ok")
+        assert server.request("GET", "/metrics", token=token)[0] == 200
+        for _ in range(3):   # probes keep failing: still one line in the log
+            assert server.request("GET", "/readyz", token="-")[0] == 500
+    lines = [orjson.loads(line) for line in server.log().splitlines()]
+    # Said once, when the worker started (its heavy child, serving the page, refused quietly).
+    said = [line["pid"] for line in lines if line["logger"] == "dashboard.kube.schema_state"]
+    assert len(said) == 1, said
+    assert "newer than this release" in next(line for line in lines if line["logger"] == "dashboard.kube.schema_state")["message"]
+    # Four failed probes: one line, and no "Internal Server Error" per probe.
+    assert sum("readyz: migrations failed" in line.get("message", "") for line in lines) == 1, lines
+    assert not any(line["logger"] == "django.request" for line in lines), lines
+
+    # Rolled forward (here: the newer migration gone): it serves again.
+    with sqlite3.connect(tmp_path / "kubedash.sqlite3") as db:
+        db.execute("DELETE FROM django_migrations WHERE app = ? AND name = ?", NEWER)
+    with running(server):
+        assert server.request("GET", "/readyz", token="-")[0] == 200
+        status, _, created = server.request("POST", LEASES, {"metadata": {"name": "back"}, "spec": {}}, token=token)
+        assert status == 201, created

@@ -118,7 +118,7 @@ class Command(BaseCommand):
         # The demo simulator is a separate API client; it starts writing once serve listens.
         demo = None if options["no_demo"] else start_demo(site)
         try:
-            call_command("serve", **{k: v for k, v in options.items() if k != "no_demo"})
+            call_command("serve", **{**{k: v for k, v in options.items() if k != "no_demo"}, "allow_placeholders": True})
         finally:
             stop_demo(demo)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import resource
 import sys
@@ -31,14 +32,49 @@ from dashboard.access.tls import ensure_tls
 # must come before anything imports twisted.internet.reactor (the daphne app in INSTALLED_APPS
 # already did this).
 from dashboard.compat.daphne import Server, failed_to_listen, install_http_factory, listen_on_no_endpoint
-from dashboard.kube import registry, schema
-from dashboard.server import lanes, maintenance, protocol, shutdown, workers, ws_limits
+from dashboard.follow.secrets import CredentialsError, check_configured_key
+from dashboard.kube import registry, schema, schema_state
+from dashboard.server import lanes, logs, maintenance, protocol, shutdown, workers, ws_limits
 
 # A backstop for requests that never finish, not a limit on normal use: watches end on
 # their own (timeoutSeconds, or the server's 30-60 minute default), well before this.
 DEFAULT_HTTP_TIMEOUT = 2 * 3600
 # Pages reconnect and catch up after a close, so a day is plenty for one websocket.
 DEFAULT_WEBSOCKET_TIMEOUT = 24 * 3600
+
+# The banner and the supervisor's lines: log records, JSON like every other line (server/logs.py).
+log = logging.getLogger("kubedash.serve")
+
+# The placeholder values of .env.example and deploy/kubernetes/secret.yaml ("change-me...").
+PLACEHOLDER = "change-me"
+
+
+def placeholders() -> list[str]:
+    """The secrets still holding a placeholder: a deployment must never run on them (anyone who
+    read .env.example could sign sessions, or read /metrics)."""
+    found = []
+    if PLACEHOLDER in settings.SECRET_KEY.lower():
+        found.append("DJANGO_SECRET_KEY")
+    if PLACEHOLDER in str(settings.DATABASES["default"].get("PASSWORD") or "").lower():
+        found.append("the database password (POSTGRES_PASSWORD, in DATABASE_URL)")
+    if PLACEHOLDER in settings.KUBEDASH_METRICS_TOKEN.lower():
+        found.append("KUBEDASH_METRICS_TOKEN")
+    return found
+
+
+def refusal(dev: bool) -> str | None:
+    """Why this configuration must not serve, or None. Placeholders are allowed in development
+    (DJANGO_DEBUG, `manage.py start`); a credentials key that is no key never is."""
+    found = [] if dev else placeholders()
+    if found:
+        return (f"refusing to start: {', '.join(found)} still {'holds' if len(found) == 1 else 'hold'} the "
+                f"placeholder from .env.example / secret.yaml ('{PLACEHOLDER}...'): set a long random value "
+                '(python3 -c "import secrets; print(secrets.token_urlsafe(50))")')
+    try:
+        check_configured_key()
+    except CredentialsError as err:
+        return f"refusing to start: {err}"
+    return None
 
 
 def raise_file_limit() -> None:
@@ -81,7 +117,10 @@ class Command(BaseCommand):
         parser.add_argument("--tls-port", type=int, default=8443, help="HTTPS port (default 8443)")
         parser.add_argument("--no-tls", action="store_true", help="serve plain HTTP only")
         parser.add_argument("--access-log", action="store_true",
-                            help="log every request to stdout (off by default: it costs throughput)")
+                            help="also Daphne's access log: a second line per request, in Apache's format, as the "
+                                 "message of a kubedash.access log line (off by default: it costs throughput, and "
+                                 "the request log, on unless KUBEDASH_REQUEST_LOG=0, already has each request with "
+                                 "its user, Audit-ID, client and latency)")
         parser.add_argument("--http-timeout", type=int, default=DEFAULT_HTTP_TIMEOUT,
                             help=f"close any HTTP request after this many seconds, 0 for never "
                                  f"(default {DEFAULT_HTTP_TIMEOUT})")
@@ -95,8 +134,16 @@ class Command(BaseCommand):
                                  "(default: the number of cores; 1 serves in this process)")
         # Set by the supervisor for its workers: the inherited listening sockets.
         parser.add_argument("--listen-fds", default="", help=argparse.SUPPRESS)
+        # Set by `manage.py start` (development): placeholder secrets are no reason to refuse.
+        parser.add_argument("--allow-placeholders", action="store_true", help=argparse.SUPPRESS)
 
     def handle(self, *args, **options):
+        logs.install_excepthooks()
+        if not options["listen_fds"]:   # (the supervisor checked for its workers)
+            why = refusal(dev=settings.DEBUG or options["allow_placeholders"])
+            if why:
+                log.critical(why)
+                raise SystemExit(1)
         raise_file_limit()
         host, port = options["host"], options["port"]
         tls_port = None if options["no_tls"] else options["tls_port"]
@@ -132,20 +179,18 @@ class Command(BaseCommand):
             os.execv(command[0], command + ["--listen-fds", workers.listen_fds_arg(listeners)])
         self.banner(urls, tls, f" ({count} worker process{'es' if count > 1 else ''})")
 
-        def log(line: str) -> None:
+        def say(line: str) -> None:
             if options["verbosity"] >= 1:
-                self.stdout.write(f"serve: {line}")
-                self.stdout.flush()
+                log.info("serve: %s", line)
 
-        supervisor = workers.Supervisor(command, listeners, count, log)
+        supervisor = workers.Supervisor(command, listeners, count, say)
         supervisor.run()
 
     def banner(self, urls, tls, suffix: str = "") -> None:
-        self.stdout.write(f"Serving HTTP   on {urls[0]}/  (pages){suffix}")
+        log.info("Serving HTTP   on %s/  (pages)%s", urls[0], suffix)
         if len(urls) > 1:
-            self.stdout.write(f"Serving HTTPS  on {urls[1]}/  (API; CA: {tls.ca_cert})")
-        self.stdout.write("Quit with CONTROL-C.")
-        self.stdout.flush()
+            log.info("Serving HTTPS  on %s/  (API; CA: %s)", urls[1], tls.ca_cert)
+        log.info("Quit with CONTROL-C.")
 
     def serve(self, options, tls, urls) -> None:
         host, port, tls_port = options["host"], options["port"], options["tls_port"]
@@ -161,6 +206,10 @@ class Command(BaseCommand):
         # process_* covers this server's processes: from the supervisor when this is its worker.
         supervised = workers.supervised()
         metrics.set_process_root(os.getppid() if supervised else os.getpid(), supervised=supervised)
+
+        # A schema a newer release migrated (a rollback) is found and logged now, once; the
+        # process then serves only the probes (kube/schema_state.py).
+        schema_state.check_at_start()
 
         def ready():
             shutdown.install(server)   # SIGTERM/SIGINT drain the process (dashboard.server.shutdown)
@@ -184,7 +233,7 @@ class Command(BaseCommand):
             # A worker's listeners are adopted in ready(); Daphne insists on some endpoint.
             endpoints=["(inherited)"] if listen_fds else endpoints(host, port, tls_port, tls),
             signal_handlers=False,  # ours, installed in ready(): drain, then stop
-            action_logger=AccessLogGenerator(sys.stdout) if options["access_log"] else None,
+            action_logger=AccessLogGenerator(logs.LogStream("kubedash.access")) if options["access_log"] else None,
             http_timeout=options["http_timeout"] or None,
             websocket_timeout=options["websocket_timeout"],
             application_close_timeout=10,
