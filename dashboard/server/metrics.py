@@ -3,7 +3,9 @@
 With PROMETHEUS_MULTIPROC_DIR set (the supervisor sets and empties it for its workers,
 dashboard.server.workers) every worker writes its counters there and a scrape of any worker
 reads all of them; without it (one process) the process's own registry is served. The
-revision-log figures are read from the database at scrape time (dashboard.kube.metrics).
+revision-log figures are read from the database at scrape time (dashboard.kube.metrics), and so
+is whether each followed cluster's copy is current (from its row: every process answers alike,
+and a follower that died leaves its clusters stale, not "live").
 
 Who may read it: admins without namespace or cluster limits (bearer token or session; it names
 every followed cluster), the users named in KUBEDASH_METRICS_USERS
@@ -18,12 +20,15 @@ import os
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
+from dashboard.follow.models import Cluster
 from dashboard.kube import context
 from dashboard.kube.errors import ApiError, method_not_allowed, unauthorized
 from dashboard.kube.metrics import RevisionLogCollector
@@ -80,6 +85,28 @@ class _Scrape:
                 hubs.extend(sample.value for sample in family.samples)
             yield family
         yield from RevisionLogCollector(lambda: min(hubs) if hubs else None).collect()
+        yield from _followed()
+
+
+def _followed():
+    """Each followed cluster: stale (1: not live, or its follower silent; Cluster.is_current) and
+    when kubedash last heard from it (docs/FOLLOWING.md, "Silence")."""
+    rows = list(Cluster.objects.all())
+    if not rows:
+        return
+    now = timezone.now()
+    stale = GaugeMetricFamily("kubedash_follow_stale", "1 while a followed cluster's copy is not current (no word "
+                              "from it within the silence deadline, its watch down or relisting, or no follower)",
+                              labels=["cluster"])
+    heard = GaugeMetricFamily("kubedash_follow_heard_timestamp_seconds",
+                              "When kubedash last heard from a followed cluster (an event, a bookmark, a list)",
+                              labels=["cluster"])
+    for row in rows:
+        stale.add_metric([row.name], 0 if row.is_current(now) else 1)
+        if row.heard_at is not None:
+            heard.add_metric([row.name], row.heard_at.timestamp())
+    yield stale
+    yield heard
 
 
 def registry() -> CollectorRegistry:

@@ -25,6 +25,7 @@ from . import kinds, warnings
 from .history_views import live_fragment
 from .kinds import OVERVIEW
 from .live_page import PageSocket, PageView
+from .cluster_scope import moment as page_moment
 from .present import dom_id, object_yaml, overview_totals, present
 from .queries import (PAGE_SIZE, cluster_rows, namespace_cards, overview_namespaces, page_keys, view_objects,
                       view_predicate, view_totals)
@@ -94,7 +95,7 @@ def _summary(view: PageView, shown: list) -> str:
     keys = set(shown)
     kind = view.kinds[0]
     _, objects = _read(view, kind, lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]) in keys)
-    return _summary_fragment(kind, objects, now())
+    return _summary_fragment(kind, objects, page_moment(cached=True))
 
 
 def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
@@ -112,7 +113,7 @@ def totals_fragment(socket: PageSocket, shown: list) -> str:
     view = socket.view
     if socket.namespaces is None:
         return ""
-    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, now())
+    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, page_moment(cached=True))
     html = render_to_string("web/_list_totals.html", {"totals": totals, "oob": True})
     if view.offset is not None:
         html += render_to_string("web/_pager_position.html", {
@@ -125,7 +126,7 @@ def sorted_members(socket: PageSocket) -> set:
     """The (namespace, name) keys of a sorted view's page, as it is now (queries.page_keys)."""
     view = socket.view
     keys, _ = page_keys(kinds.by_view(view.view), socket.namespaces or [], view.label_selector, view.q, view.sort,
-                        view.page, view.limit or PAGE_SIZE, now())
+                        view.page, view.limit or PAGE_SIZE, page_moment(cached=True))
     return {(ns, name) for _, ns, name in keys}
 
 
@@ -267,7 +268,7 @@ def catch_up(socket: PageSocket, state: Snapshot) -> list[str] | None:
 def render_refresh(socket: PageSocket, state: Snapshot) -> str:
     """The whole live part of a page, for a page that missed changes (e.g. it reconnected)."""
     view = socket.view
-    moment = now()
+    moment = page_moment(cached=True)
     marker = revision_marker(state.rv)
     if view.view == OVERVIEW:
         return overview_fragment(socket, moment) + marker
@@ -296,7 +297,7 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
     any <div> or <p>, for the same reason (a <tbody> after a <div> is dropped; a <div>
     after a <tbody> is kept)."""
     view, shown, known = socket.view, socket.shown, socket.known
-    moment = now()
+    moment = page_moment(cached=True)
     badges: dict = {}   # (see _item)
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if view.view == OVERVIEW:
@@ -395,7 +396,7 @@ def overview_fragment(socket: PageSocket, moment) -> str:
     html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
     html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
     html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only), "oob": True})
-    return html + clusters_fragment(socket, moment, None if namespace else cards)
+    return html + clusters_fragment(socket, now(), None if namespace else cards)   # (real time: each its own moment)
 
 
 def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:

@@ -238,7 +238,7 @@ class KindListView(View):
                             if exc.code == 410 else "This link's page position is not valid.")
             ctx["first_page"] = "?" + filters.query()
             return render(request, page.list_template, ctx, status=exc.code if exc.code in (400, 410) else 400)
-        now = utcnow()
+        now = cluster_scope.moment()
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
@@ -272,7 +272,7 @@ class KindListView(View):
 
     def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal):
         """A list in another order than (namespace, name): numbered pages of the current state."""
-        page, now = self.web, utcnow()
+        page, now = self.web, cluster_scope.moment()
         fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
                                       filters.limit, now)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
@@ -332,7 +332,7 @@ class DetailView(View):
             raise Http404(f"{page.kind} {namespace}/{name} not found")
         if request.GET.get("download") == "yaml":
             return yaml_download(obj)
-        now = utcnow()
+        now = cluster_scope.moment()
         ctx = base_context(request, principal, page.plural)
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
@@ -445,10 +445,10 @@ def overview(request):
     rv = store.current_revision()
     now = utcnow()
     only = overview_namespaces(principal, namespace)
-    cards = namespace_cards(now, only)
+    cards = namespace_cards(cluster_scope.moment(now), only)
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=p.overview_totals(cards), warnings=warnings.overview(now, only),
+               totals=p.overview_totals(cards), warnings=warnings.overview(cluster_scope.moment(now), only),
                cluster_rows=cluster_rows(principal, now, None if namespace else cards))
     return render(request, "web/overview.html", ctx)
