@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import orjson
 from django.template.loader import render_to_string
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 
 from dashboard.access import clusters
 from dashboard.kube import registry, revlog, store
@@ -26,9 +26,9 @@ from .history_views import live_fragment
 from .kinds import OVERVIEW
 from .live_page import PageSocket, PageView
 from .cluster_scope import moment as page_moment
-from .present import dom_id, object_yaml, overview_totals, present
-from .queries import (PAGE_SIZE, cluster_rows, namespace_cards, overview_namespaces, page_keys, view_objects,
-                      view_predicate, view_totals)
+from .present import age, clock, dom_id, iso, object_yaml, overview_totals, present
+from .queries import (PAGE_SIZE, cluster_rows, last_deletion, namespace_cards, overview_namespaces, page_keys,
+                      view_objects, view_predicate, view_totals)
 
 
 def _wrapped(kind: str, swap: str, html: str) -> str:
@@ -206,12 +206,30 @@ def _detail(socket: PageSocket, kind: str, obj: dict | None, moment) -> str:
     if socket.view.tab:   # the History or Field owners view of a detail page
         html, socket.rv = live_fragment(socket.view, kind, obj, socket.rv)
         return html
+    web = kinds.by_kind(kind)
     if obj is None:
-        return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
-                "This object has been deleted. <a href=\"\">Reload</a> for when, its last YAML and "
-                "an undo.</p></section>")
-    return render_to_string(kinds.by_kind(kind).detail_template + "#detail", {
-        "item": present(kind, obj, moment), "oob": "true", "yaml": object_yaml(obj)})
+        return _deleted_notice(web, socket.view.namespace or "", socket.view.name)
+    item = present(kind, obj, moment)
+    html = render_to_string(web.detail_template + "#detail", {"item": item, "oob": "true", "yaml": object_yaml(obj)})
+    if web.detail_partials and web.detail_context is not None:
+        # The page's other live parts (a Lease's holder history), from the log as it is now.
+        meta = obj["metadata"]
+        ctx = {**web.detail_context(meta["namespace"], meta["name"], moment), "item": item, "oob": "true"}
+        html += "".join(render_to_string(f"{web.detail_template}#{part}", ctx) for part in web.detail_partials)
+    return html
+
+
+def _deleted_notice(web: kinds.KindWeb, namespace: str, name: str) -> str:
+    """An open detail page's object was deleted: say so and when (the log's deletion, as the
+    page a reload shows: views.deleted_page)."""
+    found = last_deletion(web, namespace, name)
+    when = ""
+    if found is not None:
+        at, moment = iso(found[1]), found[1]
+        when = format_html(' <time datetime="{}" data-ago-since="{}">{}</time> ago (<time datetime="{}" data-abs>{}</time>)',
+                           at, at, age(moment, now()), at, clock(moment))
+    return format_html('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">This {} was deleted{}. '
+                       '<a href="">Reload</a> for its last YAML and to create it again.</p></section>', web.noun, when)
 
 
 def _empty_marker(empty: bool) -> str:

@@ -23,7 +23,7 @@ from django.db.models import Q
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.follow.models import Cluster
-from dashboard.kube import lists, store
+from dashboard.kube import lists, revlog, store
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import label_selector_q
 
@@ -278,3 +278,13 @@ def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] 
                       for part in [_summed([c[web.plural] for c in cards]) or web.overview.card(None, at)]],
         })
     return rows
+
+
+def last_deletion(web: kinds.KindWeb, namespace: str, name: str):
+    """(the object as it was when deleted, when) from the revision log, when the object's last
+    logged write is its deletion; else None (never there, or its history compacted away). The
+    deleted object's page, and the push that tells an open detail page it was deleted."""
+    last = revlog.object_revisions(web.kind, namespace, name, 1)
+    if not last or last[0][1] != revlog.DELETED:
+        return None
+    return last[0][2], last[0][3]

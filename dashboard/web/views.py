@@ -40,7 +40,7 @@ from dashboard.kube.selectors import parse_label_selector
 
 from . import cluster_scope, kinds, scope, warnings
 from . import present as p
-from .queries import (PAGE_SIZE, Fetched, cluster_rows, fetch, namespace_cards, overview_namespaces, page_keys,
+from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
                       position, view_rows, view_totals)
 from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
@@ -344,15 +344,6 @@ class DetailView(View):
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)
-
-
-def last_deletion(web: kinds.KindWeb, namespace: str, name: str):
-    """(the object as it was when deleted, when) from the revision log, when the object's last
-    logged write is its deletion; else None (never there, or its history compacted away)."""
-    last = revlog.object_revisions(web.kind, namespace, name, 1)
-    if not last or last[0][1] != revlog.DELETED:
-        return None
-    return last[0][2], last[0][3]
 
 
 def deleted_page(request, principal: Principal, web: kinds.KindWeb, namespace: str, name: str):
