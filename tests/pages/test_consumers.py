@@ -208,11 +208,23 @@ async def test_lease_detail_pushes_its_holder_history_and_when_it_was_deleted(us
     """A Lease's detail page: a new holder's push carries the holder history too (the timeline
     says the new holder is holding now, not the old one); its deletion's push says when, as the
     page a reload shows does (issue 41)."""
-    await _write(store_ops.create, "hist")   # (held by node-a)
+    from datetime import UTC, datetime
+
+    from dashboard.coordination.resource import LEASES
+    from dashboard.kube import store
+
+    def renewed_by(holder):
+        def change(obj):
+            obj["spec"].update(holderIdentity=holder, renewTime=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+            return obj
+        return change
+
+    await _write(store_ops.create, "hist")
+    await _write(store.update, LEASES, "default", "hist", renewed_by("node-a"), is_patch=True)
     rv = await _write(store_ops.rv)
     comm, ok, _ = await connect(user, f"view=lease&namespace=default&name=hist&rv={rv}")
     assert ok
-    await _write(store_ops.patch, "hist", holder="second-holder")
+    await _write(store.update, LEASES, "default", "hist", renewed_by("second-holder"), is_patch=True)
     html = await receive_until(comm, "second-holder")
     history = html.split('<section id="history"')[1].split("</section>")[0]
     assert 'hx-swap-oob="true"' in history[:200]
