@@ -203,7 +203,12 @@ class Reflector:
         query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", self.rv),
                  ("timeoutSeconds", watch_seconds())]
         # The read timeout is the silence deadline: no byte for that long ends the watch.
-        response = self._get(query, (CONNECT_TIMEOUT_SECONDS, silence))
+        try:
+            response = self._get(query, (CONNECT_TIMEOUT_SECONDS, silence))
+        except Exception as err:
+            if _read_timeout(err):   # (not even the answer's headers)
+                raise Silent(silence) from err
+            raise
         self.response = response
         try:
             if self.follower.stopped.is_set():
@@ -257,12 +262,20 @@ class Reflector:
                 pass
 
 
+def _read_timeout(err: BaseException) -> bool:
+    """A read that timed out (urllib3's, or wrapped in its MaxRetryError: the client retries nothing)."""
+    return isinstance(err, (ReadTimeoutError, TimeoutError)) or isinstance(getattr(err, "reason", None),
+                                                                         (ReadTimeoutError, TimeoutError))
+
+
 def _lines(response, silence: float):
     """The watch's lines; Silent when none (nor any byte) came within the deadline."""
     try:
         yield from iter_resp_lines(response)
-    except (ReadTimeoutError, TimeoutError) as err:
-        raise Silent(silence) from err
+    except Exception as err:
+        if _read_timeout(err):
+            raise Silent(silence) from err
+        raise
 
 
 class ClusterFollower:
