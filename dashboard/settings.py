@@ -153,6 +153,10 @@ KUBEDASH_REQUEST_LOG = _env_bool("KUBEDASH_REQUEST_LOG", True)
 # A followed cluster's kubeconfig may name a proxy-url only when this is set (docs/FOLLOWING.md,
 # "What a kubeconfig may point at"): a proxy lets the follower reach any address.
 KUBEDASH_FOLLOW_ALLOW_PROXY = _env_bool("KUBEDASH_FOLLOW_ALLOW_PROXY", False)
+# A followed cluster heard nothing (no event, bookmark or answer) for this long: its watches are
+# dead (a partition leaves a half-open connection) and its copy is stale everywhere (docs/FOLLOWING.md,
+# "Silence"). Each watch asks to end after half of it, so a healthy cluster speaks at least that often.
+KUBEDASH_FOLLOW_SILENCE_SECONDS = float(os.environ.get("KUBEDASH_FOLLOW_SILENCE_SECONDS", "60"))
 KUBEDASH_METRICS_TOKEN = os.environ.get("KUBEDASH_METRICS_TOKEN", "")
 KUBEDASH_METRICS_USERS = [u.strip() for u in os.environ.get("KUBEDASH_METRICS_USERS", "").split(",") if u.strip()]
 KUBEDASH_METRICS_ANONYMOUS = _env_bool("KUBEDASH_METRICS_ANONYMOUS")

@@ -332,7 +332,7 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     actions=(kinds.Action("release", "lease_release", release),),
     bulk_actions=(kinds.BulkAction("release", "Release", "released", perform=bulk_release,
                                    note="Releasing cannot be undone: the holders must acquire the leases again."),),
-    detail_context=detail_context,
+    detail_context=detail_context, detail_partials=("history",),
     sorts=LEASE_SORTS,
     search_columns=(("holder_identity", "holder"),),
 ))

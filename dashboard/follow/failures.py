@@ -28,6 +28,15 @@ class Upstream(Exception):
         self.code = code
 
 
+class Silent(Exception):
+    """Nothing heard on a watch (no event, no bookmark) within the silence deadline: the
+    connection is presumed dead (a partition leaves it half-open). Relist once it answers."""
+
+    def __init__(self, seconds: float):
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
 class Refused(Exception):
     """The server (or proxy) is not one the follower may connect to (follow/destination.py)."""
 
@@ -85,6 +94,8 @@ def describe(err: Exception) -> str:
         except ValueError:
             phrase = ""
         what = f"the API server answered HTTP {err.code}{phrase}" if err.code else "the API server answered an error"
+    elif isinstance(err, Silent):
+        what = f"no word from the API server for {err.seconds:g} s (no event or bookmark): the connection is presumed dead"
     elif isinstance(err, Refused):
         what = f"not followed: {err.why}"
     elif isinstance(err, (NotAList, orjson.JSONDecodeError)):

@@ -4,12 +4,16 @@ For each followed cluster, one Reflector thread per kind lists the kind (in page
 watches from the list's resourceVersion with bookmarks, as client-go's reflector does:
 - a watch that ends (its timeout, a dropped connection) resumes from the last resourceVersion
   seen (an event's or a bookmark's), after a back-off when it failed;
+- a watch that hears nothing (no event, no bookmark) for KUBEDASH_FOLLOW_SILENCE_SECONDS is
+  dead (a partition leaves a half-open connection: no FIN, no RST), and the cluster is stale
+  from then on; it relists once the cluster answers again. Each watch asks to end after half
+  that time (timeoutSeconds), so a healthy but quiet cluster still speaks often enough;
 - 410 Gone (the upstream log was compacted past it) relists, and the relist is reconciled:
   objects gone upstream are deleted here, changed ones rewritten, the rest left alone.
 The reflectors hand what they read, in order, to the cluster's one writer thread, which
 applies it in batches (kube/mirror.py: one transaction for everything waiting), so a burst of
 upstream writes costs a few transactions, and reports the cluster's state (Cluster.state,
-heartbeat_at, last_event_at) for the pages' stale banner.
+heartbeat_at, heard_at, last_event_at) for the pages' stale banner.
 
 HTTP, TLS and authentication are the official `kubernetes` client's (its ApiClient from the
 stored kubeconfig); the paths are the kinds' generic API paths, so no kind is named here.
@@ -25,28 +29,40 @@ import time
 from dataclasses import dataclass
 
 import orjson
+from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import ReadTimeoutError
 from prometheus_client import Counter, Gauge
 
 from dashboard.kube import mirror, registry
 from dashboard.kube.mirror import Mirrored
 
 from . import admit, destination
-from .failures import (Gone, NotAList, Refused, Upstream, collection_path,  # noqa: F401 (re-exported)
+from .failures import (Gone, NotAList, Refused, Silent, Upstream, collection_path,  # noqa: F401 (re-exported)
                        describe as _describe)
 from .models import Cluster
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500               # objects per list request (client-go's default chunk size)
-WATCH_SECONDS = 300           # a watch's timeoutSeconds; the reflector then resumes
-# No byte for this long: the watch is dead (a partition without a FIN or RST). Servers send a
-# bookmark about once a minute (kube-apiserver, and kubedash's KUBEDASH_WATCH_BOOKMARK_SECONDS),
-# so a quiet cluster's watch is never mistaken for a dead one.
-READ_TIMEOUT_SECONDS = 90
 CONNECT_TIMEOUT_SECONDS = 5
+LIST_TIMEOUT_SECONDS = 60     # a list page's read timeout
+
+
+def silence_seconds() -> float:
+    """No word (event, bookmark) on a watch for this long: the watch is dead and the cluster stale."""
+    return settings.KUBEDASH_FOLLOW_SILENCE_SECONDS
+
+
+def watch_seconds() -> int:
+    """A watch's timeoutSeconds: half the silence deadline. Servers send a bookmark about once a
+    minute (kube-apiserver; kubedash's KUBEDASH_WATCH_BOOKMARK_SECONDS) and one more before a
+    watch's end (kube: 2 s before; kubedash: 1 s); a watch that ends is resumed at once. So a
+    quiet, healthy cluster speaks at least every half deadline and is never taken for dead."""
+    return max(1, int(silence_seconds() / 2))
+
 BACKOFF_SECONDS = (0.5, 30.0)   # first and longest pause after a failure (doubling, jittered)
 HEARTBEAT_SECONDS = 2.0       # how often a healthy follower says so (pages call >15 s stale)
 BATCH = 1000                  # changes per store transaction, at most
@@ -60,6 +76,8 @@ SKIPPED = Counter("kubedash_follow_skipped_total", "Upstream objects a follower 
                   "reported by name on the Clusters page and in the log)", ["cluster"])
 LAST_EVENT = Gauge("kubedash_follow_last_change_timestamp_seconds", "When a follower last wrote an upstream change",
                    ["cluster"], multiprocess_mode="livemax")
+# (kubedash_follow_stale and kubedash_follow_heard_timestamp_seconds are read from the Cluster rows
+# at scrape: server/metrics.py, so every process answers them, and a dead leader's clusters are stale.)
 
 
 @dataclass
@@ -102,6 +120,12 @@ class Reflector:
         self.rv: str | None = None        # resume point; None: list first
         self.response = None              # the open watch, closed by stop()
         self.failures = 0
+        self.heard: float | None = None   # the last word from upstream (monotonic), and its wall time:
+        self.heard_at = None              # the copy of this kind is known as of then
+
+    def hear(self) -> None:
+        """Upstream spoke (a list, a watch's answer, an event, a bookmark): the copy is current now."""
+        self.heard, self.heard_at = time.monotonic(), timezone.now()
 
     def run(self) -> None:
         stop = self.follower.stopped
@@ -119,6 +143,8 @@ class Reflector:
             except Exception as err:   # noqa: BLE001 - any failure: report, back off, resume
                 if stop.is_set():
                     break
+                if isinstance(err, Silent):
+                    self.rv = None   # what was missed while silent: a list tells (and is reconciled)
                 self.failures += 1
                 message = f"{self.res.plural}: {_describe(err)}"
                 log.warning("follow %s: %s", self.follower.name, message)
@@ -146,7 +172,7 @@ class Reflector:
         objects, token, started, skipped = [], "", time.monotonic(), []
         while True:
             query = [("limit", PAGE_SIZE)] + ([("continue", token)] if token else [])
-            page = orjson.loads(self._get(query, (CONNECT_TIMEOUT_SECONDS, 60)).data)
+            page = orjson.loads(self._get(query, (CONNECT_TIMEOUT_SECONDS, LIST_TIMEOUT_SECONDS)).data)
             if not isinstance(page, dict) or not isinstance(page.get("items") or [], list):
                 raise NotAList()
             objects.extend(self.admitted(page.get("items") or (), skipped))
@@ -159,6 +185,7 @@ class Reflector:
                          time.monotonic() - started)
                 self.follower.put(Skipped(self.res, skipped))   # (none: an earlier report is over)
                 self.follower.put(Relisted(self.res, objects, self.only))
+                self.hear()
                 return str(meta.get("resourceVersion") or "0")
 
     def admitted(self, objects, skipped: list) -> list[dict]:
@@ -172,15 +199,24 @@ class Reflector:
         return out
 
     def watch(self) -> None:
+        silence = silence_seconds()
         query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("resourceVersion", self.rv),
-                 ("timeoutSeconds", WATCH_SECONDS)]
-        response = self._get(query, (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS))
+                 ("timeoutSeconds", watch_seconds())]
+        # The read timeout is the silence deadline: no byte for that long ends the watch.
+        try:
+            response = self._get(query, (CONNECT_TIMEOUT_SECONDS, silence))
+        except Exception as err:
+            if _read_timeout(err):   # (not even the answer's headers)
+                raise Silent(silence) from err
+            raise
         self.response = response
         try:
             if self.follower.stopped.is_set():
                 return
+            self.hear()
             self.follower.put(State(self.res, True, "", self.selector))
-            for line in iter_resp_lines(response):
+            for line in _lines(response, silence):
+                self.hear()
                 if not line:
                     continue
                 event = orjson.loads(line)
@@ -226,6 +262,22 @@ class Reflector:
                 pass
 
 
+def _read_timeout(err: BaseException) -> bool:
+    """A read that timed out (urllib3's, or wrapped in its MaxRetryError: the client retries nothing)."""
+    return isinstance(err, (ReadTimeoutError, TimeoutError)) or isinstance(getattr(err, "reason", None),
+                                                                         (ReadTimeoutError, TimeoutError))
+
+
+def _lines(response, silence: float):
+    """The watch's lines; Silent when none (nor any byte) came within the deadline."""
+    try:
+        yield from iter_resp_lines(response)
+    except Exception as err:
+        if _read_timeout(err):
+            raise Silent(silence) from err
+        raise
+
+
 class ClusterFollower:
     """One followed cluster: a Reflector thread per kind and the writer thread."""
 
@@ -243,6 +295,7 @@ class ClusterFollower:
         self.state = ""             # as last written to the Cluster row
         self.message = ""           # as last written to the Cluster row
         self.event_at = None        # the last change read (to write)
+        self.heard_at = None        # the last word from the cluster, as last written
         self.written_at = 0.0       # when the row was last written (monotonic)
 
     def start(self) -> None:
@@ -377,15 +430,29 @@ class ClusterFollower:
                 parts.append(f"{plural} {name} ({why}){more}")
         return "skipped what cannot be stored: " + "; ".join(parts)
 
+    def silent(self) -> list[Reflector]:
+        """The reflectors watching that heard nothing within the silence deadline (their read
+        timeout ends them about now: the cluster is stale from this moment, not from then)."""
+        deadline = time.monotonic() - silence_seconds()
+        return [r for r in self.reflectors
+                if self.watching.get((r.res.kind, r.selector)) and r.heard is not None and r.heard < deadline]
+
     def save_state(self) -> None:
-        """The cluster's state for the pages: live when every kind is being watched."""
-        live = len(self.watching) == len(self.reflectors) and all(self.watching.values())
-        if live:
+        """The cluster's state for the pages: live when every kind is being watched and has
+        been heard from within the silence deadline."""
+        watched = len(self.watching) == len(self.reflectors) and all(self.watching.values())
+        silent = self.silent()
+        if watched and not silent:
             state, message = Cluster.LIVE, self.skipped_text()
+        elif silent:
+            state, message = Cluster.STALE, f"{silent[0].res.plural}: {_describe(Silent(silence_seconds()))}"
         elif any(r.failures for r in self.reflectors):
             state, message = Cluster.STALE, self.failure
         else:
             state, message = Cluster.SYNCING, self.failure
+        live = state == Cluster.LIVE
+        if state == self.state and message != self.message and silent:
+            message = self.message   # (the same silence: keep the moment it was first told)
         now = time.monotonic()
         # The row is written when the state changes, else at most every HEARTBEAT_SECONDS (the
         # heartbeat and the last change's time ride along): not once per batch of changes.
@@ -399,6 +466,9 @@ class ClusterFollower:
             fields["message"], self.message = message[:1000], message
         if self.event_at is not None:
             fields["last_event_at"], self.event_at = self.event_at, None
+        heard = max((r.heard_at for r in self.reflectors if r.heard_at is not None), default=None)
+        if heard is not None and heard != self.heard_at:
+            fields["heard_at"] = self.heard_at = heard
         if fields:
             Cluster.objects.filter(name=self.name).update(**fields)
         self.state, self.written_at = state, now

@@ -1,6 +1,10 @@
 """Followed clusters: where they are, how to reach them (encrypted), how their copy is doing."""
+from datetime import timedelta
+
 from django.db import models
 from django.utils import timezone
+
+HEARTBEAT_STALE = timedelta(seconds=15)   # a live follower writes its heartbeat more often than this
 
 
 class Cluster(models.Model):
@@ -29,6 +33,8 @@ class Cluster(models.Model):
     state_since = models.DateTimeField(default=timezone.now)
     last_event_at = models.DateTimeField(null=True, blank=True)   # the last change read upstream
     heartbeat_at = models.DateTimeField(null=True, blank=True)    # the follower last confirmed the watch is up
+    # The last word from the cluster (an event, a bookmark, a list): its copy is known as of then.
+    heard_at = models.DateTimeField(null=True, blank=True)
     message = models.CharField(max_length=1000, blank=True, default="")   # why it is stale (the last error)
 
     class Meta:
@@ -36,6 +42,27 @@ class Cluster(models.Model):
 
     def __str__(self):
         return self.name
+
+    def is_current(self, now=None) -> bool:
+        """Is the copy live now: the follower says every watch heard from the cluster within the
+        silence deadline, and it said so lately (a follower that died says nothing)? Pages,
+        `follow list` and /metrics all ask this."""
+        now = now or timezone.now()
+        return (self.state == self.LIVE and self.heartbeat_at is not None
+                and now - self.heartbeat_at <= HEARTBEAT_STALE)
+
+    @property
+    def known_at(self):
+        """The last moment kubedash knew the cluster's state: its last word (an event, a
+        bookmark, a list); rows from before heard_at existed: the follower's last report."""
+        return self.heard_at or self.heartbeat_at or self.last_event_at or self.state_since
+
+    def moment(self, now=None):
+        """When a page computes this cluster's time-derived states (held / expired, countdowns,
+        durations): now while the copy is current, else the moment it is known as of: what
+        happened since is unknown, and a guess ("expired") is not shown as a fact."""
+        now = now or timezone.now()
+        return now if self.is_current(now) else min(now, self.known_at)
 
 
 class UserCredentials(models.Model):

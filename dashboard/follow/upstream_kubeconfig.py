@@ -272,6 +272,8 @@ def api_client(config: dict):
 
 
 def _configuration(config: dict, keys: KeyFiles, Configuration):
+    from kubernetes.utils.keepalive import tcp_keepalive_socket_options  # noqa: PLC0415 (as api_client's import)
+
     cluster = config["clusters"][0]["cluster"]
     user = config["users"][0]["user"]
     server = cluster["server"]
@@ -301,4 +303,10 @@ def _configuration(config: dict, keys: KeyFiles, Configuration):
     # No retries inside the client: the informers back off and resume themselves (and report
     # the failure), instead of urllib3 retrying each request three times, noisily.
     configuration.retries = 0
+    # TCP keepalive (as client-go dials), probing an idle connection well within the silence
+    # deadline: a peer gone without a FIN or RST (a partition, a dead host) fails the watch
+    # with "connection lost" before the deadline says so (docs/FOLLOWING.md, "Silence").
+    silence = settings.KUBEDASH_FOLLOW_SILENCE_SECONDS
+    configuration.socket_options = tcp_keepalive_socket_options(
+        idle=max(1, int(silence / 4)), interval=max(1, int(silence / 8)), count=3)
     return configuration

@@ -4,7 +4,9 @@ With PROMETHEUS_MULTIPROC_DIR set (the supervisor sets and empties it for its wo
 dashboard.server.workers) every worker writes its counters there and a scrape of any worker
 reads all of them; without it (one process) the process's own registry is served. Read at
 scrape time: the revision-log and database figures (dashboard.kube.metrics), readiness, Redis,
-the certificates' expiry, and the CPU and memory of every process of this server (ProcessTree).
+the certificates' expiry, the CPU and memory of every process of this server (ProcessTree), and
+whether each followed cluster's copy is current (from its row: every process answers alike, and
+a follower that died leaves its clusters stale, not "live").
 
 Who may read it: admins without namespace or cluster limits (bearer token or session; it names
 every followed cluster), the users named in KUBEDASH_METRICS_USERS
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.utils import timezone
 from prometheus_client import (CONTENT_TYPE_LATEST, PROCESS_COLLECTOR, REGISTRY, CollectorRegistry, Gauge,
                                ProcessCollector, generate_latest, multiprocess)
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -29,6 +32,7 @@ from rest_framework.request import Request
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
 from dashboard.access.tls import expiry_times
+from dashboard.follow.models import Cluster
 from dashboard.kube import context, discovery, notify
 from dashboard.kube.build import build
 from dashboard.kube.discovery_views import ready
@@ -161,7 +165,29 @@ class _Scrape:
             yield family
         yield from RevisionLogCollector(lambda: min(hubs) if hubs else None).collect()
         yield from _health()
+        yield from _followed()
         yield from _PROCESSES.collect()
+
+
+def _followed():
+    """Each followed cluster: stale (1: not live, or its follower silent; Cluster.is_current) and
+    when kubedash last heard from it (docs/FOLLOWING.md, "Silence")."""
+    rows = list(Cluster.objects.all())
+    if not rows:
+        return
+    now = timezone.now()
+    stale = GaugeMetricFamily("kubedash_follow_stale", "1 while a followed cluster's copy is not current (no word "
+                              "from it within the silence deadline, its watch down or relisting, or no follower)",
+                              labels=["cluster"])
+    heard = GaugeMetricFamily("kubedash_follow_heard_timestamp_seconds",
+                              "When kubedash last heard from a followed cluster (an event, a bookmark, a list)",
+                              labels=["cluster"])
+    for row in rows:
+        stale.add_metric([row.name], 0 if row.is_current(now) else 1)
+        if row.heard_at is not None:
+            heard.add_metric([row.name], row.heard_at.timestamp())
+    yield stale
+    yield heard
 
 
 # The default registry's process collector is replaced by ProcessTree (one family, pid-labelled).

@@ -26,7 +26,7 @@ from .edit_views import editor_view, forbidden
 from .kinds import BulkAction, KindWeb
 from .scope import may_create_somewhere
 from .undo import SESSION_KEY, keep_undo
-from .views import last_deletion
+from .queries import last_deletion
 
 MAX_SELECTED = 200
 DELETE = BulkAction("delete", "Delete", "deleted", perform=None, undo="recreate",

@@ -11,7 +11,7 @@ offering a change, and the write views answer it with 405 (edit_views.editor_vie
 """
 from __future__ import annotations
 
-from datetime import timedelta
+import time
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from dashboard.access import clusters
 from dashboard.access.middleware import EitherModeMiddleware
-from dashboard.follow.models import Cluster
+from dashboard.follow.models import HEARTBEAT_STALE, Cluster  # noqa: F401 (HEARTBEAT_STALE: re-exported)
 from dashboard.kube import context
 from dashboard.kube.formats import human_duration
 from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
@@ -29,7 +29,6 @@ from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
 from .present import iso
 from .share import page_principal
 
-HEARTBEAT_STALE = timedelta(seconds=15)   # a live follower confirms its watch more often than this
 PARAM = "cluster"
 
 # Paths that are not pages: the Kubernetes API and static files; a followed cluster's API under
@@ -72,12 +71,32 @@ def visible_clusters(principal) -> list[str]:
     return [n for n in names if principal is not None and principal.sees_cluster(n)]
 
 
+_rows: dict[str, tuple[float, object]] = {}   # cluster -> (when read, its row): moment(cached=True)
+ROW_CACHE_SECONDS = 1.0
+
+
+def moment(now=None, cached: bool = False):
+    """When the page's time-derived states (held / expired, countdowns, durations, ages) are
+    computed: now, or for a followed cluster that is not current, the last moment kubedash knew
+    its state (Cluster.moment). Every page and push of a cluster's objects takes its `now` here.
+    `cached`: the cluster's row as read within the last second in this process (live pushes:
+    every page of the cluster would read it again for each push)."""
+    now = now or timezone.now()
+    if clusters.is_local():
+        return now
+    name = clusters.current()
+    read_at, row = _rows.get(name, (float("-inf"), None))
+    if not cached or time.monotonic() - read_at > ROW_CACHE_SECONDS:
+        row = followed(name)
+        _rows[name] = (time.monotonic(), row)
+    return row.moment(now) if row is not None else now
+
+
 def staleness(row, now=None) -> dict | None:
     """What the stale banner says about a followed cluster's copy; None while it is current
-    (state live, heartbeat within HEARTBEAT_STALE)."""
+    (Cluster.is_current: live, every watch heard within the silence deadline, a fresh heartbeat)."""
     now = now or timezone.now()
-    fresh_beat = row.heartbeat_at is not None and now - row.heartbeat_at <= HEARTBEAT_STALE
-    if row.state == row.LIVE and fresh_beat:
+    if row.is_current(now):
         return None
     first_sync = row.state == row.SYNCING and row.heartbeat_at is None and row.last_event_at is None
     if first_sync:
@@ -89,7 +108,7 @@ def staleness(row, now=None) -> dict | None:
     else:
         why = "the watch has not confirmed it is up"
 
-    as_of = row.heartbeat_at or row.last_event_at or row.state_since
+    as_of = row.known_at
     last = row.last_event_at
     return {"name": row.name, "state": row.state, "why": why, "message": row.message, "as_of": as_of,
             "as_of_iso": iso(as_of), "age": human_duration(max((now - as_of).total_seconds(), 0)),

@@ -127,8 +127,11 @@ class KindWeb:
     # partial that shows them (re-rendered by the live push whenever an item changes).
     summarize: Callable[[list[dict]], dict] | None = None
     summary_partial: str = ""
-    # Detail page extras: (namespace, name, now) -> context (e.g. a history from the revision log).
+    # Detail page extras: (namespace, name, now) -> context (e.g. a history from the revision log),
+    # and the detail template's partials that show it: pushed again with every change of the
+    # object, as the detail partial is (a Lease's holder history).
     detail_context: Callable[[str, str, datetime], dict] | None = None
+    detail_partials: tuple[str, ...] = ()
     sorts: tuple[Sort, ...] = ()     # the kind's own sort keys, beyond COMMON_SORTS
     # Typed text columns the search across kinds also looks in (beyond names, namespaces,
     # labels), with what the results call them: (("holder_identity", "holder"),)

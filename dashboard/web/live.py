@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import orjson
 from django.conf import settings
 from django.template.loader import render_to_string
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 
 from dashboard.access import clusters
 from dashboard.kube import registry, revlog, store
@@ -26,9 +26,10 @@ from . import kinds, warnings
 from .history_views import live_fragment
 from .kinds import OVERVIEW
 from .live_page import PageSocket, PageView
-from .present import dom_id, object_yaml, overview_totals, present
-from .queries import (PAGE_SIZE, cluster_rows, namespace_cards, overview_namespaces, page_keys, view_objects,
-                      view_predicate, view_totals)
+from .cluster_scope import moment as page_moment
+from .present import age, clock, dom_id, iso, object_yaml, overview_totals, present
+from .queries import (PAGE_SIZE, cluster_rows, last_deletion, namespace_cards, overview_namespaces, page_keys,
+                      view_objects, view_predicate, view_totals)
 
 
 def _wrapped(kind: str, swap: str, html: str) -> str:
@@ -126,7 +127,7 @@ def _summary(view: PageView, shown: list) -> str:
     keys = set(shown)
     kind = view.kinds[0]
     _, objects = _read(view, kind, lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]) in keys)
-    return _summary_fragment(kind, objects, now())
+    return _summary_fragment(kind, objects, page_moment(cached=True))
 
 
 def _summary_fragment(kind: str, objects: list[dict], moment) -> str:
@@ -144,7 +145,7 @@ def totals_fragment(socket: PageSocket, shown: list) -> str:
     view = socket.view
     if socket.namespaces is None:
         return ""
-    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, now(),
+    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, page_moment(cached=True),
                          frozenset(socket.members or ()) if view.warnings else None)
     html = render_to_string("web/_list_totals.html", {"totals": totals, "oob": True})
     if view.offset is not None:
@@ -158,7 +159,7 @@ def sorted_members(socket: PageSocket) -> set:
     """The (namespace, name) keys of a sorted view's page, as it is now (queries.page_keys)."""
     view = socket.view
     keys, _ = page_keys(kinds.by_view(view.view), socket.namespaces or [], view.label_selector, view.q, view.sort,
-                        view.page, view.limit or PAGE_SIZE, now(),
+                        view.page, view.limit or PAGE_SIZE, page_moment(cached=True),
                         frozenset(socket.members or ()) if view.warnings else None)   # (warned_members, first)
     return {(ns, name) for _, ns, name in keys}
 
@@ -244,12 +245,30 @@ def _detail(socket: PageSocket, kind: str, obj: dict | None, moment) -> str:
     if socket.view.tab:   # the History or Field owners view of a detail page
         html, socket.rv = live_fragment(socket.view, kind, obj, socket.rv)
         return html
+    web = kinds.by_kind(kind)
     if obj is None:
-        return ('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">'
-                "This object has been deleted. <a href=\"\">Reload</a> for when, its last YAML and "
-                "an undo.</p></section>")
-    return render_to_string(kinds.by_kind(kind).detail_template + "#detail", {
-        "item": present(kind, obj, moment), "oob": "true", "yaml": object_yaml(obj)})
+        return _deleted_notice(web, socket.view.namespace or "", socket.view.name)
+    item = present(kind, obj, moment)
+    html = render_to_string(web.detail_template + "#detail", {"item": item, "oob": "true", "yaml": object_yaml(obj)})
+    if web.detail_partials and web.detail_context is not None:
+        # The page's other live parts (a Lease's holder history), from the log as it is now.
+        meta = obj["metadata"]
+        ctx = {**web.detail_context(meta["namespace"], meta["name"], moment), "item": item, "oob": "true"}
+        html += "".join(render_to_string(f"{web.detail_template}#{part}", ctx) for part in web.detail_partials)
+    return html
+
+
+def _deleted_notice(web: kinds.KindWeb, namespace: str, name: str) -> str:
+    """An open detail page's object was deleted: say so and when (the log's deletion, as the
+    page a reload shows: views.deleted_page)."""
+    found = last_deletion(web, namespace, name)
+    when = ""
+    if found is not None:
+        at, moment = iso(found[1]), found[1]
+        when = format_html(' <time datetime="{}" data-ago-since="{}">{}</time> ago (<time datetime="{}" data-abs>{}</time>)',
+                           at, at, age(moment, now()), at, clock(moment))
+    return format_html('<section id="detail" hx-swap-oob="true"><p class="notice" role="status">This {} was deleted{}. '
+                       '<a href="">Reload</a> for its last YAML and to create it again.</p></section>', web.noun, when)
 
 
 def _empty_marker(empty: bool) -> str:
@@ -309,7 +328,7 @@ def catch_up(socket: PageSocket, state: Snapshot) -> list[str] | None:
 def render_refresh(socket: PageSocket, state: Snapshot) -> str:
     """The whole live part of a page, for a page that missed changes (e.g. it reconnected)."""
     view = socket.view
-    moment = now()
+    moment = page_moment(cached=True)
     marker = revision_marker(state.rv)
     if view.view == OVERVIEW:
         return overview_fragment(socket, moment) + marker
@@ -340,7 +359,7 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
     socket's message (message_limit): every piece keeps that order, and the page's revision
     marker comes last, so a page that reconnects half-way catches up from the old revision."""
     view, shown, known = socket.view, socket.shown, socket.known
-    moment = now()
+    moment = page_moment(cached=True)
     badges: dict = {}   # (see _item)
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if view.view == OVERVIEW:
@@ -440,7 +459,7 @@ def overview_fragment(socket: PageSocket, moment) -> str:
     html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
     html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
     html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only, namespace or ""), "oob": True})
-    return html + clusters_fragment(socket, moment, None if namespace else cards)
+    return html + clusters_fragment(socket, now(), None if namespace else cards)   # (real time: each its own moment)
 
 
 def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:

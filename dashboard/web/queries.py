@@ -26,7 +26,7 @@ from django.db.models import Q
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.follow.models import Cluster
-from dashboard.kube import lists, store
+from dashboard.kube import lists, revlog, store
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import label_selector_q
 
@@ -260,7 +260,9 @@ def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] 
     """The overview's table across clusters: one row per cluster the viewer may see, each
     kind's overview counts over the whole cluster (its namespace cards, summed), the
     follower's state and last event. Empty when no cluster is followed. current_cards: the
-    page's own cards of the current cluster, when they cover the same namespaces (not read twice)."""
+    page's own cards of the current cluster, when they cover the same namespaces (not read twice).
+    `now` is the real time: each cluster's counts are computed at its own moment (a cluster that
+    is not current: as of its last word, Cluster.moment)."""
     names = cluster_scope.visible_clusters(principal)
     if names in ([], [clusters.LOCAL]):
         return []
@@ -269,23 +271,37 @@ def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] 
     only = overview_namespaces(principal, None)
     rows = []
     for name in names:
+        row = followed.get(name)
+        at = row.moment(now) if row is not None else now
         if name == clusters.current() and current_cards is not None:
             cards = current_cards
         else:
             with clusters.within(name):
-                cards = namespace_cards(now, only)
-        row = followed.get(name)
+                cards = namespace_cards(at, only)
         last = row.last_event_at if row is not None else None
         stale = row is not None and cluster_scope.staleness(row, now) is not None
+        heard = row.known_at if stale else None
         rows.append({
             "name": name, "url": cluster_scope.in_cluster("/", name), "current": name == clusters.current(),
             "state": row.state if row is not None else "local", "stale": stale,
             "tone": cluster_scope.state_tone(row, stale) if row is not None else "", "last_event": p.iso(last),
             "last_event_ago": p.age(last, now) if last else "",
+            "heard": p.iso(heard) if heard else "", "heard_ago": p.age(heard, now) if heard else "",
+            "heard_clock": p.clock(heard) if heard else "",
             "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url, name), "part": part,
                        "count": part.get(web.overview.count_key, 0),
                        "template": f"{web.list_template}#{web.overview.partial}"}
                       for web in kinds.registered()
-                      for part in [_summed([c[web.plural] for c in cards]) or web.overview.card(None, now)]],
+                      for part in [_summed([c[web.plural] for c in cards]) or web.overview.card(None, at)]],
         })
     return rows
+
+
+def last_deletion(web: kinds.KindWeb, namespace: str, name: str):
+    """(the object as it was when deleted, when) from the revision log, when the object's last
+    logged write is its deletion; else None (never there, or its history compacted away). The
+    deleted object's page, and the push that tells an open detail page it was deleted."""
+    last = revlog.object_revisions(web.kind, namespace, name, 1)
+    if not last or last[0][1] != revlog.DELETED:
+        return None
+    return last[0][2], last[0][3]

@@ -40,7 +40,7 @@ from dashboard.kube.selectors import parse_label_selector
 
 from . import cluster_scope, kinds, scope, warnings
 from . import present as p
-from .queries import (PAGE_SIZE, Fetched, cluster_rows, fetch, namespace_cards, overview_namespaces, page_keys,
+from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
                       position, view_rows, view_totals)
 from .scope import known_namespaces, list_scope, may_create_somewhere
 from .share import page_principal, viewer_required
@@ -247,7 +247,7 @@ class KindListView(View):
                             if exc.code == 410 else "This link's page position is not valid.")
             ctx["first_page"] = "?" + filters.query()
             return render(request, page.list_template, ctx, status=exc.code if exc.code in (400, 410) else 400)
-        now = utcnow()
+        now = cluster_scope.moment()
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
@@ -282,7 +282,7 @@ class KindListView(View):
 
     def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, keys=None):
         """A list in another order than (namespace, name): numbered pages of the current state."""
-        page, now = self.web, utcnow()
+        page, now = self.web, cluster_scope.moment()
         fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
                                       filters.limit, now, keys)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
@@ -343,7 +343,7 @@ class DetailView(View):
             raise Http404(f"{page.kind} {namespace}/{name} not found")
         if request.GET.get("download") == "yaml":
             return yaml_download(obj)
-        now = utcnow()
+        now = cluster_scope.moment()
         ctx = base_context(request, principal, page.plural)
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
@@ -355,15 +355,6 @@ class DetailView(View):
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)
-
-
-def last_deletion(web: kinds.KindWeb, namespace: str, name: str):
-    """(the object as it was when deleted, when) from the revision log, when the object's last
-    logged write is its deletion; else None (never there, or its history compacted away)."""
-    last = revlog.object_revisions(web.kind, namespace, name, 1)
-    if not last or last[0][1] != revlog.DELETED:
-        return None
-    return last[0][2], last[0][3]
 
 
 def deleted_page(request, principal: Principal, web: kinds.KindWeb, namespace: str, name: str):
@@ -456,10 +447,10 @@ def overview(request):
     rv = store.current_revision()
     now = utcnow()
     only = overview_namespaces(principal, namespace)
-    cards = namespace_cards(now, only)
+    cards = namespace_cards(cluster_scope.moment(now), only)
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=p.overview_totals(cards), warnings=warnings.overview(now, only, namespace),
+               totals=p.overview_totals(cards), warnings=warnings.overview(cluster_scope.moment(now), only, namespace),
                cluster_rows=cluster_rows(principal, now, None if namespace else cards))
     return render(request, "web/overview.html", ctx)

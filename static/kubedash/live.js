@@ -217,6 +217,12 @@
     human: human, each: each, setText: setText, count: count, shown: shown, instant: instant,
     // fn(now) every second (now: the server's clock, frozen while the page is stale).
     onTick: function (fn) { ticks.push(fn); tick(); },
+    // now, or earlier for an element inside [data-as-of]: a part of the page about a followed
+    // cluster that is not current (the Overview's clusters table) stops at its own moment.
+    at: function (el, now) {
+      var part = el.closest("[data-as-of]"), asOf = part ? Date.parse(part.dataset.asOf) : NaN;
+      return isNaN(asOf) ? now : Math.min(now, asOf);
+    },
     // Elements whose data-<key> instant is also their exact time's hover title.
     titled: function (selector, key, prefix) {
       TITLED.push([selector, key, prefix || ""]);
@@ -454,7 +460,7 @@
 
   // --- the websocket ----------------------------------------------------------------------
   // Honest reconnects: while the socket is down the page shows what it last knew, says so
-  // (with the time of its last event), and stops counting down: a lease it cannot see being
+  // (with the last moment it heard the server), and stops counting down at that moment: a lease it cannot see being
   // renewed must not be shown as expired. Reconnects are retried with a jittered backoff
   // capped at RETRY_CAP_MS (1 s, jittered to 0.5-1 s: the page is back within about a second
   // of the server, and many pages do not all come back in the same instant), and
@@ -464,7 +470,6 @@
   var retryButton = document.getElementById("live-retry");
   var RETRY_FIRST_MS = 250, RETRY_CAP_MS = 1000, GATE_TICK_MS = 100, CLOSE_BEHIND = 4408, CLOSE_RELOAD = 4409;
   var attempts = 0, nextAttemptAt = 0, everOpen = false;
-  var lastEventAt = Date.parse(document.body.dataset.serverNow || "") || (Date.now() + skew);
 
   function show(state, text) {
     if (!status) return;
@@ -481,14 +486,18 @@
 
   function setStale(down) {
     if (down === (frozenAt !== null)) return;
-    // Time stops where the server last vouched for it (never later than now).
-    frozenAt = down ? Math.min(Date.now() + skew, confirmedUntil()) : null;
+    // Time stops at the last moment the server was heard (a beat or a push: what the page shows
+    // was current then), and the note states that very moment: every countdown shows what it
+    // said at the stated time, not a few seconds past it (issue 41). The rows look frozen
+    // (body.is-stale: app.css dims them).
+    frozenAt = down ? Math.min(Date.now() + skew, heardAt) : null;
     document.body.classList.toggle("is-stale", down);
     if (staleNote) {
       setText(document.getElementById("live-stale-text"),
-              down ? "Not live since " + clock(Math.min(heardAt, Date.now() + skew)) +
-                     " — reconnecting. Showing the state as of " + exact(lastEventAt) + "; countdowns paused." : "");
+              down ? "Not live since " + clock(frozenAt) + " — reconnecting. Showing the state as of " +
+                     clock(frozenAt) + "; countdowns paused." : "");
       staleNote.hidden = !down;
+      staleNote.dataset.frozenAt = down ? new Date(frozenAt).toISOString() : "";
     }
     tick();
   }
@@ -535,7 +544,7 @@
     attempts = 0;
     current = pending;
     wrapper = e.detail && e.detail.socketWrapper;
-    lastEventAt = heardAt = Date.now() + skew;
+    heardAt = Date.now() + skew;
     // Not "Live" yet: the server first sends what the page missed, then LIVE (caughtUp).
     show("catching-up", "Catching up…");
   });
@@ -544,7 +553,6 @@
     show("live", "Live");
     setStale(false);
   }
-  document.addEventListener("htmx:wsAfterMessage", function () { lastEventAt = Date.now() + skew; });
   document.addEventListener("htmx:wsError", function () { show("down", "Reconnecting…"); });
   document.addEventListener("htmx:wsClose", function (e) {
     var code = e.detail && e.detail.event ? e.detail.event.code : 0;

@@ -19,7 +19,7 @@ from followed import mirror
 from conftest import served
 from chromium import (
     TRACK_SOCKETS, WAIT_MS, api, assert_not_reloaded, dom, held_lease, leases_path, log_in, now_micro, open_live,
-    signed_in_page,
+    signed_in_page, wait_in_page,
 )
 from manifests import lease
 
@@ -102,6 +102,48 @@ def test_a_paused_server_is_shown_not_live_and_countdowns_freeze(lone_page, lone
         merge=True)
     expect(row.locator(".holder")).to_have_text("node-c")
     expect(state).to_have_text("held")
+
+
+@pytest.mark.slow
+def test_not_live_countdowns_freeze_at_the_stated_moment_and_rows_are_dimmed(lone_page, lone_server):
+    """Issue 41: the note says "state as of T; countdowns paused": every countdown shows what it
+    said at T (not a few seconds past it), stops there, and its row is greyed until live again."""
+    import math
+    from datetime import datetime
+
+    from playwright.sync_api import expect
+
+    page, server, ns = lone_page, lone_server, "frozen"
+    api(server, "POST", leases_path(ns), held_lease(ns, "leader", "node-a", duration=60))
+    open_live(page, f"{server.http_url}/leases/?namespace={ns}")
+    row = page.locator(dom("lease", ns, "leader"))
+    countdown, stale = row.locator("[data-expires-at]"), page.locator("#live-stale")
+    expect(countdown).to_contain_text("expires in")
+    assert "grayscale" not in row.evaluate("el => getComputedStyle(el).filter")
+    page.evaluate("() => { window.__kdTicks = 0; window.kubedash.onTick(() => { window.__kdTicks++; }); }")
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        expect(stale).to_be_visible(timeout=30_000)
+        frozen_at = stale.get_attribute("data-frozen-at")
+        stated = datetime.fromisoformat(frozen_at.replace("Z", "+00:00"))
+        note = stale.inner_text()
+        assert f"Showing the state as of {stated.strftime('%H:%M:%S')} UTC; countdowns paused" in note, note
+        expires = datetime.fromisoformat(countdown.get_attribute("data-expires-at").replace("Z", "+00:00"))
+        left_ms = round((expires - stated).total_seconds() * 1000)
+        expected = f"expires in {math.ceil(left_ms / 1000)}s"
+        wait_in_page(page, f"document.querySelector('{dom('lease', ns, 'leader')} [data-expires-at]').textContent"
+                           f" === {expected!r}", "the countdown at the stated moment")
+        # Three seconds past the stated moment, and two of the page's ticks after that: not moved.
+        wait_in_page(page, f"Date.now() > Date.parse({frozen_at!r}) + 3000", "three seconds past the stated moment")
+        ticks = page.evaluate("window.__kdTicks")
+        wait_in_page(page, f"window.__kdTicks >= {ticks + 2}", "two more ticks of the page's clock")
+        assert countdown.inner_text() == expected, "a countdown ran on past the stated moment"
+        assert "grayscale" in row.evaluate("el => getComputedStyle(el).filter"), "a frozen row is not dimmed"
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    expect(page.locator("#live-status")).to_have_text("Live", timeout=15_000)
+    expect(stale).to_be_hidden()
+    assert "grayscale" not in row.evaluate("el => getComputedStyle(el).filter")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,12 +9,14 @@ import io
 import os
 import stat
 import sys
+from datetime import timedelta
 
 import pytest
 import yaml
 from cryptography.fernet import Fernet
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from manifests import lease
 
@@ -435,12 +437,19 @@ def test_follow_command_add_list_remove(tmp_path, monkeypatch):
     Cluster.objects.filter(name="prod").update(state=Cluster.STALE, message="Unauthorized: the token was revoked")
     listing = run("list")
     lines = listing.splitlines()
-    assert lines[0].split() == ["NAME", "SERVER", "CONTEXT", "NAMESPACE", "WRITES", "STATE", "LAST", "EVENT", "MESSAGE"]
-    assert lines[1].split() == ["home", "https://127.0.0.1:8443", "kubedash", "(all)", "read-only", "syncing", "never"]
-    assert lines[2].split()[:7] == ["prod", "https://prod.example.com:6443", "prod", "team-a", "own-credentials",
-                                    "stale", "never"]
+    assert lines[0].split() == ["NAME", "SERVER", "CONTEXT", "NAMESPACE", "WRITES", "STATE", "LAST", "WORD", "LAST",
+                                "EVENT", "MESSAGE"]
+    assert lines[1].split() == ["home", "https://127.0.0.1:8443", "kubedash", "(all)", "read-only", "syncing", "never",
+                                "never"]
+    assert lines[2].split()[:8] == ["prod", "https://prod.example.com:6443", "prod", "team-a", "own-credentials",
+                                    "stale", "never", "never"]
     assert lines[2].endswith("Unauthorized: the token was revoked")
     assert TOKEN not in listing and b64(TOKEN.encode()) not in listing
+    # "live" left on the row by a follower that stopped reporting (its process died) is not live.
+    long_ago = timezone.now() - timedelta(minutes=5)
+    Cluster.objects.filter(name="prod").update(state=Cluster.LIVE, heartbeat_at=long_ago, heard_at=long_ago)
+    prod = run("list").splitlines()[2]
+    assert "stale (no heartbeat)" in prod and "5m ago" in prod, prod
 
     assert run("remove", "home") == "Stopped following home; removed 0 of its objects from kubedash.\n"
     assert [c.name for c in Cluster.objects.all()] == ["prod"]
@@ -631,6 +640,11 @@ def test_the_page_says_when_a_cluster_is_not_current(login):
     assert '<td class="ok"><span class="badge">live</span>' in row["fresh"]
     assert '<td class="warn"><span class="badge">live (no heartbeat)</span>' in row["silent"]
     assert '<td class="bad"><span class="badge">stale</span>' in row["down"] and "connection refused" in row["down"]
+    # /metrics says the same, read from the rows at scrape (a dead leader's gauges say nothing).
+    metrics = login("admin").get("/metrics").content.decode()
+    stale = {name: f'kubedash_follow_stale{{cluster="{name}"}}' for name in ("fresh", "silent", "down")}
+    assert f'{stale["fresh"]} 0.0' in metrics and f'{stale["silent"]} 1.0' in metrics, metrics[-2000:]
+    assert f'{stale["down"]} 1.0' in metrics
 
 
 @pytest.mark.django_db

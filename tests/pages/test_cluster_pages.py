@@ -232,7 +232,8 @@ def test_overview_has_a_row_per_cluster(world, login):
     rows = {m: table.split(f'id="cluster-{m}"')[1].split("</tr>")[0] for m in ("local", "prod", "staging")}
     assert 'href="/?cluster=prod"' in rows["prod"] and 'href="/"' in rows["local"]
     assert "live" in rows["prod"] and "stale" in rows["staging"]
-    assert '<tr id="cluster-staging" class="is-stale">' in table and '<tr id="cluster-prod">' in table
+    assert '<tr id="cluster-staging" class="is-stale" data-as-of="' in table and '<tr id="cluster-prod">' in table
+    assert "not live: no word since" in rows["staging"] and "no word" not in rows["prod"]
     # Each kind's counts over the whole cluster, linking to that cluster's list.
     prod = rows["prod"]
     assert 'href="/leases/?cluster=prod">2<' in prod and 'href="/endpoints/?cluster=prod">1<' in prod
@@ -266,7 +267,9 @@ def test_stale_banner(world, login, state, text):
                 "/search/?q=x&cluster=prod", "/leases/team-a/prod-lease/history/?cluster=prod"):
         page = html(c.get(url))
         banner = page.split('id="cluster-banner"')[1].split("</div>")[0]
-        assert 'role="status"' in banner and "Showing prod as of <time datetime=" in banner, url
+        lead = ("Not live: prod is still syncing" if "first time" in text
+                else "Not live: no word from prod since <time datetime=")
+        assert 'role="status"' in banner and lead in banner, url
         assert text in banner and "data-ago-since" in banner and "data-as-of" in banner, url
         row = Cluster.objects.get(name="prod")
         if row.last_event_at is None:
@@ -275,10 +278,46 @@ def test_stale_banner(world, login, state, text):
             assert "The last change read from it: <time" in banner and banner.count("data-ago-since") == 2, url
 
 
+def test_a_stale_clusters_states_are_as_of_its_last_word(world, login):
+    """A Lease that had 5 s left when prod was last heard from: while prod is not current it is
+    shown held as of then (a guess that it expired is not shown as a fact), on the list, the
+    detail page and the Overview's clusters table; once prod is current again, it is expired."""
+    from dashboard.follow.models import Cluster
+
+    now = timezone.now()
+    renewed = (now - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    item = lease("silent-leader", holder="api-1", ns="team-a", duration=15)
+    item["spec"]["renewTime"] = renewed
+    mirror("prod", "Lease", upstream(item, 200, "u-41"))
+    heard = now - timedelta(seconds=20)
+    Cluster.objects.filter(name="prod").update(state=Cluster.STALE, heard_at=heard, heartbeat_at=heard,
+                                               message="leases: no word from the API server for 60 s")
+    c = login("admin")
+
+    def state_of(url: str, marker: str) -> str:
+        page = html(c.get(url))
+        part = page.split(marker)[1]
+        return re.search(r"data-state-label>([^<]*)<", part).group(1)
+
+    row = 'id="lease-team-a--silent-leader"'
+    assert state_of("/leases/?namespace=team-a&cluster=prod", row) == "held"
+    detail = html(c.get("/leases/team-a/silent-leader/?cluster=prod"))
+    assert re.search(r"data-state-label>held<", detail) and "expires in 5s" in detail
+    banner = detail.split('id="cluster-banner"')[1].split("</div>")[0]
+    assert "Not live: no word from prod since" in banner and "as of then" in banner
+    overview = html(c.get("/"))
+    prod_row = overview.split('id="cluster-prod"')[1].split("</tr>")[0]
+    assert prod_row.startswith(' class="is-stale" data-as-of="') and "not live: no word since" in prod_row
+
+    Cluster.objects.filter(name="prod").update(state=Cluster.LIVE, heard_at=timezone.now(),
+                                               heartbeat_at=timezone.now(), message="")
+    assert state_of("/leases/?namespace=team-a&cluster=prod", row) == "expired"
+
+
 def test_no_banner_while_current_or_local(world, login):
     c = login("admin")
     page = html(c.get("/leases/?cluster=prod"))
-    assert '<div id="cluster-banner"></div>' in page and "Showing prod" not in page
+    assert '<div id="cluster-banner"></div>' in page and "Not live" not in page
     assert "cluster-banner" not in html(c.get("/leases/"))
 
 
@@ -472,10 +511,10 @@ async def test_websocket_pushes_the_banner_when_the_copy_goes_stale(world, monke
     await push_with(comm, "prod-read")
     await sync_to_async(Cluster.objects.filter(name="prod").update)(state="stale", message="watch failed: EOF")
     got = await receive_until(comm, "cluster-banner")
-    assert 'hx-swap-oob="true"' in got and "Showing prod as of" in got and "watch failed: EOF" in got
+    assert 'hx-swap-oob="true"' in got and "no word from prod since" in got and "watch failed: EOF" in got
     await sync_to_async(Cluster.objects.filter(name="prod").update)(state="live", heartbeat_at=timezone.now())
     got = await comm.receive_from(timeout=5)
-    assert got.count("cluster-banner") == 1 and "Showing" not in got
+    assert got.count("cluster-banner") == 1 and "Not live" not in got
     await comm.disconnect()
 
 
@@ -567,6 +606,6 @@ async def test_overview_clusters_panel_and_totals_follow_writes_and_state(world,
     await sync_to_async(mirror)("prod", "Lease", upstream(lease("prod-third", holder="p3", ns="team-a"), 160, "u-9"))
     await sync_to_async(Cluster.objects.filter(name="staging").update)(state=Cluster.STALE, message="refused")
     panel = await until(lambda t: 'id="clusters-panel"' in t and 'href="/leases/?cluster=prod">3<' in t
-                        and '<tr id="cluster-staging" class="is-stale">' in t, "prod's 3 leases and staging stale")
+                        and '<tr id="cluster-staging" class="is-stale" data-as-of=' in t, "prod's 3 leases and staging stale")
     assert 'hx-swap-oob="true"' in panel
     await comm.disconnect()

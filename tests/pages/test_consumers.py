@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from manifests import lease
-from page_helpers import connect, next_push, pushed_until
+from page_helpers import connect, next_push, pushed_until, receive_until
 
 # CI runs this module again on PostgreSQL (.ci/run selects it by the marker).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio, pytest.mark.portable]
@@ -201,6 +201,39 @@ async def test_detail_view_gets_its_detail_fragment(user, store_ops):
     assert 'id="detail"' in html and "detail-holder" in html and html.count('id="detail"') == 1
     await _write(store_ops.delete, "a")
     assert "deleted" in await comm.receive_from(timeout=5)
+    await comm.disconnect()
+
+
+async def test_lease_detail_pushes_its_holder_history_and_when_it_was_deleted(user, store_ops):
+    """A Lease's detail page: a new holder's push carries the holder history too (the timeline
+    says the new holder is holding now, not the old one); its deletion's push says when, as the
+    page a reload shows does (issue 41)."""
+    from datetime import UTC, datetime
+
+    from dashboard.coordination.resource import LEASES
+    from dashboard.kube import store
+
+    def renewed_by(holder):
+        def change(obj):
+            obj["spec"].update(holderIdentity=holder, renewTime=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+            return obj
+        return change
+
+    await _write(store_ops.create, "hist")
+    await _write(store.update, LEASES, "default", "hist", renewed_by("node-a"), is_patch=True)
+    rv = await _write(store_ops.rv)
+    comm, ok, _ = await connect(user, f"view=lease&namespace=default&name=hist&rv={rv}")
+    assert ok
+    await _write(store.update, LEASES, "default", "hist", renewed_by("second-holder"), is_patch=True)
+    html = await receive_until(comm, "second-holder")
+    history = html.split('<section id="history"')[1].split("</section>")[0]
+    assert 'hx-swap-oob="true"' in history[:200]
+    holding = [row for row in history.split("<tr")[1:] if "holding" in row]
+    assert len(holding) == 1 and "second-holder" in holding[0] and "node-a" not in holding[0], holding
+    assert "node-a" in history   # the earlier span stays, ended
+    await _write(store_ops.delete, "hist")
+    notice = await receive_until(comm, "was deleted")
+    assert "This lease was deleted <time datetime=" in notice and "data-ago-since" in notice and "data-abs" in notice
     await comm.disconnect()
 
 

@@ -30,9 +30,9 @@
     });
     // Overview cards: held / expired counted from the leases' expiry instants (epoch ms).
     each("[data-expiries]", function (el) {
-      var held = +(el.dataset.heldBase || 0), expired = 0;
+      var held = +(el.dataset.heldBase || 0), expired = 0, at = k.at(el, now);
       el.dataset.expiries.split(" ").forEach(function (t) {
-        if (t) { if (+t > now) held++; else expired++; }
+        if (t) { if (+t > at) held++; else expired++; }
       });
       count(el.querySelector("[data-held]"), held);
       count(el.querySelector("[data-expired]"), expired);

@@ -73,11 +73,17 @@ class Command(BaseCommand):
 
     def _list(self, options):
         now = timezone.now()
-        rows = [("NAME", "SERVER", "CONTEXT", "NAMESPACE", "WRITES", "STATE", "LAST EVENT", "MESSAGE")]
+        rows = [("NAME", "SERVER", "CONTEXT", "NAMESPACE", "WRITES", "STATE", "LAST WORD", "LAST EVENT", "MESSAGE")]
+
+        def ago(moment):
+            return f"{human_duration(max((now - moment).total_seconds(), 0))} ago" if moment else "never"
+
         for c in Cluster.objects.order_by("name"):
-            last = f"{human_duration(max((now - c.last_event_at).total_seconds(), 0))} ago" if c.last_event_at else "never"
-            rows.append((c.name, c.server, c.context or "-", c.namespace or "(all)", c.writes, c.state, last,
-                         c.message if c.state == Cluster.STALE else ""))
+            # Live only while current (Cluster.is_current): a follower that stopped reporting
+            # (its process died) leaves "live" on the row, and that is not shown as live.
+            state = c.state if c.is_current(now) or c.state != Cluster.LIVE else "stale (no heartbeat)"
+            rows.append((c.name, c.server, c.context or "-", c.namespace or "(all)", c.writes, state,
+                         ago(c.heard_at), ago(c.last_event_at), c.message if state != Cluster.LIVE else ""))
         if len(rows) == 1:
             self.stdout.write("No followed clusters. Add one: manage.py follow add NAME --kubeconfig PATH")
             return
