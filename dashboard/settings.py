@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import tempfile
 from pathlib import Path
 
@@ -335,6 +336,10 @@ CSRF_COOKIE_SAMESITE = "Lax"
 
 # Logs (docs/OPERATIONS.md, "Logs"): every line on stdout/stderr one JSON object (json, the
 # default, as the request lines always are: dashboard/server/logs.py), or the message alone (text).
+# `manage.py start` (the README's first command, a person at a terminal) defaults to text, and
+# its workers inherit that through the environment; `serve` (production) to json.
+if sys.argv[1:2] == ["start"]:
+    os.environ.setdefault("KUBEDASH_LOG_FORMAT", "text")
 KUBEDASH_LOG_FORMAT = os.environ.get("KUBEDASH_LOG_FORMAT", "json").strip().lower()
 if KUBEDASH_LOG_FORMAT not in ("json", "text"):
     raise ValueError(f"KUBEDASH_LOG_FORMAT must be json or text, not {KUBEDASH_LOG_FORMAT!r}")
