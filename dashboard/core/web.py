@@ -337,6 +337,12 @@ ENDPOINTS_SORTS = (
 )
 
 
+ENDPOINTS_STATES = (   # ?state=: all ready (the overview's healthy ones), or any address not ready
+    kinds.State("ready", "All ready", ("ready_addresses", "not_ready_addresses"), lambda v, now: v[0] > 0 and not v[1]),
+    kinds.State("not-ready", "Any not ready", ("not_ready_addresses",), lambda v, now: v[0] > 0),
+)
+
+
 ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     kind="Endpoints", plural="endpoints", detail_view="endpoints_detail", title="Endpoints",
     heading="Endpoints readiness", noun="Endpoints object", list_noun="Endpoints objects",
@@ -352,4 +358,5 @@ ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     wrapper="div",   # cards
     summarize=summarize, summary_partial="rollup",
     sorts=ENDPOINTS_SORTS,
+    states=ENDPOINTS_STATES,
 ))

@@ -81,6 +81,22 @@ COMMON_SORTS = (
 
 
 @dataclass(frozen=True)
+class State:
+    """A state a list can be filtered by (`?state=<key>`), from the typed model's `columns`:
+    test(column values, now) says whether a row is in it. The pages read the columns from the
+    typed rows (queries.view_rows); the live pushes compute them from the object as it is stored
+    (Resource.typed_columns): the same test on the same values, so the two cannot disagree.
+    until(column values) -> the instant the answer changes by time alone (a Lease's expiry; None:
+    only a write changes it); a live page re-checks its rows then (consumers.py)."""
+
+    key: str
+    label: str
+    columns: tuple[str, ...]
+    test: Callable[[tuple, datetime], bool]
+    until: Callable[[tuple], datetime | None] | None = None
+
+
+@dataclass(frozen=True)
 class Overview:
     """A kind's part of the overview's namespace cards, from the typed model columns only.
 
@@ -133,6 +149,7 @@ class KindWeb:
     # Typed text columns the search across kinds also looks in (beyond names, namespaces,
     # labels), with what the results call them: (("holder_identity", "holder"),)
     search_columns: tuple[tuple[str, str], ...] = ()
+    states: tuple[State, ...] = ()   # the list's `?state=` filter values (none: no such filter)
 
     def __post_init__(self):
         app = self.resource.model._meta.app_label
@@ -157,6 +174,9 @@ class KindWeb:
 
     def sort(self, key: str) -> Sort | None:
         return next((s for s in self.all_sorts() if s.key == key), None)
+
+    def state(self, key: str) -> State | None:
+        return next((s for s in self.states if s.key == key), None)
 
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)

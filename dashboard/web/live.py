@@ -70,9 +70,9 @@ class Snapshot:
 
 def snapshot(view: PageView, principal, at: int = 0) -> Snapshot:
     """What the page shows now (or at revision `at`), all kinds read at one revision."""
-    visible = view_predicate(principal, view.q)
     state = Snapshot(rv=at)
     for kind in view.kinds:
+        visible = view_predicate(principal, view.q, kind, view.state_filter)
         state.rv, objects = _read(view, kind, visible, state.rv)
         state.objects[kind] = objects
         state.keys[kind] = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects}
@@ -112,7 +112,8 @@ def totals_fragment(socket: PageSocket, shown: list) -> str:
     view = socket.view
     if socket.namespaces is None:
         return ""
-    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, now())
+    totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, now(),
+                         view.state_filter)
     html = render_to_string("web/_list_totals.html", {"totals": totals, "oob": True})
     if view.offset is not None:
         html += render_to_string("web/_pager_position.html", {
@@ -125,7 +126,7 @@ def sorted_members(socket: PageSocket) -> set:
     """The (namespace, name) keys of a sorted view's page, as it is now (queries.page_keys)."""
     view = socket.view
     keys, _ = page_keys(kinds.by_view(view.view), socket.namespaces or [], view.label_selector, view.q, view.sort,
-                        view.page, view.limit or PAGE_SIZE, now())
+                        view.page, view.limit or PAGE_SIZE, now(), view.state_filter)
     return {(ns, name) for _, ns, name in keys}
 
 

@@ -45,6 +45,7 @@ class PageView:
     limit: int = 0
     cluster: str = clusters.LOCAL   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
     offset: int | None = None   # the rows before the page (its pager's "Rows 101–200 of N"; None: no pager)
+    state: str = ""   # a list's ?state= (a key of its kind's states, kinds.State)
 
     @classmethod
     def parse(cls, query: bytes) -> PageView:
@@ -57,7 +58,10 @@ class PageView:
         cluster = params.get("cluster") or clusters.LOCAL
         if not clusters.NAME_RE.match(cluster):
             raise ValueError(f"bad cluster {cluster!r}")
-        sort = params.get("sort", "")
+        sort, state = params.get("sort", ""), params.get("state", "")
+        web = kinds.by_view(view)
+        if state and (web is None or web.state(state) is None):
+            raise ValueError(f"unknown state {state!r}")
         return cls(view=view, kinds=shown, namespace=params.get("namespace") or None,
                    label_selector=parse_label_selector(params["labelSelector"]) if params.get("labelSelector") else None,
                    q=params.get("q", ""), name=params.get("name", ""), rv=_number(params.get("rv"), 0),
@@ -66,7 +70,12 @@ class PageView:
                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "",
                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "",
                    sort=sort, page=_number(params.get("page"), 1), limit=_number(params.get("limit"), 0),
-                   cluster=cluster, offset=_number(params.get("offset"), None))
+                   cluster=cluster, offset=_number(params.get("offset"), None), state=state)
+
+    @property
+    def state_filter(self) -> kinds.State | None:
+        """The list's state filter (None: none)."""
+        return kinds.by_view(self.view).state(self.state) if self.state else None
 
     def for_viewer(self, principal: Principal) -> PageView:
         """This view as `principal` may see it: a share link's selector narrows whatever the
@@ -116,3 +125,9 @@ class PageSocket:
     banner_task: asyncio.Task | None = None
     heard_at: float = 0.0                   # loop time the client was last heard (its PONG)
     closing: bool = False
+    # A time-derived state filter (kinds.State.until): the newest revision pushed per row, so a
+    # re-check read before a write that was pushed first cannot undo it; and when it last ran.
+    rvs: dict | None = None
+    states_checked: object = None           # (a datetime)
+    state_timer: asyncio.TimerHandle | None = None
+    state_task: asyncio.Task | None = None

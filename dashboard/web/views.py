@@ -6,7 +6,7 @@ module the live pushes read through too (lists.list_objects: one consistent snap
 continue tokens), and the rows are built by present.present(), as the pushes build theirs.
 
 Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
-substring), limit (page size) and continue (the next page of the same snapshot); sort (a
+substring), state (one of the kind's kinds.State keys), limit (page size) and continue (the next page of the same snapshot); sort (a
 column key, "-key" descending; see kinds.Sort) and page (the page number of a sorted view).
 
 Sorted views: the default order, (namespace, name), pages through the API's own snapshot
@@ -82,6 +82,7 @@ class Filters:
     namespace: str = ""
     label_selector: str = ""
     q: str = ""
+    state: str = ""     # a key of the kind's states
     limit: int = PAGE_SIZE
     continue_token: str = ""
     sort: str = ""      # "" (namespace, name), "key" or "-key"
@@ -118,10 +119,16 @@ class Filters:
             errors.append(("sort", f"Sort: “{sort}” is not an order of this list (one of {known}, or -key for "
                                    "the reverse order)."))
             sort = ""
+        state = last("state")
+        if state and (web is None or web.state(state) is None):
+            known = ", ".join(s.key for s in web.states) if web is not None else ""
+            errors.append(("state", f"State: “{state}” is not a state of this list (one of {known})." if known
+                                    else f"State: this list has no state filter (“{state}”)."))
+            state = ""
         if web is None or sort == "namespace":
             sort = ""   # the default order, (namespace, name): no parameter
         return cls(namespace=last("namespace"), label_selector=last("labelSelector"),
-                   q=last("q"), limit=min(limit, MAX_PAGE_SIZE),
+                   q=last("q"), state=state, limit=min(limit, MAX_PAGE_SIZE),
                    continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
                    errors=tuple(errors))
 
@@ -135,12 +142,12 @@ class Filters:
 
     @property
     def active(self) -> bool:
-        return bool(self.namespace or self.label_selector or self.q)
+        return bool(self.namespace or self.label_selector or self.q or self.state)
 
     def query(self, **extra) -> str:
         """This page's filters as a query string (for links: next page, clear)."""
         params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q,
-                  "sort": self.sort}
+                  "state": self.state, "sort": self.sort}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
@@ -160,12 +167,12 @@ def canonical_redirect(request, filters: Filters):
 
 
 def fetch_sorted(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
-                 limit: int, now: datetime) -> tuple[Fetched, int]:
+                 limit: int, now: datetime, state: kinds.State | None = None) -> tuple[Fetched, int]:
     """A page of a sorted view (the objects, the revision read before them, no token) and the
     view's total. The objects are at least as new as the revision: live updates replayed
     from it can only repeat a change, never miss one."""
     rv = store.current_revision()
-    keys, total = page_keys(web, namespaces, selector, q, sort, page, limit, now)
+    keys, total = page_keys(web, namespaces, selector, q, sort, page, limit, now, state)
     texts = dict(revlog.with_current(web.resource.model.objects.filter(id__in=[k[0] for k in keys]), "id"))
     return Fetched([orjson.loads(texts[k[0]]) for k in keys if k[0] in texts], rv, ""), total
 
@@ -209,6 +216,7 @@ class KindListView(View):
         ctx = base_context(request, principal, page.plural)
         # list_search: "/" is this list's name search, not the header's (base.html says so)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="", list_search=True,
+                   state_options=[(s.key, s.label) for s in page.states],
                    page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
@@ -228,10 +236,11 @@ class KindListView(View):
             ctx["error"] = f"Label selector: {exc.message}"
             ctx["error_field"] = "labelSelector"
             return render(request, page.list_template, ctx, status=400)
+        state = page.state(filters.state)
         if filters.sort:
-            return self.sorted(request, ctx, filters, namespaces, selector, principal)
+            return self.sorted(request, ctx, filters, namespaces, selector, principal, state)
         try:
-            fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token)
+            fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token, state)
         except ApiError as exc:
             # A garbage or compacted continue token: say so, and offer the first page.
             ctx["error"] = ("This page of results has expired; start again from the first page."
@@ -242,7 +251,7 @@ class KindListView(View):
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
-        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, state)
         if fetched.next_token:
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
@@ -250,7 +259,7 @@ class KindListView(View):
         if fetched.next_token or filters.continue_token:
             # "Rows 51–100 of 1,004", and the previous page (same snapshot) when not the first.
             start = lists.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
-            where = position(page.kind, namespaces, selector, filters.q, start, filters.limit)
+            where = position(page.kind, namespaces, selector, filters.q, start, filters.limit, state)
             shown = len(fetched.objects)
             ctx["offset"] = where["before"]
             ctx["rows_from"] = f"{where['before'] + 1:,}" if shown else "0"
@@ -263,22 +272,23 @@ class KindListView(View):
         paged = bool(fetched.next_token or filters.continue_token)
         rows = [o["metadata"] for o in fetched.objects]
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
-                               labelSelector=filters.label_selector, q=filters.q, paged="1" if paged else "",
+                               labelSelector=filters.label_selector, q=filters.q, state=filters.state,
+                               paged="1" if paged else "",
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
                                last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
                                offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
 
-    def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal):
+    def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, state):
         """A list in another order than (namespace, name): numbered pages of the current state."""
         page, now = self.web, utcnow()
         fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
-                                      filters.limit, now)
+                                      filters.limit, now, state)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
-        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now)
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, state)
         before, shown = (filters.page - 1) * filters.limit, len(fetched.objects)
         paged = total > filters.limit or filters.page > 1
         if paged:
@@ -292,7 +302,7 @@ class KindListView(View):
             ctx["first_page"] = "?" + filters.query()
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
-                               labelSelector=filters.label_selector, q=filters.q, sort=filters.sort,
+                               labelSelector=filters.label_selector, q=filters.q, state=filters.state, sort=filters.sort,
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
