@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from dashboard.kube.formats import parse_time
 from dashboard.web import kinds
@@ -310,9 +310,19 @@ JOB_SORTS = (
 )
 
 
+def _shown_phase_in(shown: tuple[str, ...]) -> Q:
+    """shown_phase(phase, suspend) in `shown`, in SQL: a suspended Job that runs shows Suspended."""
+    where = Q(phase__in=[p for p in shown if p != "Running"])
+    if "Running" in shown:
+        where |= Q(phase="Running", suspend=False)
+    if "Suspended" in shown:
+        where |= Q(phase="Running", suspend=True)
+    return where
+
+
 JOB_STATES = tuple(
     kinds.State(state, state.capitalize(), ("phase", "suspend"),
-                lambda v, now, shown=shown: shown_phase(v[0], v[1]) in shown)
+                lambda v, now, shown=shown: shown_phase(v[0], v[1]) in shown, where=_shown_phase_in(shown))
     for state, shown in STATE_PHASES.items())
 
 

@@ -338,8 +338,10 @@ ENDPOINTS_SORTS = (
 
 
 ENDPOINTS_STATES = (   # ?state=: all ready (the overview's healthy ones), or any address not ready
-    kinds.State("ready", "All ready", ("ready_addresses", "not_ready_addresses"), lambda v, now: v[0] > 0 and not v[1]),
-    kinds.State("not-ready", "Any not ready", ("not_ready_addresses",), lambda v, now: v[0] > 0),
+    kinds.State("ready", "All ready", ("ready_addresses", "not_ready_addresses"), lambda v, now: v[0] > 0 and not v[1],
+                where=Q(ready_addresses__gt=0, not_ready_addresses=0)),
+    kinds.State("not-ready", "Any not ready", ("not_ready_addresses",), lambda v, now: v[0] > 0,
+                where=Q(not_ready_addresses__gt=0)),
 )
 
 

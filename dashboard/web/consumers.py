@@ -229,7 +229,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             sub.matching = set()
             hub.register(sub)
             s.subscribers.append(sub)
-        elif not kinds.is_detail_view(view.view) and timeline is not None:
+        elif not kinds.is_detail_view(view.view) and timeline is not None and timeline.kind not in view.kinds:
             # A list's warning badges and the overview's warnings line: the warnings about its
             # kind (the overview: any kind), within the viewer's namespaces, push them too.
             about = None if view.view == kinds.OVERVIEW else view.kinds[0]

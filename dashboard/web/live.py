@@ -170,8 +170,8 @@ def warnings_changed(view: PageView, rv: int) -> bool:
     """Was any Event (kinds.Timeline) of the page's namespace written after the page's revision
     (up to rv)? Then a list's badges or the Overview's warnings line may be out of date."""
     timeline = kinds.timeline()
-    if timeline is None or kinds.is_detail_view(view.view) or not view.rv:
-        return False
+    if timeline is None or kinds.is_detail_view(view.view) or not view.rv or timeline.kind in view.kinds:
+        return False   # (the Events page: its own rows, not badges)
     return revlog.changed_between((timeline.kind,), view.rv, rv, view.namespace or "")
 
 
@@ -311,6 +311,8 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
     inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
     announced = socket.announced
     was_empty = not shown
+    web = kinds.by_view(view.view)
+    on_top = web.new_on_top and socket.members is not None and view.sort == web.default_sort and view.page == 1
 
     for (kind, namespace, name), (event, ev) in sorted(pending.items(), key=lambda kv: kv[0][1:]):
         key = (namespace, name)
@@ -326,6 +328,12 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
             continue
         is_new = key not in known and event != revlog.DELETED
         (known.discard if event == revlog.DELETED else known.add)(key)
+        if view.paged and not present_now and is_new and on_top:
+            # A feed's first page, newest first (the Events page): a new object goes on top.
+            socket.members.add(key)
+            shown.insert(at, key)
+            inserts.append(_wrapped(kind, "afterbegin:#items", _event_item(kind, ev, "", moment, badges)))
+            continue
         if view.paged and not present_now:
             # One page of several: rows stay on their pages; new ones are announced.
             socket.announced += is_new
@@ -367,7 +375,7 @@ def _badges_to_rows(view: PageView, pending: dict) -> dict:
     """A list page's pending changes with each warning (kinds.Timeline) about one of its rows
     turned into that row's BADGE change; a change of the object itself already re-renders it."""
     timeline = kinds.timeline()
-    if timeline is None or not any(key[0] == timeline.kind for key in pending):
+    if timeline is None or timeline.kind in view.kinds or not any(key[0] == timeline.kind for key in pending):
         return pending
     out = {key: change for key, change in pending.items() if key[0] != timeline.kind}
     for key, (_, ev) in pending.items():

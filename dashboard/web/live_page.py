@@ -46,6 +46,7 @@ class PageView:
     cluster: str = clusters.LOCAL   # the page's ?cluster= (web/cluster_scope.py): what it reads and watches
     offset: int | None = None   # the rows before the page (its pager's "Rows 101–200 of N"; None: no pager)
     state: str = ""   # a list's ?state= (a key of its kind's states, kinds.State)
+    columns: tuple = ()   # (param, value) of its column filters (kinds.ColumnFilter)
 
     @classmethod
     def parse(cls, query: bytes) -> PageView:
@@ -62,6 +63,7 @@ class PageView:
         web = kinds.by_view(view)
         if state and (web is None or web.state(state) is None):
             raise ValueError(f"unknown state {state!r}")
+        columns = tuple((f.param, params[f.param]) for f in (web.column_filters if web else ()) if params.get(f.param))
         return cls(view=view, kinds=shown, namespace=params.get("namespace") or None,
                    label_selector=parse_label_selector(params["labelSelector"]) if params.get("labelSelector") else None,
                    q=params.get("q", ""), name=params.get("name", ""), rv=_number(params.get("rv"), 0),
@@ -70,12 +72,14 @@ class PageView:
                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "",
                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "",
                    sort=sort, page=_number(params.get("page"), 1), limit=_number(params.get("limit"), 0),
-                   cluster=cluster, offset=_number(params.get("offset"), None), state=state)
+                   cluster=cluster, offset=_number(params.get("offset"), None), state=state,
+                   columns=columns)
 
     @property
     def state_filter(self) -> kinds.State | None:
-        """The list's state filter (None: none)."""
-        return kinds.by_view(self.view).state(self.state) if self.state else None
+        """The list's state and column filters, as one kinds.State (None: none)."""
+        return kinds.by_view(self.view).view_filter(self.state, dict(self.columns)) \
+            if self.state or self.columns else None
 
     def for_viewer(self, principal: Principal) -> PageView:
         """This view as `principal` may see it: a share link's selector narrows whatever the

@@ -72,8 +72,8 @@ def base_context(request, principal: Principal, active: str) -> dict:
 def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
     """The "Share this view" target, for those who may share this view (else ""): the link's
     scope (namespace, selector) and the view it opens (name search, order, size, page)."""
-    if not principal.can(SHARE_VERB, filters.namespace or None, kind):
-        return ""
+    if not principal.can(SHARE_VERB, filters.namespace or None, kind) or kinds.by_kind(kind).form is None:
+        return ""   # (nor a read-only feed: a share link opens a kind's pages)
     return cluster_scope.in_cluster(f"/share/new/?kind={kind}&" + filters.query(page=str(filters.page) if filters.page > 1 else ""))
 
 
@@ -83,10 +83,12 @@ class Filters:
     label_selector: str = ""
     q: str = ""
     state: str = ""     # a key of the kind's states
+    columns: tuple = ()  # (param, value) of the kind's column filters (kinds.ColumnFilter)
     limit: int = PAGE_SIZE
     continue_token: str = ""
     sort: str = ""      # "" (namespace, name), "key" or "-key"
     page: int = 1       # of a sorted view
+    default_sort: str = ""   # the list's order when the address names none (kinds.KindWeb.default_sort)
 
     # What is wrong with the address's view settings: (the filter field, what to say).
     errors: tuple = ()
@@ -125,12 +127,21 @@ class Filters:
             errors.append(("state", f"State: “{state}” is not a state of this list (one of {known})." if known
                                     else f"State: this list has no state filter (“{state}”)."))
             state = ""
+        default = web.default_sort if web is not None else ""
+        sort = sort or default
         if web is None or sort == "namespace":
-            sort = ""   # the default order, (namespace, name): no parameter
+            sort = ""   # the (namespace, name) order, read through continue tokens
+        columns = []
+        for f in web.column_filters if web is not None else ():
+            value = last(f.param)
+            if value and f.choices and value not in f.choices:
+                errors.append((f.param, f"{f.label}: “{value}” is not one of {', '.join(f.choices)}."))
+            elif value:
+                columns.append((f.param, value))
         return cls(namespace=last("namespace"), label_selector=last("labelSelector"),
-                   q=last("q"), state=state, limit=min(limit, MAX_PAGE_SIZE),
+                   q=last("q"), state=state, columns=tuple(columns), limit=min(limit, MAX_PAGE_SIZE),
                    continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
-                   errors=tuple(errors))
+                   default_sort=default, errors=tuple(errors))
 
     def canonical(self) -> str:
         """This view's one address (its query string): each setting once, defaults left out."""
@@ -142,17 +153,17 @@ class Filters:
 
     @property
     def active(self) -> bool:
-        return bool(self.namespace or self.label_selector or self.q or self.state)
+        return bool(self.namespace or self.label_selector or self.q or self.state or self.columns)
 
     def query(self, **extra) -> str:
         """This page's filters as a query string (for links: next page, clear)."""
         params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q,
-                  "state": self.state, "sort": self.sort}
+                  "state": self.state, **dict(self.columns), "sort": self.sort or "namespace"}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
-        if params["sort"] == "namespace":
-            params["sort"] = ""   # the default order
+        if (params["sort"] or "namespace") == (self.default_sort or "namespace"):
+            params["sort"] = ""   # the list's default order: no parameter
         return urlencode({k: v for k, v in params.items() if v})
 
 
@@ -217,9 +228,10 @@ class KindListView(View):
         # list_search: "/" is this list's name search, not the header's (base.html says so)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="", list_search=True,
                    state_options=[(s.key, s.label) for s in page.states],
+                   column_filters=[(f, dict(filters.columns).get(f.param, "")) for f in page.column_filters],
                    page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
-        ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
+        ctx["can_create"] = page.form is not None and may_create_somewhere(principal, filters.namespace, page.kind)
         if not ctx["can_create"] and not clusters.is_local():   # why not, in the read-only note
             ctx["write_refusal"] = scope.write_refusal(principal, "create", filters.namespace or None, page.kind)
         namespaces = list_scope(principal, filters.namespace, page.kind)
@@ -236,7 +248,7 @@ class KindListView(View):
             ctx["error"] = f"Label selector: {exc.message}"
             ctx["error_field"] = "labelSelector"
             return render(request, page.list_template, ctx, status=400)
-        state = page.state(filters.state)
+        state = page.view_filter(filters.state, dict(filters.columns))
         if filters.sort:
             return self.sorted(request, ctx, filters, namespaces, selector, principal, state)
         try:
@@ -273,7 +285,7 @@ class KindListView(View):
         rows = [o["metadata"] for o in fetched.objects]
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, state=filters.state,
-                               paged="1" if paged else "",
+                               **dict(filters.columns), paged="1" if paged else "",
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
                                last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
                                offset=str(ctx.get("offset", "")))
@@ -303,6 +315,7 @@ class KindListView(View):
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, state=filters.state, sort=filters.sort,
+                               **dict(filters.columns),
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)

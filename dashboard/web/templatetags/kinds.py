@@ -1,5 +1,5 @@
-"""Template access to the kind registry: {% load kinds %}, then {% kind_pages as pages %} or
-{{ item.kind|action_buttons }}."""
+"""Template access to the kind registry: {% load kinds %}, then {% kind_pages as pages %},
+{% feed_pages as feeds %} or {{ item.kind|action_buttons }}."""
 from urllib.parse import urlencode
 
 from django import template
@@ -14,6 +14,12 @@ register = template.Library()
 def kind_pages() -> list:
     """Every registered kind's page declaration (web.kinds.KindWeb), in registration order."""
     return kinds.registered()
+
+
+@register.simple_tag
+def feed_pages() -> list:
+    """The read-only lists (kinds.register_feed: Events), for the menu after the kinds."""
+    return kinds.feeds()
 
 
 @register.filter
