@@ -11,6 +11,7 @@ reconnecting page always converges, and nothing is silently missed.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 
@@ -181,6 +182,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
         timed = self.page.state_filter is not None and self.page.state_filter.until is not None
         if timed:
             s.rvs, s.states_checked = {}, now()   # (before the snapshot: _check_states goes on from it)
+            # The re-checks read about the page's cluster (a timer set from the hub's dispatch
+            # would otherwise run in the dispatch's context).
+            self._states_context = contextvars.copy_context()
         state = await self._subscribe(principal)
         await self.accept()  # only now: the subscription and the snapshot are in place
         # A time-derived state filter: rows may have entered or left it with no write since the
@@ -390,7 +394,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             if kind is RECHECK:
                 self._offer_states(ev)
                 continue
-            if s.rvs is not None and ev.type == DELETED:   # (a delete is decided without the predicate)
+            if s.rvs is not None and ev.type == DELETED and ev.kind == self.page.kinds[0]:
+                # (a delete is decided without the predicate, which notes every other write: _noting)
                 s.rvs[(ev.namespace, ev.name)] = max(s.rvs.get((ev.namespace, ev.name), 0), ev.rv)
             self._push_later(kind, ev, loop)
 
@@ -445,7 +450,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if s.state_task is not None:   # one at a time: again once this one is done
             s.state_task.add_done_callback(lambda _: self._start_state_check() if not s.closing else None)
             return
-        s.state_task = asyncio.get_running_loop().create_task(self._check_states())
+        s.state_task = asyncio.get_running_loop().create_task(self._check_states(),
+                                                              context=self._states_context.copy())
 
     async def _check_states(self):
         s = self.socket
@@ -468,6 +474,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     def _offer_states(self, objects):
         s = self.socket
+        if not s.subscribers:
+            return   # (re-subscribing, _narrow: its snapshot has the rows as they are now)
         sub, loop = s.subscribers[0], asyncio.get_running_loop()
         for obj in objects:
             m = obj["metadata"]
