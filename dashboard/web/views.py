@@ -6,8 +6,10 @@ module the live pushes read through too (lists.list_objects: one consistent snap
 continue tokens), and the rows are built by present.present(), as the pushes build theirs.
 
 Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
-substring), state (one of the kind's kinds.State keys), limit (page size) and continue (the next page of the same snapshot); sort (a
-column key, "-key" descending; see kinds.Sort) and page (the page number of a sorted view).
+substring), state (a key of the kind's kinds.State) and the kind's column filters (an Event's
+type, reason: kinds.ColumnFilter), limit (page size) and continue (the next page of the same
+snapshot); sort (a column key, "-key" descending; see kinds.Sort; a kind may have another default
+than (namespace, name): KindWeb.default_sort) and page (the page number of a sorted view).
 
 Sorted views: the default order, (namespace, name), pages through the API's own snapshot
 (continue tokens). Any other order is read from the typed table (the current state): one query
