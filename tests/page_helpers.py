@@ -1,12 +1,18 @@
 """The pages as a browser uses them, for tests in any folder that drive them through Django's test
 client: the fields a form posts, the errors it shows, a share link made and opened, and a live
-page's websocket (the consumer itself, or the whole ASGI stack with a signed-in session).
+page's websocket (the consumer itself, or the whole ASGI stack with a signed-in session); and
+against a real server (conftest's LiveServer): a signed-in session (SignedIn) and the page's
+websocket (LiveSocket).
 """
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from html import unescape
+
+import requests
+import websocket
 
 from channels.testing import WebsocketCommunicator
 from django.test import Client
@@ -148,3 +154,62 @@ async def next_push(comm, timeout: float = 15.0) -> str:
     """A list page's next push, whole: its messages up to the one carrying the page's revision
     (id="live-rv"), joined."""
     return "".join(await pushed_until(comm, 'id="live-rv"', timeout))
+
+
+# ---------------------------------------------------------------------------------------------
+# Against a real server
+
+
+class SignedIn:
+    """A browser's session on a live server (conftest.LiveServer), signed in through the login
+    form: get() a page; socket() opens that page's live websocket (its ws-connect address)."""
+
+    def __init__(self, server, username: str, password: str):
+        self.server, self.http = server, requests.Session()
+        self.http.get(server.http_url + "/accounts/login/", timeout=30)
+        r = self.http.post(server.http_url + "/accounts/login/", timeout=30, allow_redirects=False, data={
+            "username": username, "password": password, "csrfmiddlewaretoken": self.http.cookies["csrftoken"]})
+        assert r.status_code == 302, r.text[-2000:]
+
+    def get(self, path: str, **kw) -> requests.Response:
+        return self.http.get(self.server.http_url + path, timeout=30, **kw)
+
+    def socket(self, page: requests.Response) -> "LiveSocket":
+        found = re.search(r'ws-connect="([^"]+)"', page.text)
+        assert found, "the page is not live"
+        cookie = "; ".join(f"{k}={v}" for k, v in self.http.cookies.items())
+        return LiveSocket(self.server, unescape(found.group(1)), cookie)
+
+
+class LiveSocket:
+    """A live page's websocket on a live server: the pushes it got (the heartbeat answered as
+    live.js does), waited for by what they contain."""
+
+    def __init__(self, server, path: str, cookie: str):
+        port = server.http_port
+        self.ws = websocket.create_connection(f"ws://127.0.0.1:{port}{path}", cookie=cookie,
+                                              origin=f"http://127.0.0.1:{port}", timeout=30)
+        self.texts: list[str] = []
+
+    def wait_for(self, needle: str, timeout: float = 30.0) -> str:
+        """The first push since the last wait_for that contains `needle` (pushes before it are consumed)."""
+        end = time.monotonic() + timeout
+        while True:
+            for i, text in enumerate(self.texts):
+                if needle in text:
+                    del self.texts[:i + 1]
+                    return text
+            left = end - time.monotonic()
+            assert left > 0, f"no push containing {needle!r}; got {self.texts!r}"
+            self.ws.settimeout(left)
+            try:
+                data = self.ws.recv()
+            except websocket.WebSocketTimeoutException:
+                continue
+            if data == BEAT:
+                self.ws.send("pong")
+            else:
+                self.texts.append(data)
+
+    def close(self) -> None:
+        self.ws.close()

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from dashboard.kube.formats import parse_time
 from dashboard.web import kinds
@@ -265,12 +265,15 @@ def overview_counts(rows) -> dict[str, dict[str, int]]:
     return out
 
 
+# The overview's coloured counts and the list's `?state=` filter: the shown phases of each.
+STATE_PHASES = {"running": ("Running",), "complete": ("Complete", "SuccessCriteriaMet"),
+                "failed": ("Failed", "FailureTarget"), "suspended": ("Suspended",)}
+
+
 def overview_card(phases: dict[str, int] | None, now: datetime) -> dict:
     phases = phases or {}
-    running = phases.get("Running", 0)
-    complete = phases.get("Complete", 0) + phases.get("SuccessCriteriaMet", 0)
-    failed = phases.get("Failed", 0) + phases.get("FailureTarget", 0)
-    suspended = phases.get("Suspended", 0)
+    running, complete, failed, suspended = (sum(phases.get(shown, 0) for shown in STATE_PHASES[state])
+                                            for state in ("running", "complete", "failed", "suspended"))
     other = sum(phases.values()) - running - complete - failed - suspended
     return {"total": sum(phases.values()), "running": running, "complete": complete, "failed": failed,
             "suspended": suspended, "other": other}
@@ -304,6 +307,22 @@ JOB_SORTS = (
     kinds.Sort("failed", "Failed", ("failed",), lambda v, now: v[0] or 0),
     kinds.Sort("duration", "Duration", ("start_time", "completion_time"), _run_seconds),
 )
+
+
+def _shown_phase_in(shown: tuple[str, ...]) -> Q:
+    """shown_phase(phase, suspend) in `shown`, in SQL: a suspended Job that runs shows Suspended."""
+    where = Q(phase__in=[p for p in shown if p != "Running"])
+    if "Running" in shown:
+        where |= Q(phase="Running", suspend=False)
+    if "Suspended" in shown:
+        where |= Q(phase="Running", suspend=True)
+    return where
+
+
+JOB_STATES = tuple(
+    kinds.State(state, state.capitalize(), ("phase", "suspend"),
+                lambda v, now, shown=shown: shown_phase(v[0], v[1]) in shown, where=_shown_phase_in(shown))
+    for state, shown in STATE_PHASES.items())
 
 
 GENERATED_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
@@ -341,5 +360,6 @@ JOB_PAGES = kinds.register(kinds.KindWeb(
                                                                              through=through)),
     ),
     sorts=JOB_SORTS,
+    states=JOB_STATES,
     recreate=recreatable,
 ))

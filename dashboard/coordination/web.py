@@ -28,6 +28,19 @@ HISTORY_REVISIONS = 2000   # the newest revisions a lease timeline reads
 # Presenter
 
 
+STATE_TEXT = {"free": "no holder", "unknown": "no expiry", "held": "held", "expired": "expired"}
+
+
+def lease_state(holder: str, expires: datetime | None, now: datetime) -> str:
+    """free (no holder), unknown (a holder, no expiry: counted as held), held or expired: what a
+    row shows, the overview counts and the list's `?state=` filter selects (LEASE_STATES)."""
+    if not holder:
+        return "free"
+    if expires is None:
+        return "unknown"
+    return "held" if expires > now else "expired"
+
+
 def present_lease(obj: dict, now: datetime) -> dict:
     spec = obj.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
@@ -35,14 +48,8 @@ def present_lease(obj: dict, now: datetime) -> dict:
     acquired = parse_time(spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds")
     expires = lease_expiry(spec)
-    if not holder:
-        state, state_text = "free", "no holder"
-    elif expires is None:
-        state, state_text = "unknown", "no expiry"
-    elif expires > now:
-        state, state_text = "held", "held"
-    else:
-        state, state_text = "expired", "expired"
+    state = lease_state(holder, expires, now)
+    state_text = STATE_TEXT[state]
     item = base_item("Lease", obj, now)
     item.update({
         "holder": holder,
@@ -251,15 +258,16 @@ def overview_card(leases: Iterable[tuple[str, datetime | None, int | None]] | No
     held = expired = free = held_base = 0
     expiries: list[int] = []
     for holder, renewed, duration in leases or ():
-        if not holder:
+        expires = strategy.expiry(renewed, duration)
+        state = lease_state(holder, expires, now)
+        if state == "free":
             free += 1
             continue
-        if renewed is None or duration is None:
+        if state == "unknown":
             held_base += 1                # a holder without an expiry counts as held
             continue
-        expires = strategy.expiry(renewed, duration)
         expiries.append(int(expires.timestamp() * 1000))
-        if expires > now:
+        if state == "held":
             held += 1
         else:
             expired += 1
@@ -298,6 +306,26 @@ def _expiry(values, now):
     return strategy.expiry(renewed, duration).timestamp()
 
 
+def _lease_state(values, now):
+    holder, renewed, duration = values
+    return lease_state(holder, strategy.expiry(renewed, duration), now)
+
+
+def _lease_expiry(values):
+    holder, renewed, duration = values
+    return strategy.expiry(renewed, duration) if holder else None
+
+
+_LEASE_COLUMNS = ("holder_identity", "renew_time", "lease_duration_seconds")
+LEASE_STATES = (   # ?state=: a holder without an expiry is held, as the overview counts it
+    kinds.State("held", "Held", _LEASE_COLUMNS, lambda v, now: _lease_state(v, now) in ("held", "unknown"),
+                until=_lease_expiry),
+    kinds.State("expired", "Expired", _LEASE_COLUMNS, lambda v, now: _lease_state(v, now) == "expired",
+                until=_lease_expiry),
+    kinds.State("unheld", "No holder", _LEASE_COLUMNS, lambda v, now: _lease_state(v, now) == "free"),
+)
+
+
 LEASE_SORTS = (
     kinds.Sort("state", "State", ("holder_identity", "renew_time", "lease_duration_seconds"), _state_order),
     kinds.Sort("holder", "Holder", ("holder_identity",), lambda v, now: v[0] or None),
@@ -334,5 +362,6 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
                                    note="Releasing cannot be undone: the holders must acquire the leases again."),),
     detail_context=detail_context, detail_partials=("history",),
     sorts=LEASE_SORTS,
+    states=LEASE_STATES,
     search_columns=(("holder_identity", "holder"),),
 ))

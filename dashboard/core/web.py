@@ -372,6 +372,14 @@ ENDPOINTS_SORTS = (
 )
 
 
+ENDPOINTS_STATES = (   # ?state=: all ready (the overview's healthy ones), or any address not ready
+    kinds.State("ready", "All ready", ("ready_addresses", "not_ready_addresses"), lambda v, now: v[0] > 0 and not v[1],
+                where=Q(ready_addresses__gt=0, not_ready_addresses=0)),
+    kinds.State("not-ready", "Any not ready", ("not_ready_addresses",), lambda v, now: v[0] > 0,
+                where=Q(not_ready_addresses__gt=0)),
+)
+
+
 ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     kind="Endpoints", plural="endpoints", detail_view="endpoints_detail", title="Endpoints",
     heading="Endpoints readiness", noun="Endpoints object", list_noun="Endpoints objects",
@@ -387,4 +395,5 @@ ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     wrapper="div",   # cards
     summarize=summarize, summary_partial="rollup",
     sorts=ENDPOINTS_SORTS,
+    states=ENDPOINTS_STATES,
 ))

@@ -20,5 +20,7 @@ class Event(ObjectRow):
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="event_key")]
         indexes = [models.Index(fields=["cluster", "involved_kind", "involved_namespace", "involved_name"],
                                 name="event_involved"),
-                   models.Index(fields=["cluster", "type", "last_seen"], name="event_type_seen")]
+                   models.Index(fields=["cluster", "type", "last_seen"], name="event_type_seen"),
+                   # The Events page, newest first: ordered and paged by the index (web.py EVENT_PAGES).
+                   models.Index(fields=["cluster", "last_seen", "namespace", "name"], name="event_seen")]
         ordering = ["namespace", "name"]

@@ -1,17 +1,19 @@
-"""Events on the pages: an object's Events merged into its History view (one timeline), and
-the warnings the lists and the overview count, declared to web.kinds (web/ names no kind)."""
+"""Events on the pages: an object's Events merged into its History view (one timeline), the
+warnings the lists and the overview count, and the Events page (a read-only feed), declared to
+web.kinds (web/ names no kind)."""
 from __future__ import annotations
 
 from datetime import datetime
 
 import orjson
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from dashboard.kube import registry, revlog, store
 from dashboard.kube.errors import ApiError
+from dashboard.kube.formats import human_duration
 from dashboard.kube.selectors import parse_field_selector
 from dashboard.web import kinds
-from dashboard.web.present import clock, iso
+from dashboard.web.present import base_item, clock, iso
 
 from . import strategy
 from .models import Event
@@ -112,3 +114,61 @@ def warnings(kind: str, since: datetime) -> dict[tuple[str, str], int]:
 EVENT_TIMELINE = kinds.register_timeline(kinds.Timeline(
     kind="Event", entries=entries, selector=selector, warnings=warnings, warnings_selector=warnings_selector,
     about=about))
+
+
+# ---------------------------------------------------------------------------------------------
+# The Events page (/events/): a read-only feed, newest first (kinds.register_feed)
+
+
+def present_event(obj: dict, now: datetime) -> dict:
+    """One Event's row: when (first and last seen), how often, what, and the object it is
+    about, linked to that object's page when it is a kind with pages."""
+    item = base_item("Event", obj, now)
+    involved = obj.get("involvedObject") or {}
+    kind, name = str(involved.get("kind") or ""), str(involved.get("name") or "")
+    namespace = str(involved.get("namespace") or item["namespace"])
+    web = kinds.by_kind(kind)
+    first, last = strategy.first_seen(obj), strategy.last_seen(obj)
+    source = obj.get("source") or {}
+    type_ = obj.get("type") or ""
+    item.update({
+        "url": "",   # (no page of its own: its row says it all)
+        "type": type_, "warning": type_ == strategy.WARNING, "reason": obj.get("reason") or "",
+        "message": (obj.get("message") or "").strip(), "count": strategy.count(obj),
+        "first_seen": clock(first), "first_seen_at": iso(first),
+        "last_seen": clock(last), "last_seen_at": iso(last), "last_seen_ago": human_duration(max((now - last).total_seconds(), 0)) if last else "",
+        "object_kind": kind, "object_name": name, "object_namespace": namespace,
+        "object_url": web.detail_url(namespace, name) if web is not None and web.form is not None and name else "",
+        "source": source.get("component") or obj.get("reportingComponent") or "",
+    })
+    return item
+
+
+def overview_counts(rows) -> dict[str, dict[str, int]]:
+    """{"": {type: Events}}: the heading's counts, in one bucket (Events are on no Overview card,
+    and grouping by type alone reads the type index)."""
+    return {"": dict(rows.values_list("type").annotate(n=Count("id")).order_by())}
+
+
+def overview_card(types: dict[str, int] | None, now: datetime) -> dict:
+    types = types or {}
+    return {"total": sum(types.values()), "warning": types.get(strategy.WARNING, 0),
+            "normal": types.get(strategy.NORMAL, 0)}
+
+
+def _seen(values, now):
+    return values[0].timestamp() if values[0] is not None else None
+
+
+EVENT_PAGES = kinds.register_feed(kinds.KindWeb(
+    kind="Event", plural="events", detail_view="event", title="Events", heading="Events", noun="event",
+    list_noun="events", present=present_event, count_by="type", form=None,
+    overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="warning"),
+    sorts=(kinds.Sort("last_seen", "Last seen", ("last_seen",), _seen, field="last_seen"),
+           kinds.Sort("count", "Count", ("count",), lambda v, now: v[0], field="count"),
+           kinds.Sort("type", "Type", ("type",), lambda v, now: v[0], field="type"),
+           kinds.Sort("reason", "Reason", ("reason",), lambda v, now: v[0], field="reason")),
+    column_filters=(kinds.ColumnFilter("type", "Type", "type", (strategy.NORMAL, strategy.WARNING)),
+                    kinds.ColumnFilter("reason", "Reason", "reason")),
+    default_sort="-last_seen", new_on_top=True,
+))

@@ -16,8 +16,11 @@ whole view no longer fits one message is told to reload (CLOSE_RELOAD). A page t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
+
+import orjson
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -30,11 +33,12 @@ from dashboard.kube.meta import now
 from dashboard.access import clusters
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
-from dashboard.kube.hub import CLOSE, Guard, Subscriber, hub
+from dashboard.kube.hub import CLOSE, Guard, LogEntry, Subscriber, hub
+from dashboard.kube.revlog import DELETED, MODIFIED
 
 from . import cluster_scope, kinds, live, scope, share, socket_limits
 from .live_page import PageSocket, PageView
-from .queries import view_predicate
+from .queries import state_changes, view_predicate
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +130,9 @@ def banner_state(name: str, fresh: bool = False) -> tuple:
     return state
 
 
+RECHECK = object()   # queue item: (RECHECK, objects whose time-derived state may have changed)
+
+
 def _earliest(*times):
     times = [t for t in times if t is not None]
     return min(times) if times else None
@@ -181,11 +188,19 @@ class LiveConsumer(AsyncWebsocketConsumer):
         s.guard = Guard(frozenset(), recheck=self._recheck, cluster=self.page.cluster)
         hub.guard(s.guard, subjects, deadline)
         s.queue = asyncio.Queue(maxsize=10000)
+        timed = self.page.state_filter is not None and self.page.state_filter.until is not None
+        if timed:
+            s.rvs, s.states_checked = {}, now()   # (before the snapshot: _check_states goes on from it)
+            # The re-checks read about the page's cluster (a timer set from the hub's dispatch
+            # would otherwise run in the dispatch's context).
+            self._states_context = contextvars.copy_context()
         state = await self._subscribe(principal)
         await self.accept()  # only now: the subscription and the snapshot are in place
-        if await sync_to_async(live.changed_since)(s.view, state.rv):
+        # A time-derived state filter: rows may have entered or left it with no write since the
+        # page was rendered, which a catch-up by revisions cannot see: the whole page, then.
+        if timed or await sync_to_async(live.changed_since)(s.view, state.rv):
             # The changes since the page's revision when that will do; else the whole page.
-            messages = await sync_to_async(live.catch_up)(s, state)
+            messages = None if timed else await sync_to_async(live.catch_up)(s, state)
             if messages is None:
                 messages = [await sync_to_async(live.render_refresh)(s, state)]
             if not await self._send_pushes(messages):
@@ -200,6 +215,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         s.beat_task = loop.create_task(self._heartbeat())
         if self.page.cluster != clusters.LOCAL:
             s.banner_task = loop.create_task(self._watch_banner())
+        if timed:
+            self._start_state_check()
         if hub.access_generation != generation:
             await self._recheck()   # a notice may have come between resolving and guarding
 
@@ -215,9 +232,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
         only = frozenset(s.members or ()) if view.warnings else None
         for kind in view.kinds:
             res = registry.by_kind(kind)
+            predicate = view_predicate(principal, view.q, only, kind, view.state_filter)
             sub = Subscriber(resource=res, namespace=view.namespace, label_selector=view.label_selector,
                              names=(view.name,) if view.name else (),
-                             predicate=view_predicate(principal, view.q, only), queue=s.queue)
+                             predicate=self._noting(predicate) if s.rvs is not None else predicate, queue=s.queue)
             sub.matching = set()
             hub.register(sub)            # buffered until the snapshot below is taken
             s.subscribers.append(sub)
@@ -229,7 +247,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             sub.matching = set()
             hub.register(sub)
             s.subscribers.append(sub)
-        elif not kinds.is_detail_view(view.view) and timeline is not None:
+        elif not kinds.is_detail_view(view.view) and timeline is not None and timeline.kind not in view.kinds:
             # A list's warning badges and the overview's warnings line: the warnings about its
             # kind (the overview: any kind), within the viewer's namespaces, push them too.
             about = None if view.view == kinds.OVERVIEW else view.kinds[0]
@@ -256,7 +274,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for sub in s.subscribers:
             hub.unregister(sub)
         # (the flush task: a render for a socket that is gone, whose send would fail)
-        for timer in (s.pump, s.flush_handle, s.flush_task, s.banner_task, s.beat_task):
+        for timer in (s.pump, s.flush_handle, s.flush_task, s.banner_task, s.beat_task, s.state_timer, s.state_task):
             if timer is not None:
                 timer.cancel()
 
@@ -388,10 +406,102 @@ class LiveConsumer(AsyncWebsocketConsumer):
                 s.closing = True
                 await self.close(code=CLOSE_BEHIND)
                 return
-            s.pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
-            if s.flush_handle is None:
-                delay = max(FLUSH_SECONDS, s.last_flush_at + PUSH_INTERVAL_SECONDS - loop.time())
-                s.flush_handle = loop.call_later(delay, self._start_flush)
+            if kind is RECHECK:
+                self._offer_states(ev)
+                continue
+            if s.rvs is not None and ev.type == DELETED and ev.kind == self.page.kinds[0]:
+                # (a delete is decided without the predicate, which notes every other write: _noting)
+                s.rvs[(ev.namespace, ev.name)] = max(s.rvs.get((ev.namespace, ev.name), 0), ev.rv)
+            self._push_later(kind, ev, loop)
+
+    def _push_later(self, kind, ev, loop):
+        s = self.socket
+        s.pending[(ev.kind, ev.namespace, ev.name)] = (kind, ev)
+        if s.flush_handle is None:
+            delay = max(FLUSH_SECONDS, s.last_flush_at + PUSH_INTERVAL_SECONDS - loop.time())
+            s.flush_handle = loop.call_later(delay, self._start_flush)
+
+    # A time-derived state filter (kinds.State.until: a Lease's held / expired): rows enter and
+    # leave it with no write. At the next instant one's state changes by time alone, the rows
+    # whose instant passed are read as stored and offered to the page's subscription again,
+    # in the order of its events: its predicate decides at that moment whether each enters,
+    # stays or leaves the page, and keeps the subscription's matching keys, as for a write.
+
+    def _noting(self, predicate):
+        """The subscription's predicate, noting each object the hub offers it (every write in
+        the view, in the state or not): its revision (a re-check read before it must not undo
+        it) and its next instant, which may come before the one awaited."""
+        s, state = self.socket, self.page.state_filter
+        columns = registry.by_kind(self.page.kinds[0]).typed_columns
+
+        def noted(obj: dict) -> bool:
+            m = obj["metadata"]
+            key = (m["namespace"], m["name"])
+            s.rvs[key] = max(s.rvs.get(key, 0), int(m.get("resourceVersion") or 0))
+            values = columns(obj)
+            at = state.until(tuple(values[c] for c in state.columns))
+            if at is not None and at > s.states_checked and not s.closing:
+                self._start_state_check(at)
+            return predicate(obj)
+
+        return noted
+
+    def _start_state_check(self, at=None):
+        """Check the state at `at` (a datetime; None: now), unless a check comes sooner."""
+        s = self.socket
+        loop = asyncio.get_running_loop()
+        when = loop.time() + (max((at - now()).total_seconds(), 0) + 0.01 if at is not None else 0)
+        if s.state_timer is not None:
+            if s.state_timer.when() <= when:
+                return
+            s.state_timer.cancel()
+        s.state_timer = loop.call_at(when, self._run_state_check)
+
+    def _run_state_check(self):
+        s = self.socket
+        s.state_timer = None
+        if s.closing:
+            return
+        if s.state_task is not None:   # one at a time: again once this one is done
+            s.state_task.add_done_callback(lambda _: self._start_state_check() if not s.closing else None)
+            return
+        s.state_task = asyncio.get_running_loop().create_task(self._check_states(),
+                                                              context=self._states_context.copy())
+
+    async def _check_states(self):
+        s = self.socket
+        view, state = self.page, self.page.state_filter
+        try:
+            moment = now()
+            changed, following = await sync_to_async(state_changes)(
+                kinds.by_view(view.view), s.namespaces or [], s.view.label_selector, view.q, state,
+                s.states_checked, moment)
+            s.states_checked = moment
+            if changed and not s.closing:
+                s.queue.put_nowait((RECHECK, changed))
+            if following is not None and not s.closing:
+                self._start_state_check(following)
+        except Exception:
+            if not s.closing:
+                log.warning("a live page's state re-check failed", exc_info=True)
+        finally:
+            s.state_task = None
+
+    def _offer_states(self, objects):
+        s = self.socket
+        if not s.subscribers:
+            return   # (re-subscribing, _narrow: its snapshot has the rows as they are now)
+        sub, loop = s.subscribers[0], asyncio.get_running_loop()
+        for obj in objects:
+            m = obj["metadata"]
+            rv = int(m.get("resourceVersion") or 0)
+            if s.rvs.get((m["namespace"], m["name"]), 0) > rv:
+                continue   # a newer write was pushed meanwhile: it decided
+            entry = LogEntry(rv, sub.resource.kind, m["namespace"], m["name"], MODIFIED, orjson.dumps(obj).decode(),
+                             sub.cluster)
+            change = sub.decide(entry)
+            if change is not None:
+                self._push_later(change, entry, loop)
 
     def _start_flush(self):
         s = self.socket

@@ -13,9 +13,13 @@ Names a declaration gives its pages:
 """
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
+
+from django.db.models import Q
 
 from dashboard.kube.registry import Resource, by_kind as resource_by_kind
 
@@ -69,6 +73,9 @@ class Sort:
     label: str                       # the column's name (sort menu, announcements)
     columns: tuple[str, ...]
     value: Callable[[tuple, datetime], Any]
+    # The same order as an indexed typed column, for SQL to sort and page (a big list: Events);
+    # used when nothing of the view is left to check in Python.
+    field: str = ""
 
 
 # Every kind's lists sort by these; a KindWeb adds its own (KindWeb.sorts). "Age" ascending is
@@ -78,6 +85,59 @@ COMMON_SORTS = (
     Sort("namespace", "Namespace", ("namespace", "name"), lambda v, now: v),
     Sort("age", "Age", ("creation_timestamp",), lambda v, now: -v[0].timestamp()),
 )
+
+
+@dataclass(frozen=True)
+class State:
+    """A state a list can be filtered by (`?state=<key>`), from the typed model's `columns`:
+    test(column values, now) says whether a row is in it. The pages read the columns from the
+    typed rows (queries.view_rows); the live pushes compute them from the object as it is stored
+    (Resource.typed_columns): the same test on the same values, so the two cannot disagree.
+    until(column values) -> the instant the answer changes by time alone (a Lease's expiry; None:
+    only a write changes it); a live page re-checks its rows then (consumers.py). `where`: the
+    same test as a Q over the typed columns, for SQL, when it does not depend on the time."""
+
+    key: str
+    label: str
+    columns: tuple[str, ...]
+    test: Callable[[tuple, datetime], bool]
+    until: Callable[[tuple], datetime | None] | None = None
+    where: Any = None
+
+
+@dataclass(frozen=True)
+class ColumnFilter:
+    """A list filter by a typed column's exact value (`?<param>=<value>`: an Event's type,
+    its reason); `choices` the values a select offers (empty: a text field, any value)."""
+
+    param: str
+    label: str
+    column: str
+    choices: tuple[str, ...] = ()
+
+    def state(self, value: str) -> State:
+        return State(f"{self.param}={value}", self.label, (self.column,), lambda v, now: v[0] == value,
+                     where=Q(**{self.column: value}))
+
+
+def all_of(parts: list[State]) -> State | None:
+    """Several filters as one State (every test holds; the time-derived parts' next instant)."""
+    if len(parts) < 2:
+        return parts[0] if parts else None
+    columns = tuple(dict.fromkeys(c for part in parts for c in part.columns))
+
+    def split(values: tuple):
+        row = dict(zip(columns, values))
+        return [(part, tuple(row[c] for c in part.columns)) for part in parts]
+
+    def until(values: tuple):
+        return min((at for part, own in split(values) if part.until and (at := part.until(own))), default=None)
+
+    wheres = [part.where for part in parts]
+    return State("&".join(part.key for part in parts), "", columns,
+                 lambda values, now: all(part.test(own, now) for part, own in split(values)),
+                 until if any(part.until for part in parts) else None,
+                 None if None in wheres else functools.reduce(operator.and_, wheres))
 
 
 @dataclass(frozen=True)
@@ -107,7 +167,7 @@ class KindWeb:
     list_noun: str          # the objects of a list: the filter's label, the overview's totals
     present: Callable[[dict, datetime], dict]   # (object, now) -> the item the partials render
     count_by: str           # the item key whose values the list page's summary counts
-    form: type              # an ObjectForm subclass
+    form: type | None       # an ObjectForm subclass; None: a read-only list (a feed, register_feed)
     overview: Overview
     # The kind app owns its templates (<app>/templates/<app>/…), its stylesheets and its part of the
     # live-page script (<app>/static/<app>/…); every page links every kind's static (base.html).
@@ -136,6 +196,12 @@ class KindWeb:
     # Typed text columns the search across kinds also looks in (beyond names, namespaces,
     # labels), with what the results call them: (("holder_identity", "holder"),)
     search_columns: tuple[tuple[str, str], ...] = ()
+    states: tuple[State, ...] = ()   # the list's `?state=` filter values (none: no such filter)
+    column_filters: tuple[ColumnFilter, ...] = ()
+    # The list's order when its address names none ("-key": descending); new_on_top: a feed in that
+    # (newest-first) order, whose first page takes new objects on top as they come (live.py).
+    default_sort: str = ""
+    new_on_top: bool = False
 
     def __post_init__(self):
         app = self.resource.model._meta.app_label
@@ -161,6 +227,15 @@ class KindWeb:
     def sort(self, key: str) -> Sort | None:
         return next((s for s in self.all_sorts() if s.key == key), None)
 
+    def state(self, key: str) -> State | None:
+        return next((s for s in self.states if s.key == key), None)
+
+    def view_filter(self, state: str, columns: Mapping[str, str]) -> State | None:
+        """The view's state and column filters (`columns`: param -> value) as one State."""
+        parts = [self.state(state)] if state else []
+        parts += [f.state(columns[f.param]) for f in self.column_filters if columns.get(f.param)]
+        return all_of([p for p in parts if p is not None])
+
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)
 
@@ -172,6 +247,7 @@ class KindWeb:
 _by_kind: dict[str, KindWeb] = {}
 _by_plural: dict[str, KindWeb] = {}
 _by_view: dict[str, KindWeb] = {}
+_feeds: dict[str, KindWeb] = {}
 
 
 def register(web: KindWeb) -> KindWeb:
@@ -188,6 +264,20 @@ def register(web: KindWeb) -> KindWeb:
     return web
 
 
+def register_feed(web: KindWeb) -> KindWeb:
+    """Add a read-only list page (Events: no form, detail page, actions, overview part, search or
+    share link): its list and its live pushes only, in the menu after the kinds (feeds())."""
+    for key in (web.kind, web.plural):
+        if key in _by_kind or key in _by_view or key == OVERVIEW:
+            raise ValueError(f"{key!r} is taken")
+    _feeds[web.kind] = _by_view[web.plural] = web
+    return web
+
+
+def feeds() -> list[KindWeb]:
+    return list(_feeds.values())
+
+
 def registered() -> list[KindWeb]:
     return list(_by_kind.values())
 
@@ -201,7 +291,8 @@ def plurals() -> list[str]:
 
 
 def by_kind(kind: str) -> KindWeb | None:
-    return _by_kind.get(kind)
+    """A kind's pages (a feed's too: its list page and live rows)."""
+    return _by_kind.get(kind) or _feeds.get(kind)
 
 
 def by_plural(plural: str) -> KindWeb | None:

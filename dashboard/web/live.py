@@ -103,9 +103,10 @@ class Snapshot:
 def snapshot(view: PageView, principal, at: int = 0, members: set | None = None) -> Snapshot:
     """What the page shows now (or at revision `at`), all kinds read at one revision; a
     warnings list (PageView.warnings) only its `members`."""
-    visible = view_predicate(principal, view.q, frozenset(members or ()) if view.warnings else None)
+    only = frozenset(members or ()) if view.warnings else None
     state = Snapshot(rv=at)
     for kind in view.kinds:
+        visible = view_predicate(principal, view.q, only, kind, view.state_filter)
         state.rv, objects = _read(view, kind, visible, state.rv)
         state.objects[kind] = objects
         state.keys[kind] = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects}
@@ -146,7 +147,7 @@ def totals_fragment(socket: PageSocket, shown: list) -> str:
     if socket.namespaces is None:
         return ""
     totals = view_totals(kinds.by_view(view.view), socket.namespaces, view.label_selector, view.q, page_moment(cached=True),
-                         frozenset(socket.members or ()) if view.warnings else None)
+                         frozenset(socket.members or ()) if view.warnings else None, view.state_filter)
     html = render_to_string("web/_list_totals.html", {"totals": totals, "oob": True})
     if view.offset is not None:
         html += render_to_string("web/_pager_position.html", {
@@ -160,7 +161,7 @@ def sorted_members(socket: PageSocket) -> set:
     view = socket.view
     keys, _ = page_keys(kinds.by_view(view.view), socket.namespaces or [], view.label_selector, view.q, view.sort,
                         view.page, view.limit or PAGE_SIZE, page_moment(cached=True),
-                        frozenset(socket.members or ()) if view.warnings else None)   # (warned_members, first)
+                        frozenset(socket.members or ()) if view.warnings else None, view.state_filter)
     return {(ns, name) for _, ns, name in keys}
 
 
@@ -209,8 +210,8 @@ def warnings_changed(view: PageView, rv: int) -> bool:
     """Was any Event (kinds.Timeline) of the page's namespace written after the page's revision
     (up to rv)? Then a list's badges or the Overview's warnings line may be out of date."""
     timeline = kinds.timeline()
-    if timeline is None or kinds.is_detail_view(view.view) or not view.rv:
-        return False
+    if timeline is None or kinds.is_detail_view(view.view) or not view.rv or timeline.kind in view.kinds:
+        return False   # (the Events page: its own rows, not badges)
     return revlog.changed_between((timeline.kind,), view.rv, rv, view.namespace or "")
 
 
@@ -373,6 +374,8 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
     inserts = []            # new table rows, each in a <tbody hx-swap-oob> (table context)
     announced = socket.announced
     was_empty = not shown
+    web = kinds.by_view(view.view)
+    on_top = web.new_on_top and socket.members is not None and view.sort == web.default_sort and view.page == 1
 
     for (kind, namespace, name), (event, ev) in sorted(pending.items(), key=lambda kv: kv[0][1:]):
         key = (namespace, name)
@@ -388,6 +391,12 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
             continue
         is_new = key not in known and event != revlog.DELETED
         (known.discard if event == revlog.DELETED else known.add)(key)
+        if view.paged and not present_now and is_new and on_top:
+            # A feed's first page, newest first (the Events page): a new object goes on top.
+            socket.members.add(key)
+            shown.insert(at, key)
+            inserts.append(_wrapped(kind, "afterbegin:#items", _event_item(kind, ev, "", moment, badges)))
+            continue
         if view.paged and not present_now:
             # One page of several: rows stay on their pages; new ones are announced.
             socket.announced += is_new
@@ -430,7 +439,7 @@ def _badges_to_rows(view: PageView, pending: dict) -> dict:
     """A list page's pending changes with each warning (kinds.Timeline) about one of its rows
     turned into that row's BADGE change; a change of the object itself already re-renders it."""
     timeline = kinds.timeline()
-    if timeline is None or not any(key[0] == timeline.kind for key in pending):
+    if timeline is None or timeline.kind in view.kinds or not any(key[0] == timeline.kind for key in pending):
         return pending
     out = {key: change for key, change in pending.items() if key[0] != timeline.kind}
     for key, (_, ev) in pending.items():

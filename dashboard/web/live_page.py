@@ -49,6 +49,8 @@ class PageView:
     # socket connected (PageSocket.members, web/warnings.py); they change in place or go.
     warnings: str = ""
     ready: bool = False   # the page waits for consumers.LIVE before it says "Live" (live.js sends ready=1)
+    state: str = ""   # a list's ?state= (a key of its kind's states, kinds.State)
+    columns: tuple = ()   # (param, value) of its column filters (kinds.ColumnFilter)
 
     @classmethod
     def parse(cls, query: bytes) -> PageView:
@@ -61,7 +63,11 @@ class PageView:
         cluster = params.get("cluster") or clusters.LOCAL
         if not clusters.NAME_RE.match(cluster):
             raise ValueError(f"bad cluster {cluster!r}")
-        sort = params.get("sort", "")
+        sort, state = params.get("sort", ""), params.get("state", "")
+        web = kinds.by_view(view)
+        if state and (web is None or web.state(state) is None):
+            raise ValueError(f"unknown state {state!r}")
+        columns = tuple((f.param, params[f.param]) for f in (web.column_filters if web else ()) if params.get(f.param))
         return cls(view=view, kinds=shown, namespace=params.get("namespace") or None,
                    label_selector=parse_label_selector(params["labelSelector"]) if params.get("labelSelector") else None,
                    q=params.get("q", ""), name=params.get("name", ""), rv=_number(params.get("rv"), 0),
@@ -70,9 +76,16 @@ class PageView:
                    tab=params.get("tab", "") if params.get("tab") in kinds.DETAIL_TABS else "",
                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "",
                    sort=sort, page=_number(params.get("page"), 1), limit=_number(params.get("limit"), 0),
-                   cluster=cluster, offset=_number(params.get("offset"), None),
+                   cluster=cluster, offset=_number(params.get("offset"), None), state=state,
+                   columns=columns,
                    warnings=params.get("warnings", "") if params.get("warnings") == warnings.WINDOW_PARAM else "",
                    ready=params.get("ready") == "1")
+
+    @property
+    def state_filter(self) -> kinds.State | None:
+        """The list's state and column filters, as one kinds.State (None: none)."""
+        return kinds.by_view(self.view).view_filter(self.state, dict(self.columns)) \
+            if self.state or self.columns else None
 
     def for_viewer(self, principal: Principal) -> PageView:
         """This view as `principal` may see it: a share link's selector narrows whatever the
@@ -122,3 +135,9 @@ class PageSocket:
     banner_task: asyncio.Task | None = None
     heard_at: float = 0.0                   # loop time the client was last heard (its PONG)
     closing: bool = False
+    # A time-derived state filter (kinds.State.until): the newest revision pushed per row, so a
+    # re-check read before a write that was pushed first cannot undo it; and when it last ran.
+    rvs: dict | None = None
+    states_checked: object = None           # (a datetime)
+    state_timer: asyncio.TimerHandle | None = None
+    state_task: asyncio.Task | None = None

@@ -2,7 +2,8 @@
 
 A list's view is its namespaces (the viewer's, or the one asked for), a label selector (a share
 link's own ANDed in: scope.narrow), a name search `q`, the objects it is limited to (`keys`, e.g.
-those with warnings: web/warnings.py; None: no such limit) and, for a sorted view, an order and a page.
+those with warnings: web/warnings.py; None: no such limit), a state (kinds.State: its test over the
+typed columns, which the live side computes from the object) and, for a sorted view, an order and a page.
 Its rules hold on every side: in SQL over the typed rows (view_rows: the totals, sorted pages, the
 pager's position) and in Python over a snapshot's objects (fetch, a page's; view_objects with
 view_predicate, a live page's, whose hub subscription filters with view_predicate too). The name
@@ -21,12 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
-from django.db.models import Q
+from django.db.models import F, Q
 
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.follow.models import Cluster
 from dashboard.kube import lists, revlog, store
+from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import label_selector_q
 
@@ -48,7 +50,7 @@ class Fetched:
 
 
 def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int, token: str,
-          keys: frozenset | None = None) -> Fetched:
+          keys: frozenset | None = None, state: kinds.State | None = None) -> Fetched:
     """One page of objects in (namespace, name) order, read from one snapshot.
 
     namespaces is [None] (all), or the sorted namespaces to read one after another (a
@@ -61,7 +63,8 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     rv: int | None = start[0] if start else None
     out: list[dict] = []
     needle = q.lower()
-    chunk = limit + 1 if not needle and keys is None else max(limit + 1, 500)
+    in_state = state_test(kind, state)
+    chunk = limit + 1 if not (needle or in_state) and keys is None else max(limit + 1, 500)
     for ns in namespaces:
         if start is not None and ns is not None and ns < start[1]:
             continue
@@ -78,7 +81,7 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
             for raw in page.items:
                 obj = orjson.loads(raw)
                 meta = obj["metadata"]
-                if needle and needle not in meta["name"].lower():
+                if (needle and needle not in meta["name"].lower()) or (in_state and not in_state(obj)):
                     continue
                 if keys is not None and (meta["namespace"], meta["name"]) not in keys:
                     continue
@@ -92,10 +95,11 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     return Fetched(out, rv if rv is not None else store.current_revision(), "")
 
 
-def view_rows(kind: str, namespaces: list[str | None], selector, q: str, keys: frozenset | None = None):
+def view_rows(kind: str, namespaces: list[str | None], selector, q: str, keys: frozenset | None = None,
+              state: kinds.State | None = None, now: datetime | None = None):
     """The typed rows of a view (namespace limits, label selector pushed down where it can
-    be, name search, the objects it is limited to), and the selector's rest to check in Python
-    (None: nothing left)."""
+    be, name search, the objects it is limited to, state), and the selector's rest to check in
+    Python (None: nothing left)."""
     rows = by_kind(kind).model.objects.all()
     if namespaces != [None]:
         rows = rows.filter(namespace__in=namespaces)
@@ -103,6 +107,12 @@ def view_rows(kind: str, namespaces: list[str | None], selector, q: str, keys: f
         rows = rows.filter(name__icontains=q)
     if keys is not None:
         rows = rows.filter(keys_q(keys)) if keys else rows.none()
+    if state is not None and state.where is not None:
+        rows = rows.filter(state.where)
+    elif state is not None:   # (in Python: a Lease's is time-derived)
+        moment = now or utcnow()
+        rows = rows.filter(id__in=[pk for pk, *values in rows.values_list("id", *state.columns)
+                                   if state.test(tuple(values), moment)])
     if selector is None or selector.empty:
         return rows, None
     pushed = label_selector_q(selector)
@@ -115,21 +125,39 @@ def keys_q(keys) -> Q:
         functools.reduce(operator.or_, (Q(namespace=ns, name=name) for ns, name in keys))
 
 
-def view_predicate(principal: Principal, q: str, keys: frozenset | None = None):
+def state_test(kind: str, state: kinds.State | None):
+    """A state filter over an object, at the moment it is asked (None: no filter): the state's
+    test on the object's typed columns as the store computes them (Resource.typed_columns)."""
+    if state is None:
+        return None
+    columns = by_kind(kind).typed_columns
+
+    def in_state(obj: dict) -> bool:
+        values = columns(obj)
+        return state.test(tuple(values[c] for c in state.columns), utcnow())
+
+    return in_state
+
+
+def view_predicate(principal: Principal, q: str, keys: frozenset | None = None, kind: str = "",
+                   state: kinds.State | None = None):
     """A view's filter in Python, for the objects the hub offers a live page and for its
-    snapshots: the viewer's namespace limits, a share link's selector, the name search and
-    the objects the view is limited to, as one condition (None: nothing to check)."""
+    snapshots: the viewer's namespace limits, a share link's selector, the name search, the
+    objects the view is limited to and the state (of `kind`), as one condition (None: nothing
+    to check)."""
     allowed = set(principal.namespaces)
     own = scope.own_selector(principal)
     needle = q.lower()
-    if not allowed and not needle and own is None and keys is None:
+    in_state = state_test(kind, state)
+    if not allowed and not needle and own is None and keys is None and in_state is None:
         return None
 
     def visible(obj: dict) -> bool:
         m = obj["metadata"]
         return ((not allowed or m.get("namespace") in allowed) and (not needle or needle in m["name"].lower())
                 and (own is None or own.matches(m.get("labels") or {}))
-                and (keys is None or (m.get("namespace"), m["name"]) in keys))
+                and (keys is None or (m.get("namespace"), m["name"]) in keys)
+                and (in_state is None or in_state(obj)))
 
     return visible
 
@@ -147,12 +175,12 @@ def view_objects(kind: str, namespace: str | None, selector, names: tuple[str, .
 
 
 def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, now: datetime,
-                keys: frozenset | None = None) -> dict:
+                keys: frozenset | None = None, state: kinds.State | None = None) -> dict:
     """The whole filtered view's counts, not one page's: its number of objects (`text`: "1
     lease") and the kind's overview part over them (e.g. held / expired, with the expiry
     instants live.js recounts as time passes), for the list's heading and pager. The live push
     sends them again after every change (live.totals_fragment), so they stay exact."""
-    rows, rest = view_rows(web.kind, namespaces, selector, q, keys)
+    rows, rest = view_rows(web.kind, namespaces, selector, q, keys, state, now)
     if rest is not None:
         rows = rows.filter(id__in=[pk for pk, labels in rows.values_list("id", "labels") if rest.matches(labels)])
     part = _summed([web.overview.card(found, now) for found in web.overview.counts(rows).values()]) \
@@ -163,10 +191,11 @@ def view_totals(web: kinds.KindWeb, namespaces: list[str | None], selector, q: s
 
 
 def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str,
-                now: datetime, keys: frozenset | None = None) -> list[tuple[int, str, str]]:
+                now: datetime, keys: frozenset | None = None,
+                state: kinds.State | None = None) -> list[tuple[int, str, str]]:
     """(row id, namespace, name) of the whole view in `sort` order (see kinds.Sort)."""
     spec = web.sort(sort.lstrip("-"))
-    rows, rest = view_rows(web.kind, namespaces, selector, q, keys)
+    rows, rest = view_rows(web.kind, namespaces, selector, q, keys, state, now)
     keyed, missing = [], []
     for row in rows.values_list("id", "namespace", "name", "labels", *spec.columns):
         if rest is not None and not rest.matches(row[3]):
@@ -180,18 +209,27 @@ def sorted_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: s
 
 
 def page_keys(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
-              limit: int, now: datetime, keys: frozenset | None = None) -> tuple[list[tuple[int, str, str]], int]:
+              limit: int, now: datetime, keys: frozenset | None = None,
+              state: kinds.State | None = None) -> tuple[list[tuple[int, str, str]], int]:
     """One page of a sorted view: its (id, namespace, name) keys, and the view's total."""
-    found = sorted_keys(web, namespaces, selector, q, sort, now, keys)
+    spec = web.sort(sort.lstrip("-"))
+    if spec.field:   # ordered and paged by SQL, when nothing is left to check in Python
+        rows, rest = view_rows(web.kind, namespaces, selector, q, keys, state, now)
+        if rest is None:
+            column = F(spec.field)
+            order = column.desc(nulls_last=True) if sort.startswith("-") else column.asc(nulls_last=True)
+            found = rows.order_by(order, "namespace", "name").values_list("id", "namespace", "name")
+            return list(found[(page - 1) * limit:page * limit]), rows.count()
+    found = sorted_keys(web, namespaces, selector, q, sort, now, keys, state)
     return found[(page - 1) * limit:page * limit], len(found)
 
 
 def position(kind: str, namespaces: list[str | None], selector, q: str, start: tuple[str, str] | None,
-             limit: int, keys: frozenset | None = None) -> dict:
+             limit: int, keys: frozenset | None = None, state: kinds.State | None = None) -> dict:
     """Where a page sits in its whole view, from the typed table (the current state): the
     number of rows before it, the total, and the key the previous page resumes after (None:
     the previous page is the first)."""
-    rows, rest = view_rows(kind, namespaces, selector, q, keys)
+    rows, rest = view_rows(kind, namespaces, selector, q, keys, state)
     rows = rows.order_by("namespace", "name")
     if rest is None:
         total = rows.count()
@@ -207,6 +245,25 @@ def position(kind: str, namespaces: list[str | None], selector, q: str, start: t
         at = before - limit - 1
         prev = keys[at] if at >= 0 else None
     return {"before": before, "total": total, "prev": prev}
+
+
+def state_changes(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, state: kinds.State,
+                  since: datetime, now: datetime) -> tuple[list[dict], datetime | None]:
+    """A time-derived state's changes (kinds.State.until) for a live page: the view's objects
+    (its state aside) whose answer changed by time alone in (since, now], as stored now, and the
+    next instant one will (None: none)."""
+    rows, _ = view_rows(web.kind, namespaces, selector, q)
+    changed, following = [], None
+    for pk, *values in rows.values_list("id", *state.columns):
+        at = state.until(tuple(values))
+        if at is None:
+            continue
+        if since < at <= now:
+            changed.append(pk)
+        elif at > now and (following is None or at < following):
+            following = at
+    texts = revlog.with_current(web.resource.model.objects.filter(id__in=changed), "id") if changed else ()
+    return [orjson.loads(text) for _, text in texts], following
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ class ShareForm(forms.Form):
     # The name search: not a limit of the link (the visitor may clear it) but where it opens,
     # so it travels in the link's address (/s/<token>/?q=…), not in the link's scope.
     q = forms.CharField(required=False, max_length=253, widget=forms.HiddenInput)
+    state = forms.CharField(required=False, max_length=60, widget=forms.HiddenInput)
     sort = forms.CharField(required=False, max_length=60, widget=forms.HiddenInput)     # (and the
     limit = forms.CharField(required=False, max_length=10, widget=forms.HiddenInput)    # rest of
     page = forms.CharField(required=False, max_length=10, widget=forms.HiddenInput)     # the view)

@@ -1,5 +1,6 @@
 """The pages (included at the root by dashboard/urls.py, after the API paths): the overview,
-the write pages, and a list and a detail page for every registered kind (web.kinds)."""
+the write pages, a list and a detail page for every registered kind and a list for every feed
+(web.kinds)."""
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
@@ -22,6 +23,8 @@ for web in kinds.registered():
         path(f"{web.plural}/<str:namespace>/<str:name>/fields/", history_views.fields_view, {"web": web},
              name=f"{web.detail_view}-fields"),
     ]
+urlpatterns += [path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural)
+                for web in kinds.feeds()]   # read-only lists: no detail pages
 urlpatterns += [
     path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html",
                                                          redirect_authenticated_user=True), name="login"),

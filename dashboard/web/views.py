@@ -6,8 +6,10 @@ module the live pushes read through too (lists.list_objects: one consistent snap
 continue tokens), and the rows are built by present.present(), as the pushes build theirs.
 
 Query parameters (all kept in the URL): namespace, labelSelector (Kubernetes syntax), q (name
-substring), limit (page size) and continue (the next page of the same snapshot); sort (a
-column key, "-key" descending; see kinds.Sort) and page (the page number of a sorted view).
+substring), state (a key of the kind's kinds.State) and the kind's column filters (an Event's
+type, reason: kinds.ColumnFilter), limit (page size) and continue (the next page of the same
+snapshot); sort (a column key, "-key" descending; see kinds.Sort; a kind may have another default
+than (namespace, name): KindWeb.default_sort) and page (the page number of a sorted view).
 
 Sorted views: the default order, (namespace, name), pages through the API's own snapshot
 (continue tokens). Any other order is read from the typed table (the current state): one query
@@ -72,8 +74,8 @@ def base_context(request, principal: Principal, active: str) -> dict:
 def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
     """The "Share this view" target, for those who may share this view (else ""): the link's
     scope (namespace, selector) and the view it opens (name search, order, size, page)."""
-    if not principal.can(SHARE_VERB, filters.namespace or None, kind):
-        return ""
+    if not principal.can(SHARE_VERB, filters.namespace or None, kind) or kinds.by_kind(kind).form is None:
+        return ""   # (nor a read-only feed: a share link opens a kind's pages)
     return cluster_scope.in_cluster(f"/share/new/?kind={kind}&" + filters.query(
         page=str(filters.page) if filters.page > 1 else "", warnings=""))   # (a link shares no warnings filter)
 
@@ -83,11 +85,14 @@ class Filters:
     namespace: str = ""
     label_selector: str = ""
     q: str = ""
+    state: str = ""     # a key of the kind's states
+    columns: tuple = ()  # (param, value) of the kind's column filters (kinds.ColumnFilter)
     limit: int = PAGE_SIZE
     continue_token: str = ""
     sort: str = ""      # "" (namespace, name), "key" or "-key"
     page: int = 1       # of a sorted view
     warnings: str = ""  # "1h": only the objects with warnings in the last hour (web/warnings.py)
+    default_sort: str = ""   # the list's order when the address names none (kinds.KindWeb.default_sort)
 
     # What is wrong with the address's view settings: (the filter field, what to say).
     errors: tuple = ()
@@ -120,17 +125,32 @@ class Filters:
             errors.append(("sort", f"Sort: “{sort}” is not an order of this list (one of {known}, or -key for "
                                    "the reverse order)."))
             sort = ""
+        state = last("state")
+        if state and (web is None or web.state(state) is None):
+            known = ", ".join(s.key for s in web.states) if web is not None else ""
+            errors.append(("state", f"State: “{state}” is not a state of this list (one of {known})." if known
+                                    else f"State: this list has no state filter (“{state}”)."))
+            state = ""
+        default = web.default_sort if web is not None else ""
+        sort = sort or default
         if web is None or sort == "namespace":
-            sort = ""   # the default order, (namespace, name): no parameter
+            sort = ""   # the (namespace, name) order, read through continue tokens
         warned = last("warnings")
         if warned and warned != warnings.WINDOW_PARAM:
             errors.append(("warnings", f"Warnings: “{warned}” is not a window of this list (only "
                                        f"{warnings.WINDOW_PARAM}, the last hour)."))
             warned = ""
+        columns = []
+        for f in web.column_filters if web is not None else ():
+            value = last(f.param)
+            if value and f.choices and value not in f.choices:
+                errors.append((f.param, f"{f.label}: “{value}” is not one of {', '.join(f.choices)}."))
+            elif value:
+                columns.append((f.param, value))
         return cls(namespace=last("namespace"), label_selector=last("labelSelector"), warnings=warned,
-                   q=last("q"), limit=min(limit, MAX_PAGE_SIZE),
+                   q=last("q"), state=state, columns=tuple(columns), limit=min(limit, MAX_PAGE_SIZE),
                    continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
-                   errors=tuple(errors))
+                   default_sort=default, errors=tuple(errors))
 
     def canonical(self) -> str:
         """This view's one address (its query string): each setting once, defaults left out."""
@@ -142,17 +162,18 @@ class Filters:
 
     @property
     def active(self) -> bool:
-        return bool(self.namespace or self.label_selector or self.q or self.warnings)
+        return bool(self.namespace or self.label_selector or self.q or self.warnings or self.state or self.columns)
 
     def query(self, **extra) -> str:
         """This page's filters as a query string (for links: next page, clear)."""
         params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q,
-                  "warnings": self.warnings, "sort": self.sort}
+                  "warnings": self.warnings, "state": self.state, **dict(self.columns),
+                  "sort": self.sort or "namespace"}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
-        if params["sort"] == "namespace":
-            params["sort"] = ""   # the default order
+        if (params["sort"] or "namespace") == (self.default_sort or "namespace"):
+            params["sort"] = ""   # the list's default order: no parameter
         return urlencode({k: v for k, v in params.items() if v})
 
 
@@ -167,12 +188,13 @@ def canonical_redirect(request, filters: Filters):
 
 
 def fetch_sorted(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
-                 limit: int, now: datetime, keys: frozenset | None = None) -> tuple[Fetched, int]:
+                 limit: int, now: datetime, keys: frozenset | None = None,
+                 state: kinds.State | None = None) -> tuple[Fetched, int]:
     """A page of a sorted view (the objects, the revision read before them, no token) and the
     view's total. The objects are at least as new as the revision: live updates replayed
     from it can only repeat a change, never miss one."""
     rv = store.current_revision()
-    found, total = page_keys(web, namespaces, selector, q, sort, page, limit, now, keys)
+    found, total = page_keys(web, namespaces, selector, q, sort, page, limit, now, keys, state)
     texts = dict(revlog.with_current(web.resource.model.objects.filter(id__in=[k[0] for k in found]), "id"))
     return Fetched([orjson.loads(texts[k[0]]) for k in found if k[0] in texts], rv, ""), total
 
@@ -216,9 +238,11 @@ class KindListView(View):
         ctx = base_context(request, principal, page.plural)
         # list_search: "/" is this list's name search, not the header's (base.html says so)
         ctx.update(page=page, filters=filters, namespaces=known_namespaces(principal), items=[], error="", list_search=True,
+                   state_options=[(s.key, s.label) for s in page.states],
+                   column_filters=[(f, dict(filters.columns).get(f.param, "")) for f in page.column_filters],
                    page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
-        ctx["can_create"] = may_create_somewhere(principal, filters.namespace, page.kind)  # "New …" button
+        ctx["can_create"] = page.form is not None and may_create_somewhere(principal, filters.namespace, page.kind)
         if not ctx["can_create"] and not clusters.is_local():   # why not, in the read-only note
             ctx["write_refusal"] = scope.write_refusal(principal, "create", filters.namespace or None, page.kind)
         namespaces = list_scope(principal, filters.namespace, page.kind)
@@ -237,10 +261,12 @@ class KindListView(View):
             return render(request, page.list_template, ctx, status=400)
         # ?warnings=1h: the objects (existing, in this view) with warnings in the last hour.
         keys = warnings.warned_keys(page.kind, utcnow(), namespaces) if filters.warnings else None
+        state = page.view_filter(filters.state, dict(filters.columns))
         if filters.sort:
-            return self.sorted(request, ctx, filters, namespaces, selector, principal, keys)
+            return self.sorted(request, ctx, filters, namespaces, selector, principal, keys, state)
         try:
-            fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token, keys)
+            fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token,
+                            keys, state)
         except ApiError as exc:
             # A garbage or compacted continue token: say so, and offer the first page.
             ctx["error"] = ("This page of results has expired; start again from the first page."
@@ -251,7 +277,7 @@ class KindListView(View):
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
-        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, keys)
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, keys, state)
         if fetched.next_token:
             ctx["next_url"] = "?" + filters.query(**{"continue": fetched.next_token})
         if filters.continue_token:
@@ -259,7 +285,7 @@ class KindListView(View):
         if fetched.next_token or filters.continue_token:
             # "Rows 51–100 of 1,004", and the previous page (same snapshot) when not the first.
             start = lists.decode_continue(filters.continue_token)[1:] if filters.continue_token else None
-            where = position(page.kind, namespaces, selector, filters.q, start, filters.limit, keys)
+            where = position(page.kind, namespaces, selector, filters.q, start, filters.limit, keys, state)
             shown = len(fetched.objects)
             ctx["offset"] = where["before"]
             ctx["rows_from"] = f"{where['before'] + 1:,}" if shown else "0"
@@ -273,22 +299,22 @@ class KindListView(View):
         rows = [o["metadata"] for o in fetched.objects]
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
-                               paged="1" if paged else "",
+                               state=filters.state, **dict(filters.columns), paged="1" if paged else "",
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
                                last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
                                offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)
 
-    def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, keys=None):
+    def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, keys, state):
         """A list in another order than (namespace, name): numbered pages of the current state."""
         page, now = self.web, cluster_scope.moment()
         fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
-                                      filters.limit, now, keys)
+                                      filters.limit, now, keys, state)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
-        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, keys)
+        ctx["totals"] = view_totals(page, namespaces, selector, filters.q, now, keys, state)
         before, shown = (filters.page - 1) * filters.limit, len(fetched.objects)
         paged = total > filters.limit or filters.page > 1
         if paged:
@@ -303,7 +329,7 @@ class KindListView(View):
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
-                               sort=filters.sort,
+                               state=filters.state, sort=filters.sort, **dict(filters.columns),
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
         return render(request, page.list_template, ctx)

@@ -135,3 +135,35 @@ def test_overview_warnings_respect_namespace_limits(chromium, kube_server, ns):
         assert_not_reloaded(page)
     finally:
         ctx.close()
+
+
+def test_the_events_page_live_filtered_and_accessible(wide_page, kube_server, ns):
+    """/events/ in Chromium (issue 41, item 9): newest first, a new Event on top without a
+    reload, the object linked to its page, the type filter applied from its select; axe finds
+    nothing."""
+    import re
+
+    from playwright.sync_api import expect
+
+    page = wide_page
+    events = f"/api/v1/namespaces/{ns}/events"
+    api(kube_server, "POST", jobs_path(ns), job(name="crunch", ns=ns))
+    api(kube_server, "POST", events, event(ns, "crunch.1", "SuccessfulCreate", "Created pod: crunch-7x9k2"))
+    open_live(page, f"{kube_server.http_url}/events/?namespace={ns}")
+    rows = page.locator("#items > tr")
+    expect(rows).to_have_count(1)
+    api(kube_server, "POST", events, event(ns, "crunch.2", "BackoffLimitExceeded",
+                                            "Job has reached the specified backoff limit", "Warning"))
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("BackoffLimitExceeded")
+    assert_not_reloaded(page)
+    expect(page.get_by_role("navigation", name="Main").get_by_role("link", name="Events")).to_have_attribute(
+        "aria-current", "page")
+    page.screenshot(path="/tmp/kubedash-events.png", full_page=True)
+    assert axe_violations(page) == []
+    page.get_by_label("Type").select_option("Warning")
+    page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"type=Warning"))
+    expect(rows).to_have_count(1)
+    rows.first.get_by_role("link", name="Job crunch").click()
+    expect(page).to_have_url(f"{kube_server.http_url}/jobs/{ns}/crunch/")
