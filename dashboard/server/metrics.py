@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpResponse
 from django.utils import timezone
 from prometheus_client import (CONTENT_TYPE_LATEST, PROCESS_COLLECTOR, REGISTRY, CollectorRegistry, Gauge,
@@ -171,8 +172,12 @@ class _Scrape:
 
 def _followed():
     """Each followed cluster: stale (1: not live, or its follower silent; Cluster.is_current) and
-    when kubedash last heard from it (docs/FOLLOWING.md, "Silence")."""
-    rows = list(Cluster.objects.all())
+    when kubedash last heard from it (docs/FOLLOWING.md, "Silence"). Nothing while the database
+    is unreachable: kubedash_database_up says so, and the scrape must still answer."""
+    try:
+        rows = list(Cluster.objects.all())
+    except DatabaseError:
+        return
     if not rows:
         return
     now = timezone.now()
