@@ -197,6 +197,20 @@ def migrate(env: dict) -> None:
                    timeout=300)
 
 
+SESSION_SCRIPT = """
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+from dashboard.access.tokens import ensure_user
+user = ensure_user("{username}", "{role}")
+store = SessionStore()
+store[SESSION_KEY] = str(user.pk)
+store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+store.save()
+print(store.session_key)
+"""
+
+
 class LiveServer:
     """`manage.py serve` as a process of a test's own, on ports of its own (kept across restarts):
     start, stop, kill, start again; its log; requests, watches, tokens and manage.py commands
@@ -312,6 +326,11 @@ class LiveServer:
 
     def token(self, username="admin", role="admin") -> str:
         return self.manage("issue_token", username, "--role", role).strip().splitlines()[-1]
+
+    def session(self, username="page-viewer", role="viewer") -> str:
+        """A signed-in browser session of `username` (made as the login view makes one): its
+        sessionid cookie value, for page sockets opened without a browser."""
+        return self.manage("shell", "-c", SESSION_SCRIPT.format(username=username, role=role)).strip().splitlines()[-1]
 
     def kubeconfig(self, path: Path, username="admin", role="admin") -> Path:
         self.manage("kubeconfig", username, "--role", role, "--server", self.https_url, "--output", str(path))

@@ -20,20 +20,6 @@ LIMIT = 64 * 1024   # KUBEDASH_WEBSOCKET_MAX_MESSAGE_BYTES's default
 # holderIdentity).
 PAD = "-" + "h" * 600
 
-SESSION_SCRIPT = """
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
-from dashboard.access.tokens import ensure_user
-user = ensure_user("catch-up-viewer", "viewer")
-store = SessionStore()
-store[SESSION_KEY] = str(user.pk)
-store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-store.save()
-print(store.session_key)
-"""
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     with served(tmp_path_factory.mktemp("kubedash-catch-up"), "--workers", "1", tls=False) as s:
@@ -95,7 +81,7 @@ def _read_socket(server, session: str, ns: str, rv: int):
 
 def test_a_page_that_missed_100_changes_catches_up_in_pieces_then_is_live(server):
     ns = "catch-" + uuid.uuid4().hex[:6]
-    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    session = server.session("catch-up-viewer")
     names = [f"l{i:03}" for i in range(100)]
     _in_parallel(server, "POST", [(LEASES.format(ns=ns), lease(n, holder=f"old-{n}{PAD}", ns=ns)) for n in names])
     status, _, listed = server.request("GET", LEASES.format(ns=ns))
@@ -118,7 +104,7 @@ def test_a_page_whose_whole_view_does_not_fit_a_message_is_told_to_reload(server
     """More changes than a catch-up renders object by object (live.CATCH_UP_MAX_CHANGES): the
     whole view again, which at 250 such rows is over the limit: close 4409, the page reloads."""
     ns = "reload-" + uuid.uuid4().hex[:6]
-    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    session = server.session("catch-up-viewer")
     names = [f"l{i:03}" for i in range(250)]
     _in_parallel(server, "POST", [(LEASES.format(ns=ns), lease(n, holder=f"old-{n}{PAD}", ns=ns)) for n in names])
     status, _, listed = server.request("GET", LEASES.format(ns=ns))

@@ -425,20 +425,6 @@ def test_limits_hold_over_https(server):
         assert read_response(sock)[0] == 401
 
 
-SESSION_SCRIPT = """
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
-from dashboard.access.tokens import ensure_user
-user = ensure_user("page-viewer", "viewer")
-store = SessionStore()
-store[SESSION_KEY] = str(user.pk)
-store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-store.save()
-print(store.session_key)
-"""
-
-
 def _close_code(ws) -> int | None:
     """The close code the server sent, or None when the connection was dropped (a reset) or
     nothing came."""
@@ -470,7 +456,7 @@ def test_websocket_messages_are_bounded(server):
     """A live-page websocket that sends an oversized frame is closed with 1009 (a close frame,
     not a TCP reset: issue 29), not buffered; any frame at all is closed with 4008 (pages send
     none: web/socket_limits.py)."""
-    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    session = server.session()
     ws = _page_socket(server, session, "10.9.0.1")
     try:
         ws.send("x" * (70 * 1024))
@@ -492,7 +478,7 @@ def test_page_socket_handshakes_are_budgeted_per_session(server):
     and a frame costs its session several handshakes. The test server's burst is SOCKET_BURST."""
     import websocket
 
-    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    session = server.session()
     opened = [_page_socket(server, session, "10.9.0.2") for _ in range(SOCKET_BURST)]
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
         _page_socket(server, session, "10.9.0.2")
@@ -500,7 +486,7 @@ def test_page_socket_handshakes_are_budgeted_per_session(server):
     for ws in opened:
         ws.close()
     # (the same user's other sessions share the user's budget too: web/socket_limits.py)
-    other = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "other-viewer")).strip().splitlines()[-1]
+    other = server.session("other-viewer")
     ws = _page_socket(server, other, "10.9.0.2")
     ws.send("x")   # closed (4008), and the rest of this session's budget is gone
     assert _close_code(ws) == 4008
@@ -528,7 +514,7 @@ def test_made_up_session_cookies_spend_their_address_budget(server):
 
     import websocket
 
-    known = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "known-viewer")).strip().splitlines()[-1]
+    known = server.session("known-viewer")
     _page_socket(server, known, "10.9.0.4").close()   # (its address paid; it is known from now on)
     answers = []
     for _ in range(SOCKET_BURST + 1):   # (each refusal is held TARPIT seconds)
@@ -546,7 +532,7 @@ def test_made_up_session_cookies_spend_their_address_budget(server):
 
 def test_large_body_with_a_valid_session_is_read(server):
     """A session (the dashboard's own fetches) counts as credentials for a large body."""
-    session = server.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    session = server.session()
     body = b"x" * (200 * 1024)
     with connect(server) as sock:
         sock.sendall(head("POST", "/accounts/logout/", {"Cookie": f"sessionid={session}",
@@ -682,7 +668,7 @@ def test_hostile_refusals_are_answered_after_the_tarpit(server):
     assert _tarpit_held(server, "body") == held + 1
 
     # A handshake over its session's budget: refused with 429 after the hold.
-    session = server.manage("shell", "-c", SESSION_SCRIPT.replace("page-viewer", "tarpit-viewer")).strip().splitlines()[-1]
+    session = server.session("tarpit-viewer")
     ws = _page_socket(server, session, "10.9.0.3")
     ws.send("x")              # a stray frame: closed (4008), and the session's budget is spent
     assert _close_code(ws) == 4008

@@ -508,20 +508,6 @@ def test_a_burst_of_connections_is_spread_over_the_workers(tmp_path_factory):
 # Live pages across processes (SQLite, no Redis)
 
 
-SESSION_SCRIPT = """
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.sessions.backends.db import SessionStore
-from dashboard.access.tokens import ensure_user
-user = ensure_user("page-viewer", "viewer")
-store = SessionStore()
-store[SESSION_KEY] = str(user.pk)
-store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-store.save()
-print(store.session_key)
-"""
-
-
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory):
     """Two single-worker servers on one SQLite database; no Redis, a 30 s safety poll."""
@@ -533,7 +519,7 @@ def test_page_websocket_on_one_process_is_pushed_a_write_taken_by_another(two_pr
     import websocket  # websocket-client (a dependency of the kubernetes client)
 
     a, b = two_processes
-    session = a.manage("shell", "-c", SESSION_SCRIPT).strip().splitlines()[-1]
+    session = a.session()
     ns = "pages-" + uuid.uuid4().hex[:6]
     ws = websocket.create_connection(f"ws://127.0.0.1:{a.http_port}/ws/live/?view=leases&namespace={ns}&rv=0",
                                      cookie=f"sessionid={session}", origin=a.http_url, timeout=30)
