@@ -500,13 +500,19 @@ def api_client(kube_server):
         yield c
 
 
-def require_kubectl() -> str:
-    path = shutil.which("kubectl")
+def require_tool(name: str, where: str = "") -> str:
+    """The path of a command a test drives; CI installs each (.ci/run), so there it is a failure
+    to miss one, elsewhere a skip. `where`: the package that brings it."""
+    path = shutil.which(name)
     if path is None:
         if os.environ.get("CI"):
-            pytest.fail("kubectl is required in CI but was not found on PATH")
-        pytest.skip("kubectl is not installed on this machine")
+            pytest.fail(f"{name} is required in CI but was not found on PATH{f' ({where})' if where else ''}")
+        pytest.skip(f"{name} is not installed on this machine")
     return path
+
+
+def require_kubectl() -> str:
+    return require_tool("kubectl")
 
 
 # ---------------------------------------------------------------------------------------------

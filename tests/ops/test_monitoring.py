@@ -11,9 +11,7 @@ port and Secret exist in deploy/kubernetes).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import ROOT, require_tool
 PROMETHEUS = ROOT / "deploy" / "prometheus"
 RULES = PROMETHEUS / "kubedash-rules.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "kubedash-dashboard.json"
@@ -29,12 +27,7 @@ K8S = ROOT / "deploy" / "kubernetes"
 
 
 def require_promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is required in CI but was not found on PATH (Debian's prometheus package)")
-        pytest.skip("promtool is not installed on this machine")
-    return path
+    return require_tool("promtool", "Debian's prometheus package")
 
 
 def promtool(*args: str, cwd: Path = PROMETHEUS) -> str:
