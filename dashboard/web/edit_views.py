@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
@@ -243,7 +244,8 @@ def create(request, principal: Principal, info: KindWeb):
         return _denied(request, principal, info, "create", namespace)
     form_cls = info.form
     options = {"mode": "create", "namespaces": form_namespaces(principal), "limited": bool(principal.namespaces)}
-    page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": info.list_url,
+    back = info.list_url + (f"?{urlencode({'namespace': namespace})}" if namespace else "")   # (Cancel)
+    page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": back,
             "yaml_url": f"{info.list_url}new/?as=yaml" + (f"&namespace={namespace}" if namespace else "")}
     if request.method == "GET":
         initial = {"namespace": namespace or (principal.namespaces[0] if principal.namespaces else "default"),
@@ -467,8 +469,9 @@ def create_yaml(request, principal: Principal, info: KindWeb):
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
         return _denied(request, principal, info, "create", namespace)
+    back = info.list_url + (f"?{urlencode({'namespace': namespace})}" if namespace else "")   # (Cancel)
     page = {"heading": f"New {info.noun} from YAML", "submit_label": f"Create {info.noun}",
-            "cancel_url": info.list_url, "form_url": f"{info.list_url}new/"}
+            "cancel_url": back, "form_url": f"{info.list_url}new/" + (f"?{urlencode({'namespace': namespace})}" if namespace else "")}
     res = info.resource
     if request.method == "GET":
         default_ns = namespace or (principal.namespaces[0] if principal.namespaces else "default")
