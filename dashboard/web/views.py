@@ -492,5 +492,5 @@ def overview(request):
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
                totals=p.overview_totals(cards), warnings=warnings.overview(cluster_scope.moment(now), only, namespace),
-               cluster_rows=cluster_rows(principal, now, None if namespace else cards))
+               cluster_rows=cluster_rows(principal, now, cards, namespace))
     return render(request, "web/overview.html", ctx)

@@ -140,10 +140,17 @@ def test_the_cluster_and_the_namespace_follow_together(login, transactional_db):
 
     Cluster.objects.create(name="prod", server="https://prod.example:6443", credentials=b"x", state=Cluster.LIVE,
                            heartbeat_at=timezone.now(), last_event_at=timezone.now())
-    obj = lease("prod-lease", ns="pay")
-    obj["metadata"].update(uid="u-1", resourceVersion="5", creationTimestamp="2026-01-02T03:04:05Z")
-    kmirror.mirror("prod", [kmirror.Mirrored(by_kind("Lease"), "pay", "prod-lease", obj)])
+    for rv, (name, namespace) in enumerate((("prod-lease", "pay"), ("elsewhere", "ops")), start=5):
+        obj = lease(name, ns=namespace)
+        obj["metadata"].update(uid=f"u-{rv}", resourceVersion=str(rv), creationTimestamp="2026-01-02T03:04:05Z")
+        kmirror.mirror("prod", [kmirror.Mirrored(by_kind("Lease"), namespace, name, obj)])
+    put("Lease", lease("local-lease", ns="pay"))
     admin = login("admin")
+    # The Overview's clusters table counts the chosen namespace in every cluster, and links into it.
+    prod_row = text(admin.get("/?namespace=pay")).split('id="cluster-prod"')[1].split("</tr>")[0]
+    assert 'href="/?namespace=pay&amp;cluster=prod"' in prod_row
+    assert 'href="/leases/?namespace=pay&amp;cluster=prod">1<' in prod_row
+    assert 'href="/leases/?cluster=prod">2<' in text(admin.get("/")).split('id="cluster-prod"')[1]
     page = admin.get("/leases/?namespace=pay&cluster=prod")
     assert page.status_code == 200 and 'id="lease-pay--prod-lease"' in text(page)
     expect_menu(page, "pay", cluster="prod")
