@@ -8,6 +8,7 @@ from dashboard.follow import writes
 from dashboard.follow.models import Cluster
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import LabelSelector, parse_label_selector
+from dashboard.kube.validation import is_dns1123_label
 
 from . import kinds
 
@@ -44,8 +45,10 @@ def form_namespaces(principal: Principal) -> list[str]:
 
 def is_new_namespace(namespace: str) -> bool:
     """Would creating an object in `namespace` bring a namespace into use? (A create form asks
-    first: edit_views.new_namespace_question.)"""
-    return bool(namespace) and namespace not in BUILT_IN_NAMESPACES and namespace not in namespaces_in_use()
+    first: edit_views.new_namespace_question.) Not for a name no namespace can have: the API's
+    refusal says why instead."""
+    return (bool(namespace) and not is_dns1123_label(namespace) and namespace not in BUILT_IN_NAMESPACES
+            and namespace not in namespaces_in_use())
 
 
 # The namespace the pages follow: a list, the Overview and search show the one their address names

@@ -203,6 +203,10 @@ def test_a_create_in_a_new_namespace_asks_first_and_creates_once_confirmed(login
     made = editor.post("/leases/new/", {**data, "new_namespace": "pyaments"})
     assert made.status_code == 302 and made["Location"] == "/leases/pyaments/lock/"
     assert by_kind("Lease").model.objects.filter(namespace="pyaments", name="lock").exists()
+    # A name no namespace can have is not asked about: the API's refusal says why.
+    invalid = editor.post("/leases/new/", {**LEASE_FORM, "namespace": "Pay_ments"})
+    assert invalid.status_code == 422 and "new namespace" not in text(invalid)
+    assert "RFC 1123" in field_errors(invalid, "namespace")
     # Namespaces that exist (in use, or in every cluster) are never asked about.
     for namespace in ("payments", "pyaments", "default", "kube-system"):
         resp = editor.post("/leases/new/", {**LEASE_FORM, "name": "another", "namespace": namespace})
