@@ -20,7 +20,9 @@ declaration (KindWeb) is the `info` every view and template gets.
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
@@ -44,7 +46,7 @@ from . import kinds
 from .cluster_scope import followed, in_cluster
 from .kinds import KindWeb
 from .present import detail_url, object_yaml, present
-from .scope import known_namespaces, may_create_somewhere
+from .scope import form_namespaces, is_new_namespace, may_create_somewhere
 from .share import page_principal
 from .undo import keep_undo
 
@@ -212,8 +214,24 @@ def _saved(request, info: KindWeb, obj: dict, verb: str, changed: bool = True) -
 
 
 def _form_page(request, principal, info, form, *, status=200, **extra) -> HttpResponse:
-    ctx = _context(request, principal, info, form=form, namespaces=known_namespaces(principal), **extra)
+    ctx = _context(request, principal, info, form=form, namespaces=form_namespaces(principal), **extra)
     return _page(request, "web/edit/form.html", ctx, status=status)
+
+
+NEW_NAMESPACE = "new_namespace"   # posted by the question's button: the namespace the person confirmed
+
+
+def new_namespace_question(request, principal: Principal, namespace: str) -> dict:
+    """Before a create brings a namespace into use (no object of any kind is in it yet: a typo
+    such as "pyaments" would otherwise silently make one), the form asks. {"ask": the question's
+    facts, or None} and {"confirmed": the namespace already confirmed, which the page posts again
+    while it is shown with errors}: templates/web/edit/_new_namespace.html."""
+    if not is_new_namespace(namespace):
+        return {}
+    if request.POST.get(NEW_NAMESPACE) == namespace:
+        return {"confirmed_namespace": namespace}
+    similar = difflib.get_close_matches(namespace, form_namespaces(principal), n=3, cutoff=0.6)
+    return {"new_namespace": {"name": namespace, "similar": similar}}
 
 
 @require_http_methods(["GET", "POST"])
@@ -225,8 +243,9 @@ def create(request, principal: Principal, info: KindWeb):
     if not may_create_somewhere(principal, namespace, info.kind):
         return _denied(request, principal, info, "create", namespace)
     form_cls = info.form
-    options = {"mode": "create", "namespaces": known_namespaces(principal), "limited": bool(principal.namespaces)}
-    page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": info.list_url,
+    options = {"mode": "create", "namespaces": form_namespaces(principal), "limited": bool(principal.namespaces)}
+    back = info.list_url + (f"?{urlencode({'namespace': namespace})}" if namespace else "")   # (Cancel)
+    page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": back,
             "yaml_url": f"{info.list_url}new/?as=yaml" + (f"&namespace={namespace}" if namespace else "")}
     if request.method == "GET":
         initial = {"namespace": namespace or (principal.namespaces[0] if principal.namespaces else "default"),
@@ -244,13 +263,19 @@ def create(request, principal: Principal, info: KindWeb):
         if principal.can("create", namespace or "default", info.kind):
             form.add_api_errors_too(lambda: store.create(
                 info.resource, namespace, _decoded(info.resource, form.new_object()), dry_run=True, through=through))
+            page.update(new_namespace_question(request, principal, namespace))   # asked in the same round
         return _form_page(request, principal, info, form, status=400, **page)
     namespace = str(form.cleaned_data.get("namespace") or "").strip()
     if namespace and not principal.can("create", namespace, info.kind):
         form.add_error("namespace", f"You may not create objects in namespace “{namespace}”.")
         return _form_page(request, principal, info, form, status=403, **page)
+    page.update(new_namespace_question(request, principal, namespace))
     try:
-        result = store.create(info.resource, namespace, _decoded(info.resource, form.new_object()), through=through)
+        # In a namespace not in use yet: asked first (a dry run says now what else would refuse it).
+        result = store.create(info.resource, namespace, _decoded(info.resource, form.new_object()),
+                              dry_run="new_namespace" in page, through=through)
+        if "new_namespace" in page:
+            return _form_page(request, principal, info, form, **page)
     except ApiError as err:
         form.add_api_error(err)
         return _form_page(request, principal, info, form, status=_status_for(err), **page)
@@ -444,8 +469,9 @@ def create_yaml(request, principal: Principal, info: KindWeb):
     namespace = (request.GET.get("namespace") or "").strip()
     if not may_create_somewhere(principal, namespace, info.kind):
         return _denied(request, principal, info, "create", namespace)
+    back = info.list_url + (f"?{urlencode({'namespace': namespace})}" if namespace else "")   # (Cancel)
     page = {"heading": f"New {info.noun} from YAML", "submit_label": f"Create {info.noun}",
-            "cancel_url": info.list_url, "form_url": f"{info.list_url}new/"}
+            "cancel_url": back, "form_url": f"{info.list_url}new/" + (f"?{urlencode({'namespace': namespace})}" if namespace else "")}
     res = info.resource
     if request.method == "GET":
         default_ns = namespace or (principal.namespaces[0] if principal.namespaces else "default")
@@ -462,9 +488,14 @@ def create_yaml(request, principal: Principal, info: KindWeb):
     if not principal.can("create", target, info.kind):
         form.add_error("yaml", f"You may not create objects in namespace “{target}”.")
         return _yaml_page(request, principal, info, form, status=403, **page)
+    page.update(new_namespace_question(request, principal, target))
     try:
         check_type_meta(res, obj)
-        result = store.create(res, target, _decoded(res, obj), through=context.of(request).write_through)
+        # In a namespace not in use yet: asked first (a dry run says now what else would refuse it).
+        result = store.create(res, target, _decoded(res, obj), dry_run="new_namespace" in page,
+                              through=context.of(request).write_through)
+        if "new_namespace" in page:
+            return _yaml_page(request, principal, info, form, **page)
     except ApiError as err:
         form.add_api_error(err)
         return _yaml_page(request, principal, info, form, status=_status_for(err), **page)

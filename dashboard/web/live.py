@@ -468,7 +468,7 @@ def overview_fragment(socket: PageSocket, moment) -> str:
     html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
     html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
     html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only, namespace or ""), "oob": True})
-    return html + clusters_fragment(socket, now(), None if namespace else cards)   # (real time: each its own moment)
+    return html + clusters_fragment(socket, now(), cards)   # (real time: each its own moment)
 
 
 def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:
@@ -476,7 +476,7 @@ def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:
     and every heartbeat (a followed cluster's state and objects change without a local event)."""
     if socket.principal is None:
         return ""
-    rows = cluster_rows(socket.principal, moment, cards)
+    rows = cluster_rows(socket.principal, moment, cards, socket.view.namespace or "")
     return render_to_string("web/overview.html#clusters", {"cluster_rows": rows, "oob": True}) if rows else ""
 
 

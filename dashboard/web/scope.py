@@ -8,8 +8,22 @@ from dashboard.follow import writes
 from dashboard.follow.models import Cluster
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import LabelSelector, parse_label_selector
+from dashboard.kube.validation import is_dns1123_label
 
 from . import kinds
+
+
+# Namespaces every Kubernetes cluster has: a form offers them and never asks before using them.
+BUILT_IN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+
+
+def namespaces_in_use() -> set[str]:
+    """The namespaces that hold an object of any kind (Events too) in the page's cluster: the
+    namespaces that exist, as far as kubedash knows (it stores no Namespace objects)."""
+    seen: set[str] = set()
+    for web in (*kinds.registered(), *kinds.feeds()):
+        seen.update(web.resource.model.objects.values_list("namespace", flat=True).distinct())
+    return seen
 
 
 def known_namespaces(principal: Principal) -> list[str]:
@@ -18,10 +32,51 @@ def known_namespaces(principal: Principal) -> list[str]:
         return sorted(principal.namespaces)
     if principal.is_share:
         return []   # a shared view names no namespace beyond its own objects
-    seen: set[str] = set()
-    for web in kinds.registered():
-        seen.update(web.resource.model.objects.values_list("namespace", flat=True).distinct())
-    return sorted(seen)
+    return sorted(namespaces_in_use())
+
+
+def form_namespaces(principal: Principal) -> list[str]:
+    """The namespaces a create form offers: those that exist (in use, or built in), limited to the
+    user's own; a namespace-limited user picks among all of theirs (forms/base.py: a select)."""
+    if principal.namespaces:
+        return sorted(principal.namespaces)
+    return sorted(namespaces_in_use().union(BUILT_IN_NAMESPACES))
+
+
+def is_new_namespace(namespace: str) -> bool:
+    """Would creating an object in `namespace` bring a namespace into use? (A create form asks
+    first: edit_views.new_namespace_question.) Not for a name no namespace can have: the API's
+    refusal says why instead."""
+    return (bool(namespace) and not is_dns1123_label(namespace) and namespace not in BUILT_IN_NAMESPACES
+            and namespace not in namespaces_in_use())
+
+
+# The namespace the pages follow: a list, the Overview and search show the one their address names
+# (`?namespace=`, none: all). The last one shown is remembered in the session only so that the
+# menu's links from pages that choose none (an object's page, a form) keep it; an address without
+# `?namespace=` always shows every namespace, whatever was remembered.
+NAMESPACE_KEY = "kubedash_namespace"
+
+
+def remember_namespace(request, namespace: str) -> None:
+    """Called by the pages that choose a namespace, once the viewer may see it."""
+    session = getattr(request, "session", None)
+    if session is None or getattr(request, "share_link", None) is not None:
+        return
+    if session.get(NAMESPACE_KEY, "") != namespace:
+        if namespace:
+            session[NAMESPACE_KEY] = namespace
+        else:
+            session.pop(NAMESPACE_KEY, None)
+
+
+def followed_namespace(request, principal: Principal | None) -> str:
+    """The namespace the menu's links carry: the last one chosen, while the viewer may list it."""
+    session = getattr(request, "session", None)
+    if session is None or principal is None or principal.is_share:
+        return ""
+    namespace = session.get(NAMESPACE_KEY, "")
+    return namespace if namespace and principal.can("list", namespace) else ""
 
 
 def list_scope(principal: Principal, namespace: str, kind: str) -> list[str | None] | None:

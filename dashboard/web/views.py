@@ -248,6 +248,7 @@ class KindListView(View):
         namespaces = list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.plural, filters.namespace)
+        scope.remember_namespace(request, filters.namespace)
         if filters.errors:
             ctx["error_field"], ctx["error"] = filters.errors[0]
             ctx["first_page"] = "?" + filters.query()   # the same view without what was wrong
@@ -408,11 +409,13 @@ SEARCH_SHOWN = 50   # results shown per kind (all of one kind's: ?kind=<Kind>, u
 SEARCH_ALL = 5000
 
 
-def search_kind(web: kinds.KindWeb, principal: Principal, term: str, shown: int = SEARCH_SHOWN) -> dict | None:
+def search_kind(web: kinds.KindWeb, principal: Principal, term: str, shown: int = SEARCH_SHOWN,
+                namespace: str = "") -> dict | None:
     """One kind's part of the search: objects whose name, namespace, a label (key, value or
     "key=value") or one of the kind's search columns contain `term` (case-insensitive),
-    within what the principal may list; None when it may list none of this kind."""
-    namespaces = list_scope(principal, "", web.kind)
+    within what the principal may list (and `namespace`, when one is chosen); None when it may
+    list none of this kind there."""
+    namespaces = list_scope(principal, namespace, web.kind)
     if namespaces is None:
         return None
     rows, _ = view_rows(web.kind, namespaces, None, "")
@@ -436,7 +439,7 @@ def search_kind(web: kinds.KindWeb, principal: Principal, term: str, shown: int 
         if why:   # (the labels' JSON text can match on its punctuation alone)
             found.append({"namespace": ns, "name": name, "url": web.detail_url(ns, name), "why": why})
     return {"web": web, "total": len(found), "items": found[:shown], "shown": min(shown, len(found)),
-            "all_url": "/search/?" + urlencode({"q": term, "kind": web.kind})}
+            "all_url": "/search/?" + urlencode({"q": term, "kind": web.kind, **({"namespace": namespace} if namespace else {})})}
 
 
 @method_decorator(viewer_required, name="dispatch")
@@ -444,14 +447,24 @@ class SearchView(View):
     def get(self, request):
         principal = page_principal(request)
         term = (request.GET.get("q") or "").strip()[:253]
+        # ?namespace=: the search within one namespace (the one the pages follow: base.html).
+        namespace = (request.GET.get("namespace") or "").strip()
+        if namespace and not principal.can("list", namespace):
+            return forbidden_page(request, principal, "search", namespace)
+        scope.remember_namespace(request, namespace)
         ctx = base_context(request, principal, "search")
         # ?kind=<Kind>: every match of that kind (the "Show all" link of its section).
         only = kinds.by_kind(request.GET.get("kind") or "")
         searched = [only] if only else kinds.registered()
         shown = SEARCH_ALL if only else SEARCH_SHOWN
-        groups = [g for g in (search_kind(web, principal, term, shown) for web in searched) if g] if term else []
-        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), only=only,
-                   all_kinds_url=cluster_scope.in_cluster("/search/?" + urlencode({"q": term})))
+        groups = [g for g in (search_kind(web, principal, term, shown, namespace) for web in searched) if g] \
+            if term else []
+        in_ns = {"namespace": namespace} if namespace else {}
+        ctx.update(term=term, groups=groups, found=sum(g["total"] for g in groups), only=only, namespace=namespace,
+                   namespaces=known_namespaces(principal),
+                   all_kinds_url=cluster_scope.in_cluster("/search/?" + urlencode({"q": term, **in_ns})),
+                   all_namespaces_url=cluster_scope.in_cluster("/search/?" + urlencode(
+                       {"q": term, **({"kind": only.kind} if only else {})})))
         return render(request, "web/search.html", ctx)
 
 
@@ -468,6 +481,7 @@ def overview(request):
     namespace = (request.GET.get("namespace") or "").strip()
     if namespace and not principal.can("list", namespace):
         return forbidden_page(request, principal, "overview", namespace)
+    scope.remember_namespace(request, namespace)
     # The revision first: the cards show at least this state, so replaying events after it
     # can only repeat a change, never miss one.
     rv = store.current_revision()
@@ -478,5 +492,5 @@ def overview(request):
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, namespace=namespace),
                totals=p.overview_totals(cards), warnings=warnings.overview(cluster_scope.moment(now), only, namespace),
-               cluster_rows=cluster_rows(principal, now, None if namespace else cards))
+               cluster_rows=cluster_rows(principal, now, cards, namespace))
     return render(request, "web/overview.html", ctx)

@@ -72,7 +72,7 @@ def test_login_form_and_every_page(chromium, kube_server, login_user, ns):
         page.wait_for_url(f"{base}/jobs/?namespace={ns}")
         expect(page.locator(dom("job", ns, "batch"))).to_be_visible()
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Leases").click()
-        page.wait_for_url(base + "/leases/")
+        page.wait_for_url(f"{base}/leases/?namespace={ns}")   # the namespace chosen follows (issue 41)
         expect(page.locator('nav a[aria-current="page"]')).to_have_text("Leases")
 
         # Logging out ends the session: the pages want a login again.

@@ -72,7 +72,7 @@ def test_selector_links_banner_and_axe(page, kube_server, ns, prod):
     page.locator(".crumbs").get_by_role("link", name=ns).click()
     page.wait_for_url(f"{base}/leases/?namespace={ns}&cluster={prod}")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs").click()
-    page.wait_for_url(f"{base}/jobs/?cluster={prod}")
+    page.wait_for_url(f"{base}/jobs/?namespace={ns}&cluster={prod}")   # both follow (issue 41, item 8)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Leases").click()
     page.locator("#f-namespace").select_option(ns)
     page.wait_for_url(f"**/leases/?*namespace={ns}*")

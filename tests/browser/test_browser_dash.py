@@ -580,17 +580,17 @@ def test_keyboard_shortcuts(wide_page, kube_server, ns):
     page.wait_for_url(re.compile(r"/jobs/\?.*q=gj%3Fk"))
     expect(search).to_be_focused()
     expect(search).to_have_value("gj?k")
-    # g then a letter goes to a page.
+    # g then a letter goes to a page (in the namespace chosen: the menu's links, issue 41).
     page.locator("h1").click()
     page.keyboard.press("g")
     page.keyboard.press("e")
-    page.wait_for_url(f"{base}/endpoints/")
+    page.wait_for_url(f"{base}/endpoints/?namespace={ns}")
     page.keyboard.press("g")
     page.keyboard.press("o")
-    page.wait_for_url(f"{base}/")
+    page.wait_for_url(f"{base}/?namespace={ns}")
     page.keyboard.press("g")
     page.keyboard.press("l")
-    page.wait_for_url(f"{base}/leases/")
+    page.wait_for_url(f"{base}/leases/?namespace={ns}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -114,7 +114,8 @@ def test_lease_create_edit_delete(editor):
     assert 'name="namespace"' in text(resp) and 'value="team-a"' in text(resp)
     resp = editor.post("/leases/new/", {"name": "lock", "namespace": "team-a", "labels": "app=web\ntier=fe",
                                         "holder": "node-a", "duration": "20", "acquire_time": "2025-01-02T03:04:05Z",
-                                        "renew_time": "2025-01-02 03:04:06", "transitions": "0", "action": "save"})
+                                        "renew_time": "2025-01-02 03:04:06", "transitions": "0", "action": "save",
+                                        "new_namespace": "team-a"})   # (confirmed: no object is in team-a yet)
     assert resp.status_code == 302 and resp["Location"] == "/leases/team-a/lock/"
     obj = get(LEASE, "lock", "team-a")
     assert obj["metadata"]["labels"] == {"app": "web", "tier": "fe"}
@@ -847,6 +848,7 @@ def test_browser_job_created_in_one_browser_appears_in_another(page, chromium, s
         form.fill("#id_command", "sh\n-c\necho hi")
         form.fill("#id_completions", "2")
         form.click("button.primary")
+        form.click("#new-namespace button")   # no object is in the fresh namespace yet: confirmed
         form.wait_for_url(f"{base}/jobs/{ns}/from-form/")
         expect(form.locator(".flash")).to_contain_text(f"Job {ns}/from-form created.")
     finally:

@@ -4,14 +4,19 @@
     {% cluster_field %}         the same for a GET form: a hidden cluster input (nothing when local)
     {% cluster_header as cx %}  the header's selector and the stale banner (base.html)
     {% read_only_note %}        where a change would be offered on a followed cluster: why not
+    {% nav_url url %}           a menu link: in the page's cluster and the namespace the viewer
+                                follows (scope.followed_namespace), as `?namespace=`
+    {% nav_field %}             the same for a GET form: a hidden namespace input (nothing for all)
 """
+from urllib.parse import urlencode
+
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.access import clusters
 
-from .. import cluster_scope
+from .. import cluster_scope, scope
 
 register = template.Library()
 
@@ -70,3 +75,25 @@ def cluster_header(context) -> dict:
         row = cluster_scope.followed(name)
         out["banner"] = cluster_scope.staleness(row) if row is not None else None
     return out
+
+
+def _followed(context) -> str:
+    request = context.get("request")
+    return scope.followed_namespace(request, context.get("principal")) if request is not None else ""
+
+
+@register.simple_tag(takes_context=True)
+def nav_url(context, url):
+    """A menu link (Overview, a kind's list, Events) that keeps the namespace the viewer chose on
+    a list, the Overview or search, and the page's cluster."""
+    namespace = _followed(context)
+    url = str(url)
+    if namespace:
+        url = f"{url}{'&' if '?' in url else '?'}{urlencode({'namespace': namespace})}"
+    return cluster_scope.in_cluster(url)
+
+
+@register.simple_tag(takes_context=True)
+def nav_field(context):
+    namespace = _followed(context)
+    return format_html('<input type="hidden" name="namespace" value="{}">', namespace) if namespace else ""
