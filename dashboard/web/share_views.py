@@ -15,7 +15,7 @@ from dashboard.kube.selectors import parse_label_selector
 
 from dashboard.access import clusters
 from dashboard.access.authentication import touch_last_used
-from dashboard.access.models import ShareLink
+from dashboard.access.models import Role, ShareLink
 from dashboard.access.principals import principal_for
 
 from . import kinds, share
@@ -92,6 +92,9 @@ def share_new(request):
                                   "expiry": share.DEFAULT_EXPIRY})
         kind, namespace = request.GET.get("kind", ""), request.GET.get("namespace", "")
         if kinds.by_kind(kind) is None:
+            if principal.role not in (Role.ADMIN, Role.EDITOR):   # (not told of a button they lack)
+                return render(request, "web/share/error.html", _context(
+                    request, title="Not allowed", message="Your role may not share views."), status=403)
             raise Http404("Open a list page and use its “Share this view” button.")
         selector, q = request.GET.get("labelSelector", ""), request.GET.get("q", "").strip()
         shown = share.shared_namespaces(principal, namespace, kind) or ()

@@ -85,6 +85,9 @@ def test_viewers_are_not_told_to_create_what_they_cannot(db, login):
     assert "through the API" in login("editor").get("/").content.decode()
     shares = login("viewer").get("/share/").content.decode()
     assert "Share this view" not in shares and "may not make share links" in shares
+    r = login("viewer").get("/share/new/")
+    assert r.status_code == 403 and "Share this view" not in r.content.decode()
+    assert "Share this view" in login("editor").get("/share/new/").content.decode()   # (404: where to find it)
 
 
 # ---------------------------------------------------------------------------------------------
