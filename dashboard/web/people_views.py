@@ -15,6 +15,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model, password_validation
 from django.db.models import Count, Max, Q
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard.access import clusters as access_clusters
@@ -135,9 +136,15 @@ def _context(request, **extra) -> dict:
     return {"principal": principal_for(request.user), "active": "people", "people_tab": "users", **extra}
 
 
+def _live_tokens(prefix: str = "") -> Q:
+    """Tokens that still authenticate (not revoked, not expired)."""
+    return Q(**{f"{prefix}revoked": False}) & (Q(**{f"{prefix}expires__isnull": True})
+                                               | Q(**{f"{prefix}expires__gt": timezone.now()}))
+
+
 def _rows():
     users = (User.objects.select_related("kube_profile").order_by("username")
-             .annotate(tokens=Count("api_tokens", filter=Q(api_tokens__revoked=False)),
+             .annotate(tokens=Count("api_tokens", filter=_live_tokens("api_tokens__")),
                        token_seen=Max("api_tokens__last_used")))
     rows = []
     for user in users:
@@ -150,7 +157,7 @@ def _rows():
 @require_http_methods(["GET", "POST"])
 def people_list(request):
     """Everyone, and the form that adds a person."""
-    form = PersonForm(request.POST or None, initial={"role": Role.VIEWER})
+    form = PersonForm(request.POST if request.method == "POST" else None, initial={"role": Role.VIEWER})
     if request.method == "POST" and form.is_valid():
         role, namespaces, clusters = form.grant()
         user = people.add_person(form.cleaned_data["username"], form.cleaned_data["password"], role, namespaces,
@@ -162,7 +169,7 @@ def people_list(request):
 
 
 def _person_page(request, user, form, status=200):
-    tokens = ApiToken.objects.filter(user=user, revoked=False).order_by("-created")
+    tokens = ApiToken.objects.filter(_live_tokens(), user=user).order_by("-created")
     return render(request, "web/people/person.html", _context(
         request, person=user, person_principal=principal_for(user), form=form, tokens=tokens,
         is_me=user.pk == request.user.pk), status=status)

@@ -6,10 +6,12 @@ in tests/access/test_people_access.py, against a served kubedash."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 
 from manifests import lease
 
@@ -141,11 +143,16 @@ def test_forms_need_csrf(db, login):
 
 
 def test_list_shows_role_limits_tokens_and_state(db, login):
+    from dashboard.access.models import ApiToken
     from dashboard.access.tokens import create_token
 
     ann = person("ann", "editor", namespaces=["team-a", "team-b"], clusters=["local"])
     create_token(ann, "one")
     create_token(ann, "two")
+    create_token(ann, "expired")
+    create_token(ann, "revoked")
+    ApiToken.objects.filter(name="expired").update(expires=timezone.now() - timedelta(minutes=1))
+    ApiToken.objects.filter(name="revoked").update(revoked=True)
     assert Client().login(username="ann", password=PASSWORD)   # (last seen: this login)
     gone = person("gone")
     gone.is_active = False
@@ -156,6 +163,8 @@ def test_list_shows_role_limits_tokens_and_state(db, login):
     cells = re.findall(r"<td>(.*?)</td>", row, re.S)
     assert cells[3].startswith("<time") and cells[4] == "2"   # last seen (the login), active tokens
     assert "active" in row
+    tokens = login("admin").get("/people/ann/").content.decode()
+    assert ">one<" in tokens and ">two<" in tokens and ">expired<" not in tokens and ">revoked<" not in tokens
     assert "deactivated" in re.search(r'<tr id="person-\d+" class="bad">.*?</tr>', html, re.S).group(0)
 
 
