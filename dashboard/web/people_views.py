@@ -36,9 +36,9 @@ ROLE_HELP = {Role.ADMIN: "everything, and (without limits) people, clusters, eve
 
 
 def existing_namespaces() -> list[str]:
-    """Every namespace that holds an object in any cluster (the local store and followed ones)."""
+    """Every namespace that holds an object (Events too) in any cluster (the local store and followed ones)."""
     seen: set[str] = set()
-    for web in kinds.registered():
+    for web in (*kinds.registered(), *kinds.feeds()):
         seen.update(web.resource.model.everywhere.values_list("namespace", flat=True).distinct())
     seen.discard("")
     return sorted(seen)
