@@ -53,6 +53,7 @@ urlpatterns = [
     re_path(r"^(api|apis|openapi)(/.*)?$", NotFoundView.as_view()),
     path("admin/", admin.site.urls),
     path("", include("dashboard.web.share_urls")),
+    path("", include("dashboard.web.people_urls")),
     path("", include("dashboard.web.cluster_urls")),
     path("", include("dashboard.web.urls")),
 ]

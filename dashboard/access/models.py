@@ -42,7 +42,7 @@ class ApiToken(models.Model):
 
 
 class ShareLink(models.Model):
-    """A read-only, expiring, revocable view of one list page (kind, namespace, selector).
+    """A read-only, expiring, revocable view of one list page (kind, namespaces, selector).
 
     Only the sha256 of the token is kept: the link is shown once, at creation.
     """
@@ -51,6 +51,9 @@ class ShareLink(models.Model):
     label = models.CharField(max_length=100)
     kind = models.CharField(max_length=32)                             # Lease, Endpoints or Job
     namespace = models.CharField(max_length=253, blank=True, default="")  # "": all namespaces
+    # Several namespaces (a namespace-limited creator sharing "All namespaces": theirs); when set,
+    # the link shows these and `namespace` is "". Read through scope_namespaces().
+    namespaces = models.JSONField(default=list, blank=True)
     cluster = models.CharField(max_length=63, default="local")   # the one cluster it shows (access/clusters.py)
     label_selector = models.CharField(max_length=1000, blank=True, default="")
     creator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="share_links")
@@ -61,6 +64,12 @@ class ShareLink(models.Model):
 
     class Meta:
         ordering = ["-created"]
+
+    def scope_namespaces(self) -> tuple[str, ...]:
+        """The namespaces the link shows (empty: every namespace)."""
+        if self.namespaces:
+            return tuple(self.namespaces)
+        return (self.namespace,) if self.namespace else ()
 
     def state(self, now) -> str:
         """"active", "expired" or "revoked" at `now`."""

@@ -7,7 +7,8 @@ request of that session is checked here (ShareLinkMiddleware) before any view ru
 - only the list and detail pages (and leaving/login) are reachable at all; everything else
   (the API, forms, tokens, admin, other pages) answers 403;
 - the pages then see a share Principal (auth.Principal, role "share") whose can() allows only
-  get/list/watch of the shared kind, in the shared namespace; its label selector narrows
+  get/list/watch of the shared kind, in the shared namespaces (one, every one, or a limited
+  creator's own when it shared "All namespaces"); its label selector narrows
   every list, detail page and websocket.
 
 A logged-in user who opens a share link sees exactly what its recipients see (the share
@@ -34,7 +35,7 @@ from dashboard.access import clusters
 from dashboard.access.authentication import touch_last_used
 from dashboard.access.middleware import EitherModeMiddleware
 from dashboard.access.models import ShareLink, hash_token
-from dashboard.access.principals import SHARE, Principal, principal_for
+from dashboard.access.principals import SHARE, SHARE_VERB, Principal, principal_for
 from dashboard.kube.errors import ApiError
 from dashboard.kube.views import status_response
 
@@ -60,14 +61,30 @@ SHARE_ROUTES = frozenset(kinds.page_route_names() | {"share_open", "share_leave"
 # The link itself
 
 
-def create_link(creator, *, kind: str, namespace: str, label_selector: str, label: str,
-                expiry: str, cluster: str = "") -> tuple[ShareLink, str]:
-    """Create a link; return (row, token). The token exists only in this return value. It
-    shows `cluster` (default: the cluster the work is about, i.e. the page it was made from)."""
+def shared_namespaces(principal: Principal, namespace: str, kind: str) -> tuple[str, ...] | None:
+    """What a link made by `principal` from a `kind` list in `namespace` ("": all namespaces)
+    shows: (namespace,), () for every namespace, the principal's own namespaces where it may
+    share (a namespace-limited creator on "All namespaces"), or None: it may not share this."""
+    if namespace:
+        return (namespace,) if principal.can(SHARE_VERB, namespace, kind) else None
+    if principal.namespaces:
+        own = tuple(ns for ns in sorted(principal.namespaces) if principal.can(SHARE_VERB, ns, kind))
+        return own or None
+    return () if principal.can(SHARE_VERB, None, kind) else None
+
+
+def create_link(creator, *, kind: str, label_selector: str, label: str, expiry: str, namespace: str = "",
+                namespaces: tuple[str, ...] | None = None, cluster: str = "") -> tuple[ShareLink, str]:
+    """Create a link to `namespace`, or to `namespaces` (shared_namespaces; empty: all); return
+    (row, token). The token exists only in this return value. It shows `cluster` (default: the
+    cluster the work is about, i.e. the page it was made from)."""
+    if namespaces is None:
+        namespaces = (namespace,) if namespace else ()
     token = secrets.token_urlsafe(TOKEN_BYTES)
+    one = len(namespaces) == 1   # (one namespace: the field links always had)
     link = ShareLink.objects.create(
-        token_hash=hash_token(token), label=label, kind=kind, namespace=namespace,
-        cluster=cluster or clusters.current(),
+        token_hash=hash_token(token), label=label, kind=kind, namespace=namespaces[0] if one else "",
+        namespaces=[] if one else list(namespaces), cluster=cluster or clusters.current(),
         label_selector=label_selector, creator=creator, expires=timezone.now() + EXPIRY_CHOICES[expiry][1])
     return link, token
 
@@ -77,8 +94,9 @@ def creator_covers(link: ShareLink) -> bool:
     creator = link.creator
     if not creator.is_active:
         return False
+    principal = principal_for(creator)
     with clusters.within(link.cluster):   # (checked before the request's cluster is set)
-        return principal_for(creator).can("list", link.namespace or None, link.kind)
+        return all(principal.can("list", ns, link.kind) for ns in link.scope_namespaces() or (None,))
 
 
 def usable_link(link_id, now=None) -> tuple[ShareLink | None, str]:
@@ -102,7 +120,7 @@ def link_by_token(token: str) -> ShareLink | None:
 
 def share_principal(link: ShareLink) -> Principal:
     return Principal(username=f"share link “{link.label}”", role=SHARE,
-                     namespaces=(link.namespace,) if link.namespace else (), kinds=(link.kind,),
+                     namespaces=link.scope_namespaces(), kinds=(link.kind,),
                      clusters=(link.cluster,), label_selector=link.label_selector, share_id=link.pk)
 
 

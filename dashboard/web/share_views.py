@@ -15,8 +15,8 @@ from dashboard.kube.selectors import parse_label_selector
 
 from dashboard.access import clusters
 from dashboard.access.authentication import touch_last_used
-from dashboard.access.models import ShareLink
-from dashboard.access.principals import SHARE_VERB, principal_for
+from dashboard.access.models import Role, ShareLink
+from dashboard.access.principals import principal_for
 
 from . import kinds, share
 
@@ -48,9 +48,10 @@ class ShareForm(forms.Form):
         return text
 
 
-def describe(kind: str, namespace: str, label_selector: str, q: str = "", cluster: str = "") -> str:
+def describe(kind: str, namespaces: tuple[str, ...], label_selector: str, q: str = "", cluster: str = "") -> str:
     """A link's scope in words (also the default label); its cluster unless it is the local one."""
-    where = f"namespace {namespace}" if namespace else "all namespaces"
+    where = ((f"namespace {namespaces[0]}" if len(namespaces) == 1 else "namespaces " + ", ".join(namespaces))
+             if namespaces else "all namespaces")
     if cluster and cluster != clusters.LOCAL:
         where += f" of cluster {cluster}"
     web = kinds.by_kind(kind)
@@ -74,7 +75,7 @@ def share_list(request):
     principal = principal_for(request.user)
     now = timezone.now()
     rows = [{"link": link, "state": link.state(now),
-             "scope": describe(link.kind, link.namespace, link.label_selector, cluster=link.cluster),
+             "scope": describe(link.kind, link.scope_namespaces(), link.label_selector, cluster=link.cluster),
              "can_revoke": principal.is_full_admin or link.creator_id == request.user.pk}
             for link in share.visible_links(principal, request.user)]
     return render(request, "web/share/list.html", _context(request, rows=rows, all_links=principal.is_full_admin))
@@ -91,9 +92,13 @@ def share_new(request):
                                   "expiry": share.DEFAULT_EXPIRY})
         kind, namespace = request.GET.get("kind", ""), request.GET.get("namespace", "")
         if kinds.by_kind(kind) is None:
+            if principal.role not in (Role.ADMIN, Role.EDITOR):   # (not told of a button they lack)
+                return render(request, "web/share/error.html", _context(
+                    request, title="Not allowed", message="Your role may not share views."), status=403)
             raise Http404("Open a list page and use its “Share this view” button.")
         selector, q = request.GET.get("labelSelector", ""), request.GET.get("q", "").strip()
-        form.initial["label"] = describe(kind, namespace, selector, q, clusters.current())[:100]
+        shown = share.shared_namespaces(principal, namespace, kind) or ()
+        form.initial["label"] = describe(kind, shown, selector, q, clusters.current())[:100]
     else:
         form = ShareForm(request.POST)
         if form.is_valid():
@@ -102,17 +107,18 @@ def share_new(request):
         else:
             kind, namespace, selector, q = (request.POST.get("kind", ""), request.POST.get("namespace", ""),
                                             request.POST.get("labelSelector", ""), request.POST.get("q", "").strip())
-    # Only editors and admins share, and only what they may see themselves.
-    if not principal.can(SHARE_VERB, namespace or None, kind):
-        why = ("Choose a namespace first: you may share only your own namespaces."
-               if principal.namespaces and not namespace else "Your role may not share this view.")
-        return render(request, "web/share/error.html", _context(request, title="Not allowed", message=why), status=403)
+    # Only editors and admins share, and only what they may see themselves: a namespace-limited
+    # one's "All namespaces" is their own namespaces.
+    shown = share.shared_namespaces(principal, namespace, kind) if kinds.by_kind(kind) else None
+    if shown is None:
+        return render(request, "web/share/error.html", _context(
+            request, title="Not allowed", message="Your role may not share this view."), status=403)
     # The link shows the cluster of the page it is made from (the request runs within it).
-    ctx = _context(request, form=form, scope=describe(kind, namespace, selector, q, clusters.current()), kind=kind)
+    ctx = _context(request, form=form, scope=describe(kind, shown, selector, q, clusters.current()), kind=kind)
     if request.method == "GET" or not form.is_valid():
         return render(request, "web/share/new.html", ctx, status=200 if request.method == "GET" else 400)
     data = form.cleaned_data
-    link, token = share.create_link(request.user, kind=kind, namespace=namespace, label_selector=selector,
+    link, token = share.create_link(request.user, kind=kind, namespaces=shown, label_selector=selector,
                                     label=data["label"], expiry=data["expiry"])
     view = urlencode({p: data[p].strip() for p in share.VIEW_PARAMS if data[p].strip()})
     url = request.build_absolute_uri(f"/s/{token}/" + (f"?{view}" if view else ""))

@@ -34,7 +34,7 @@ from django.views import View
 from django.views.decorators.http import require_safe
 
 from dashboard.access import clusters
-from dashboard.access.principals import SHARE_VERB, Principal
+from dashboard.access.principals import Principal
 from dashboard.kube import lists, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
@@ -45,7 +45,7 @@ from . import present as p
 from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
                       position, view_rows, view_totals)
 from .scope import known_namespaces, list_scope, may_create_somewhere
-from .share import page_principal, viewer_required
+from .share import page_principal, shared_namespaces, viewer_required
 
 MAX_PAGE_SIZE = 5000
 PAGE_SIZES = (50, 100, 500, 1000)   # the "Per page" choices
@@ -73,11 +73,12 @@ def base_context(request, principal: Principal, active: str) -> dict:
 
 def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
     """The "Share this view" target, for those who may share this view (else ""): the link's
-    scope (namespace, selector) and the view it opens (name search, order, size, page)."""
-    if not principal.can(SHARE_VERB, filters.namespace or None, kind) or kinds.by_kind(kind).form is None:
+    scope (namespace, selector) and the view it opens (name search, order, size, page). A
+    namespace-limited user on "All namespaces" shares their own namespaces (share.shared_namespaces)."""
+    if shared_namespaces(principal, filters.namespace, kind) is None or kinds.by_kind(kind).form is None:
         return ""   # (nor a read-only feed: a share link opens a kind's pages)
-    return cluster_scope.in_cluster(f"/share/new/?kind={kind}&" + filters.query(
-        page=str(filters.page) if filters.page > 1 else "", warnings=""))   # (a link shares no warnings filter)
+    view = filters.query(page=str(filters.page) if filters.page > 1 else "", warnings="")   # (a link shares no warnings filter)
+    return cluster_scope.in_cluster(f"/share/new/?kind={kind}" + (f"&{view}" if view else ""))
 
 
 @dataclass

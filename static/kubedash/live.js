@@ -20,16 +20,6 @@
   "use strict";
   document.documentElement.classList.add("js");   // (CSS hides what only no-JS pages need)
 
-  // The account menu (base.html's details.account) closes on Escape and on a click elsewhere.
-  document.addEventListener("keydown", function (e) {
-    var open = document.querySelector("details.account[open]");
-    if (e.key === "Escape" && open) { open.open = false; open.querySelector("summary").focus(); }
-  });
-  document.addEventListener("click", function (e) {
-    var open = document.querySelector("details.account[open]");
-    if (open && !open.contains(e.target)) open.open = false;
-  });
-
   // The server's clock is the reference: a browser whose clock is off by a minute must not
   // show a held lease as expired. body[data-server-now] is the render time.
   var skew = Date.parse(document.body.dataset.serverNow || "") - Date.now();

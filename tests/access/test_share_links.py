@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from manifests import endpoints, job, lease
-from page_helpers import create_link, open_socket, visitor
+from page_helpers import create_link, open_socket, pushed_until, visitor
 
 from .test_security import web_routes
 
@@ -101,7 +101,8 @@ def test_expiry_choices(cluster, login, expiry, lifetime):
 
 def test_link_scope_never_exceeds_the_creator(cluster, login):
     limited = login("editor", username="team-a-editor", namespaces=["team-a"])
-    assert create_link(limited, namespace="")[0].status_code == 403        # all namespaces
+    r, token = create_link(limited, namespace="")   # "All namespaces": theirs (issue 41, item 11)
+    assert r.status_code == 200 and link_row(token).scope_namespaces() == ("team-a",)
     assert create_link(limited, namespace="team-b")[0].status_code == 403
     assert create_link(limited, namespace="team-a")[0].status_code == 200
     assert create_link(login("admin"), labelSelector="app in (")[0].status_code == 400
@@ -452,3 +453,72 @@ async def test_websocket_messages_write_nothing(async_link):
     # socket, and nothing was written.
     assert await _close_code(comm, timeout=5) == 4008
     assert await sync_to_async(current_rv)() == before
+
+
+# ---------------------------------------------------------------------------------------------
+# A namespace-limited editor sharing "All namespaces" shares their namespaces (issue 41, item 11)
+
+
+@pytest.fixture
+def two_ns_link(cluster, login):
+    """A link made by an editor limited to team-a and team-b on the all-namespaces Leases list
+    (no selector), with a lease in team-c that neither may see."""
+    put("Lease", lease("web-c", holder="hidden-c-holder", ns="team-c"))
+    editor = login("editor", username="ab-editor", namespaces=["team-a", "team-b"])
+    page = editor.get("/leases/").content.decode()
+    assert 'href="/share/new/?kind=Lease"' in page     # "Share this view" on All namespaces
+    form = editor.get("/share/new/?kind=Lease").content.decode()
+    assert "Leases in namespaces team-a, team-b" in form
+    r, token = create_link(editor, namespace="", labelSelector="", label="a and b")
+    assert r.status_code == 200 and token
+    row = link_row(token)
+    assert (row.namespace, row.namespaces, row.scope_namespaces()) == ("", ["team-a", "team-b"], ("team-a", "team-b"))
+    c = Client()
+    assert c.get(f"/s/{token}/")["Location"] == "/leases/"
+    return editor, token, c
+
+
+def test_limited_editors_all_namespaces_link_shows_only_their_namespaces(two_ns_link, login):
+    editor, token, c = two_ns_link
+    html = c.get("/leases/").content.decode()
+    assert "web-1" in html and "db-1" in html and "web-b" in html
+    assert "web-c" not in html and "hidden-c-holder" not in html
+    assert c.get("/leases/?namespace=team-b").status_code == 200
+    assert c.get("/leases/?namespace=team-c").status_code == 403
+    assert c.get("/leases/team-b/web-b/").status_code == 200
+    assert c.get("/leases/team-c/web-c/").status_code in (403, 404)
+    assert c.get("/jobs/").status_code == 403   # still the one kind
+    # The list of links says what it shares.
+    assert "Leases in namespaces team-a, team-b" in editor.get("/share/").content.decode()
+    # The creator loses team-b: the link never shows more than its creator may see, so it stops.
+    from dashboard.access.models import Profile
+    profile = Profile.objects.get(user__username="ab-editor")
+    profile.namespaces = ["team-a"]
+    profile.save()
+    assert c.get("/leases/").status_code == 410
+
+
+def test_a_viewer_is_not_offered_share_nor_told_to_use_it(cluster, login):
+    viewer = login("viewer")
+    assert "Share this view" not in viewer.get("/leases/").content.decode()
+    assert "Share this view" not in viewer.get("/share/").content.decode()
+    limited = login("viewer", username="a-viewer", namespaces=["team-a"])
+    assert "Share this view" not in limited.get("/leases/").content.decode()
+    assert create_link(limited, namespace="")[0].status_code == 403
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_limited_editors_all_namespaces_link_pushes_only_their_namespaces(two_ns_link):
+    _, _, c = two_ns_link
+    rv = await sync_to_async(current_rv)()
+    comm, ok, _ = await open_socket(c, f"view=leases&rv={rv}")
+    assert ok
+    await sync_to_async(patch_holder)("web-c", "pushed-c", ns="team-c")
+    await sync_to_async(patch_holder)("web-b", "pushed-b", ns="team-b")   # later: pushed after any c push
+    html = "".join(await pushed_until(comm, "pushed-b"))
+    assert "pushed-c" not in html and "web-c" not in html
+    await comm.disconnect()
+    for query in ("view=leases&namespace=team-c", "view=lease&namespace=team-c&name=web-c"):
+        comm, ok, code = await open_socket(c, query)
+        assert not ok and code == 4403, query
