@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from chromium import WAIT_MS, api, dom, held_lease, jobs_path, leases_path, open_live, signed_in_page
-from manifests import job
+from chromium import WAIT_MS, api, axe_violations, dom, endpoints_path, held_lease, jobs_path, leases_path, open_live, signed_in_page
+from manifests import endpoints, job
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def viewer_page(chromium, kube_server):
 @pytest.fixture
 def clip_page(chromium, session_state):
     """A signed-in admin's page at 1440 px that may read the clipboard."""
-    yield from signed_in_page(chromium, session_state, width=1440,
+    yield from signed_in_page(chromium, session_state, width=1440, bypass_csp=True,
                               permissions=["clipboard-read", "clipboard-write"])
 
 
@@ -119,6 +119,15 @@ def test_x_selects_rows_and_the_bulk_bar_stays_on_screen(clip_page, kube_server,
     row = page.locator(dom("lease", ns, "s26")).bounding_box()
     assert row["y"] >= box["y"] + box["height"] - 1, (row, box)
     page.screenshot(path="/tmp/kubedash-bulk-sticky.png")
+    # The Endpoints list's cards take the same keys.
+    api(kube_server, "POST", endpoints_path(ns), endpoints(name="web", ns=ns))
+    open_live(page, f"{kube_server.http_url}/endpoints/?namespace={ns}")
+    page.keyboard.press("j")
+    page.keyboard.press("x")
+    expect(page.locator(dom("endpoints", ns, "web") + " input[data-bulk-row]")).to_be_checked()
+    expect(bar).to_contain_text("1 selected")
+    page.keyboard.press("e")
+    page.wait_for_url(f"{kube_server.http_url}/endpoints/{ns}/web/edit/")
 
 
 def test_a_viewer_has_y_only(viewer_page, kube_server, ns):
@@ -205,6 +214,7 @@ def test_copy_buttons_on_list_rows_survive_live_pushes(clip_page, kube_server, n
     expect(page.locator("#copy-status")).to_have_text("Copied cp")
     assert page.evaluate("navigator.clipboard.readText()") == "cp"
     expect(name_button).to_have_text("Copy")      # (for a moment)
+    assert axe_violations(page) == []             # (the buttons shown: the row has the focus)
     # A live push re-renders the row: its buttons still copy.
     api(kube_server, "PATCH", leases_path(ns, "cp"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
     expect(row.locator(".holder")).to_have_text("node-b")
