@@ -249,6 +249,43 @@
       copied(button, document.execCommand("copy"));
     }
   });
+  // A list row's copy buttons (templates/web/_copy_row.html) carry their text: the button says
+  // "Copied" for a moment, and the list's #copy-status tells a screen reader what was copied.
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button[data-copy-text]");
+    if (!button) return;
+    var text = button.dataset.copyText, status = document.getElementById("copy-status");
+    function done(ok) {
+      if (!ok) { window.prompt("Copy:", text); return; }
+      button.dataset.copied = "1";
+      if (!button.dataset.label) button.dataset.label = button.textContent;
+      setText(button, "Copied");
+      setText(status, "Copied " + text);
+      clearTimeout(button.copiedTimer);
+      button.copiedTimer = setTimeout(function () {
+        delete button.dataset.copied;
+        setText(button, button.dataset.label);
+      }, 2000);
+    }
+    function fallback() {     // (no async clipboard: not a secure context, or refused)
+      var area = document.createElement("textarea");
+      area.value = text;
+      area.setAttribute("readonly", "");
+      area.className = "vh";
+      document.body.appendChild(area);
+      area.select();
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (err) { ok = false; }
+      area.remove();
+      button.focus();
+      done(ok);
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done(true); }, fallback);
+    } else {
+      fallback();
+    }
+  });
   document.addEventListener("focusin", function (e) {
     if (e.target.matches && e.target.matches("input[data-select-all]")) e.target.select();
   });
@@ -321,7 +358,8 @@
   // links carry their letter in data-go). Never while typing in a field, never with Ctrl/Alt/⌘.
   var goPending = 0, focusedRowId = "";
   function typing(el) {
-    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName) ||
+    var clicked = el && el.tagName === "INPUT" && /^(checkbox|radio|button|submit|reset)$/.test(el.type);
+    return el && !clicked && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName) ||
                   (el.closest && el.closest("dialog[open]:not(#shortcuts)")));
   }
   function rows() {
@@ -370,8 +408,56 @@
       if (open) { e.preventDefault(); open.click(); }
     } else if (key === "g") {
       goPending = Date.now();
+    } else if (key === "e" || key === "y" || key === "d" || key === "x") {
+      if (objectKey(key)) e.preventDefault();
+    } else if (key === "<" || key === ">" || key === "-") {
+      if (sortKey(key)) e.preventDefault();
     }
   });
+  // The object keys (issue 41): e edit, y YAML, d delete (its confirmation page), x select. On a
+  // detail page they follow the toolbar's links (a[data-key]: only there for those who may
+  // edit; "y" without them shows the YAML panel); on a list, the focused row's object, and only
+  // in a list the user may change (its rows sit in the bulk form: templates/web/_list_base.html).
+  var ROW_PAGES = {e: "edit/", y: "yaml/", d: "delete/"};
+  function currentRow() {
+    var el = document.activeElement, row = el && el.closest && el.closest("#items > *");
+    return row || (focusedRowId && document.getElementById(focusedRowId)) || null;
+  }
+  function objectKey(key) {
+    var link = document.querySelector('#edit-toolbar a[data-key="' + key + '"][href]');
+    if (link) { location.href = link.href; return true; }
+    var row = currentRow(), box = row && row.querySelector("input[data-bulk-row]");
+    if (!box) {
+      var yaml = key === "y" && !document.getElementById("items") && document.getElementById("object-yaml");
+      if (yaml) { yaml.scrollIntoView({block: "start"}); yaml.focus({preventScroll: true}); return true; }
+      return false;
+    }
+    var mayEdit = !!row.closest("form.bulk-form");
+    if (key === "x") {
+      if (!mayEdit) return false;
+      box.click();      // (the bulk code below counts it and shows the bar)
+      return true;
+    }
+    var open = row.querySelector("a[href]");
+    if (!open) return false;
+    var url = new URL(open.href);
+    if (mayEdit) url.pathname += ROW_PAGES[key];
+    else if (key === "y") url.hash = "object-yaml";
+    else return false;
+    location.href = url.href;
+    return true;
+  }
+  // Sort keys: > and < the next and previous sort column, - the other order; through the list's
+  // own "Sort by" menu (#f-sort: each column's ascending and descending options in pairs), so the
+  // new order is the view's canonical address, as if chosen there.
+  function sortKey(key) {
+    var select = document.getElementById("f-sort");
+    if (!select || !select.options.length) return false;
+    var at = Math.max(0, select.selectedIndex), n = select.options.length;
+    select.selectedIndex = key === "-" ? Math.min(n - 1, at ^ 1) : (at + (key === ">" ? 2 : n - 2)) % n;
+    select.dispatchEvent(new Event("change", {bubbles: true}));
+    return true;
+  }
   document.addEventListener("click", function (e) {
     var close = e.target.closest && e.target.closest("[data-close-dialog]");
     if (close) close.closest("dialog").close();
