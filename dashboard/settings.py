@@ -274,6 +274,35 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
+
+# Sign-in with OpenID Connect (dashboard/access/oidc.py; docs/OPERATIONS.md "Signing in with your
+# identity provider"): on when KUBEDASH_OIDC_ISSUER is set.
+def _oidc_settings() -> dict | None:
+    issuer = os.environ.get("KUBEDASH_OIDC_ISSUER", "").strip().rstrip("/")
+    if not issuer:
+        return None
+    secret = os.environ.get("KUBEDASH_OIDC_CLIENT_SECRET", "")
+    secret_file = os.environ.get("KUBEDASH_OIDC_CLIENT_SECRET_FILE", "").strip()
+    if secret_file:
+        secret = Path(secret_file).read_text().strip()
+    return {
+        "issuer": issuer,
+        "client_id": os.environ.get("KUBEDASH_OIDC_CLIENT_ID", "kubedash"),
+        "client_secret": secret,
+        "ca_file": os.environ.get("KUBEDASH_OIDC_CA_FILE", "").strip() or None,
+        "scopes": os.environ.get("KUBEDASH_OIDC_SCOPES", "openid profile email groups").split(),
+        "username_claim": os.environ.get("KUBEDASH_OIDC_USERNAME_CLAIM", "email"),
+        "groups_claim": os.environ.get("KUBEDASH_OIDC_GROUPS_CLAIM", "groups"),
+        "name": os.environ.get("KUBEDASH_OIDC_NAME", "your identity provider"),
+    }
+
+
+KUBEDASH_OIDC = _oidc_settings()
+# KUBEDASH_LOCAL_LOGIN=0: no username/password form (only the identity provider signs people in).
+KUBEDASH_LOCAL_LOGIN = _env_bool("KUBEDASH_LOCAL_LOGIN", True)
+# Whom a person without access is told to ask (the no-access page); unset: the unlimited admins.
+KUBEDASH_ACCESS_CONTACT = os.environ.get("KUBEDASH_ACCESS_CONTACT", "").strip()
+
 # Kubernetes API limits.
 KUBEDASH_MAX_BODY_BYTES = 3 * 1024 * 1024          # kube-apiserver's default request body limit
 DATA_UPLOAD_MAX_MEMORY_SIZE = KUBEDASH_MAX_BODY_BYTES + 1024

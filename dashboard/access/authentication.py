@@ -83,7 +83,7 @@ def _token_tables() -> dict:
 @functools.cache
 def _token_sql() -> str:
     return ("SELECT t.id, t.last_used, u.{username}, u.is_superuser, p.role, p.namespaces, u.id, t.expires, "
-            f"p.clusters, t.may_impersonate, {_fingerprint} " + _TOKEN_FROM).format(**_token_tables())
+            f"p.clusters, t.may_impersonate, p.groups, {_fingerprint} " + _TOKEN_FROM).format(**_token_tables())
 
 
 @functools.cache
@@ -127,7 +127,7 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
         _recent.pop(token_hash, None)
         return None
     token_id, last_used, username, is_superuser, role, namespaces, user_id, expires, clusters, may_impersonate, \
-        fingerprint = hit
+        groups, fingerprint = hit
     last_used, expires = _aware(last_used), _aware(expires)
     if isinstance(namespaces, str):
         namespaces = orjson.loads(namespaces)
@@ -135,8 +135,16 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
         clusters = orjson.loads(clusters)
     if role is None:
         role = Role.ADMIN if is_superuser else Role.VIEWER
-    principal = Principal(username, role, tuple(namespaces or ()), clusters=tuple(clusters or ()), user_id=user_id)
+    if isinstance(groups, str):
+        groups = orjson.loads(groups)
     row = TokenRow(token_id, last_used, user_id, expires, bool(may_impersonate))
+    if groups:
+        # An identity provider's user: the union of the grant and the group bindings
+        # (principal_for), looked up on every request, never remembered (its bindings are not
+        # in the fingerprint).
+        user = get_user_model().objects.select_related("kube_profile").get(pk=user_id)
+        return principal_for(user), row
+    principal = Principal(username, role, tuple(namespaces or ()), clusters=tuple(clusters or ()), user_id=user_id)
     if fingerprint is not None:
         if len(_recent) >= RECENT_TOKENS:
             _recent.clear()

@@ -152,8 +152,11 @@ def viewer_required(view):
     """login_required for the pages a share link may show: a share session counts as a viewer."""
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if getattr(request, "share_link", None) is None and not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
+        if getattr(request, "share_link", None) is None:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not principal_for(request.user).role:   # signed in, no right at all: say whom to ask
+                return HttpResponseRedirect("/accounts/no-access/")
         return view(request, *args, **kwargs)
     return wrapper
 

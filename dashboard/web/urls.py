@@ -4,7 +4,7 @@ the write pages, a list and a detail page for every registered kind and a list f
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import bulk_views, history_views, kinds, views
+from . import bulk_views, history_views, kinds, oidc_views, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -26,7 +26,9 @@ for web in kinds.registered():
 urlpatterns += [path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural)
                 for web in kinds.feeds()]   # read-only lists: no detail pages
 urlpatterns += [
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html",
-                                                         redirect_authenticated_user=True), name="login"),
+    path("accounts/login/", oidc_views.LoginView.as_view(), name="login"),
+    path("accounts/oidc/login/", oidc_views.oidc_login, name="oidc_login"),
+    path("accounts/oidc/callback/", oidc_views.oidc_callback, name="oidc_callback"),
+    path("accounts/no-access/", oidc_views.no_access, name="no_access"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
 ]
