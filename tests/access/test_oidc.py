@@ -160,3 +160,73 @@ def test_local_login_hidden_and_refused(tmp_path, provider):
         resp = conn.getresponse()
         resp.read()
         assert resp.status in (403, 405)
+
+
+def token_for(server, username: str) -> str:
+    """A kubedash API token of an existing user, its rights left as they are."""
+    out = server.manage("shell", "-c", (
+        "from django.contrib.auth import get_user_model\n"
+        "from dashboard.access.tokens import create_token\n"
+        f"print(create_token(get_user_model().objects.get(username={username!r}), 'test'))\n"))
+    return out.strip().splitlines()[-1]
+
+
+def test_whoami_says_where_each_right_comes_from(chromium, oidc_server, tmp_path):
+    import json
+    import subprocess
+
+    from conftest import require_kubectl
+
+    ctx, page = sign_in(chromium, oidc_server, "bob")
+    try:
+        page.goto(oidc_server.http_url + "/accounts/whoami/")
+        rights = page.locator("#rights").inner_text()
+        assert "editor in team-a (group team-a)" in rights and "viewer in shared (group everyone)" in rights
+    finally:
+        ctx.close()
+    kubectl = require_kubectl()
+    token = token_for(oidc_server, "bob@example.test")
+    out = subprocess.run([kubectl, "--server", oidc_server.https_url, "--certificate-authority", oidc_server.ca_file,
+                          "--token", token, "auth", "whoami", "-o", "json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)["status"]["userInfo"]
+    assert info["username"] == "bob@example.test"
+    assert {"team-a", "everyone"} <= set(info["groups"])
+    assert info["extra"]["kubedash.io/rights"] == ["viewer in shared (group everyone)", "editor in team-a (group team-a)"]
+    # the same token: the union holds on the API too
+    assert oidc_server.request("GET", "/apis/coordination.k8s.io/v1/namespaces/team-a/leases", token=token)[0] == 200
+    assert oidc_server.request("GET", "/apis/coordination.k8s.io/v1/namespaces/other/leases", token=token)[0] == 403
+
+
+def test_group_bindings_page_for_admins_only(chromium, oidc_server):
+    ctx, page = sign_in(chromium, oidc_server, "alice", "/people/groups/")
+    try:
+        page.wait_for_selector("#group-bindings")
+        page.fill("#binding-group", "auditors")
+        page.select_option("#binding-role", "viewer")
+        page.fill("#binding-namespaces", "audit, shared")
+        page.click("form[aria-label='Bind a group'] button[type=submit]")
+        row = page.locator("#group-bindings tr", has_text="auditors")
+        assert "audit, shared" in row.inner_text()
+        page.screenshot(path=str(oidc_server.data_dir / "groups.png"), full_page=True)
+        assert "auditors\tviewer in namespaces audit, shared" in oidc_server.manage("group", "list")
+        row.locator("button", has_text="Unbind").click()
+        page.wait_for_selector("#group-bindings tr:has-text('platform')")
+        assert page.locator("#group-bindings tr", has_text="auditors").count() == 0
+    finally:
+        ctx.close()
+    ctx, page = sign_in(chromium, oidc_server, "bob", "/people/groups/")
+    try:
+        assert "Only an admin" in page.content()
+        assert page.locator("#group-bindings").count() == 0
+    finally:
+        ctx.close()
+
+
+def test_group_command(oidc_server):
+    out = oidc_server.manage("group", "bind", "ops", "--role", "editor", "--namespace", "b", "--namespace", "a",
+                             "--cluster", "prod")
+    assert out.strip() == "group ops: editor in namespaces a, b; clusters prod"
+    assert "ops\teditor in namespaces a, b; clusters prod" in oidc_server.manage("group", "list")
+    assert oidc_server.manage("group", "unbind", "ops").strip() == "group ops: unbound"
+    assert "ops\t" not in oidc_server.manage("group", "list")
