@@ -106,3 +106,14 @@ class GroupBinding(models.Model):
 
     class Meta:
         ordering = ["group"]
+
+
+class OidcSession(models.Model):
+    """A browser session signed in through the identity provider, by the provider's session id
+    (`sid`) and subject: what a back-channel logout names (access/oidc.py end_sessions)."""
+
+    session_key = models.CharField(max_length=40, primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_sessions")
+    sid = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    subject = models.CharField(max_length=512, db_index=True)
+    created = models.DateTimeField(auto_now_add=True)

@@ -9,10 +9,11 @@ from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.access import oidc
 from dashboard.access.models import Profile, Role
@@ -59,7 +60,8 @@ def oidc_login(request):
                       "not configured here."}, status=404)
     request.session[NEXT_KEY] = safe_next(request, request.GET.get("next"))
     try:
-        return oidc.client().authorize_redirect(request, request.build_absolute_uri(CALLBACK_PATH))
+        return oidc.client().authorize_redirect(request, request.build_absolute_uri(CALLBACK_PATH),
+                                                **oidc.config()["auth_params"])
     except Exception as exc:   # the issuer unreachable, its discovery document unreadable
         log.warning("OpenID sign-in could not start: %s", exc)
         return render(request, "registration/oidc_error.html",
@@ -90,7 +92,10 @@ def oidc_callback(request):
         return render(request, "registration/oidc_error.html",
                       {"message": "Your kubedash account is deactivated."}, status=403)
     auth.login(request, user, backend=oidc.BACKEND)   # (a new session key: no fixation)
-    request.session[oidc.SESSION_TOKENS] = oidc.session_tokens(token, claims)
+    tokens = oidc.session_tokens(token, claims)
+    request.session[oidc.SESSION_TOKENS] = tokens
+    request.session.save()   # (its key now, for the back-channel logout's index)
+    oidc.remember_session(request.session, user, tokens)
     if not principal_for(user).role:
         return HttpResponseRedirect("/accounts/no-access/")
     return HttpResponseRedirect(next_url)
@@ -114,3 +119,46 @@ def no_access(request):
     return render(request, "registration/no_access.html",
                   {"username": principal.username, "groups": principal.idp_groups, "contacts": access_contacts()},
                   status=403)
+
+
+class LogoutView(auth_views.LogoutView):
+    """Sign out of kubedash (every session of the person: signals.sign_out_everywhere) and, for a
+    sign-in through the identity provider, of the provider too (RP-initiated logout: off to its
+    end_session_endpoint, which comes back to the login page)."""
+
+    next_page = "/accounts/login/"
+
+    def post(self, request, *args, **kwargs):
+        tokens = request.session.get(oidc.SESSION_TOKENS)
+        response = super().post(request, *args, **kwargs)
+        url = oidc.end_session_url(tokens, request.build_absolute_uri(settings.LOGIN_URL))
+        if not url:
+            return response
+        # A page that goes on to the provider, not a redirect: the pages' CSP (form-action 'self')
+        # stops a form's POST from being redirected to another origin.
+        return render(request, "registration/provider_logout.html", {"url": url, **login_context()})
+
+
+def signed_out(request):
+    """Where a session whose sign-in could not be refreshed lands (sessions.EXPIRED_PAGE)."""
+    return render(request, "registration/signed_out.html", login_context())
+
+
+@csrf_exempt
+@require_POST
+def backchannel_logout(request):
+    """The provider's back-channel logout (OpenID Connect Back-Channel Logout 1.0): a signed
+    logout token naming a sid or sub; every kubedash session of it ends, sockets included."""
+    if not oidc.enabled():
+        return HttpResponse(status=404)
+    raw = request.POST.get("logout_token", "")
+    try:
+        claims = oidc.verify_logout_token(raw)
+    except oidc.LogoutTokenRefused as exc:
+        log.info("back-channel logout refused: %s", exc)
+        return JsonResponse({"error": "invalid_request", "error_description": str(exc)}, status=400)
+    ended = oidc.end_sessions(claims)
+    log.info("back-channel logout: %d session(s) ended", ended)
+    response = HttpResponse(status=200)
+    response["Cache-Control"] = "no-store"
+    return response

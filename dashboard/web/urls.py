@@ -1,7 +1,6 @@
 """The pages (included at the root by dashboard/urls.py, after the API paths): the overview,
 the write pages, a list and a detail page for every registered kind and a list for every feed
 (web.kinds)."""
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import bulk_views, history_views, kinds, oidc_views, views
@@ -30,5 +29,7 @@ urlpatterns += [
     path("accounts/oidc/login/", oidc_views.oidc_login, name="oidc_login"),
     path("accounts/oidc/callback/", oidc_views.oidc_callback, name="oidc_callback"),
     path("accounts/no-access/", oidc_views.no_access, name="no_access"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
+    path("accounts/logout/", oidc_views.LogoutView.as_view(), name="logout"),
+    path("accounts/signed-out/", oidc_views.signed_out, name="signed_out"),
+    path("accounts/oidc/backchannel-logout/", oidc_views.backchannel_logout, name="oidc_backchannel_logout"),
 ]

@@ -53,10 +53,21 @@ const provider = new Provider(issuer, {
     Interaction: 3600,
   },
   pkce: { required: () => true },
+  // Its outgoing requests (the back-channel logout POST) refuse special-use addresses against
+  // SSRF; the kubedash under test is on 127.0.0.1.
+  fetch: (url, options) => {
+    delete options.dispatcher;
+    return globalThis.fetch(url, options);
+  },
   cookies: { keys: ['kubedash-test-provider'] },
 });
-// Logout of an unknown session etc. are the RP's business; keep the test log quiet.
 provider.on('server_error', (ctx, err) => console.error('server_error', err));
+// What the tests count: each token grant (a refresh once per session, however many tabs) and
+// each back-channel logout sent.
+provider.on('grant.success', (ctx) => console.log(`grant ${ctx.oidc.params.grant_type}`));
+provider.on('grant.error', (ctx, err) => console.log(`grant-error ${ctx.oidc.params.grant_type} ${err.message}`));
+provider.on('backchannel.success', (ctx, client, accountId, sid) => console.log(`backchannel ${accountId} ${sid}`));
+provider.on('backchannel.error', (ctx, err) => console.log(`backchannel-error ${err.message} ${err.cause || ''}`));
 
 const server = https.createServer({
   cert: fs.readFileSync(config.cert), key: fs.readFileSync(config.key),
