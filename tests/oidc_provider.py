@@ -7,6 +7,7 @@ someone's groups (or removes them) with `set_person` / `remove_person` while the
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import socket
@@ -14,6 +15,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -127,4 +129,83 @@ class OidcProvider:
         return {"KUBEDASH_OIDC_ISSUER": self.issuer, "KUBEDASH_OIDC_CLIENT_ID": self.client_id,
                 "KUBEDASH_OIDC_CLIENT_SECRET": self.client_secret, "KUBEDASH_OIDC_CA_FILE": self.ca_file,
                 "KUBEDASH_OIDC_SCOPES": "openid profile email groups offline_access",
-                "KUBEDASH_OIDC_NAME": "Test Provider", **extra}
+                "KUBEDASH_OIDC_NAME": "Test Provider",
+                # (oidc-provider grants offline_access, a refresh token, only with prompt=consent,
+                # as OpenID Connect Core 11 says)
+                "KUBEDASH_OIDC_AUTH_PARAMS": "prompt=consent", **extra}
+
+
+BINDINGS = (("platform", ["--role", "admin"]), ("team-a", ["--role", "editor", "--namespace", "team-a"]),
+            ("everyone", ["--role", "viewer", "--namespace", "shared"]))
+
+
+@contextmanager
+def oidc_served(tmp_path_factory, access_token_ttl: int = 3600, env_for=None, **env: str):
+    """A provider and a kubedash server signing in through it (BINDINGS bound): (provider, server).
+    `env_for(provider, data_dir)`: more of the server's environment, made once the provider is known."""
+    from conftest import LiveServer, migrate, running, server_env
+
+    data = tmp_path_factory.mktemp("oidc-kubedash")
+    server = LiveServer(data, label="oidc-server")
+    provider = OidcProvider(tmp_path_factory.mktemp("oidc-provider"), redirect_base=server.http_url,
+                            access_token_ttl=access_token_ttl)
+    provider.start()
+    try:
+        server.env = server_env(data, **provider.kubedash_env(**env, **(env_for(provider, data) if env_for else {})))
+        migrate(server.env)
+        for group, args in BINDINGS:
+            server.manage("group", "bind", group, *args)
+        with running(server):
+            yield provider, server
+    finally:
+        provider.stop()
+
+
+def sign_in(chromium, server, login: str, next_path: str = "/", context=None):
+    """A browser context (fresh, or `context`) signed in as `login` through the provider's own
+    login and consent pages: (context, page)."""
+    from playwright.sync_api import expect
+
+    from chromium import TRACK_SOCKETS, WAIT_MS
+
+    expect.set_options(timeout=WAIT_MS)
+    # (the browser does not know the provider's test CA; kubedash itself checks it: KUBEDASH_OIDC_CA_FILE)
+    ctx = context or chromium.new_context(ignore_https_errors=True)
+    ctx.add_init_script(TRACK_SOCKETS)
+    page = ctx.new_page()
+    page.goto(server.http_url + "/accounts/login/?next=" + next_path)
+    page.click("#oidc-sign-in")
+    page.wait_for_selector("input[name=login]")        # the provider's own login page
+    page.fill("input[name=login]", login)
+    page.fill("input[name=password]", "any")
+    page.click("button[type=submit]")
+    page.wait_for_selector("button[type=submit]")      # its consent page
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(re.escape(server.http_url) + r"/.*"))
+    return ctx, page
+
+
+def count(provider: OidcProvider, line: str) -> int:
+    """How many times the provider logged `line` (provider.mjs: grants, back-channel logouts)."""
+    return sum(1 for x in provider.log().splitlines() if x.startswith(line))
+
+
+def session_tokens(server, ctx) -> dict:
+    """The tokens kubedash keeps in this browser context's session (server-side only)."""
+    key = next(c["value"] for c in ctx.cookies() if c["name"] == "sessionid")
+    out = server.manage("shell", "-c", (
+        "import json\nfrom django.contrib.sessions.backends.db import SessionStore\n"
+        f"print(json.dumps(SessionStore({key!r}).get('kubedash_oidc')))\n"))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def authentication_config(provider: OidcProvider, audiences=("kubedash",), **extra) -> str:
+    """kube's AuthenticationConfiguration for this provider (YAML)."""
+    import yaml
+
+    issuer = {"url": provider.issuer, "audiences": list(audiences),
+              "certificateAuthority": Path(provider.ca_file).read_text()}
+    entry = {"issuer": issuer, "claimMappings": {"username": {"claim": "email", "prefix": ""},
+                                                 "groups": {"claim": "groups", "prefix": ""}}, **extra}
+    return yaml.safe_dump({"apiVersion": "apiserver.config.k8s.io/v1beta1", "kind": "AuthenticationConfiguration",
+                           "jwt": [entry]})

@@ -16,6 +16,7 @@ from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from . import jwt_authn
 from .models import ApiToken, Profile, Role, hash_token
 from .principals import Principal, principal_for
 
@@ -165,6 +166,19 @@ def _db_time(value):
     return ApiToken._meta.get_field("expires").get_db_prep_value(value, connection)
 
 
+def bearer_principal(token: str):
+    """(Principal, row) for a bearer token: an identity provider's JWT when
+    KUBEDASH_AUTHENTICATION_CONFIG names its issuer (access/jwt_authn.py), else a kubedash
+    token; None when neither accepts it."""
+    if jwt_authn.issuers() and jwt_authn.looks_like_jwt(token):
+        try:
+            return jwt_authn.principal(token)
+        except jwt_authn.TokenRefused as exc:
+            log.info("bearer JWT refused: %s", exc)
+            return None
+    return token_principal(hash_token(token))
+
+
 class BearerTokenAuthentication(BaseAuthentication):
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION", "")
@@ -173,11 +187,12 @@ class BearerTokenAuthentication(BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        found = token_principal(hash_token(token.strip()))
+        found = bearer_principal(token.strip())
         if found is None:
             raise AuthenticationFailed("Unauthorized")   # the API answers it with a 401 Status
         principal, row = found
-        touch_last_used(ApiToken, row)
+        if isinstance(row, TokenRow):
+            touch_last_used(ApiToken, row)
         return principal, row
 
     def authenticate_header(self, request):

@@ -6,34 +6,20 @@ any binding on a page that says whom to ask; the local form hidden with KUBEDASH
 from __future__ import annotations
 
 import http.client
-import re
 from urllib.parse import urlsplit
 
 import pytest
 
-from chromium import WAIT_MS
 from conftest import LiveServer, migrate, running, server_env
-from oidc_provider import OidcProvider
+from oidc_provider import oidc_served, sign_in
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def provider_and_server(tmp_path_factory):
-    data = tmp_path_factory.mktemp("oidc-kubedash")
-    server = LiveServer(data, label="oidc-server")
-    provider = OidcProvider(tmp_path_factory.mktemp("oidc-provider"), redirect_base=server.http_url)
-    provider.start()
-    try:
-        server.env = server_env(data, **provider.kubedash_env())
-        migrate(server.env)
-        for group, args in (("platform", ["--role", "admin"]), ("team-a", ["--role", "editor", "--namespace", "team-a"]),
-                            ("everyone", ["--role", "viewer", "--namespace", "shared"])):
-            server.manage("group", "bind", group, *args)
-        with running(server):
-            yield provider, server
-    finally:
-        provider.stop()
+    with oidc_served(tmp_path_factory) as pair:
+        yield pair
 
 
 @pytest.fixture
@@ -44,26 +30,6 @@ def oidc_server(provider_and_server):
 @pytest.fixture
 def provider(provider_and_server):
     return provider_and_server[0]
-
-
-def sign_in(chromium, server, login: str, next_path: str = "/"):
-    """A fresh browser context signed in as `login` through the provider's own pages."""
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT_MS)
-    # (the browser does not know the provider's test CA; kubedash itself checks it: KUBEDASH_OIDC_CA_FILE)
-    ctx = chromium.new_context(ignore_https_errors=True)
-    page = ctx.new_page()
-    page.goto(server.http_url + "/accounts/login/?next=" + next_path)
-    page.click("#oidc-sign-in")
-    page.wait_for_selector("input[name=login]")        # the provider's own login page
-    page.fill("input[name=login]", login)
-    page.fill("input[name=password]", "any")
-    page.click("button[type=submit]")
-    page.wait_for_selector("button[type=submit]")      # its consent page
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(re.escape(server.http_url) + r"/.*"))
-    return ctx, page
 
 
 def test_login_page_offers_the_provider_beside_the_local_form(oidc_server):
