@@ -161,9 +161,10 @@ def oidc_served(tmp_path_factory, access_token_ttl: int = 3600, env_for=None, **
         provider.stop()
 
 
-def sign_in(chromium, server, login: str, next_path: str = "/", context=None):
+def sign_in(chromium, server, login: str, next_path: str = "/", context=None, login_page_shot: str = ""):
     """A browser context (fresh, or `context`) signed in as `login` through the provider's own
-    login and consent pages: (context, page)."""
+    login and consent pages: (context, page). `login_page_shot`: a screenshot of kubedash's
+    login page on the way."""
     from playwright.sync_api import expect
 
     from chromium import TRACK_SOCKETS, WAIT_MS
@@ -174,6 +175,8 @@ def sign_in(chromium, server, login: str, next_path: str = "/", context=None):
     ctx.add_init_script(TRACK_SOCKETS)
     page = ctx.new_page()
     page.goto(server.http_url + "/accounts/login/?next=" + next_path)
+    if login_page_shot:
+        page.screenshot(path=login_page_shot)
     page.click("#oidc-sign-in")
     page.wait_for_selector("input[name=login]")        # the provider's own login page
     page.fill("input[name=login]", login)

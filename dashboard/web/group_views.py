@@ -7,7 +7,7 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard.access.bindings import bind, unbind
 from dashboard.access.models import GroupBinding, Profile, Role
@@ -71,6 +71,7 @@ def group_unbind(request, binding_id: int):
 
 
 @user_required
+@require_GET
 def whoami(request):
     principal = principal_for(request.user)
     ctx = base_context(request, principal, "whoami")

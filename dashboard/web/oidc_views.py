@@ -110,6 +110,7 @@ def access_contacts() -> list[str]:
     return [p.user.email or p.user.get_username() for p in admins]
 
 
+@require_GET
 @login_required
 def no_access(request):
     """Signed in, but neither a group binding nor a grant of one's own gives any right."""
@@ -139,6 +140,7 @@ class LogoutView(auth_views.LogoutView):
         return render(request, "registration/provider_logout.html", {"url": url, **login_context()})
 
 
+@require_GET
 def signed_out(request):
     """Where a session whose sign-in could not be refreshed lands (sessions.EXPIRED_PAGE)."""
     return render(request, "registration/signed_out.html", login_context())

@@ -55,7 +55,7 @@ def test_sign_in_starts_the_code_flow_with_pkce_state_and_nonce(oidc_server, pro
 
 
 def test_admin_group_signs_in_as_admin(chromium, oidc_server):
-    ctx, page = sign_in(chromium, oidc_server, "alice")
+    ctx, page = sign_in(chromium, oidc_server, "alice", login_page_shot=str(oidc_server.data_dir / "login.png"))
     try:
         assert page.url.rstrip("/") == oidc_server.http_url
         who = page.locator(".who").inner_text()
