@@ -35,12 +35,13 @@ import yaml
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 from joserfc import jwt
 from joserfc.errors import InvalidKeyIdError, JoseError
 from joserfc.jwk import KeySet
 from joserfc.jws import JWSRegistry
 
-from .models import GroupBinding
+from .models import GroupBinding, Profile
 from .principals import Grant, widest
 
 log = logging.getLogger(__name__)
@@ -260,22 +261,45 @@ def identity(token: str) -> Identity:
     return ident
 
 
+@functools.cache
+def _rights_sql(groups: int) -> str:
+    """One plain query (as authentication.token_principal: the ORM's query building would cost
+    more than the rest of the request): the grant of a user of that name, and the bindings of
+    `groups` groups."""
+    user_model = get_user_model()
+    t = {"user": user_model._meta.db_table, "profile": Profile._meta.db_table,
+         "binding": GroupBinding._meta.db_table, "username": user_model.USERNAME_FIELD}
+    sql = ("SELECT p.role, p.namespaces, p.clusters, '', u.id FROM {user} u LEFT JOIN {profile} p ON p.user_id = u.id "
+           "WHERE u.{username} = %s AND u.is_active = %s").format(**t)
+    if groups:
+        sql += (" UNION ALL SELECT b.role, b.namespaces, b.clusters, b.{g}, NULL FROM {binding} b WHERE b.{g} IN ("
+                .format(g=connection.ops.quote_name("group"), **t) + ", ".join(["%s"] * groups) + ")")
+    return sql
+
+
+def _limits(value) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = json.loads(value)
+    return tuple(value or ())
+
+
 def principal(token: str):
     """(Principal, JwtRow) for a JWT, or TokenRefused. Rights: the bindings of its groups, and
-    the grant of a kubedash user of the same name (if there is one)."""
+    the grant of a kubedash user of the same name (if there is one): one query."""
     ident = identity(token)
-    User = get_user_model()
-    user = User.objects.filter(**{User.USERNAME_FIELD: ident.username}, is_active=True) \
-        .select_related("kube_profile").first()
-    grants = []
-    profile = getattr(user, "kube_profile", None) if user is not None else None
-    if profile is not None and profile.role:
-        grants.append(Grant(profile.role, tuple(profile.namespaces or ()), tuple(profile.clusters or ())))
-    if ident.groups:
-        grants += [Grant(b.role, tuple(b.namespaces or ()), tuple(b.clusters or ()), f"group {b.group}")
-                   for b in GroupBinding.objects.filter(group__in=ident.groups).order_by("group")]
-    user_id = user.pk if user is not None else None
-    who = widest(ident.username, tuple(grants), user_id=user_id, idp_groups=ident.groups)
+    with connection.cursor() as cursor:
+        cursor.execute(_rights_sql(len(ident.groups)), [ident.username, True, *ident.groups])
+        rows = cursor.fetchall()
+    user_id, own, bound = None, [], []
+    for role, namespaces, clusters, group, uid in rows:
+        if not group:
+            user_id = uid
+            if role:
+                own.append(Grant(role, _limits(namespaces), _limits(clusters)))
+        elif role:
+            bound.append(Grant(role, _limits(namespaces), _limits(clusters), f"group {group}"))
+    grants = tuple(own + sorted(bound, key=lambda g: g.source))
+    who = widest(ident.username, grants, user_id=user_id, idp_groups=ident.groups)
     row = JwtRow("jwt:" + hashlib.sha256(token.encode()).hexdigest()[:16], user_id=user_id,
                  expires=datetime.fromtimestamp(ident.expires, dt_timezone.utc))
     return who, row

@@ -26,10 +26,10 @@ class Grant:
     clusters: tuple[str, ...] = ()
     source: str = "local grant"
 
-    def describe(self) -> str:
+    def describe(self, source: bool = True) -> str:
         where = [f"in {', '.join(self.namespaces)}"] if self.namespaces else []
         where += [f"on {', '.join(self.clusters)}"] if self.clusters else []
-        return " ".join([self.role, *where, f"({self.source})"])
+        return " ".join([self.role, *where, *([f"({self.source})"] if source else [])])
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class Principal:
     # show); `refusal` asks each grant, so a right is never wider than one grant gives.
     grants: tuple[Grant, ...] = ()
     idp_groups: tuple[str, ...] = ()
+
+    @property
+    def rights_summary(self) -> str:
+        """For a union of grants, each in short ("editor in team-a · viewer"); "" otherwise (the
+        header then shows the role and its namespaces)."""
+        return " · ".join(g.describe(source=False) for g in self.grants) if len(self.grants) > 1 else ""
 
     @property
     def is_share(self) -> bool:

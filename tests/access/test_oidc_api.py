@@ -179,3 +179,18 @@ def test_oidc_kubeconfig_runs_kubelogin(pair, id_token, tmp_path):
     out = subprocess.run([require_kubectl(), "get", "leases"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "args").read_text().startswith("get-token --oidc-issuer-url=")
+
+
+def test_impersonating_an_identity_with_groups_gets_their_bindings(pair, id_token):
+    """kube's impersonation with identity-provider groups (an admin or a dashboard writing as its
+    users): the groups' bindings apply, as for the person signed in; a signed-in OIDC user
+    (bob, from id_token) is impersonated with his bindings by name alone."""
+    _, server = pair
+    as_zed = {"Impersonate-User": "zed@example.test", "Impersonate-Group": "team-a"}
+    assert server.request("GET", LEASES.format("team-a"), headers=as_zed)[0] == 200
+    assert server.request("GET", LEASES.format("other"), headers=as_zed)[0] == 403
+    nobody = {"Impersonate-User": "zed@example.test", "Impersonate-Group": "no-such-group"}
+    assert server.request("GET", LEASES.format("team-a"), headers=nobody)[0] == 403
+    as_bob = {"Impersonate-User": "bob@example.test"}
+    assert server.request("GET", LEASES.format("team-a"), headers=as_bob)[0] == 200
+    assert server.request("GET", LEASES.format("other"), headers=as_bob)[0] == 403
