@@ -194,3 +194,20 @@ def test_impersonating_an_identity_with_groups_gets_their_bindings(pair, id_toke
     as_bob = {"Impersonate-User": "bob@example.test"}
     assert server.request("GET", LEASES.format("team-a"), headers=as_bob)[0] == 200
     assert server.request("GET", LEASES.format("other"), headers=as_bob)[0] == 403
+
+
+def test_tokens_page_offers_the_oidc_kubeconfig(chromium, pair):
+    import yaml
+
+    provider, server = pair
+    ctx, page = sign_in(chromium, server, "alice", "/tokens/")
+    try:
+        page.wait_for_selector("#oidc-kubeconfig")
+        with page.expect_download() as download:
+            page.click("#oidc-kubeconfig")
+        config = yaml.safe_load(Path(download.value.path()).read_text())
+        args = config["users"][0]["user"]["exec"]["args"]
+        assert args[:2] == ["oidc-login", "get-token"] and f"--oidc-issuer-url={provider.issuer}" in args
+        assert config["clusters"][0]["cluster"]["server"].startswith("https://")
+    finally:
+        ctx.close()
