@@ -127,6 +127,14 @@ def test_local_login_hidden_and_refused(tmp_path, provider):
         resp = conn.getresponse()
         resp.read()
         assert resp.status in (403, 405)
+        for method in ("GET", "POST"):   # nor Django admin's own login form
+            conn.request(method, "/admin/login/?next=/admin/", body="username=a&password=b",
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+            resp = conn.getresponse()
+            resp.read()
+            # (a POST without a CSRF token: 403 before any password is looked at)
+            assert (resp.status, resp.getheader("Location", "")[:16]) in ((302, "/accounts/login/"), (403, "")), \
+                (method, resp.status, resp.getheader("Location"))
 
 
 def token_for(server, username: str) -> str:
