@@ -23,6 +23,7 @@ import secrets
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import dj_database_url
 
@@ -273,6 +274,44 @@ WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+
+
+# Sign-in with OpenID Connect (dashboard/access/oidc.py; docs/OPERATIONS.md "Signing in with your
+# identity provider"): on when KUBEDASH_OIDC_ISSUER is set.
+def _oidc_settings() -> dict | None:
+    issuer = os.environ.get("KUBEDASH_OIDC_ISSUER", "").strip().rstrip("/")
+    if not issuer:
+        return None
+    secret = os.environ.get("KUBEDASH_OIDC_CLIENT_SECRET", "")
+    secret_file = os.environ.get("KUBEDASH_OIDC_CLIENT_SECRET_FILE", "").strip()
+    if secret_file:
+        secret = Path(secret_file).read_text().strip()
+    def value(name: str, default: str) -> str:
+        return os.environ.get(name, "").strip() or default   # (compose passes unset ones as "")
+
+    return {
+        "issuer": issuer,
+        "client_id": value("KUBEDASH_OIDC_CLIENT_ID", "kubedash"),
+        "client_secret": secret,
+        "ca_file": value("KUBEDASH_OIDC_CA_FILE", "") or None,
+        "scopes": value("KUBEDASH_OIDC_SCOPES", "openid profile email groups").split(),
+        "username_claim": value("KUBEDASH_OIDC_USERNAME_CLAIM", "email"),
+        "groups_claim": value("KUBEDASH_OIDC_GROUPS_CLAIM", "groups"),
+        "name": value("KUBEDASH_OIDC_NAME", "your identity provider"),
+        # Extra authorization request parameters, as a query string: e.g. "prompt=consent" (what
+        # OpenID Connect asks for with offline_access), Google's "access_type=offline&prompt=consent".
+        "auth_params": dict(parse_qsl(os.environ.get("KUBEDASH_OIDC_AUTH_PARAMS", ""))),
+    }
+
+
+KUBEDASH_OIDC = _oidc_settings()
+# Bearer JWTs for the API (dashboard/access/jwt_authn.py): a file in kube-apiserver's
+# AuthenticationConfiguration format (apiserver.config.k8s.io/v1beta1).
+KUBEDASH_AUTHENTICATION_CONFIG = os.environ.get("KUBEDASH_AUTHENTICATION_CONFIG", "").strip()
+# KUBEDASH_LOCAL_LOGIN=0: no username/password form (only the identity provider signs people in).
+KUBEDASH_LOCAL_LOGIN = _env_bool("KUBEDASH_LOCAL_LOGIN", True)
+# Whom a person without access is told to ask (the no-access page); unset: the unlimited admins.
+KUBEDASH_ACCESS_CONTACT = os.environ.get("KUBEDASH_ACCESS_CONTACT", "").strip()
 
 # Kubernetes API limits.
 KUBEDASH_MAX_BODY_BYTES = 3 * 1024 * 1024          # kube-apiserver's default request body limit

@@ -16,6 +16,7 @@ from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from . import jwt_authn
 from .models import ApiToken, Profile, Role, hash_token
 from .principals import Principal, principal_for
 
@@ -83,7 +84,7 @@ def _token_tables() -> dict:
 @functools.cache
 def _token_sql() -> str:
     return ("SELECT t.id, t.last_used, u.{username}, u.is_superuser, p.role, p.namespaces, u.id, t.expires, "
-            f"p.clusters, t.may_impersonate, {_fingerprint} " + _TOKEN_FROM).format(**_token_tables())
+            f"p.clusters, t.may_impersonate, p.groups, {_fingerprint} " + _TOKEN_FROM).format(**_token_tables())
 
 
 @functools.cache
@@ -127,7 +128,7 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
         _recent.pop(token_hash, None)
         return None
     token_id, last_used, username, is_superuser, role, namespaces, user_id, expires, clusters, may_impersonate, \
-        fingerprint = hit
+        groups, fingerprint = hit
     last_used, expires = _aware(last_used), _aware(expires)
     if isinstance(namespaces, str):
         namespaces = orjson.loads(namespaces)
@@ -135,8 +136,16 @@ def token_principal(token_hash: str) -> tuple[Principal, TokenRow] | None:
         clusters = orjson.loads(clusters)
     if role is None:
         role = Role.ADMIN if is_superuser else Role.VIEWER
-    principal = Principal(username, role, tuple(namespaces or ()), clusters=tuple(clusters or ()), user_id=user_id)
+    if isinstance(groups, str):
+        groups = orjson.loads(groups)
     row = TokenRow(token_id, last_used, user_id, expires, bool(may_impersonate))
+    if groups:
+        # An identity provider's user: the union of the grant and the group bindings
+        # (principal_for), looked up on every request, never remembered (its bindings are not
+        # in the fingerprint).
+        user = get_user_model().objects.select_related("kube_profile").get(pk=user_id)
+        return principal_for(user), row
+    principal = Principal(username, role, tuple(namespaces or ()), clusters=tuple(clusters or ()), user_id=user_id)
     if fingerprint is not None:
         if len(_recent) >= RECENT_TOKENS:
             _recent.clear()
@@ -157,6 +166,19 @@ def _db_time(value):
     return ApiToken._meta.get_field("expires").get_db_prep_value(value, connection)
 
 
+def bearer_principal(token: str):
+    """(Principal, row) for a bearer token: an identity provider's JWT when
+    KUBEDASH_AUTHENTICATION_CONFIG names its issuer (access/jwt_authn.py), else a kubedash
+    token; None when neither accepts it."""
+    if jwt_authn.issuers() and jwt_authn.looks_like_jwt(token):
+        try:
+            return jwt_authn.principal(token)
+        except jwt_authn.TokenRefused as exc:
+            log.info("bearer JWT refused: %s", exc)
+            return None
+    return token_principal(hash_token(token))
+
+
 class BearerTokenAuthentication(BaseAuthentication):
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION", "")
@@ -165,11 +187,12 @@ class BearerTokenAuthentication(BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        found = token_principal(hash_token(token.strip()))
+        found = bearer_principal(token.strip())
         if found is None:
             raise AuthenticationFailed("Unauthorized")   # the API answers it with a 401 Status
         principal, row = found
-        touch_last_used(ApiToken, row)
+        if isinstance(row, TokenRow):
+            touch_last_used(ApiToken, row)
         return principal, row
 
     def authenticate_header(self, request):

@@ -11,8 +11,10 @@ Whose permissions apply (the contract a dashboard writing through kubedash relie
 - `Impersonate-User` names a kubedash user: that user's role, namespace and cluster limits
   (a deactivated user: none);
 - otherwise the groups decide: the highest `kubedash:role:admin|editor|viewer` given, limited
-  to the namespaces of the `kubedash:namespace:<ns>` groups if there are any; with no role
-  group, no permissions at all (only discovery and the self reviews answer).
+  to the namespaces of the `kubedash:namespace:<ns>` groups if there are any, together with the
+  group bindings (access/models.py GroupBinding) of any other group given (the union, as for a
+  person signed in with those groups); with neither, no permissions at all (only discovery and
+  the self reviews answer).
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ from urllib.parse import unquote
 
 from django.contrib.auth import get_user_model
 
-from .models import Role
-from .principals import Principal, principal_for
+from .models import GroupBinding, Role
+from .principals import ROLE_RANK, Grant, Principal, principal_for, widest
 
 PREFIX = "HTTP_IMPERSONATE_"
 _PREFIX_LEN = len(PREFIX)
@@ -94,8 +96,16 @@ def wanted(meta) -> Wanted | None:
 
 def groups_for(principal: Principal) -> tuple[str, ...]:
     """The groups that carry a principal's role and namespace limits (the contract above):
-    what a kubedash writing to another as its users sends as Impersonate-Group."""
-    return (ROLE_GROUP + principal.role, *(NAMESPACE_GROUP + ns for ns in principal.namespaces))
+    what a kubedash writing to another as its users sends as Impersonate-Group. A person whose
+    rights are a union of grants (group bindings) is sent the highest grant alone (one role and
+    its limits: the contract cannot say "editor here, viewer there", and sending the widest role
+    with the union of namespaces would give more than any grant does), plus their identity
+    provider's groups, for the target's own bindings of them."""
+    role, namespaces = principal.role, principal.namespaces
+    if len(principal.grants) > 1:
+        top = max(principal.grants, key=lambda g: ROLE_RANK.get(g.role, 0))
+        role, namespaces = top.role, top.namespaces
+    return (ROLE_GROUP + role, *(NAMESPACE_GROUP + ns for ns in namespaces), *principal.idp_groups)
 
 
 def may_impersonate(caller: Principal, token_allows: bool) -> bool:
@@ -127,6 +137,12 @@ def acting_as(want: Wanted) -> Principal:
         namespaces = tuple(dict.fromkeys(g[len(NAMESPACE_GROUP):] for g in want.groups
                                          if g.startswith(NAMESPACE_GROUP) and len(g) > len(NAMESPACE_GROUP)))
         base = Principal(want.user, role, namespaces)
+        bound = [Grant(b.role, tuple(b.namespaces or ()), tuple(b.clusters or ()), f"group {b.group}")
+                 for b in GroupBinding.objects.filter(group__in=want.groups).order_by("group")] if want.groups else []
+        if bound:   # identity-provider groups with bindings here: their union with the role groups' grant
+            own = [Grant(role, namespaces, (), "kubedash:role group")] if role else []
+            base = widest(want.user, tuple(own + bound), idp_groups=tuple(g for g in want.groups
+                                                                           if not g.startswith("kubedash:")))
     return replace(base, groups=_groups(want), uid=want.uid, extra=want.extra)
 
 

@@ -20,6 +20,11 @@ class Profile(models.Model):
     clusters = models.JSONField(default=list, blank=True)
     # Bumped by logout: every session signed in before it stops (access/sessions.py).
     session_epoch = models.PositiveIntegerField(default=0)
+    # The groups the identity provider last said this person is in (OpenID Connect sign-in and
+    # each token refresh, access/oidc.py): what their GroupBindings are looked up by.
+    groups = models.JSONField(default=list, blank=True)
+    # The OpenID subject (`iss` + `sub`) this user signed in as: back-channel logout names it.
+    oidc_subject = models.CharField(max_length=512, blank=True, default="", db_index=True)
 
 
 def hash_token(token: str) -> str:
@@ -95,3 +100,29 @@ def username_subject(username: str) -> str:
     """The AccessChange subject of a user name, whether or not a user has it yet (a watch that
     impersonates a name re-checks when it becomes, or stops being, a user); hashed to fit."""
     return "username:" + hashlib.sha256(username.encode()).hexdigest()[:40]
+
+
+class GroupBinding(models.Model):
+    """A group of the identity provider gets a role, optionally limited to namespaces and
+    clusters, like a user's own grant. A person's rights are the union of the bindings of their
+    groups and their own grant (access/principals.py principal_for)."""
+
+    group = models.CharField(max_length=256, unique=True)
+    role = models.CharField(max_length=8, choices=Role.choices)
+    namespaces = models.JSONField(default=list, blank=True)   # empty: every namespace
+    clusters = models.JSONField(default=list, blank=True)     # empty: every cluster
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group"]
+
+
+class OidcSession(models.Model):
+    """A browser session signed in through the identity provider, by the provider's session id
+    (`sid`) and subject: what a back-channel logout names (access/oidc.py end_sessions)."""
+
+    session_key = models.CharField(max_length=40, primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_sessions")
+    sid = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    subject = models.CharField(max_length=512, db_index=True)
+    created = models.DateTimeField(auto_now_add=True)

@@ -57,6 +57,39 @@ def build_kubeconfig(server: str, ca_pem: bytes, username: str, token: str,
     }
 
 
+def oidc_provider_for_api() -> tuple[str, str, str]:
+    """(issuer URL, client id, issuer CA PEM) for kubelogin: the API's first JWT issuer
+    (KUBEDASH_AUTHENTICATION_CONFIG, its first audience as the client id), else the dashboard's
+    OpenID provider; ("", "", "") when neither is configured."""
+    from . import jwt_authn   # noqa: PLC0415 (it imports models: not at settings time)
+
+    for issuer in jwt_authn.issuers().values():
+        return issuer.url, issuer.audiences[0], issuer.ca_pem
+    oidc = settings.KUBEDASH_OIDC
+    if oidc:
+        ca = Path(oidc["ca_file"]).read_text() if oidc["ca_file"] else ""
+        return oidc["issuer"], oidc["client_id"], ca
+    return "", "", ""
+
+
+def build_oidc_kubeconfig(server: str, ca_pem: bytes, issuer: str, client_id: str, namespace: str = "default",
+                          issuer_ca_path: str = "") -> dict:
+    """A kubeconfig whose user signs in with the identity provider through kubelogin
+    (`kubectl oidc-login`, github.com/int128/kubelogin): an exec credential plugin that opens the
+    browser, runs the code flow with PKCE, caches and refreshes the tokens, and hands kubectl the
+    ID token, which the API checks (access/jwt_authn.py)."""
+    args = ["oidc-login", "get-token", f"--oidc-issuer-url={issuer}", f"--oidc-client-id={client_id}",
+            "--oidc-extra-scope=email", "--oidc-extra-scope=groups", "--oidc-extra-scope=offline_access"]
+    if issuer_ca_path:
+        args.append(f"--certificate-authority={issuer_ca_path}")
+    config = build_kubeconfig(server, ca_pem, "oidc", "", namespace)
+    config["users"][0]["user"] = {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": "kubectl", "args": args,
+        "interactiveMode": "IfAvailable", "provideClusterInfo": False,
+        "installHint": "kubelogin is needed: kubectl krew install oidc-login (or brew install kubelogin)"}}
+    return config
+
+
 def write_kubeconfig(path: str | os.PathLike, config: dict) -> Path:
     """Write the file with mode 0600 (it holds a credential), replacing any old one whole."""
     path = Path(path)

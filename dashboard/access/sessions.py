@@ -15,7 +15,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.models import AnonymousUser
+from django.http import HttpResponseRedirect
 
+from . import oidc
 from .middleware import EitherModeMiddleware
 from .models import Profile
 
@@ -39,26 +41,42 @@ def reload_session(session_key: str | None):
 
 def session_user(session):
     """The active user a session is signed in as now, or None (expired, signed out, deactivated,
-    deleted, password changed): Django's own checks plus the epoch."""
+    deleted, password changed, its identity provider's sign-in no longer refreshed): Django's own
+    checks plus the epoch, and the OpenID tokens refreshed when due (oidc.keep_fresh)."""
     user = auth.get_user(SimpleNamespace(session=session))
     if not user.is_authenticated or not user.is_active or not session_current(session, user):
+        return None
+    if not oidc.keep_fresh(session, user):
         return None
     return user
 
 
 def session_deadline(session) -> float | None:
-    """When the session expires (epoch seconds), or None when it has no expiry to watch."""
+    """When the session must be checked again (epoch seconds): its expiry, or sooner its OpenID
+    refresh; None when it has neither to watch."""
+    refresh = oidc.next_check(session.get(oidc.SESSION_TOKENS))
     try:
-        return session.get_expiry_date().timestamp()
+        expiry = session.get_expiry_date().timestamp()
     except Exception:  # a session engine without expiry dates
-        return None
+        return refresh
+    return min(expiry, refresh) if refresh is not None else expiry
+
+
+EXPIRED_PAGE = "/accounts/signed-out/"
 
 
 def end_stale_session(request) -> None:
-    """A session from before the user's last logout is signed out: flushed, anonymous."""
+    """A session from before the user's last logout is signed out: flushed, anonymous. So is one
+    whose identity provider's sign-in could not be refreshed (it keeps oidc.EXPIRED_KEY)."""
     user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated and not session_current(request.session, user):
+    if user is None or not user.is_authenticated:
+        return
+    if not session_current(request.session, user):
         request.session.flush()
+        request.user = AnonymousUser()
+    elif not oidc.keep_fresh(request.session, user):
+        request.session.flush()
+        request.session[oidc.EXPIRED_KEY] = True
         request.user = AnonymousUser()
 
 
@@ -69,9 +87,23 @@ class SessionEpochMiddleware(EitherModeMiddleware):
     def handle(self, request):
         if settings.SESSION_COOKIE_NAME in request.COOKIES:
             end_stale_session(request)
+            if _expired_page(request):
+                return HttpResponseRedirect(EXPIRED_PAGE)
         return self.get_response(request)
 
     async def ahandle(self, request):
         if settings.SESSION_COOKIE_NAME in request.COOKIES:
             await sync_to_async(end_stale_session, thread_sensitive=True)(request)
+            if _expired_page(request):
+                return HttpResponseRedirect(EXPIRED_PAGE)
         return await self.get_response(request)
+
+
+def _expired_page(request) -> bool:
+    """A page (not an API call, nor a form's POST) asked by a session whose sign-in just expired:
+    the "signed out: your sign-in expired" page says so instead of a bare login form."""
+    if request.method != "GET" or request.path.startswith(("/api/", "/apis/")) or \
+            not request.session.get(oidc.EXPIRED_KEY):
+        return False
+    del request.session[oidc.EXPIRED_KEY]
+    return True

@@ -25,7 +25,7 @@ from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import Signal
 from django.utils import timezone
 
-from .models import AccessChange, ApiToken, Profile, Role, ShareLink, username_subject
+from .models import AccessChange, ApiToken, GroupBinding, Profile, Role, ShareLink, username_subject
 from .principals import full_admin_role
 from .sessions import EPOCH_KEY
 
@@ -106,6 +106,14 @@ def _profile_deleted(sender, instance, **kwargs):
     record(f"user:{instance.user_id}")
 
 
+def _binding_changed(sender, instance, **kwargs):
+    """Every member of the group (as their last sign-in or refresh said) re-checks."""
+    members = [f"user:{user_id}" for user_id, groups in Profile.objects.exclude(groups=[])
+               .values_list("user_id", "groups") if instance.group in (groups or ())]
+    if members:
+        record(*members)
+
+
 def _token_changed(sender, instance, created=False, update_fields=None, **kwargs):
     if not created and (update_fields is None or not set(update_fields) <= {"last_used"}):
         record(f"token:{instance.pk}")
@@ -135,7 +143,7 @@ def connect() -> None:
     post_delete.connect(_user_deleted, sender=User, dispatch_uid="access-user-deleted")
     post_save.connect(_profile_saved, sender=Profile, dispatch_uid="access-Profile-saved")
     post_delete.connect(_profile_deleted, sender=Profile, dispatch_uid="access-Profile-deleted")
-    for model, handler in ((ApiToken, _token_changed), (ShareLink, _share_changed)):
+    for model, handler in ((ApiToken, _token_changed), (ShareLink, _share_changed), (GroupBinding, _binding_changed)):
         post_save.connect(handler, sender=model, dispatch_uid=f"access-{model.__name__}-saved")
         post_delete.connect(handler, sender=model, dispatch_uid=f"access-{model.__name__}-deleted")
     user_logged_in.connect(_logged_in, dispatch_uid="access-logged-in")

@@ -242,7 +242,8 @@ def user_info(principal) -> dict:
         if principal.extra:
             info["extra"] = {key: list(values) for key, values in principal.extra}
         return info
-    groups = [f"kubedash:{principal.role}", "system:authenticated"]
+    # (the identity provider's groups too, as kube-apiserver lists a JWT's groups)
+    groups = [f"kubedash:{principal.role}", "system:authenticated", *principal.idp_groups]
     info = {"username": principal.username, "groups": groups}
     if principal.user_id is not None:
         info["uid"] = str(principal.user_id)
@@ -251,6 +252,9 @@ def user_info(principal) -> dict:
         extra["kubedash.io/namespaces"] = list(principal.namespaces)
     if principal.clusters:
         extra["kubedash.io/clusters"] = list(principal.clusters)
+    if principal.idp_groups:
+        # where each right comes from: "editor in team-a (group team-a)", "viewer (local grant)"
+        extra["kubedash.io/rights"] = [grant.describe() for grant in principal.grants] or ["none"]
     if extra:
         info["extra"] = extra
     return info

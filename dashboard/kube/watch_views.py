@@ -21,8 +21,8 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from dashboard.access import impersonation
-from dashboard.access.authentication import BearerTokenAuthentication, token_principal
-from dashboard.access.models import hash_token, username_subject
+from dashboard.access.authentication import BearerTokenAuthentication, bearer_principal
+from dashboard.access.models import username_subject
 from dashboard.access.principals import principal_for
 from dashboard.access.sessions import reload_session, session_deadline, session_user
 from dashboard.compat.django import logged_already
@@ -96,14 +96,14 @@ def _access(request):
     # outlives the request, which must not be kept for it).
     asked = {k: v for k, v in request.META.items() if k.startswith(impersonation.PREFIX)} or NOT_IMPERSONATING
     if result is not None:
-        token_hash = hash_token(request.META["HTTP_AUTHORIZATION"].partition(" ")[2].strip())
+        bearer = request.META["HTTP_AUTHORIZATION"].partition(" ")[2].strip()
 
         def resolved(acting_as, row):
             return acting_as, _subjects(acting_as, f"token:{row.pk}", f"user:{row.user_id}"), \
                 row.expires and row.expires.timestamp()
 
         def refresh():
-            found = token_principal(token_hash)
+            found = bearer_principal(bearer)   # (a JWT: until it expires, the stream's deadline)
             if found is None:   # revoked, expired, deleted, or its user deactivated
                 return None, (), None
             return resolved(impersonated(asked, *found), found[1])

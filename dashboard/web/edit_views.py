@@ -123,7 +123,7 @@ def _denied(request, principal, info, verb: str, namespace: str) -> HttpResponse
     what = {"create": "create", "update": "edit", "patch": "change", "delete": "delete"}.get(verb, verb)
     if not namespace:
         message = f"Your role ({principal.role}) may not {what} {info.title.lower()}."
-    elif principal.namespaces and namespace not in principal.namespaces:
+    elif principal.namespaces_here and namespace not in principal.namespaces_here:
         message = f"You have no access to namespace “{namespace}”."
     else:
         message = f"Your role ({principal.role}) may not {what} {info.title.lower()} in namespace “{namespace}”."
@@ -243,12 +243,12 @@ def create(request, principal: Principal, info: KindWeb):
     if not may_create_somewhere(principal, namespace, info.kind):
         return _denied(request, principal, info, "create", namespace)
     form_cls = info.form
-    options = {"mode": "create", "namespaces": form_namespaces(principal), "limited": bool(principal.namespaces)}
+    options = {"mode": "create", "namespaces": form_namespaces(principal), "limited": bool(principal.namespaces_here)}
     back = info.list_url + (f"?{urlencode({'namespace': namespace})}" if namespace else "")   # (Cancel)
     page = {"heading": f"New {info.noun}", "submit_label": f"Create {info.noun}", "cancel_url": back,
             "yaml_url": f"{info.list_url}new/?as=yaml" + (f"&namespace={namespace}" if namespace else "")}
     if request.method == "GET":
-        initial = {"namespace": namespace or (principal.namespaces[0] if principal.namespaces else "default"),
+        initial = {"namespace": namespace or (principal.namespaces_here[0] if principal.namespaces_here else "default"),
                    **info.create_initial}
         return _form_page(request, principal, info, form_cls(initial=initial, **options), **page)
 
@@ -474,7 +474,7 @@ def create_yaml(request, principal: Principal, info: KindWeb):
             "cancel_url": back, "form_url": f"{info.list_url}new/" + (f"?{urlencode({'namespace': namespace})}" if namespace else "")}
     res = info.resource
     if request.method == "GET":
-        default_ns = namespace or (principal.namespaces[0] if principal.namespaces else "default")
+        default_ns = namespace or (principal.namespaces_here[0] if principal.namespaces_here else "default")
         skeleton = {"apiVersion": res.api_version, "kind": res.kind,
                     "metadata": {"name": "", "namespace": default_ns}, **info.yaml_skeleton}
         return _yaml_page(request, principal, info, f.YamlForm(initial={"yaml": object_yaml(skeleton)}), **page)

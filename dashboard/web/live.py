@@ -89,7 +89,7 @@ def may_view(principal, namespace: str | None, kinds) -> bool:
 
 def namespace_predicate(principal):
     """The viewer's namespace limits alone (None: none), for objects about the page's objects."""
-    allowed = set(principal.namespaces)
+    allowed = set(principal.namespaces_here)
     return (lambda obj: obj["metadata"].get("namespace") in allowed) if allowed else None
 
 

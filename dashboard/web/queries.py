@@ -146,7 +146,7 @@ def view_predicate(principal: Principal, q: str, keys: frozenset | None = None, 
     snapshots: the viewer's namespace limits, a share link's selector, the name search, the
     objects the view is limited to and the state (of `kind`), as one condition (None: nothing
     to check)."""
-    allowed = set(principal.namespaces)
+    allowed = set(principal.namespaces_here)
     own = scope.own_selector(principal)
     needle = q.lower()
     in_state = state_test(kind, state)
@@ -277,7 +277,7 @@ def overview_namespaces(principal: Principal, namespace: str | None) -> list[str
     else None: every namespace that holds an object."""
     if namespace:
         return [namespace]
-    return sorted(principal.namespaces) if principal.namespaces else None
+    return sorted(principal.namespaces_here) if principal.namespaces_here else None
 
 
 def namespace_cards(now: datetime, namespaces: list[str] | None = None) -> list[dict]:

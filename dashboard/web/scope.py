@@ -28,8 +28,8 @@ def namespaces_in_use() -> set[str]:
 
 def known_namespaces(principal: Principal) -> list[str]:
     """Namespaces for the filter menu: the user's own list, or every namespace in use."""
-    if principal.namespaces:
-        return sorted(principal.namespaces)
+    if principal.namespaces_here:
+        return sorted(principal.namespaces_here)
     if principal.is_share:
         return []   # a shared view names no namespace beyond its own objects
     return sorted(namespaces_in_use())
@@ -38,8 +38,8 @@ def known_namespaces(principal: Principal) -> list[str]:
 def form_namespaces(principal: Principal) -> list[str]:
     """The namespaces a create form offers: those that exist (in use, or built in), limited to the
     user's own; a namespace-limited user picks among all of theirs (forms/base.py: a select)."""
-    if principal.namespaces:
-        return sorted(principal.namespaces)
+    if principal.namespaces_here:
+        return sorted(principal.namespaces_here)
     return sorted(namespaces_in_use().union(BUILT_IN_NAMESPACES))
 
 
@@ -83,8 +83,8 @@ def list_scope(principal: Principal, namespace: str, kind: str) -> list[str | No
     """The namespaces a list reads, or None when the user may not see the one asked for."""
     if namespace:
         return [namespace] if principal.can("list", namespace, kind) else None
-    if principal.namespaces:
-        allowed = [ns for ns in sorted(principal.namespaces) if principal.can("list", ns, kind)]
+    if principal.namespaces_here:
+        allowed = [ns for ns in sorted(principal.namespaces_here) if principal.can("list", ns, kind)]
         return allowed or None
     return [None] if principal.can("list", None, kind) else None
 
@@ -109,8 +109,8 @@ def may_create_somewhere(principal: Principal, namespace: str, kind: str) -> boo
     write_refusal: the role, and in a followed cluster its write mode and its answer."""
     if namespace:
         return write_refusal(principal, "create", namespace, kind) is None
-    if principal.namespaces:
-        return any(write_refusal(principal, "create", ns, kind) is None for ns in principal.namespaces)
+    if principal.namespaces_here:
+        return any(write_refusal(principal, "create", ns, kind) is None for ns in principal.namespaces_here)
     return write_refusal(principal, "create", None, kind) is None
 
 

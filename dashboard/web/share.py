@@ -67,8 +67,8 @@ def shared_namespaces(principal: Principal, namespace: str, kind: str) -> tuple[
     share (a namespace-limited creator on "All namespaces"), or None: it may not share this."""
     if namespace:
         return (namespace,) if principal.can(SHARE_VERB, namespace, kind) else None
-    if principal.namespaces:
-        own = tuple(ns for ns in sorted(principal.namespaces) if principal.can(SHARE_VERB, ns, kind))
+    if principal.namespaces_here:
+        own = tuple(ns for ns in sorted(principal.namespaces_here) if principal.can(SHARE_VERB, ns, kind))
         return own or None
     return () if principal.can(SHARE_VERB, None, kind) else None
 
@@ -170,8 +170,11 @@ def viewer_required(view):
     """login_required for the pages a share link may show: a share session counts as a viewer."""
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if getattr(request, "share_link", None) is None and not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
+        if getattr(request, "share_link", None) is None:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not principal_for(request.user).role:   # signed in, no right at all: say whom to ask
+                return HttpResponseRedirect("/accounts/no-access/")
         return view(request, *args, **kwargs)
     return wrapper
 

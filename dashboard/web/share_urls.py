@@ -1,7 +1,7 @@
 """Share links and API tokens (included at the root before dashboard.web.urls)."""
 from django.urls import path
 
-from . import share_views, token_views
+from . import group_views, share_views, token_views
 
 urlpatterns = [
     path("share/", share_views.share_list, name="share_list"),
@@ -12,4 +12,8 @@ urlpatterns = [
     path("tokens/", token_views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", token_views.token_revoke, name="token_revoke"),
     path("tokens/kubeconfig/", token_views.token_kubeconfig, name="token_kubeconfig"),
+    path("tokens/kubeconfig/oidc/", token_views.token_kubeconfig_oidc, name="token_kubeconfig_oidc"),
+    path("people/groups/", group_views.groups, name="group_bindings"),
+    path("people/groups/<int:binding_id>/unbind/", group_views.group_unbind, name="group_unbind"),
+    path("accounts/whoami/", group_views.whoami, name="whoami"),
 ]

@@ -17,7 +17,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from dashboard.access.own_kubeconfig import build_kubeconfig
+from dashboard.access.own_kubeconfig import build_kubeconfig, build_oidc_kubeconfig, oidc_provider_for_api
 from dashboard.access.models import ApiToken
 from dashboard.access.principals import principal_for
 from dashboard.access.tls import ensure_tls
@@ -71,11 +71,12 @@ def _rows(request, principal):
 
 def _page(request, status=200, **extra):
     principal = principal_for(request.user)
-    namespace = sorted(principal.namespaces)[0] if principal.namespaces else "default"
+    namespace = sorted(principal.namespaces_here)[0] if principal.namespaces_here else "default"
     ctx = {"principal": principal, "active": "tokens", "tokens": _rows(request, principal),
            "all_tokens": principal.is_full_admin, "form": TokenForm(),
            "kube_form": KubeconfigForm(initial={"name": "kubeconfig", "server": guess_server(request),
                                                 "namespace": namespace}),
+           "oidc_issuer": oidc_provider_for_api()[0],
            **extra}
     return render(request, "web/tokens/list.html", ctx, status=status)
 
@@ -125,4 +126,27 @@ def token_kubeconfig(request):
     response = HttpResponse(body, content_type="application/yaml")
     response["Content-Disposition"] = 'attachment; filename="kubeconfig"'
     response["Cache-Control"] = "no-store"
+    return response
+
+
+class OidcKubeconfigForm(forms.Form):
+    server = KubeconfigForm.base_fields["server"]
+    namespace = KubeconfigForm.base_fields["namespace"]
+    clean_server = KubeconfigForm.clean_server
+
+
+@user_required
+@require_POST
+def token_kubeconfig_oidc(request):
+    """A kubeconfig that signs in with the identity provider (kubelogin): no token in it."""
+    issuer, client_id, _ = oidc_provider_for_api()
+    form = OidcKubeconfigForm(request.POST)
+    if not issuer or not form.is_valid():
+        return _page(request, status=400 if issuer else 404)
+    data = form.cleaned_data
+    ca_pem = ensure_tls(settings.DATA_DIR).ca_cert.read_bytes()
+    config = build_oidc_kubeconfig(data["server"], ca_pem, issuer, client_id, data["namespace"] or "default")
+    response = HttpResponse(yaml.safe_dump(config, default_flow_style=False, sort_keys=False),
+                            content_type="application/yaml")
+    response["Content-Disposition"] = 'attachment; filename="kubeconfig-oidc"'
     return response

@@ -1,10 +1,9 @@
 """The pages (included at the root by dashboard/urls.py, after the API paths): the overview,
 the write pages, a list and a detail page for every registered kind and a list for every feed
 (web.kinds)."""
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import bulk_views, history_views, kinds, views
+from . import bulk_views, history_views, kinds, oidc_views, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -26,7 +25,11 @@ for web in kinds.registered():
 urlpatterns += [path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural)
                 for web in kinds.feeds()]   # read-only lists: no detail pages
 urlpatterns += [
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="registration/login.html",
-                                                         redirect_authenticated_user=True), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="/accounts/login/"), name="logout"),
+    path("accounts/login/", oidc_views.LoginView.as_view(), name="login"),
+    path("accounts/oidc/login/", oidc_views.oidc_login, name="oidc_login"),
+    path("accounts/oidc/callback/", oidc_views.oidc_callback, name="oidc_callback"),
+    path("accounts/no-access/", oidc_views.no_access, name="no_access"),
+    path("accounts/logout/", oidc_views.LogoutView.as_view(), name="logout"),
+    path("accounts/signed-out/", oidc_views.signed_out, name="signed_out"),
+    path("accounts/oidc/backchannel-logout/", oidc_views.backchannel_logout, name="oidc_backchannel_logout"),
 ]
