@@ -19,4 +19,18 @@ def notify_server(data_dir, **env) -> LiveServer:
 def server(tmp_path_factory):
     s = notify_server(tmp_path_factory.mktemp("notify"))
     with running(s):
+        _ = s.admin_token   # (live-admin: the rules' owner unless a test names another)
         yield s
+
+
+NOTIFY_SCRIPT = """
+import shlex
+from django.core.management import call_command
+for line in {lines!r}:
+    call_command(*shlex.split(line))
+"""
+
+
+def notify(server, *lines: str) -> str:
+    """Several `manage.py notify …` commands (each a line) in one process: each process costs seconds."""
+    return server.manage("shell", "-c", NOTIFY_SCRIPT.format(lines=[f"notify {line}" for line in lines]))

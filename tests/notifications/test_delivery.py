@@ -13,7 +13,6 @@ pytestmark = pytest.mark.slow
 def test_webhook_failing_first_then_accepting_gets_each_message_once_signed(server):
     secret = b"s3cret"
     with Webhook(fail_first=2, secret=secret) as hook:
-        server.admin_token   # (the rule's owner, live-admin)
         server.manage("notify", "channel", "add", "hook", hook.url, "--secret", secret.decode())
         server.manage("notify", "rule", "add", "leader-moved", "--when", "lease-holder-changed", "--to", "hook",
                       "--namespace", "default", "--owner", "live-admin")
