@@ -8,6 +8,7 @@ def _float(name: str, default: str) -> float:
 
 # At most this many messages a minute per channel; the rest are folded into one digest.
 PER_MINUTE = int(_float("KUBEDASH_NOTIFY_PER_MINUTE", "20"))
+RATE_WINDOW_SECONDS = _float("KUBEDASH_NOTIFY_RATE_WINDOW_SECONDS", "60")   # "a minute" (tests shorten it)
 # Delivery: each try may take this long; failed tries are retried with backoff for RETRY_FOR, then failed.
 TIMEOUT_SECONDS = _float("KUBEDASH_NOTIFY_TIMEOUT_SECONDS", "5")
 RETRY_FOR_SECONDS = _float("KUBEDASH_NOTIFY_RETRY_FOR_SECONDS", str(24 * 3600))

@@ -10,8 +10,8 @@ the same `id` (receivers dedupe by it; docs/OPERATIONS.md, "Notifications").
 - anything else: an Apprise URL (Apprise does the services, kubedash the words);
 - each try within TIMEOUT_SECONDS; failures retried with exponential backoff for RETRY_FOR_SECONDS,
   then failed (kept in the delivery log with its error, from ERRORS: never a receiver's words);
-- at most PER_MINUTE messages a minute per channel: at the last slot of a minute, everything
-  waiting for the channel goes as one digest (the folded rows say which digest carried them);
+- at most PER_MINUTE messages a minute per channel: while more wait than the channel has slots
+  left, everything waiting goes as one digest (the folded rows say which digest carried them);
 - destinations are checked before every try (follow/destination.py: never kubedash's own
   listeners, its database or Redis, link-local or metadata addresses unless allowed).
 """
@@ -251,25 +251,28 @@ class Sender:
             connection.close()
 
 
-def _sent_last_minute(channel_id: int, now) -> int:
+def _sent_in_window(channel_id: int, now) -> int:
     return Outbox.objects.filter(channel_id=channel_id, status=Outbox.DELIVERED, digest__isnull=True,
-                                 delivered_at__gt=now - timedelta(minutes=1)).count()
+                                 delivered_at__gt=now - timedelta(seconds=conf.RATE_WINDOW_SECONDS)).count()
 
 
 def send_due(now=None) -> bool:
-    """Send the oldest due message (or a channel's digest); False when nothing was due."""
+    """Send the oldest due message (or its channel's digest); False when nothing was due.
+
+    A channel sends at most PER_MINUTE messages a minute: while more are waiting than it has
+    slots left, everything waiting goes as one digest (one slot)."""
     now = now or timezone.now()
     due = list(Outbox.objects.filter(status=Outbox.PENDING, next_attempt_at__lte=now)
                .select_related("channel").order_by("next_attempt_at", "id")[:50])
     for row in due:
-        used = _sent_last_minute(row.channel_id, now)
-        if used >= conf.PER_MINUTE:
+        left = conf.PER_MINUTE - _sent_in_window(row.channel_id, now)
+        if left <= 0:
             continue   # this channel's minute is full: its messages wait for a slot
-        if used == conf.PER_MINUTE - 1:
-            waiting = list(Outbox.objects.filter(channel_id=row.channel_id, status=Outbox.PENDING,
-                                                 next_attempt_at__lte=now).order_by("created", "id"))
-            if len(waiting) > 1:
-                row = _fold(row.channel, waiting, now)
+        waiting = list(Outbox.objects.filter(channel_id=row.channel_id, status=Outbox.PENDING,
+                                             next_attempt_at__lte=now, digest__isnull=True)
+                       .exclude(message_id__startswith="digest-").order_by("created", "id")[:1000])
+        if len(waiting) > left:
+            row = _fold(row.channel, waiting, now)
         _try(row, now)
         return True
     return False

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import email
 import json
+import socket
 import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,7 +15,7 @@ class Webhook:
     """An HTTP receiver: records every POST (headers, body); answers 500 to the first `fail_first`,
     then 200. `received` are the bodies it accepted (2xx), `tries` every request."""
 
-    def __init__(self, fail_first: int = 0, secret: bytes | None = None):
+    def __init__(self, fail_first: int = 0, secret: bytes | None = None, port: int = 0):
         self.fail_first = fail_first
         self.secret = secret
         self.tries: list[tuple[dict, bytes]] = []
@@ -43,7 +45,7 @@ class Webhook:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/hook"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -70,3 +72,34 @@ def query(server, sql: str, params: tuple = ()) -> list[tuple]:
     """A read of a test server's SQLite database (what the delivery log and episodes hold)."""
     with sqlite3.connect(server.data_dir / "kubedash.sqlite3", timeout=30) as db:
         return db.execute(sql, params).fetchall()
+
+
+class Mailbox:
+    """An SMTP server (aiosmtpd) on 127.0.0.1: `messages` are the email.message.Message it accepted."""
+
+    def __init__(self):
+        from aiosmtpd.controller import Controller
+
+        box = self
+        self.messages = []
+
+        class Handler:
+            async def handle_DATA(self, server, session, envelope):
+                box.messages.append(email.message_from_bytes(envelope.content))
+                return "250 OK"
+
+        with socket.socket() as probe:   # (the controller's own check needs a port chosen first)
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)
+
+    def __enter__(self):
+        self.controller.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.controller.stop()
+
+    def url(self, to="ops@example.com") -> str:
+        """Apprise's mailto:// for this server: its host and port, `smtp=` the host to send through."""
+        return f"mailto://127.0.0.1:{self.port}?smtp=127.0.0.1&from=kubedash@example.com&to={to}"

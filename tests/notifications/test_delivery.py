@@ -1,13 +1,18 @@
 """Delivery to real receivers on 127.0.0.1: a signed webhook that fails first (delivered once,
 retries keep the id), email through Apprise's mailto:// to an SMTP server, the delivery log."""
+import subprocess
+import sys
+
 import pytest
 
-from conftest import eventually
-from manifests import lease, write
+from conftest import ROOT, eventually, free_port, running
+from manifests import job, lease, write
 
-from .receivers import Webhook, query
+from .conftest import notify, notify_server
+from .receivers import Mailbox, Webhook, query
 
 pytestmark = pytest.mark.slow
+NOW = "2026-01-01T00:00:00Z"
 
 
 def test_webhook_failing_first_then_accepting_gets_each_message_once_signed(server):
@@ -40,3 +45,88 @@ def test_webhook_failing_first_then_accepting_gets_each_message_once_signed(serv
 
 
 MEMOS = "SELECT memo FROM notifications_episode WHERE name = ?"
+
+
+def test_email_through_an_apprise_mailto_url(server):
+    with Mailbox() as box:
+        notify(server, f"channel add mail {box.url()}",
+               "rule add job-broke --when job-failed --to mail --namespace mailed")
+        write(server, "POST", "Job", "mailed", "nightly", job("nightly", ns="mailed"))
+        code, _, out = server.request("PATCH", "/apis/batch/v1/namespaces/mailed/jobs/nightly/status", {"status": {
+            "startTime": NOW, "conditions": [
+                {"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded", "lastTransitionTime": NOW},
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "lastTransitionTime": NOW}]}},
+            content_type="application/merge-patch+json")
+        assert code == 200, out
+        eventually(lambda: box.messages, what="the email")
+        mail = box.messages[0]
+        assert mail["To"] == "ops@example.com" and mail["From"].endswith("kubedash@example.com")
+        assert mail["Subject"] == "[FIRING] job-broke: Job mailed/nightly"
+        text = next(part.get_payload(decode=True).decode() for part in mail.walk()
+                    if part.get_content_type() == "text/plain")
+        assert "failed (DeadlineExceeded)" in text and "/jobs/mailed/nightly/" in text
+        # The page and `notify list` show the channel masked: the scheme only.
+        listed = server.manage("notify", "list")
+        assert "mailto://…" in listed and str(box.port) not in listed
+
+
+def test_a_channel_over_its_rate_gets_a_digest_and_a_test_message(tmp_path):
+    # 3 messages a window (a minute; here 10 s). The receiver is down while six changes are
+    # decided (their tries refused, retried): when it is up, more wait than there are slots, so
+    # they go as a digest.
+    s = notify_server(tmp_path, KUBEDASH_NOTIFY_PER_MINUTE="3", KUBEDASH_NOTIFY_RATE_WINDOW_SECONDS="10")
+    port = free_port()
+    with running(s):
+        _ = s.admin_token
+        notify(s, f"channel add limited http://127.0.0.1:{port}/hook",
+               "rule add moves --when lease-holder-changed --to limited --namespace busy")
+        for i in range(6):
+            write(s, "POST", "Lease", "busy", f"l{i}", lease(f"l{i}", ns="busy", holder="a"))
+        eventually(lambda: len(query(s, MEMOS_IN, ("busy",))) == 6, what="the leases remembered")
+        for i in range(6):
+            write(s, "PATCH", "Lease", "busy", f"l{i}", {"spec": {"holderIdentity": "b"}})
+        eventually(lambda: query(s, "SELECT COUNT(*) FROM notifications_outbox WHERE last_error = 'refused'")[0][0]
+                   == 6, what="six messages waiting, refused")
+        with Webhook(port=port) as hook:
+            def covered():
+                ids = [m["id"] for m in hook.received if not m.get("digest")]
+                ids += [inner["id"] for m in hook.received if m.get("digest") for inner in m["messages"]]
+                return ids if len(ids) >= 6 else None
+
+            ids = eventually(covered, what="every change delivered, alone or in a digest")
+            assert len(ids) == len(set(ids)) == 6, ids
+            assert any(m.get("digest") for m in hook.received)
+            notify(s, "channel test limited")
+            eventually(lambda: any(m["state"] == "test" for m in hook.received), what="the test message")
+            test = next(m for m in hook.received if m["state"] == "test")
+            assert test["id"].startswith("test-") and "sent by manage.py notify" in test["summary"]
+        sent = sorted(t for (t,) in query(s, "SELECT julianday(delivered_at) FROM notifications_outbox "
+                                             "WHERE status = 'delivered'"))
+        assert len(sent) == len(hook.received)
+        assert all(later - first > 10 / 86400 for first, later in zip(sent, sent[3:])), "over 3 in a window"
+
+
+def test_destinations_at_kubedash_itself_or_its_database_are_refused(server, tmp_path):
+    # The command cannot know the server's own ports (it listens on none): the sender, which
+    # does, refuses to send there, and says so in the log.
+    notify(server, f"channel add itself http://127.0.0.1:{server.http_port}/hook",
+           "rule add to-itself --when lease-holder-changed --to itself --namespace loop")
+    write(server, "POST", "Lease", "loop", "l", lease("l", ns="loop", holder="a"))
+    eventually(lambda: query(server, MEMOS_IN, ("loop",)), what="the lease remembered")
+    write(server, "PATCH", "Lease", "loop", "l", {"spec": {"holderIdentity": "b"}})
+    eventually(lambda: query(server, "SELECT status, last_error, attempts FROM notifications_outbox o JOIN "
+                                     "notifications_channel c ON c.id = o.channel_id WHERE c.name = 'itself'")
+               == [("failed", "destination", 1)], what="the message refused")
+    # The database's port (PostgreSQL's, Redis's by default) is refused when the channel is added.
+    for port in (5432, 6379):
+        out = subprocess.run([sys.executable, "manage.py", "notify", "channel", "add", f"db{port}",
+                              f"http://127.0.0.1:{port}/"], env=server.env, cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 1 and "kubedash's database or Redis" in out.stderr, out.stderr
+    # Link-local and metadata addresses too, unless allowed.
+    out = subprocess.run([sys.executable, "manage.py", "notify", "channel", "add", "meta",
+                          "http://169.254.169.254/latest/"], env=server.env, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 1 and "link-local or cloud metadata" in out.stderr, out.stderr
+    assert "127.0.0.1" not in query(server, "SELECT shown FROM notifications_channel WHERE name = 'itself'")[0][0]
+
+
+MEMOS_IN = "SELECT memo FROM notifications_episode WHERE namespace = ?"
