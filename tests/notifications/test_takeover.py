@@ -1,0 +1,46 @@
+"""Exactly once across a leader's death: two processes of one deployment, the leader killed (-9)
+between a decision and its delivery, and a change committed while no one leads; the survivor takes
+over and sends each message once."""
+import pytest
+
+from conftest import eventually, free_port, served_pair
+from manifests import lease, write
+
+from .conftest import NOTIFY_ENV, notify
+from .receivers import Webhook
+
+pytestmark = pytest.mark.slow
+
+
+def leader(pair):
+    leading = [s for s in pair if "notifications: this process evaluates" in s.log()]
+    return leading[0] if len(leading) == 1 else None
+
+
+def test_a_leader_killed_between_decision_and_delivery_loses_and_repeats_nothing(tmp_path_factory):
+    port = free_port()   # the receiver: down until the leader is dead
+    with served_pair(tmp_path_factory, "sqlite", **NOTIFY_ENV) as pair:
+        a = eventually(lambda: leader(pair), what="a leader")
+        b = pair.b if a is pair.a else pair.a
+        notify(a, f"channel add down http://127.0.0.1:{port}/hook",
+               "rule add moved --when lease-holder-changed --to down --namespace ha")
+        for name in ("l0", "l1"):
+            write(b, "POST", "Lease", "ha", name, lease(name, ns="ha", holder="a"))
+        eventually(lambda: len(pair.query("SELECT memo FROM notifications_episode")) == 2, what="leases remembered")
+        write(b, "PATCH", "Lease", "ha", "l0", {"spec": {"holderIdentity": "b"}})
+        # Decided (its outbox row written), not delivered: the receiver refuses connections.
+        eventually(lambda: pair.query("SELECT attempts FROM notifications_outbox WHERE last_error = 'refused'"),
+                   what="the decision, its delivery failing")
+        a.kill()
+        # Committed while nobody leads: no process evaluates it until the takeover.
+        write(b, "PATCH", "Lease", "ha", "l1", {"spec": {"holderIdentity": "b"}})
+        with Webhook(port=port) as hook:
+            eventually(lambda: len(hook.received) >= 2, timeout=60, what="both messages after the takeover")
+            assert "notifications: this process evaluates" in b.log()
+            # The sentinel: one more change, decided and sent by the new leader.
+            write(b, "PATCH", "Lease", "ha", "l0", {"spec": {"holderIdentity": "c"}})
+            eventually(lambda: len(hook.received) >= 3, what="the sentinel")
+            got = sorted((m["name"], m["details"]["from"], m["details"]["to"]) for m in hook.received)
+            assert got == [("l0", "a", "b"), ("l0", "b", "c"), ("l1", "a", "b")]
+            assert len(set(hook.ids())) == 3 == len(hook.tries)
+            assert pair.query("SELECT status, COUNT(*) FROM notifications_outbox GROUP BY status") == [("delivered", 3)]
