@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import eventually
+from conftest import eventually, sample, scrape
 from manifests import endpoints, job, lease, micro, write
 
 from .conftest import notify
@@ -161,3 +161,11 @@ def _remembered(server, ns):
     from .receivers import query
     return query(server, "SELECT e.memo FROM notifications_episode e JOIN notifications_rule r ON r.id = e.rule_id "
                          "WHERE r.name = 'team-a-moves' AND e.namespace = ?", (ns,))
+
+
+def test_metrics_count_decisions_and_deliveries(server, hook):
+    text = scrape(server)
+    assert sample(text, "kubedash_notify_decisions_total", state="firing") >= 1
+    assert sample(text, "kubedash_notify_deliveries_total", scheme="webhook") >= 1
+    assert sample(text, "kubedash_notify_outbox_oldest_seconds") >= 0
+    assert sample(text, "kubedash_notify_rules") >= 1

@@ -3,7 +3,7 @@
     notify channel add NAME URL [--secret S]       a webhook (https://…) or an Apprise URL (slack://…, mailto://…)
     notify channel remove NAME
     notify channel test NAME                       a test message through the outbox
-    notify rule add NAME --when KIND --to CHANNEL [--to CHANNEL…] [--namespace NS] [--selector SEL]
+    notify rule add NAME --when KIND [--to CHANNEL…] [--namespace NS] [--selector SEL]
                     [--cluster C] [--for SECONDS] [--below PERCENT] [--reason REGEX] [--owner USER]
     notify rule remove NAME
     notify rule mute NAME --minutes M              (0: unmute)
@@ -38,7 +38,8 @@ class Command(BaseCommand):
         radd.add_argument("name")
         radd.add_argument("--when", required=True, choices=list(KINDS), metavar="KIND",
                           help="one of: " + ", ".join(KINDS))
-        radd.add_argument("--to", required=True, action="append", metavar="CHANNEL", help="a channel (repeatable)")
+        radd.add_argument("--to", action="append", default=[], metavar="CHANNEL",
+                          help="a channel (repeatable; none: in the app only, the owner's bell)")
         radd.add_argument("--namespace", default="")
         radd.add_argument("--selector", default="", help="a label selector the objects must match")
         radd.add_argument("--cluster", default="local", help="local (default) or a followed cluster's name")
@@ -86,7 +87,7 @@ class Command(BaseCommand):
         rule = actions.add_rule(o["name"], o["when"], o["to"], owner, namespace=o["namespace"],
                                 selector=o["selector"], cluster=o["cluster"], for_seconds=o["for_seconds"],
                                 below=o["below"], reason=o["reason"])
-        self.stdout.write(f"rule {rule.name} added: {rule.kind} -> {', '.join(o['to'])} (owner {owner.get_username()})")
+        self.stdout.write(f"rule {rule.name} added: {rule.kind} -> {', '.join(o['to']) or '(in the app only)'} (owner {owner.get_username()})")
 
     def _rule_remove(self, o):
         actions.remove_rule(o["name"])
