@@ -335,13 +335,25 @@ class Engine:
             self._timer(check.flips_at, key)
 
     def _timer(self, when: datetime, key: tuple) -> None:
+        """Evaluate the object again at `when`: one timer per object and rule (the earliest asked
+        for; evaluating then asks for the next), so a lease renewed every second costs no timer each."""
+        mem = self.memory.setdefault(key, {})
+        queued = mem.get("queued")
+        if queued is not None and queued <= when:
+            return
+        mem["queued"] = when
         heapq.heappush(self.timers, (when, next(self.seq), key))
 
     def _run_timers(self) -> None:
         now = utcnow()
         due = set()
         while self.timers and self.timers[0][0] <= now:
-            due.add(heapq.heappop(self.timers)[2])
+            when, _, key = heapq.heappop(self.timers)
+            mem = self.memory.get(key)
+            if mem is None or mem.get("queued") != when:
+                continue   # superseded by an earlier one, or the object is gone
+            del mem["queued"]
+            due.add(key)
         for key in due:
             rule_id, cluster, kind, namespace, name = key
             lr = self.rules.get(rule_id)
