@@ -73,6 +73,7 @@ class LoadedRule:
     principal: Principal
     selector: object
     channels: list = field(default_factory=list)
+    allowed: dict = field(default_factory=dict)   # (cluster, namespace) -> may the owner see it (per load)
 
     def signature(self):
         r = self.rule
@@ -260,9 +261,13 @@ class Engine:
         rule = lr.rule
         if rule.namespace and namespace != rule.namespace:
             return False
-        with clusters.within(cluster):
-            if not lr.principal.can("get", namespace, KINDS[rule.kind].watches):
-                return False   # the owner may not see it: not told
+        allowed = lr.allowed.get((cluster, namespace))
+        if allowed is None:
+            with clusters.within(cluster):
+                allowed = lr.allowed[(cluster, namespace)] = lr.principal.can("get", namespace,
+                                                                              KINDS[rule.kind].watches)
+        if not allowed:
+            return False   # the owner may not see it: not told
         if lr.selector is not None:
             labels = (obj.get("metadata") or {}).get("labels") or {}
             if obj.get("kind") == "Event":

@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
-from dashboard.coordination.strategy import lease_expiry
+from dashboard.coordination.strategy import expiry
 from dashboard.kube.formats import parse_time
 
 
@@ -51,12 +52,19 @@ def _status(obj: dict) -> dict:
     return obj.get("status") or {}
 
 
+@lru_cache(maxsize=4096)
+def _expiry(renew_time, duration):
+    """coordination's expiry rule, its time parsed once per renewal (every lease-unheld rule asks)."""
+    return expiry(parse_time(renew_time), duration)
+
+
 def lease_unheld(obj, rule, now, memory) -> Check:
     spec = _spec(obj)
     holder = spec.get("holderIdentity") or ""
     if not holder:
         return Check(True, "has no holder", {"holder": ""})
-    expires = lease_expiry(spec)
+    duration = spec.get("leaseDurationSeconds")
+    expires = _expiry(spec.get("renewTime"), duration if isinstance(duration, int) else None)
     if expires is not None and expires <= now:
         return Check(True, f"expired: {holder} did not renew", {"holder": holder, "expired": expires.isoformat()})
     return Check(False, flips_at=expires)

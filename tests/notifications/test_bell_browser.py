@@ -1,5 +1,6 @@
 """The bell in Chromium: a rule's decision raises the unread count on an open live page without a
-reload (the page socket's push); the notifications page lists it; both axe clean."""
+reload (the page socket's push), and shows a browser notification when allowed; the notifications
+page lists it; both axe clean."""
 import pytest
 
 from chromium import WAIT_MS, axe_violations, log_in, open_live, wait_in_page  # noqa: F401 (plugin fixtures)
@@ -17,6 +18,9 @@ def bell_page(chromium, server):
     server.manage("shell", "-c", "from dashboard.access.tokens import ensure_user\n"
                                  f"u = ensure_user({USER!r}, 'admin')\nu.set_password({PASSWORD!r})\nu.save()\n")
     ctx = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)   # (to inject axe)
+    # The browser's Notification, recorded (as if the user had allowed notifications).
+    ctx.add_init_script("window.__kdNotes = []; window.Notification = function (title, options) { "
+                        "window.__kdNotes.push(options.body); }; window.Notification.permission = 'granted';")
     page = ctx.new_page()
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -41,6 +45,7 @@ def test_the_bell_counts_a_new_notification_live(server, bell_page):
     wait_in_page(page, "document.querySelector('#notify-bell .count').textContent === '1'", "the bell's push")
     assert page.evaluate("window.__kdSameDocument === true"), "the page was reloaded"
     expect(bell).to_have_accessible_name("Notifications: 1 unread")
+    assert page.evaluate("window.__kdNotes") == ["1 new notification"]
     page.screenshot(path="/tmp/kubedash-bell.png")
     assert axe_violations(page) == []
     bell.click()
