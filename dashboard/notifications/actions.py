@@ -127,3 +127,16 @@ def owner_named(username: str):
         return User.objects.get(username=username)
     except User.DoesNotExist:
         raise ValueError(f'no user named "{username}"') from None
+
+
+# The delivery log and read notifications are kept this long (the maintenance leader's clean-up).
+LOG_RETENTION = timedelta(days=7)
+READ_RETENTION = timedelta(days=30)
+
+
+def purge_old() -> int:
+    """Messages no longer waiting (delivered, folded, failed) and read notifications, past their
+    retention; rows removed."""
+    now = timezone.now()
+    removed = Outbox.objects.exclude(status=Outbox.PENDING).filter(created__lt=now - LOG_RETENTION).delete()[0]
+    return removed + Notification.objects.filter(read_at__lt=now - READ_RETENTION).delete()[0]

@@ -57,6 +57,7 @@ from dashboard.kube.expiry import expire
 from dashboard.kube.formats import format_micro_time
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.outage import Outage
+from dashboard.notifications.actions import purge_old as purge_notifications
 from dashboard.notifications.runner import Notifier
 
 log = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ def expire_objects() -> int:
 
 
 JOBS = {"compaction": compact_log, "ttl": expire_objects, "share_links": purge_share_links, "tokens": purge_tokens,
-        "sessions": clear_sessions}
+        "sessions": clear_sessions, "notifications": purge_notifications}
 
 
 def run_jobs() -> None:

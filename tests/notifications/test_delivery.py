@@ -42,6 +42,9 @@ def test_webhook_failing_first_then_accepting_gets_each_message_once_signed(serv
         eventually(lambda: len(hook.received) == 2, what="the second message")
         assert hook.ids()[0] == message["id"] and hook.ids()[1] != message["id"]
         assert len(hook.tries) == 4
+        out = server.manage("notify", "rule", "remove", "leader-moved")
+        assert "rule leader-moved removed" in out
+        assert "leader-moved" not in server.manage("notify", "list").split("DELIVERIES")[0]
 
 
 MEMOS = "SELECT memo FROM notifications_episode WHERE name = ?"

@@ -2,8 +2,13 @@
 shown again (masked), destinations checked, rules made with the owner's rights, muting."""
 import pytest
 
+from datetime import timedelta
+
+from django.utils import timezone
+
 from dashboard.follow.secrets import decrypt
-from dashboard.notifications.models import Channel, Rule
+from dashboard.notifications.actions import purge_old
+from dashboard.notifications.models import Channel, Notification, Outbox, Rule
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +69,19 @@ def test_rules_are_made_with_the_owners_rights_and_muted(login):
     assert "until" in limited.get("/notifications/").content.decode()
     assert limited.post("/notifications/rules/ours/remove/").status_code == 302
     assert not Rule.objects.filter(name="ours").exists()
+
+
+def test_the_delivery_log_and_read_notifications_are_kept_for_a_while(login):
+    admin = login("admin", "chief")
+    add_channel(admin, "ops", SLACK)
+    channel = Channel.objects.get(name="ops")
+    old, recent = timezone.now() - timedelta(days=8), timezone.now() - timedelta(days=1)
+    for i, (status, created) in enumerate([("delivered", old), ("failed", old), ("pending", old),
+                                           ("delivered", recent)]):
+        Outbox.objects.create(message_id=f"m{i}", channel=channel, payload={}, status=status, created=created)
+    user = Rule._meta.get_field("owner").related_model.objects.get(username="chief")
+    Notification.objects.create(user=user, message_id="n1", payload={}, read_at=timezone.now() - timedelta(days=31))
+    Notification.objects.create(user=user, message_id="n2", payload={})
+    assert purge_old() == 3
+    assert sorted(Outbox.objects.values_list("message_id", flat=True)) == ["m2", "m3"]   # waiting, and recent
+    assert list(Notification.objects.values_list("message_id", flat=True)) == ["n2"]
