@@ -23,9 +23,13 @@ from .rules import KINDS, rule_refusal
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+class NameRefused(ValueError):
+    """The name is the problem (the page shows it at the name field)."""
+
+
 def _check_name(name: str, what: str) -> str:
     if not NAME_RE.match(name or ""):
-        raise ValueError(f'{what} name "{name}" must be lower-case letters, digits and "-" (at most 63)')
+        raise NameRefused(f'{what} name "{name}" must be lower-case letters, digits and "-" (at most 63)')
     return name
 
 
@@ -46,7 +50,7 @@ def add_channel(name: str, url: str, secret: str = "", created_by=None) -> Chann
                                       secret=encrypt(secret.encode()) if secret else None,
                                       shown=delivery.masked(url), created_by=created_by)
     except IntegrityError:
-        raise ValueError(f'a channel named "{name}" exists already') from None
+        raise NameRefused(f'a channel named "{name}" exists already') from None
 
 
 def urlsplit_scheme(url: str) -> str:

@@ -290,13 +290,16 @@ def _fold(channel: Channel, rows: list[Outbox], now) -> Outbox:
     return digest
 
 
-def _try(row: Outbox, now) -> None:
-    scheme = "webhook"
+def _scheme(channel: Channel) -> str:
+    """The metrics' label: "webhook", or the Apprise scheme."""
     try:
-        url = decrypt(row.channel.url).decode()
-        scheme = urlsplit(url).scheme if urlsplit(url).scheme not in WEBHOOK_SCHEMES else "webhook"
+        scheme = urlsplit(decrypt(channel.url).decode()).scheme
     except CredentialsError:
-        pass
+        return "unknown"
+    return "webhook" if scheme in WEBHOOK_SCHEMES else scheme[:16]
+
+
+def _try(row: Outbox, now) -> None:
     try:
         send(row.channel, row.payload)
     except DeliveryError as err:
@@ -316,4 +319,4 @@ def _try(row: Outbox, now) -> None:
     row.attempts += 1
     row.status, row.delivered_at = Outbox.DELIVERED, timezone.now()
     row.save(update_fields=["attempts", "status", "delivered_at"])
-    metrics.DELIVERIES.labels(scheme[:16]).inc()
+    metrics.DELIVERIES.labels(_scheme(row.channel)).inc()

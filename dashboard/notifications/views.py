@@ -102,8 +102,7 @@ def channel_add(request):
         try:
             channel = actions.add_channel(d["name"], d["url"], d["secret"], created_by=request.user)
         except ValueError as err:
-            form.add_error("url" if "destination" in str(err) or "URL" in str(err) or "://" in str(err) else "name",
-                           str(err)[:1].upper() + str(err)[1:])
+            form.add_error("name" if isinstance(err, actions.NameRefused) else "url", str(err)[:1].upper() + str(err)[1:])
         else:
             flash.success(request, f"Channel {channel.name} added ({channel.shown}).")
             return redirect("notifications")

@@ -103,7 +103,7 @@ def test_job_stalled_fires_without_progress_and_resolves_on_progress(server, hoo
 
 
 def test_endpoints_below_for_flapping_within_for_is_one_episode(server, hook):
-    notify(server, "rule add notready --when endpoints-not-ready --below 50 --for 1.5 --to rules-hook "
+    notify(server, "rule add notready --when endpoints-not-ready --below 50 --for 3 --to rules-hook "
                    "--namespace eps")
     ips, down = ("10.0.0.1",), ("10.0.0.2", "10.0.0.3", "10.0.0.4")
     write(server, "POST", "Endpoints", "eps", "web", endpoints("web", ns="eps", ips=ips, not_ready=down))
