@@ -15,8 +15,12 @@ class Webhook:
     """An HTTP receiver: records every POST (headers, body); answers 500 to the first `fail_first`,
     then 200. `received` are the bodies it accepted (2xx), `tries` every request."""
 
-    def __init__(self, fail_first: int = 0, secret: bytes | None = None, port: int = 0):
+    def __init__(self, fail_first: int = 0, secret: bytes | None = None, port: int = 0, hold_first: bool = False):
         self.fail_first = fail_first
+        # hold_first: the first request is read and recorded, then left unanswered until `release` is set.
+        self.hold_first = hold_first
+        self.held = threading.Event()
+        self.release = threading.Event()
         self.secret = secret
         self.tries: list[tuple[dict, bytes]] = []
         self.received: list[dict] = []
@@ -37,6 +41,11 @@ class Webhook:
                             failing = True
                     if not failing:
                         hook.received.append(json.loads(body))
+                    holding = hook.hold_first and len(hook.tries) == 1
+                if holding:
+                    hook.held.set()
+                    hook.release.wait(60)
+                    return
                 self.send_response(500 if failing else 200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -55,6 +64,7 @@ class Webhook:
         return self
 
     def __exit__(self, *exc):
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 

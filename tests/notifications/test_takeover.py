@@ -3,11 +3,11 @@ between a decision and its delivery, and a change committed while no one leads; 
 over and sends each message once."""
 import pytest
 
-from conftest import eventually, free_port, served_pair
+from conftest import eventually, free_port, running, served_pair
 from manifests import lease, write
 
-from .conftest import NOTIFY_ENV, notify
-from .receivers import Webhook
+from .conftest import NOTIFY_ENV, notify, notify_server
+from .receivers import Webhook, query
 
 pytestmark = pytest.mark.slow
 
@@ -44,3 +44,26 @@ def test_a_leader_killed_between_decision_and_delivery_loses_and_repeats_nothing
             assert got == [("l0", "a", "b"), ("l0", "b", "c"), ("l1", "a", "b")]
             assert len(set(hook.ids())) == 3 == len(hook.tries)
             assert pair.query("SELECT status, COUNT(*) FROM notifications_outbox GROUP BY status") == [("delivered", 3)]
+
+
+def test_killed_while_a_receiver_holds_the_answer_the_message_is_sent_again_with_its_id(tmp_path):
+    """The documented window: a process killed after the receiver got a message and before it was
+    marked delivered sends it again after the restart, with the same id (receivers dedupe by it)."""
+    server = notify_server(tmp_path)
+    with Webhook(hold_first=True) as hook:
+        with running(server):
+            _ = server.admin_token
+            notify(server, f"channel add held {hook.url}",
+                   "rule add held-moves --when lease-holder-changed --to held --namespace held")
+            write(server, "POST", "Lease", "held", "l", lease("l", ns="held", holder="a"))
+            eventually(lambda: query(server, "SELECT memo FROM notifications_episode"), what="the lease remembered")
+            write(server, "PATCH", "Lease", "held", "l", {"spec": {"holderIdentity": "b"}})
+            assert hook.held.wait(30), "the message never reached the receiver"
+            server.kill()   # the receiver has it; the outbox does not know
+        assert query(server, "SELECT status, attempts FROM notifications_outbox") == [("pending", 0)]
+        with running(server):
+            eventually(lambda: len(hook.received) == 2, timeout=60, what="the message sent again")
+            first, again = hook.received
+            assert first == again   # the same body: the same id, the receiver's to drop
+            eventually(lambda: query(server, "SELECT status, attempts FROM notifications_outbox")
+                       == [("delivered", 1)], what="marked delivered")
