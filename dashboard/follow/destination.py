@@ -99,9 +99,10 @@ def own_listeners() -> set[int]:
             pass
         finally:
             sock.detach()   # not ours to close
-    configured = os.environ.get("KUBEDASH_TLS_PORT", "")
-    if configured.isdigit():
-        ports.add(int(configured))
+    for name in ("KUBEDASH_TLS_PORT", "KUBEDASH_HTTP_PORT"):   # (set by serve: a heavy child holds no listener)
+        configured = os.environ.get(name, "")
+        if configured.isdigit():
+            ports.add(int(configured))
     return ports
 
 

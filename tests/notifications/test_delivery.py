@@ -1,11 +1,13 @@
 """Delivery to real receivers on 127.0.0.1: a signed webhook that fails first (delivered once,
 retries keep the id), email through Apprise's mailto:// to an SMTP server, the delivery log."""
+import http.client
 import subprocess
 import sys
+from urllib.parse import urlencode
 
 import pytest
 
-from conftest import ROOT, eventually, free_port, running
+from conftest import ROOT, eventually, free_port, log_in_form, running
 from manifests import job, lease, write
 
 from .conftest import notify, notify_server
@@ -133,3 +135,23 @@ def test_destinations_at_kubedash_itself_or_its_database_are_refused(server, tmp
 
 
 MEMOS_IN = "SELECT memo FROM notifications_episode WHERE namespace = ?"
+
+
+def test_the_page_refuses_a_channel_at_kubedash_itself(server):
+    """Added on the page (served by a process that listens), kubedash's own ports are refused at once."""
+    server.manage("shell", "-c", "from dashboard.access.tokens import ensure_user\n"
+                                 "u = ensure_user('page-admin', 'admin')\nu.set_password('page-password-1')\nu.save()\n")
+    conn = http.client.HTTPConnection(server.host, server.http_port, timeout=30)
+    cookie = log_in_form(conn, server.http_url, "page-admin", "page-password-1")
+    csrf = cookie.split("csrftoken=")[1].split(";")[0]
+    for port in (server.http_port, server.tls_port):
+        form = urlencode({"csrfmiddlewaretoken": csrf, "channel-name": f"self-{port}",
+                          "channel-url": f"http://127.0.0.1:{port}/hook"})
+        conn.request("POST", "/notifications/channels/", body=form, headers={
+            "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie, "Origin": server.http_url,
+            "Referer": server.http_url + "/notifications/"})
+        resp = conn.getresponse()
+        page = resp.read().decode()
+        assert resp.status == 400 and "kubedash itself" in page, (resp.status, page[-2000:])
+    conn.close()
+    assert not query(server, "SELECT name FROM notifications_channel WHERE name LIKE 'self-%'")
