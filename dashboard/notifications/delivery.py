@@ -55,7 +55,9 @@ ERRORS = {
     "invalid-url": "the channel's URL is not one Apprise or the webhook understands",
     "channel-gone": "the channel was removed",
 }
-FINAL = ("undecryptable", "invalid-url", "destination")   # no later try can do better: failed at once
+# No later try can do better: failed at once. (Not "undecryptable": a process with another
+# KUBEDASH_CREDENTIALS_KEY may lead; the one with the right key then sends it.)
+FINAL = ("invalid-url", "destination")
 WEBHOOK_SCHEMES = ("http", "https")
 # Ports Apprise's plain schemes use when the URL names none (for the destination check).
 DEFAULT_PORTS = {"http": 80, "https": 443, "json": 80, "jsons": 443, "xml": 80, "xmls": 443, "form": 80,

@@ -2,6 +2,7 @@
 between a decision and its delivery, and a change committed while no one leads; the survivor takes
 over and sends each message once."""
 import pytest
+from cryptography.fernet import Fernet
 
 from conftest import eventually, free_port, running, served_pair
 from manifests import lease, write
@@ -10,6 +11,7 @@ from .conftest import NOTIFY_ENV, notify, notify_server
 from .receivers import Webhook, query
 
 pytestmark = pytest.mark.slow
+POSTGRES = pytest.param("postgres", marks=pytest.mark.postgres)   # (with Redis: the processes' doorbell)
 
 
 def leader(pair):
@@ -17,9 +19,13 @@ def leader(pair):
     return leading[0] if len(leading) == 1 else None
 
 
-def test_a_leader_killed_between_decision_and_delivery_loses_and_repeats_nothing(tmp_path_factory):
+@pytest.mark.parametrize("backend", ["sqlite", POSTGRES])
+def test_a_leader_killed_between_decision_and_delivery_loses_and_repeats_nothing(tmp_path_factory, backend):
     port = free_port()   # the receiver: down until the leader is dead
-    with served_pair(tmp_path_factory, "sqlite", **NOTIFY_ENV) as pair:
+    # (One key in every process: the channels' URLs are encrypted with it. On PostgreSQL each
+    # process has a data dir of its own, where each would otherwise make a key of its own.)
+    key = Fernet.generate_key().decode()
+    with served_pair(tmp_path_factory, backend, **NOTIFY_ENV, KUBEDASH_CREDENTIALS_KEY=key) as pair:
         a = eventually(lambda: leader(pair), what="a leader")
         b = pair.b if a is pair.a else pair.a
         notify(a, f"channel add down http://127.0.0.1:{port}/hook",
