@@ -337,7 +337,10 @@ class Engine:
             else:
                 self._timer(since + delay, key)
         if check.flips_at is not None:
+            mem["flips_at"] = check.flips_at
             self._timer(check.flips_at, key)
+        else:
+            mem.pop("flips_at", None)
 
     def _timer(self, when: datetime, key: tuple) -> None:
         """Evaluate the object again at `when`: one timer per object and rule (the earliest asked
@@ -358,18 +361,27 @@ class Engine:
             if mem is None or mem.get("queued") != when:
                 continue   # superseded by an earlier one, or the object is gone
             del mem["queued"]
+            flips = mem.get("flips_at")
+            if flips is not None and flips > now and "bad_since" not in mem and "good_since" not in mem:
+                # Only waiting for a time the object has moved since (a lease renewed after this
+                # timer was set): wait for that one, without reading the object.
+                self._timer(flips, key)
+                continue
             due.add(key)
+        objects: dict[tuple, dict | None] = {}   # each object read once, whatever the rules due on it
         for key in due:
             rule_id, cluster, kind, namespace, name = key
             lr = self.rules.get(rule_id)
             if lr is None:
                 continue
-            try:
-                with clusters.within(cluster):
-                    obj = store.get(registry.by_kind(kind), namespace, name)
-            except ApiError:
-                obj = None
-            self.evaluate(lr, cluster, kind, namespace, name, obj, utcnow(), None)
+            where = (cluster, kind, namespace, name)
+            if where not in objects:
+                try:
+                    with clusters.within(cluster):
+                        objects[where] = store.get(registry.by_kind(kind), namespace, name)
+                except ApiError:
+                    objects[where] = None
+            self.evaluate(lr, cluster, kind, namespace, name, objects[where], utcnow(), None)
 
     # --- decisions
 
