@@ -85,3 +85,14 @@ def test_the_delivery_log_and_read_notifications_are_kept_for_a_while(login):
     assert purge_old() == 3
     assert sorted(Outbox.objects.values_list("message_id", flat=True)) == ["m2", "m3"]   # waiting, and recent
     assert list(Notification.objects.values_list("message_id", flat=True)) == ["n2"]
+
+
+def test_send_a_test_queues_one_message_for_the_leader(login):
+    admin, viewer = login("admin", "chief"), login("viewer", "plain-viewer")
+    add_channel(admin, "ops", SLACK)
+    assert viewer.post("/notifications/channels/ops/test/").status_code == 403
+    assert admin.post("/notifications/channels/ops/test/").status_code == 302
+    (row,) = Outbox.objects.all()
+    assert row.message_id.startswith("test-") and row.status == "pending" and row.payload["state"] == "test"
+    assert "sent by chief" in row.payload["summary"]
+    assert row.message_id in admin.get("/notifications/").content.decode()   # in the delivery log
