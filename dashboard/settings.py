@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "dashboard.follow",
     "dashboard.demo",
     "dashboard.server",
+    "dashboard.notifications",
 ]
 
 MIDDLEWARE = [

@@ -55,6 +55,7 @@ urlpatterns = [
     path("", include("dashboard.web.share_urls")),
     path("", include("dashboard.web.people_urls")),
     path("", include("dashboard.web.cluster_urls")),
+    path("", include("dashboard.notifications.urls")),
     path("", include("dashboard.web.urls")),
 ]
 

@@ -99,9 +99,10 @@ def own_listeners() -> set[int]:
             pass
         finally:
             sock.detach()   # not ours to close
-    configured = os.environ.get("KUBEDASH_TLS_PORT", "")
-    if configured.isdigit():
-        ports.add(int(configured))
+    for name in ("KUBEDASH_TLS_PORT", "KUBEDASH_HTTP_PORT"):   # (set by serve: a heavy child holds no listener)
+        configured = os.environ.get(name, "")
+        if configured.isdigit():
+            ports.add(int(configured))
     return ports
 
 
@@ -124,6 +125,33 @@ def _backends() -> set[tuple[str, int]]:
     return out
 
 
+# Cloud metadata services outside 169.254.0.0/16 (AWS's IPv6 one, Alibaba's, ECS task metadata).
+METADATA_ADDRESSES = frozenset({"fd00:ec2::254", "100.100.100.200"})
+BACKEND, OWN, LINK_LOCAL = "backend", "own", "link-local"
+
+
+def _link_local(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    return ip.is_link_local or str(ip) in METADATA_ADDRESSES
+
+
+def address_refusal(host: str, port: int, *, link_local: bool = True) -> str | None:
+    """Which of kubedash's own addresses host:port is (looked up): BACKEND (its database or
+    Redis), OWN (one of its listeners), LINK_LOCAL (link-local or a metadata service, when
+    `link_local` is False), or None. Callers word it (followed clusters, notification channels)."""
+    addresses = _addresses(host, port)
+    if port in BACKEND_PORTS or any((a, port) in _backends() for a in addresses):
+        return BACKEND
+    if port in own_listeners() and any(_is_local(a) for a in addresses):
+        return OWN
+    if not link_local and any(_link_local(a) for a in addresses | {host}):
+        return LINK_LOCAL
+    return None
+
+
 def refusal(url: str, what: str = "the server") -> str | None:
     """Why the follower must not connect to `url`, or None (looks the name up)."""
     why = url_refusal(url, what)
@@ -131,9 +159,9 @@ def refusal(url: str, what: str = "the server") -> str | None:
         return why
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    addresses = _addresses(parts.hostname, port)
-    if port in BACKEND_PORTS or any((a, port) in _backends() for a in addresses):
+    which = address_refusal(parts.hostname, port)
+    if which == BACKEND:
         return f"{what} is kubedash's database or Redis port, not a Kubernetes API server"
-    if port in own_listeners() and any(_is_local(a) for a in addresses):
+    if which == OWN:
         return f"{what} is kubedash itself (one of its own listeners), not a followed cluster"
     return None

@@ -22,11 +22,13 @@ shows on the Leases page and in watches like any other Lease). Its semantics are
   any client's Events (dashboard/events/recorder.py: client-go's recorder and correlator).
 
 While it leads, a second thread runs the periodic jobs every KUBEDASH_MAINTENANCE_INTERVAL,
-and a third keeps a follower running for each followed cluster (stopping them all when it
-stops leading).
+a third keeps a follower running for each followed cluster (stopping them all when it
+stops leading), and a fourth the notifications' rule engine and their one sender
+(dashboard/notifications/runner.py).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -55,6 +57,8 @@ from dashboard.kube.expiry import expire
 from dashboard.kube.formats import format_micro_time
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.outage import Outage
+from dashboard.notifications.actions import purge_old as purge_notifications
+from dashboard.notifications.runner import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +256,7 @@ def expire_objects() -> int:
 
 
 JOBS = {"compaction": compact_log, "ttl": expire_objects, "share_links": purge_share_links, "tokens": purge_tokens,
-        "sessions": clear_sessions}
+        "sessions": clear_sessions, "notifications": purge_notifications}
 
 
 def run_jobs() -> None:
@@ -272,15 +276,17 @@ def run_jobs() -> None:
 class Maintenance:
     """The elector's thread and the jobs' thread of this process."""
 
-    def __init__(self):
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self.elector = Elector()
         self.followers = Followers()
+        self.notifier = Notifier(loop, self.elector.is_leader)
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
         self.threads = [threading.Thread(target=self.elector.run, name="maintenance-elector", daemon=True),
                         threading.Thread(target=self._jobs, name="maintenance-jobs", daemon=True),
-                        threading.Thread(target=self._follow, name="maintenance-follow", daemon=True)]
+                        threading.Thread(target=self._follow, name="maintenance-follow", daemon=True),
+                        threading.Thread(target=self._notify, name="maintenance-notify", daemon=True)]
         for thread in self.threads:
             thread.start()
 
@@ -304,6 +310,15 @@ class Maintenance:
             self.followers.stop()
             connection.close()
 
+    def _notify(self) -> None:
+        stopped = self.elector.stopped
+        try:
+            while not stopped.wait(FOLLOW_SYNC_SECONDS):
+                self.notifier.sync(self.elector.is_leader())
+        finally:
+            self.notifier.stop()
+            connection.close()
+
     def stop(self, release: bool = True) -> None:
         """Stop electing and working; release the Lease if held (from any thread)."""
         self.elector.stopped.set()
@@ -321,7 +336,10 @@ def start() -> Maintenance | None:
     """Called by each serving process once it listens (dashboard.server serve)."""
     global _maintenance
     if settings.KUBEDASH_MAINTENANCE and _maintenance is None:
-        _maintenance = Maintenance()
+        # The loop serve's reactor runs (the watch hub's), set up before this is called: the
+        # notifications' engine subscribes to the hub on it.
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        _maintenance = Maintenance(loop)
         _maintenance.start()
     return _maintenance
 

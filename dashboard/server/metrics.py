@@ -30,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from dashboard.notifications.metrics import outbox_figures
 from dashboard.access.authentication import BearerTokenAuthentication
 from dashboard.access.principals import principal_for
 from dashboard.access.tls import expiry_times
@@ -167,6 +168,7 @@ class _Scrape:
         yield from RevisionLogCollector(lambda: min(hubs) if hubs else None).collect()
         yield from _health()
         yield from _followed()
+        yield from outbox_figures()
         yield from _PROCESSES.collect()
 
 

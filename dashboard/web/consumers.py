@@ -36,7 +36,7 @@ from dashboard.access.sessions import reload_session, session_deadline, session_
 from dashboard.kube.hub import CLOSE, Guard, LogEntry, Subscriber, hub
 from dashboard.kube.revlog import DELETED, MODIFIED
 
-from . import cluster_scope, kinds, live, scope, share, socket_limits
+from . import badges, cluster_scope, kinds, live, scope, share, socket_limits
 from .live_page import PageSocket, PageView
 from .queries import state_changes, view_predicate
 
@@ -217,8 +217,31 @@ class LiveConsumer(AsyncWebsocketConsumer):
             s.banner_task = loop.create_task(self._watch_banner())
         if timed:
             self._start_state_check()
+        self._guard_badges(principal)
         if hub.access_generation != generation:
             await self._recheck()   # a notice may have come between resolving and guarding
+
+    def _guard_badges(self, principal):
+        """Each header badge (web/badges.py) pushed again when its notice arrives."""
+        if principal.is_share or principal.user_id is None:
+            return
+        for badge in badges.registered():
+            subject = badge.subject(principal)
+            if subject:
+                g = Guard(frozenset(), recheck=lambda badge=badge: self._push_badge(badge), cluster=self.page.cluster)
+                hub.guard(g, (subject,))
+                self.socket.badge_guards.append(g)
+
+    async def _push_badge(self, badge):
+        s = self.socket
+        if s.closing:
+            return
+        html = await sync_to_async(badges.render)(badge, s.principal, True)
+        if not s.closing:
+            try:
+                await self.send(text_data=html)
+            except Exception:   # the client went away meanwhile: its disconnect is on its way
+                s.closing = True
 
     async def _subscribe(self, principal):
         """Subscribe to what the page shows `principal`; the snapshot it starts from."""
@@ -271,6 +294,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         s.closing = True
         if s.guard is not None:
             hub.unguard(s.guard)
+        for g in s.badge_guards:
+            hub.unguard(g)
         for sub in s.subscribers:
             hub.unregister(sub)
         # (the flush task: a render for a socket that is gone, whose send would fail)

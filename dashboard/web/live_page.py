@@ -123,6 +123,7 @@ class PageSocket:
     # The subscriptions, the pushes on their way and the timers and tasks that send them.
     budgets: tuple = ()                     # whose socket budget it counts against (socket_limits)
     guard: Guard | None = None
+    badge_guards: list = field(default_factory=list)   # header badges' guards (web/badges.py), one per badge
     subscribers: list[Subscriber] = field(default_factory=list)
     queue: asyncio.Queue | None = None
     pending: dict = field(default_factory=dict)   # (kind, namespace, name) -> (event type, hub LogEntry)

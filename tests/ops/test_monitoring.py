@@ -63,7 +63,8 @@ def test_the_code_declares_the_metrics_this_module_looks_for():
     assert {"apiserver_request_total", "apiserver_request_duration_seconds_bucket", "kubedash_maintenance_leader",
             "kubedash_revision_compaction_overdue_seconds", "kubedash_ready", "kubedash_redis_up",
             "kubedash_certificate_expiry_timestamp_seconds", "kubedash_database_up",
-            "kubedash_follow_skipped_total"} <= names
+            "kubedash_follow_skipped_total", "kubedash_notify_outbox_oldest_seconds",
+            "kubedash_notify_deliveries_total", "kubedash_notify_retries_total", "kubedash_notify_failures_total"} <= names
 
 
 def rule_exprs() -> list[str]:

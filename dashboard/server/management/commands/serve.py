@@ -155,6 +155,9 @@ class Command(BaseCommand):
         if tls_port is not None:
             # What the tokens page's kubeconfig download points at (inherited by the workers).
             os.environ["KUBEDASH_TLS_PORT"] = str(tls_port)
+        # Kubedash's own pages port, for the destination checks of processes that do not hold the
+        # listening sockets (the expensive lane's child: follow/destination.py own_listeners).
+        os.environ["KUBEDASH_HTTP_PORT"] = str(port)
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         if options["workers"] > 1 or (os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not options["listen_fds"]):

@@ -1,0 +1,432 @@
+"""Rule evaluation, in the maintenance leader only, from the change stream (no polling of objects).
+
+The Engine subscribes to this process's watch hub (kube/hub.py: the committed revisions of every
+process, as watches and pages get them) for each (cluster, kind) its rules read, takes a snapshot
+of the current objects, and from then on evaluates each revision as it arrives. Time-derived
+states (a lease's expiry, a --for window, a Job without progress) are timers in this thread.
+
+Each decision (an episode opening or closing, a lease's new holder) is one transaction: the
+rule's Episode row for the object, the outbox rows for its channels and the owner's in-app
+notification. Decisions are made from state, not from deltas: evaluating the same object twice
+decides nothing new, and a message's id (messages.message_id) is unique per channel, so a second
+evaluator (a leader takeover's overlap) cannot write a message twice. A new leader starts from
+the persisted episodes and the current objects: what changed while no one led is decided then
+(several holder changes in that gap are one, from the last remembered holder to the current one);
+--for windows still open are started again (a notification may come up to --for late, never lost).
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone as dt_timezone
+
+import orjson
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
+
+from dashboard.access import clusters
+from dashboard.access.principals import Principal, principal_for
+from dashboard.kube import registry, revlog, store
+from dashboard.kube.errors import ApiError
+from dashboard.kube.hub import Subscriber, hub
+from dashboard.kube.outage import Outage
+from dashboard.kube.revlog import DELETED
+from dashboard.kube.selectors import parse_label_selector
+
+from . import conf, messages, metrics
+from .messages import FIRING, RESOLVED
+from .models import Episode, Rule
+from .rules import KINDS
+
+log = logging.getLogger(__name__)
+
+RESUBSCRIBE = object()    # the engine's queue overflowed or the hub closed a subscription: start again
+QUEUE_LIMIT = 200_000     # revisions waiting for the engine before it starts again from a snapshot
+
+
+def utcnow() -> datetime:
+    return datetime.now(dt_timezone.utc)
+
+
+@dataclass(eq=False, slots=True)
+class EngineSubscriber(Subscriber):
+    """A hub subscriber whose events go straight to the engine's thread."""
+
+    sink: object = None
+
+    def _deliver(self, ev) -> None:
+        if self.sink.qsize() >= QUEUE_LIMIT:
+            self.closed = True
+            self.sink.put(RESUBSCRIBE)
+            return
+        self.sink.put(ev)
+
+
+@dataclass
+class LoadedRule:
+    rule: Rule
+    principal: Principal
+    selector: object
+    channels: list = field(default_factory=list)
+    allowed: dict = field(default_factory=dict)   # (cluster, namespace) -> may the owner see it (per load)
+
+    def signature(self):
+        r = self.rule
+        return (r.pk, r.kind, r.cluster, r.namespace, r.selector, r.for_seconds, r.below_percent, r.reason,
+                r.owner_id, r.muted_until, tuple(c.pk for c in self.channels), self.principal)
+
+
+def load_rules() -> list[LoadedRule]:
+    out = []
+    for rule in Rule.objects.select_related("owner", "owner__kube_profile").prefetch_related("channels"):
+        try:
+            selector = parse_label_selector(rule.selector) if rule.selector else None
+        except ApiError:
+            continue   # (checked when made)
+        out.append(LoadedRule(rule, principal_for(rule.owner), selector, list(rule.channels.all())))
+    return out
+
+
+class Engine:
+    def __init__(self, loop: asyncio.AbstractEventLoop, wake_sender=lambda: None):
+        self.loop = loop
+        self.wake_sender = wake_sender
+        self.events: queue.Queue = queue.Queue()
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.rules: dict[int, LoadedRule] = {}
+        self.by_scope: dict[tuple[str, str], list[LoadedRule]] = {}
+        self.subscribers: list[EngineSubscriber] = []
+        self.episodes: dict[tuple, Episode] = {}    # (rule id, cluster, kind, ns, name) -> its row
+        self.memory: dict[tuple, dict] = {}         # same key -> this process's windows (bad/good since, progress)
+        self.timers: list = []                      # heap of (when, seq, key)
+        self.seq = itertools.count()
+        self.floor = 0                              # revisions up to this are in the snapshot
+        self.seen: dict[tuple, int] = {}            # (cluster, kind, ns, name) -> the snapshot's revision of it
+        self.reloaded_at = 0.0
+        self.health = Outage(log, "notifications: evaluating rules")
+
+    # --- the thread
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="notifications-engine", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.events.put(None)
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+
+    def _run(self) -> None:
+        close_old_connections()
+        try:
+            while not self.stopped.is_set():
+                try:
+                    self._step(conf.RULES_RELOAD_SECONDS)
+                    self.health.ok()
+                except Exception as err:   # noqa: BLE001 - the database, or a bug: logged, started again
+                    self.health.failed(err, trace=not isinstance(err, DatabaseError))
+                    connection.close()
+                    self.episodes.clear()   # re-read: a transaction may not have committed
+                    self.stopped.wait(1)
+                    self.reloaded_at = 0.0
+        finally:
+            self._unsubscribe()
+            connection.close()
+
+    def _step(self, reload_seconds: float) -> None:
+        if time.monotonic() - self.reloaded_at >= reload_seconds:
+            self.reload()
+        wait = reload_seconds - (time.monotonic() - self.reloaded_at)
+        if self.timers:
+            wait = min(wait, (self.timers[0][0] - utcnow()).total_seconds())
+        try:
+            item = self.events.get(timeout=max(0.0, wait))
+        except queue.Empty:
+            item = None
+        batch = [item] if item is not None else []
+        while len(batch) < 500:
+            try:
+                batch.append(self.events.get_nowait())
+            except queue.Empty:
+                break
+        for item in batch:
+            if item is RESUBSCRIBE:
+                self.reloaded_at = 0.0
+                self.rules = {}   # (every rule "changed": subscribe and take the snapshot again)
+                return
+            if item is not None:
+                self.on_revision(item)
+        self._run_timers()
+
+    # --- rules and subscriptions
+
+    def reload(self) -> None:
+        self.reloaded_at = time.monotonic()
+        loaded = {lr.rule.pk: lr for lr in load_rules()}
+        old = {pk: lr.signature() for pk, lr in self.rules.items()}
+        if {pk: lr.signature() for pk, lr in loaded.items()} == old and (self.subscribers or not loaded):
+            return
+        for pk in set(old) - set(loaded) | {pk for pk in loaded if pk in old and loaded[pk].signature() != old[pk]}:
+            for key in [k for k in self.memory if k[0] == pk]:
+                del self.memory[key]
+        self.rules = loaded
+        self.by_scope = {}
+        for lr in loaded.values():
+            self.by_scope.setdefault((lr.rule.cluster, KINDS[lr.rule.kind].watches), []).append(lr)
+        self._unsubscribe()
+        self.episodes = {(e.rule_id, e.cluster, e.kind, e.namespace, e.name): e for e in Episode.objects.all()}
+        metrics.RULES.set(len(loaded))
+        if not loaded:
+            return   # no rule: no subscription, the hub may rest (nothing costs)
+        self._subscribe()
+        self._snapshot()
+        self._release()
+
+    def _subscribe(self) -> None:
+        self.events = queue.Queue()
+        self.subscribers = [EngineSubscriber(resource=registry.by_kind(kind), cluster=cluster, sink=self.events)
+                            for cluster, kind in self.by_scope]
+
+        async def register():
+            await hub.start()
+            for sub in self.subscribers:
+                hub.register(sub)
+
+        asyncio.run_coroutine_threadsafe(register(), self.loop).result(timeout=30)
+
+    def _release(self) -> None:
+        async def release():
+            for sub in self.subscribers:
+                sub.release_buffer()
+
+        asyncio.run_coroutine_threadsafe(release(), self.loop).result(timeout=30)
+
+    def _unsubscribe(self) -> None:
+        subs, self.subscribers = self.subscribers, []
+        if not subs or self.loop.is_closed():
+            return
+
+        async def unregister():
+            for sub in subs:
+                hub.unregister(sub)
+
+        try:
+            asyncio.run_coroutine_threadsafe(unregister(), self.loop).result(timeout=10)
+        except (RuntimeError, TimeoutError, asyncio.TimeoutError):
+            pass
+
+    def _snapshot(self) -> None:
+        """Every rule against the current objects (what changed while nobody evaluated it)."""
+        self.floor = store.current_revision()
+        self.seen = {}
+        now = utcnow()
+        for (cluster, kind), rules in self.by_scope.items():
+            res = registry.by_kind(kind)
+            with clusters.within(cluster):
+                rows = list(revlog.with_current(res.model.objects.all(), "namespace", "name", "current_id"))
+            present = set()
+            for namespace, name, rv, text in rows:
+                self.seen[(cluster, kind, namespace, name)] = rv
+                obj = orjson.loads(text)
+                present.add((namespace, name))
+                for lr in rules:
+                    self.evaluate(lr, cluster, kind, namespace, name, obj, now, rv)
+            # Episodes of objects gone meanwhile: resolved (or forgotten).
+            for key in [k for k in self.episodes if k[1] == cluster and k[2] == kind and (k[3], k[4]) not in present]:
+                lr = self.rules.get(key[0])
+                if lr is not None:
+                    self.evaluate(lr, cluster, kind, key[3], key[4], None, now, None)
+
+    # --- evaluation
+
+    def on_revision(self, ev) -> None:
+        key = (ev.cluster, ev.kind, ev.namespace, ev.name)
+        if ev.rv <= self.floor or ev.rv <= self.seen.get(key, 0):
+            return   # already in the snapshot
+        self.seen.pop(key, None)
+        metrics.EVALUATED.inc()
+        obj = None if ev.type == DELETED else ev.obj
+        now = utcnow()
+        for lr in self.by_scope.get((ev.cluster, ev.kind), ()):
+            self.evaluate(lr, ev.cluster, ev.kind, ev.namespace, ev.name, obj, now, ev.rv)
+
+    def in_scope(self, lr: LoadedRule, cluster: str, namespace: str, obj: dict) -> bool:
+        rule = lr.rule
+        if rule.namespace and namespace != rule.namespace:
+            return False
+        allowed = lr.allowed.get((cluster, namespace))
+        if allowed is None:
+            with clusters.within(cluster):
+                allowed = lr.allowed[(cluster, namespace)] = lr.principal.can("get", namespace,
+                                                                              KINDS[rule.kind].watches)
+        if not allowed:
+            return False   # the owner may not see it: not told
+        if lr.selector is not None:
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if obj.get("kind") == "Event":
+                labels = self._involved_labels(cluster, namespace, obj)
+            if not lr.selector.matches(labels):
+                return False
+        return True
+
+    def _involved_labels(self, cluster: str, namespace: str, event: dict) -> dict:
+        about = event.get("involvedObject") or {}
+        res = registry.by_kind(about.get("kind") or "")
+        if res is None:
+            return {}
+        try:
+            with clusters.within(cluster):
+                return (store.get(res, about.get("namespace") or namespace, about.get("name") or "")
+                        .get("metadata") or {}).get("labels") or {}
+        except ApiError:
+            return {}
+
+    def evaluate(self, lr: LoadedRule, cluster, kind, namespace, name, obj, now, rv) -> None:
+        if obj is not None and not self.in_scope(lr, cluster, namespace, obj):
+            obj = None   # out of scope (labels changed, access narrowed): as if gone
+        rule, k = lr.rule, KINDS[lr.rule.kind]
+        key = (rule.pk, cluster, kind, namespace, name)
+        ep = self.episodes.get(key)
+        if k.change is not None:
+            if obj is None:
+                if ep is not None:
+                    self._forget(key, ep)
+                return
+            memo, details = k.change(obj, ep.memo if ep else {})
+            if memo is None:
+                return
+            if details is None:
+                self._decide(lr, key, ep, memo=memo)
+            else:
+                summary = f"holder changed: {details['from']} → {details['to']}"
+                self._decide(lr, key, ep, memo=memo, state=FIRING, summary=summary, details=details, rv=rv, now=now)
+            return
+        mem = self.memory.setdefault(key, {})
+        if obj is None:
+            self.memory.pop(key, None)
+            if ep is not None and ep.firing and k.resolves:
+                self._decide(lr, key, ep, state=RESOLVED, summary="gone", details={"deleted": True}, rv=rv, now=now)
+            elif ep is not None:
+                self._forget(key, ep)
+            return
+        check = k.condition(obj, rule, now, mem)
+        delay = timedelta(seconds=0 if k.window_inside else rule.for_seconds)
+        firing = ep is not None and ep.firing
+        if check.bad:
+            mem.pop("good_since", None)
+            if not firing:
+                since = mem.setdefault("bad_since", now)
+                if now - since >= delay:
+                    self._decide(lr, key, ep, state=FIRING, summary=check.summary, details=check.details, rv=rv,
+                                 now=now)
+                else:
+                    self._timer(since + delay, key)
+            return
+        mem.pop("bad_since", None)
+        if firing and k.resolves:
+            since = mem.setdefault("good_since", now)
+            if now - since >= delay:
+                self._decide(lr, key, ep, state=RESOLVED, summary="resolved", details=check.details, rv=rv, now=now)
+            else:
+                self._timer(since + delay, key)
+        if check.flips_at is not None:
+            mem["flips_at"] = check.flips_at
+            self._timer(check.flips_at, key)
+        else:
+            mem.pop("flips_at", None)
+
+    def _timer(self, when: datetime, key: tuple) -> None:
+        """Evaluate the object again at `when`: one timer per object and rule (the earliest asked
+        for; evaluating then asks for the next), so a lease renewed every second costs no timer each."""
+        mem = self.memory.setdefault(key, {})
+        queued = mem.get("queued")
+        if queued is not None and queued <= when:
+            return
+        mem["queued"] = when
+        heapq.heappush(self.timers, (when, next(self.seq), key))
+
+    def _run_timers(self) -> None:
+        now = utcnow()
+        due = set()
+        while self.timers and self.timers[0][0] <= now:
+            when, _, key = heapq.heappop(self.timers)
+            mem = self.memory.get(key)
+            if mem is None or mem.get("queued") != when:
+                continue   # superseded by an earlier one, or the object is gone
+            del mem["queued"]
+            flips = mem.get("flips_at")
+            if flips is not None and flips > now and "bad_since" not in mem and "good_since" not in mem:
+                # Only waiting for a time the object has moved since (a lease renewed after this
+                # timer was set): wait for that one, without reading the object.
+                self._timer(flips, key)
+                continue
+            due.add(key)
+        objects: dict[tuple, dict | None] = {}   # each object read once, whatever the rules due on it
+        for key in due:
+            rule_id, cluster, kind, namespace, name = key
+            lr = self.rules.get(rule_id)
+            if lr is None:
+                continue
+            where = (cluster, kind, namespace, name)
+            if where not in objects:
+                try:
+                    with clusters.within(cluster):
+                        objects[where] = store.get(registry.by_kind(kind), namespace, name)
+                except ApiError:
+                    objects[where] = None
+            self.evaluate(lr, cluster, kind, namespace, name, objects[where], utcnow(), None)
+
+    # --- decisions
+
+    def _forget(self, key: tuple, ep: Episode) -> None:
+        Episode.objects.filter(pk=ep.pk).delete()
+        self.episodes.pop(key, None)
+
+    def _decide(self, lr: LoadedRule, key: tuple, ep: Episode | None, *, memo=None, state=None, summary="",
+                details=None, rv=None, now=None) -> None:
+        """One transaction: the episode row, and (for a transition) the outbox rows and the owner's
+        notification. A clash with another evaluator's row: re-read, and evaluate again later."""
+        rule = lr.rule
+        _, cluster, kind, namespace, name = key
+        fresh = ep is None
+        if fresh:
+            ep = Episode(rule=rule, cluster=cluster, kind=kind, namespace=namespace, name=name)
+        if memo is not None:
+            ep.memo = memo
+        sent = 0
+        try:
+            with transaction.atomic():
+                if state == FIRING:
+                    ep.number += 1
+                    ep.firing = KINDS[rule.kind].change is None   # a change is its own episode: nothing stays open
+                elif state == RESOLVED:
+                    ep.firing = False
+                ep.changed = now or utcnow()
+                if state is not None:
+                    msg_id = messages.message_id(rule, cluster, kind, namespace, name, ep.number, state)
+                    payload = messages.body(rule, state, msg_id, cluster, kind, namespace, name, summary, details,
+                                            ep.changed, rv)
+                    if state == RESOLVED and not ep.sent:
+                        pass   # its firing was muted: its end is not news
+                    else:
+                        sent = messages.write(rule, payload, lr.channels)
+                    ep.sent = bool(sent) or not rule.muted() if state == FIRING else False
+                ep.save(force_insert=fresh)
+        except IntegrityError:
+            # Another evaluator wrote this decision (a takeover's overlap): take its rows as they are.
+            log.warning("notifications: %s on %s/%s decided elsewhere; re-reading", rule.name, namespace, name)
+            self.episodes = {(e.rule_id, e.cluster, e.kind, e.namespace, e.name): e for e in Episode.objects.all()}
+            return
+        self.episodes[key] = ep
+        if state is not None:
+            metrics.DECISIONS.labels(state).inc()
+            log.info("notifications: %s %s %s %s/%s (%s)", rule.name, state, kind, namespace, name, summary)
+        if sent:
+            self.wake_sender()
