@@ -12,7 +12,7 @@ from dashboard.kube.formats import parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import (INT64_MAX, ObjectForm, count_field, field_text, format_env, line_list_field,
                                  numbered_lines, parse_env, put)
-from dashboard.web.present import base_item
+from dashboard.web.present import base_item, iso
 
 from .actions import do_suspend_job, finished
 from .strategy import completions_text, duration_text, parse_index_intervals, phase
@@ -309,6 +309,25 @@ JOB_SORTS = (
 )
 
 
+def _true_conditions(item: dict) -> str:
+    return "; ".join(c["type"] + (f" ({c['reason']})" if c["reason"] else "")
+                     for c in item["all_conditions"] if c["status"] == "True")
+
+
+# The list's columns, as the export writes them (kinds.Column).
+JOB_COLUMNS = (
+    kinds.NAME_COLUMN,
+    kinds.column("status", "Status", ("Status", "phase"), sort="status"),
+    kinds.column("progress", "Succeeded", ("Succeeded", "succeeded"), ("Completions", "completions"), sort="progress"),
+    kinds.column("active", "Pods", ("Active", "active"), ("Ready", "ready"), sort="active"),
+    kinds.column("failed", "Failed", ("Failed", "failed"), ("Backoff limit", "backoff_limit"), sort="failed"),
+    kinds.column("duration", "Duration", ("Started", lambda item: iso(item["start_time"])),
+                 ("Completed", lambda item: iso(item["completion_time"])), sort="duration"),
+    kinds.AGE_COLUMN,
+    kinds.column("conditions", "Conditions", ("Conditions", _true_conditions)),
+)
+
+
 def _shown_phase_in(shown: tuple[str, ...]) -> Q:
     """shown_phase(phase, suspend) in `shown`, in SQL: a suspended Job that runs shows Suspended."""
     where = Q(phase__in=[p for p in shown if p != "Running"])
@@ -361,5 +380,6 @@ JOB_PAGES = kinds.register(kinds.KindWeb(
     ),
     sorts=JOB_SORTS,
     states=JOB_STATES,
+    columns=JOB_COLUMNS,
     recreate=recreatable,
 ))

@@ -336,6 +336,19 @@ LEASE_SORTS = (
 )
 
 
+# The list's columns, as the export writes them (kinds.Column).
+LEASE_COLUMNS = (
+    kinds.NAME_COLUMN,
+    kinds.column("state", "State", ("State", "state_text"), sort="state"),
+    kinds.column("holder", "Holder", ("Holder", "holder"), sort="holder"),
+    kinds.column("expiry", "Renewal", ("Renewed", "renewed_at"), ("Expires", "expires_at"), sort="expiry"),
+    kinds.column("duration", "Duration", ("Duration (s)", "duration_seconds"), sort="duration"),
+    kinds.column("acquired", "Acquired", ("Acquired", "acquired_at"), sort="acquired"),
+    kinds.column("transitions", "Transitions", ("Transitions", "transitions"), sort="transitions"),
+    kinds.AGE_COLUMN,
+)
+
+
 def release(data, namespace: str, name: str, principal, through):
     """The Release button: carries the holder the user saw (refused if it changed since)."""
     holder = data.get("holder", "")
@@ -363,5 +376,6 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     detail_context=detail_context, detail_partials=("history",),
     sorts=LEASE_SORTS,
     states=LEASE_STATES,
+    columns=LEASE_COLUMNS,
     search_columns=(("holder_identity", "holder"),),
 ))

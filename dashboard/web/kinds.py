@@ -88,6 +88,29 @@ COMMON_SORTS = (
 
 
 @dataclass(frozen=True)
+class Column:
+    """One of a list's columns, as an export (`?format=csv`) writes it: `fields` are its CSV
+    columns, (header, presented item -> value), the values unformatted where the page formats
+    them (times ISO 8601, durations in seconds). `sort`: its Sort key ("" not sortable)."""
+
+    key: str
+    label: str
+    fields: tuple[tuple[str, Callable[[dict], Any]], ...]
+    sort: str = ""
+
+
+def column(key: str, label: str, *fields: tuple[str, str | Callable[[dict], Any]], sort: str = "") -> Column:
+    """A Column whose fields name the presented item's keys (or give a function of it)."""
+    return Column(key, label, tuple((header, get if callable(get) else (lambda item, k=get: item.get(k)))
+                                    for header, get in fields), sort)
+
+
+# Every list's first columns (its name column shows the namespace under the name).
+NAME_COLUMN = column("name", "Name", ("Namespace", "namespace"), ("Name", "name"), sort="name")
+AGE_COLUMN = column("age", "Age", ("Created", "created_at"), sort="age")
+
+
+@dataclass(frozen=True)
 class State:
     """A state a list can be filtered by (`?state=<key>`), from the typed model's `columns`:
     test(column values, now) says whether a row is in it. The pages read the columns from the
@@ -202,6 +225,8 @@ class KindWeb:
     # (newest-first) order, whose first page takes new objects on top as they come (live.py).
     default_sort: str = ""
     new_on_top: bool = False
+    # The list's columns, in the page's order (the CSV export's; NAME_COLUMN when none are declared).
+    columns: tuple[Column, ...] = ()
 
     def __post_init__(self):
         app = self.resource.model._meta.app_label
@@ -235,6 +260,9 @@ class KindWeb:
         parts = [self.state(state)] if state else []
         parts += [f.state(columns[f.param]) for f in self.column_filters if columns.get(f.param)]
         return all_of([p for p in parts if p is not None])
+
+    def all_columns(self) -> tuple[Column, ...]:
+        return self.columns or (NAME_COLUMN, AGE_COLUMN)
 
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)

@@ -157,6 +157,13 @@ def object_yaml(obj: dict) -> str:
                      allow_unicode=True, width=120)
 
 
+def objects_yaml(objects: list[dict]) -> str:
+    """Objects as the items of a YAML list (`- apiVersion: …`), whole, as the API returns them
+    (an export: web/export.py)."""
+    return yaml.dump(objects, Dumper=_YamlDumper, sort_keys=True, default_flow_style=False,
+                     allow_unicode=True, width=120)
+
+
 # ---------------------------------------------------------------------------------------------
 # Overview: one card per namespace
 

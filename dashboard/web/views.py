@@ -40,7 +40,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.selectors import parse_label_selector
 
-from . import cluster_scope, kinds, scope, warnings
+from . import cluster_scope, export, kinds, scope, warnings
 from . import present as p
 from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
                       position, view_rows, view_totals)
@@ -231,6 +231,8 @@ class KindListView(View):
         page = self.web
         principal = page_principal(request)
         filters = Filters.from_request(request, page)
+        if export.requested(request):   # ?format=csv|json|yaml: the whole view as a file
+            return export.download(request, page, principal, filters)
         if not filters.errors:
             moved = canonical_redirect(request, filters)
             if moved is not None:
@@ -304,6 +306,7 @@ class KindListView(View):
                                last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
                                offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
+        ctx["exports"] = export.links(filters.query)
         return render(request, page.list_template, ctx)
 
     def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, keys, state):
@@ -332,6 +335,7 @@ class KindListView(View):
                                state=filters.state, sort=filters.sort, **dict(filters.columns),
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
+        ctx["exports"] = export.links(filters.query)
         return render(request, page.list_template, ctx)
 
 
