@@ -2,6 +2,7 @@
 declaration that registers them with the pages (web.kinds, like an admin.ModelAdmin)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -315,16 +316,20 @@ def _true_conditions(item: dict) -> str:
 
 
 # The list's columns, as the export writes them (kinds.Column).
-JOB_COLUMNS = (
-    kinds.NAME_COLUMN,
-    kinds.column("status", "Status", ("Status", "phase"), sort="status"),
-    kinds.column("progress", "Succeeded", ("Succeeded", "succeeded"), ("Completions", "completions"), sort="progress"),
-    kinds.column("active", "Pods", ("Active", "active"), ("Ready", "ready"), sort="active"),
-    kinds.column("failed", "Failed", ("Failed", "failed"), ("Backoff limit", "backoff_limit"), sort="failed"),
+JOB_COLUMNS = (   # (widths: jobs.css says why)
+    replace(kinds.NAME_COLUMN, label="Job", width="minmax(7.5em, 1.2fr)", min_em=7.5),
+    kinds.column("status", "Status", ("Status", "phase"), sort="status", width="minmax(8.5em, 9.5em)", min_em=8.5),
+    kinds.column("progress", "Succeeded", ("Succeeded", "succeeded"), ("Completions", "completions"), sort="progress",
+                 width="minmax(13em, 14em)", min_em=13),
+    kinds.column("active", "Pods", ("Active", "active"), ("Ready", "ready"), sort="active",
+                 width="minmax(6.5em, 10.5em)", min_em=6.5),
+    kinds.column("failed", "Failed", ("Failed", "failed"), ("Backoff limit", "backoff_limit"), sort="failed",
+                 width="minmax(8em, 10em)", min_em=8),
     kinds.column("duration", "Duration", ("Started", lambda item: iso(item["start_time"])),
-                 ("Completed", lambda item: iso(item["completion_time"])), sort="duration"),
+                 ("Completed", lambda item: iso(item["completion_time"])), sort="duration", css="opt num",
+                 width="7.5em", min_em=7.5),
     kinds.AGE_COLUMN,
-    kinds.column("conditions", "Conditions", ("Conditions", _true_conditions)),
+    kinds.column("conditions", "Conditions", ("Conditions", _true_conditions), css="opt"),
 )
 
 

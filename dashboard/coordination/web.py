@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -337,14 +337,18 @@ LEASE_SORTS = (
 
 
 # The list's columns, as the export writes them (kinds.Column).
-LEASE_COLUMNS = (
-    kinds.NAME_COLUMN,
-    kinds.column("state", "State", ("State", "state_text"), sort="state"),
-    kinds.column("holder", "Holder", ("Holder", "holder"), sort="holder"),
-    kinds.column("expiry", "Renewal", ("Renewed", "renewed_at"), ("Expires", "expires_at"), sort="expiry"),
-    kinds.column("duration", "Duration", ("Duration (s)", "duration_seconds"), sort="duration"),
-    kinds.column("acquired", "Acquired", ("Acquired", "acquired_at"), sort="acquired"),
-    kinds.column("transitions", "Transitions", ("Transitions", "transitions"), sort="transitions"),
+LEASE_COLUMNS = (   # (widths: leases.css says why)
+    replace(kinds.NAME_COLUMN, label="Lease", width="minmax(8.5em, 1.3fr)", min_em=8.5),
+    kinds.column("state", "State", ("State", "state_text"), sort="state", width="8.5em", min_em=8.5),
+    kinds.column("holder", "Holder", ("Holder", "holder"), sort="holder", width="minmax(7em, 1.5fr)"),
+    kinds.column("expiry", "Renewal", ("Renewed", "renewed_at"), ("Expires", "expires_at"), sort="expiry",
+                 width="12.5em", min_em=12.5),
+    kinds.column("duration", "Duration", ("Duration (s)", "duration_seconds"), sort="duration", css="opt num",
+                 width="7.5em", min_em=7.5),
+    kinds.column("acquired", "Acquired", ("Acquired", "acquired_at"), sort="acquired", css="opt",
+                 width="minmax(8em, 15.5em)", min_em=8),
+    kinds.column("transitions", "Transitions", ("Transitions", "transitions"), sort="transitions", css="opt num",
+                 width="9.5em", min_em=9.5),
     kinds.AGE_COLUMN,
 )
 

@@ -175,9 +175,8 @@ EVENT_PAGES = kinds.register_feed(kinds.KindWeb(
              kinds.column("type", "Type", ("Type", "type"), sort="type"),
              kinds.column("reason", "Reason", ("Reason", "reason"), sort="reason"),
              kinds.column("object", "Object", ("Object kind", "object_kind"), ("Object namespace", "object_namespace"),
-                          ("Object name", "object_name")),
+                          ("Object name", "object_name"), required=True),
              kinds.column("message", "Message", ("Message", "message"), ("Source", "source")),
-             kinds.column("count", "Count", ("Count", "count"), sort="count"),
-             kinds.column("first_seen", "First seen", ("First seen", "first_seen_at")),
-             kinds.column("name", "Event", ("Namespace", "namespace"), ("Event", "name"), sort="name")),
-))
+             kinds.column("count", "Count", ("Count", "count"), sort="count", css="num"),
+             kinds.column("first_seen", "First seen", ("First seen", "first_seen_at"), css="opt"),
+             kinds.column("name", "Event", ("Namespace", "namespace"), ("Event", "name"), sort="name", css="opt"))))

@@ -7,7 +7,8 @@ by batch (never the whole body in memory):
 
 - json: the API's list (`LeaseList`…, the objects as a GET on the API returns them);
 - yaml: the same list in YAML, as `kubectl get -o yaml` writes one;
-- csv: the list's columns (KindWeb.columns, each as its kinds.Column fields), one row per object.
+- csv: the list's columns (the chosen ones, `?columns=`: web/columns.py; each as its kinds.Column
+  fields), one row per object.
 
 In (namespace, name) order the objects come from one snapshot of the log (lists.stream_objects,
 every namespace read at the first one's revision); a sorted view is ordered from the typed rows
@@ -31,7 +32,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.registry import backend, from_storage
 from dashboard.kube.selectors import parse_label_selector
 
-from . import cluster_scope, kinds, scope, warnings
+from . import cluster_scope, columns, kinds, scope, warnings
 from . import present as p
 from .queries import sorted_keys, state_test
 
@@ -87,8 +88,11 @@ def download(request, web: kinds.KindWeb, principal: Principal, filters) -> Http
         rv, batches = _sorted(web, namespaces, selector, filters.q, filters.sort, now, keys, state)
     else:
         rv, batches = _snapshot(web, namespaces, selector, filters.q, keys, state)
-    encode = {"csv": _csv, "json": _json, "yaml": _yaml}[fmt]
-    response = StreamingHttpResponse(encode(web, rv, batches, now), content_type=FORMATS[fmt])
+    if fmt == "csv":   # the chosen columns (?columns=), else the kind's own
+        body = _csv(web, rv, batches, now, columns.shown(web, filters.chosen))
+    else:
+        body = {"json": _json, "yaml": _yaml}[fmt](web, rv, batches, now)
+    response = StreamingHttpResponse(body, content_type=FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="{file_name(web, filters, fmt)}"'
     response["Cache-Control"] = "no-store"
     response.compressible = True   # (a list: the pages' gzip may compress it as it goes)

@@ -92,6 +92,8 @@ def base_item(kind: str, obj: dict, now: datetime | None = None) -> dict:
         "uid": m.get("uid", ""),
         "resource_version": m.get("resourceVersion", ""),
         "labels": label_texts(obj),
+        "label_map": m.get("labels") or {},             # (label and annotation columns: web/columns.py)
+        "annotation_map": m.get("annotations") or {},
         "created": clock(created),
         "created_time": created,
         "created_at": iso(created),
