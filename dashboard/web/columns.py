@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from urllib.parse import parse_qsl
 
-from . import kinds
+from . import cluster_scope, kinds
 
 PARAM = "columns"
 LABEL_KEYS_READ = 5000   # rows whose labels the menu's suggestions read (a bigger view: its first)
@@ -87,7 +87,8 @@ def menu(web: kinds.KindWeb, filters, present_keys: list[str]) -> dict:
         entries.append({"column": c, "shown": True, "left": moved[0], "right": moved[1]})
     entries += [{"column": c, "shown": False} for c in web.all_columns() if c.key not in keys]
     keep = [(k, v) for k, v in parse_qsl(filters.query(**{PARAM: ""})) if k != PARAM]
-    return {"entries": entries, "keep": keep, "reset": "?" + filters.query(**{PARAM: ""}),
+    reset = filters.query(**{PARAM: ""})
+    return {"entries": entries, "keep": keep, "reset": web.list_url + (f"?{reset}" if reset else ""),
             "suggested": [f"label:{k}" for k in present_keys if f"label:{k}" not in keys]}
 
 
@@ -112,5 +113,7 @@ def page_context(web: kinds.KindWeb, filters, ctx: dict) -> dict:
             options.append((c.key, f"{c.meta} {c.meta_key}"))
     if kinds.meta_parts(current) and current not in {c.key for c in cols}:   # (sorted by a column not shown)
         options.append((current, current.replace(":", " ", 1)))
-    return {"view_columns": cols, "column_keys": {c.key for c in cols}, "chosen_columns": filters.chosen, "columns_style": grid_style(web, filters.chosen),
-            "sorting": sorting, "sort_options": options}
+    query = filters.query()
+    return {"view_columns": cols, "column_keys": {c.key for c in cols}, "chosen_columns": filters.chosen,
+            "columns_style": grid_style(web, filters.chosen), "sorting": sorting, "sort_options": options,
+            "columns_url": cluster_scope.in_cluster(f"{web.list_url}columns/" + (f"?{query}" if query else ""))}

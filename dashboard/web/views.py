@@ -270,8 +270,6 @@ class KindListView(View):
         # ?warnings=1h: the objects (existing, in this view) with warnings in the last hour.
         keys = warnings.warned_keys(page.kind, utcnow(), namespaces) if filters.warnings else None
         state = page.view_filter(filters.state, dict(filters.columns))
-        ctx["column_menu"] = list_columns.menu(page, filters, list_columns.label_keys(
-            view_rows(page.kind, namespaces, selector, filters.q)[0]))
         if filters.sort:
             return self.sorted(request, ctx, filters, namespaces, selector, principal, keys, state)
         try:

@@ -14,8 +14,10 @@ def test_column_menu_label_column_live_update_and_export_menu(wide_page, kube_se
         api(kube_server, "POST", leases_path(ns), obj)
     page.goto(f"{base}/leases/?namespace={ns}")
 
-    # The menu: untick Renewal and Acquired, add the tier label (offered: it is in the view), apply.
-    page.click("#columns-box summary")
+    # The menu (a page of its own): untick Renewal and Acquired, add the tier label (offered: it
+    # is in the view), apply.
+    page.click("a:text('Columns…')")
+    page.wait_for_url(lambda url: "/leases/columns/" in url)
     page.uncheck('#columns-form input[name=columns][value=expiry]')
     page.uncheck('#columns-form input[name=columns][value=acquired]')
     assert page.locator('#columns-labels option[value="label:tier"]').count() == 1

@@ -117,17 +117,26 @@ def test_a_label_cell_filters_the_list_to_its_value(login, seeded):
 
 
 def test_the_menu_offers_the_views_label_keys_and_moves_columns(login, seeded):
-    html = login("viewer").get("/leases/?namespace=cols&columns=name,holder,state").content.decode()
-    menu = re.search(r'<details class="columns-box".*?</details>', html, re.S).group(0)
+    viewer = login("viewer")
+    listed = viewer.get("/leases/?namespace=cols&columns=name,holder,state").content.decode()
+    assert '<a href="/leases/columns/?namespace=cols&amp;columns=name%2Cholder%2Cstate">Columns…</a>' in listed
+    r = viewer.get("/leases/columns/?namespace=cols&columns=name,holder,state")
+    assert r.status_code == 200
+    menu = re.search(r'<form method="get" action="/leases/" class="filters columns-form".*?</form>',
+                     r.content.decode(), re.S).group(0)
     assert re.findall(r'<option value="(label:[^"]+)">', menu) == ["label:tier", "label:app"]   # (most common first)
     ticked = re.findall(r'name="columns" value="([^"]+)" checked', menu)
     assert ticked == ["name", "holder", "state"]
+    assert 'value="name" checked disabled' in menu   # (the name: always, sent by a hidden field)
+    assert '<input type="hidden" name="columns" value="name">' in menu
     assert 'value="expiry">' in menu   # offered, not ticked
-    assert 'aria-label="Move Holder right" ' not in menu
     right = re.search(r'<a class="move" href="([^"]+)" aria-label="Move Holder right">', menu).group(1)
-    assert unescape(right) == "?namespace=cols&columns=name%2Cstate%2Cholder"
-    # The other settings ride along as hidden fields.
+    assert unescape(right) == "?namespace=cols&columns=name%2Cstate%2Cholder"   # (reordered on the menu's page)
+    # The other settings ride along as hidden fields; "the list's own columns" drops the choice.
     assert '<input type="hidden" name="namespace" value="cols">' in menu
+    assert 'href="/leases/?namespace=cols">The list’s own columns</a>' in menu
+    # Limits hold on the menu's page too.
+    assert login("viewer", namespaces=["x"]).get("/leases/columns/?namespace=cols").status_code == 403
 
 
 def test_the_csv_export_has_the_chosen_columns(login, seeded):
