@@ -43,6 +43,13 @@ class Action:
     # Whether the detail page's toolbar shows its button: the detail template's partial named
     # after the action. (False: the kind's templates offer it elsewhere, e.g. in a panel.)
     toolbar: bool = True
+    verb: str = "patch"   # what the user must be allowed ("create": it makes a new object, whose page it opens)
+    label: str = ""       # its confirmation page's heading ("Run again") and what it says first (`explain`)
+    explain: str = ""
+    # A confirmation page first (GET): preview(namespace, name) -> the object it will create,
+    # shown as YAML; its form posts back the fields of `preview_fields(obj)` (e.g. the new name).
+    preview: Callable[[str, str], dict] | None = None
+    preview_fields: Callable[[dict], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class BulkAction:
     perform: Callable[[str, str, Any, Any], Any]
     undo: str = ""
     note: str = ""
+    verb: str = "patch"   # what the user must be allowed for each object
 
 
 @dataclass(frozen=True)
@@ -439,6 +447,8 @@ DETAIL_TABS = ("history", "fields")
 
 
 def page_route_names() -> set[str]:
-    """The URL names of every list and detail page (and the detail pages' other views)."""
+    """The URL names of every list and detail page (and the lists' column menus, the detail pages'
+    other views)."""
     return {name for web in _by_kind.values()
-            for name in (web.plural, web.detail_view, *(f"{web.detail_view}-{tab}" for tab in DETAIL_TABS))}
+            for name in (web.plural, f"{web.plural}-columns", web.detail_view,
+                         *(f"{web.detail_view}-{tab}" for tab in DETAIL_TABS))}

@@ -49,3 +49,35 @@ def test_column_menu_label_column_live_update_and_export_menu(wide_page, kube_se
     page.screenshot(path="/tmp/kubedash-columns-1440.png", full_page=True)
     assert axe_violations(page, ["color-contrast", "label", "button-name", "link-name", "list", "listitem",
                                  "aria-allowed-attr", "duplicate-id"]) == []
+
+
+def test_job_ttl_countdown_and_run_again(wide_page, kube_server, ns):
+    from datetime import datetime, timedelta, timezone
+
+    from chromium import jobs_path, wait_in_page
+    from manifests import job
+    from playwright.sync_api import expect
+
+    page, base = wide_page, kube_server.http_url
+    api(kube_server, "POST", jobs_path(ns), job("nightly", ns=ns, ttlSecondsAfterFinished=600))
+    ended = (datetime.now(timezone.utc) - timedelta(seconds=410)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [{"type": t, "status": "True", "lastProbeTime": ended, "lastTransitionTime": ended}
+                  for t in ("SuccessCriteriaMet", "Complete")]
+    api(kube_server, "PATCH", jobs_path(ns, "nightly") + "/status",
+        {"status": {"succeeded": 1, "startTime": ended, "completionTime": ended, "conditions": conditions}}, merge=True)
+    open_live(page, f"{base}/jobs/?namespace={ns}")
+    ttl = page.locator(dom("job", ns, "nightly") + " [data-ttl-at]")
+    expect(ttl).to_have_text(__import__("re").compile(r"deleted in 3m \d+s"))
+    first = ttl.inner_text()
+    wait_in_page(page, f"document.querySelector('[data-ttl-at]').textContent !== {first!r}", "the countdown moving")
+    assert "no TTL controller runs on the local cluster" in page.locator(dom("job", ns, "nightly")).inner_text()
+    page.screenshot(path="/tmp/kubedash-jobs-ttl-1440.png")
+
+    page.goto(f"{base}/jobs/{ns}/nightly/")
+    page.click("a:text('Run again…')")
+    expect(page.locator("h1")).to_have_text("Run again job nightly?")
+    assert "kubedash.io/rerun-of: nightly" in page.locator("#preview-yaml").inner_text()
+    page.screenshot(path="/tmp/kubedash-job-rerun-1440.png", full_page=True)
+    page.click("button:text('Create nightly-')")
+    page.wait_for_url(__import__("re").compile(rf".*/jobs/{ns}/nightly-[a-z0-9]{{5}}/$"))
+    expect(page.locator(".messages, [role=status]").first).to_be_visible()
