@@ -111,8 +111,7 @@ def test_run_again_only_for_finished_jobs_and_editors(login):
 
 
 def store_names(ns: str) -> list[str]:
-    return [o["metadata"]["name"] for o in store.list_all(JOBS, ns)] if hasattr(store, "list_all") else \
-        list(JOBS.model.objects.filter(namespace=ns).values_list("name", flat=True))
+    return list(JOBS.model.objects.filter(namespace=ns).values_list("name", flat=True))
 
 
 def test_bulk_run_again(login):
