@@ -277,6 +277,21 @@ def overview_card(leases: Iterable[tuple[str, datetime | None, int | None]] | No
             "expiries": " ".join(map(str, sorted(expiries)))}
 
 
+def export_lease(obj: dict, now: datetime) -> dict:
+    """What the export's columns (LEASE_COLUMNS, label and annotation ones) read, without the
+    page's texts: the same values as present_lease's (a test holds them equal), at a fraction of
+    its cost, for a 10,000-row CSV (web/export.py)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    expires = lease_expiry(spec)
+    return {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+            "state_text": STATE_TEXT[lease_state(holder, expires, now)], "holder": holder,
+            "renewed_at": iso(parse_time(spec.get("renewTime"))), "expires_at": iso(expires) if holder else "",
+            "duration_seconds": spec.get("leaseDurationSeconds"), "acquired_at": iso(parse_time(spec.get("acquireTime"))),
+            "transitions": spec.get("leaseTransitions"), "created_at": iso(parse_time(meta.get("creationTimestamp"))),
+            "label_map": meta.get("labels") or {}, "annotation_map": meta.get("annotations") or {}}
+
+
 # ---------------------------------------------------------------------------------------------
 # One-click actions and the declaration
 
@@ -370,7 +385,7 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
     noun="lease", list_noun="leases",
     stylesheets=("coordination/leases.css",), scripts=("coordination/leases.js",),
-    present=present_lease, count_by="state", form=LeaseForm,
+    present=present_lease, export_item=export_lease, count_by="state", form=LeaseForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
     create_initial={"duration": "15"},
     yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},

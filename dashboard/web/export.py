@@ -190,6 +190,8 @@ def _yaml(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now) -> I
 
 def csv_value(value) -> str:
     """A cell as text: times ISO 8601 (UTC), lists joined, nothing as ""."""
+    if type(value) is str:   # (most cells: first)
+        return value
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -209,9 +211,10 @@ def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now, colum
     yield out.getvalue().encode()   # (the first byte leaves before the first batch is read)
     out.seek(0)
     out.truncate()
+    item_of = web.export_item or web.present
     for batch in batches:
         for obj in (orjson.loads(text) for text in batch):
-            item = web.present(obj, now)
+            item = item_of(obj, now)
             writer.writerow([csv_value(get(item)) for _, get in fields])
         yield out.getvalue().encode()
         out.seek(0)

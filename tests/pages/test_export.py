@@ -159,3 +159,23 @@ def test_ten_thousand_rows_export_streamed_and_equal_to_the_api(login, api):
     assert [row["Name"] for row in rows] == [o["metadata"]["name"] for o in listed]
     exported = orjson.loads(body(viewer.get("/leases/?namespace=big&format=json")))["items"]
     assert exported == listed
+
+
+def test_a_kinds_export_item_reads_as_its_presenter_for_every_column(db):
+    """A kind's cheaper export item (KindWeb.export_item) gives every column the presenter's value."""
+    from dashboard.web import kinds
+
+    web = kinds.by_kind("Lease")
+    fresh = add_lease("ei", "fresh", fresh=True, app="web")
+    stale = add_lease("ei", "stale", holder="n-1")
+    free = add_lease("ei", "free", holder="")
+    acquired = lease("acq", ns="ei", annotations={"owner": "zoe"})
+    acquired["spec"]["acquireTime"] = "2026-11-22T02:00:00.000000Z"
+    acquired["spec"]["leaseTransitions"] = 3
+    columns = [*web.all_columns(), web.column("label:app"), web.column("annotation:owner")]
+    now = utcnow()
+    for obj in (fresh, stale, free, store.create(by_kind("Lease"), "ei", acquired).object):
+        presented, exported = web.present(obj, now), web.export_item(obj, now)
+        for column in columns:
+            for header, get in column.fields:
+                assert get(exported) == get(presented), (obj["metadata"]["name"], header)
