@@ -193,6 +193,9 @@ def test_a_share_link_opens_with_the_chosen_columns(login, seeded):
     landed = guest.get(f"/s/{token}/", {"columns": fields["columns"]})
     assert landed.status_code == 302 and "columns=name%2Clabel%3Atier" in landed["Location"]
     assert headers(guest.get(landed["Location"]).content.decode()) == ["Lease", "tier"]
+    # The visitor may choose columns too (the menu's page is part of a shared view), and export.
+    assert guest.get("/leases/columns/?namespace=cols").status_code == 200
+    assert guest.get("/jobs/columns/").status_code in (403, 404)   # (another kind: outside the link)
 
 
 def test_endpoints_cards_show_label_columns_and_export_the_chosen_ones(login):
