@@ -58,8 +58,8 @@ def _refused(status: int, message: str) -> HttpResponse:
 
 
 def file_name(web: kinds.KindWeb, filters, fmt: str) -> str:
-    """The file named after the view: `leases-team-a-held.csv`."""
-    parts = [web.plural, filters.namespace, filters.label_selector, filters.q, filters.state,
+    """The file named after the view: `leases-team-a-held.csv` (a followed cluster's: `prod-leases-….csv`)."""
+    parts = ["" if clusters.is_local() else clusters.current(), web.plural, filters.namespace, filters.label_selector, filters.q, filters.state,
              *(value for _, value in filters.columns), "warnings" if filters.warnings else "",
              f"by-{filters.sort}" if filters.sort and filters.sort != filters.default_sort else ""]
     slug = "-".join(s for s in (re.sub(r"[^A-Za-z0-9._]+", "-", part).strip("-.") for part in parts if part) if s)

@@ -179,3 +179,31 @@ def test_a_kinds_export_item_reads_as_its_presenter_for_every_column(db):
         for column in columns:
             for header, get in column.fields:
                 assert get(exported) == get(presented), (obj["metadata"]["name"], header)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_followed_clusters_export_and_the_cluster_limits(login, transactional_db):
+    """`?cluster=` exports that cluster's copy (read at its own revisions), sorted too; a user
+    limited to other clusters gets nothing of it."""
+    from django.utils import timezone
+
+    from dashboard.follow.models import Cluster
+    from dashboard.kube import mirror as kmirror
+
+    Cluster.objects.create(name="prod", server="https://prod.example:6443", credentials=b"x", state=Cluster.LIVE,
+                           heartbeat_at=timezone.now(), last_event_at=timezone.now())
+    for i, holder in enumerate(("b-holder", "a-holder")):
+        obj = lease(f"prod-{i}", holder=holder, ns="team-a")
+        obj["metadata"].update(uid=f"u-{i}", creationTimestamp="2026-01-02T03:04:05Z", resourceVersion=str(100 + i))
+        kmirror.mirror("prod", [kmirror.Mirrored(by_kind("Lease"), "team-a", obj["metadata"]["name"], obj)])
+    add_lease("team-a", "local-one")
+    viewer = login("viewer")
+    r = viewer.get("/leases/?namespace=team-a&format=csv&cluster=prod")
+    assert r["Content-Disposition"] == 'attachment; filename="prod-leases-team-a.csv"'
+    rows = csv_rows(r)
+    assert [r["Name"] for r in rows] == ["prod-0", "prod-1"]
+    rows = csv_rows(viewer.get("/leases/?namespace=team-a&sort=holder&format=csv&cluster=prod"))
+    assert [r["Holder"] for r in rows] == ["a-holder", "b-holder"]
+    assert [r["Name"] for r in csv_rows(viewer.get("/leases/?namespace=team-a&format=csv"))] == ["local-one"]
+    limited = login("viewer", clusters=["local"])
+    assert limited.get("/leases/?namespace=team-a&format=csv&cluster=prod").status_code in (403, 404)
