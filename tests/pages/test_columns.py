@@ -206,3 +206,15 @@ def test_endpoints_cards_show_label_columns_and_export_the_chosen_ones(login):
     assert re.search(r'<span class="meta-fact"><span class="muted">tier:</span> <span class="mono">fe</span>', html)
     r = viewer.get("/endpoints/?namespace=ce&columns=name,ready,label:tier&format=csv")
     assert b"".join(r.streaming_content).decode().splitlines() == ["Namespace,Name,Ready,label:tier", "ce,svc,1,fe"]
+
+
+def test_the_events_feed_takes_columns_too(login):
+    viewer = login("viewer")
+    r = viewer.get("/events/?columns=message,count")
+    assert r.status_code == 302 and r["Location"] == "/events/?columns=object%2Cmessage%2Ccount"   # (its row's link first)
+    html = viewer.get(r["Location"]).content.decode()
+    assert headers(html) == ["Object", "Message", "Count"]
+    assert viewer.get("/events/columns/?columns=object,message,count").status_code == 200
+    r = viewer.get("/events/?columns=object,message,count&format=csv")
+    assert b"".join(r.streaming_content).decode().splitlines()[0] == \
+        "Object kind,Object namespace,Object name,Message,Source,Count"
