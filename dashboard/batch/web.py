@@ -2,19 +2,24 @@
 declaration that registers them with the pages (web.kinds, like an admin.ModelAdmin)."""
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import forms
 from django.db.models import Count, Q
 
+from dashboard.access import clusters
+from dashboard.kube import store
+from dashboard.kube.errors import conflict
 from dashboard.kube.formats import parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import (INT64_MAX, ObjectForm, count_field, field_text, format_env, line_list_field,
                                  numbered_lines, parse_env, put)
-from dashboard.web.present import base_item
+from dashboard.web.present import base_item, iso
 
-from .actions import do_suspend_job, finished
+from .actions import SUFFIX, do_rerun_job, do_suspend_job, finished, rerun_copy
+from .resource import JOBS
 from .strategy import completions_text, duration_text, parse_index_intervals, phase
 
 # Index grids beyond this many cells show a text summary for the rest (a 100,000-index job
@@ -74,6 +79,36 @@ def _grouped(conditions: list[dict]) -> list[dict]:
     return list(out.values())
 
 
+def countdown_text(seconds: float) -> str:
+    """"3m 10s", "1h 5m", "45s" (static/batch/jobs.js writes the same as time passes)."""
+    s = max(int(seconds), 0)
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
+
+
+def ttl_text(deleted_at: datetime, now: datetime) -> str:
+    left = (deleted_at - now).total_seconds()
+    return f"deleted in {countdown_text(left + 0.999)}" if left > 0 else f"due for deletion {countdown_text(-left)} ago"
+
+
+def _ttl(obj: dict, status: dict, done: str, now: datetime) -> dict:
+    """A finished Job with spec.ttlSecondsAfterFinished: when the TTL controller deletes it (its
+    finish time, the Complete or Failed condition's, plus the TTL). kubedash runs no TTL
+    controller for Jobs on its own cluster (its maintenance expires Events only), so there it says
+    so; a followed cluster's own controller deletes them there."""
+    ttl = (obj.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if not done or not isinstance(ttl, int) or isinstance(ttl, bool):
+        return {"ttl_at": ""}
+    ended = next((parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or []
+                  if c.get("type") == done and c.get("status") == "True"), None) \
+        or parse_time(status.get("completionTime"))
+    if ended is None:
+        return {"ttl_at": ""}
+    at = ended + timedelta(seconds=ttl)
+    return {"ttl_at": iso(at), "ttl_text": ttl_text(at, now), "ttl_seconds": ttl, "ttl_local": clusters.is_local()}
+
+
 def shown_phase(job_phase: str, suspend: bool) -> str:
     """The phase the pages show: kubectl's STATUS (strategy.phase), except that a job whose
     spec says suspend is Suspended, not Running, even before a controller has written the
@@ -123,6 +158,7 @@ def present_job(obj: dict, now: datetime) -> dict:
         "completion_mode": spec.get("completionMode") or "NonIndexed",
         "grid": _grid(spec, status) if indexed and isinstance(completions, int) else None,
     })
+    item.update(_ttl(obj, status, item["finished"], now))
     return item
 
 
@@ -309,6 +345,29 @@ JOB_SORTS = (
 )
 
 
+def _true_conditions(item: dict) -> str:
+    return "; ".join(c["type"] + (f" ({c['reason']})" if c["reason"] else "")
+                     for c in item["all_conditions"] if c["status"] == "True")
+
+
+# The list's columns, as the export writes them (kinds.Column).
+JOB_COLUMNS = (   # (widths: jobs.css says why)
+    replace(kinds.NAME_COLUMN, label="Job", width="minmax(7.5em, 1.2fr)", min_em=7.5),
+    kinds.column("status", "Status", ("Status", "phase"), sort="status", width="minmax(8.5em, 9.5em)", min_em=8.5),
+    kinds.column("progress", "Succeeded", ("Succeeded", "succeeded"), ("Completions", "completions"), sort="progress",
+                 width="minmax(13em, 14em)", min_em=13),
+    kinds.column("active", "Pods", ("Active", "active"), ("Ready", "ready"), sort="active",
+                 width="minmax(6.5em, 10.5em)", min_em=6.5),
+    kinds.column("failed", "Failed", ("Failed", "failed"), ("Backoff limit", "backoff_limit"), sort="failed",
+                 width="minmax(8em, 10em)", min_em=8),
+    kinds.column("duration", "Duration", ("Started", lambda item: iso(item["start_time"])),
+                 ("Completed", lambda item: iso(item["completion_time"])), sort="duration", css="opt num",
+                 width="7.5em", min_em=7.5),
+    kinds.AGE_COLUMN,
+    kinds.column("conditions", "Conditions", ("Conditions", _true_conditions), css="opt"),
+)
+
+
 def _shown_phase_in(shown: tuple[str, ...]) -> Q:
     """shown_phase(phase, suspend) in `shown`, in SQL: a suspended Job that runs shows Suspended."""
     where = Q(phase__in=[p for p in shown if p != "Running"])
@@ -341,16 +400,39 @@ def recreatable(obj: dict) -> dict:
     return obj
 
 
+def rerun(data, namespace: str, name: str, principal, through):
+    """"Run again" (its confirmation showed the copy: the same name suffix is posted back)."""
+    suffix = data.get("suffix", "")
+    result = do_rerun_job(namespace, name, acting=principal, through=through,
+                          suffix=suffix if SUFFIX.match(suffix) else None)
+    return result, f"Job {namespace}/{result.object['metadata']['name']} created: a fresh run of {name}."
+
+
+def rerun_preview(namespace: str, name: str) -> dict:
+    current = store.get(JOBS, namespace, name)
+    if not finished(current):
+        raise conflict(JOBS.group, JOBS.plural, name, "the job has not finished: run it again once it is complete "
+                                                      "or failed")
+    return rerun_copy(current)
+
+
+RERUN = kinds.Action("rerun", "job_rerun", rerun, verb="create", label="Run again",
+                     explain="A fresh copy of this finished job: a new name, no status, its selector and "
+                             "controller labels generated anew, an annotation naming this one.",
+                     preview=rerun_preview,
+                     preview_fields=lambda obj: {"suffix": obj["metadata"]["name"].rsplit("-", 1)[1]})
+
+
 JOB_PAGES = kinds.register(kinds.KindWeb(
     kind="Job", plural="jobs", detail_view="job", title="Jobs", heading="Job progress",
     noun="job", list_noun="jobs",
-    stylesheets=("batch/jobs.css",),
+    stylesheets=("batch/jobs.css",), scripts=("batch/jobs.js",),
     present=present_job, count_by="phase_class", form=JobForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="failed"),
     create_initial={"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},
     yaml_skeleton={"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},
-    actions=(kinds.Action("suspend", "job_suspend", suspend),),
+    actions=(kinds.Action("suspend", "job_suspend", suspend), RERUN),
     bulk_actions=(
         kinds.BulkAction("suspend", "Suspend", "suspended", undo="resume",
                          perform=lambda ns, name, p, through: do_suspend_job(ns, name, suspend=True, acting=p,
@@ -358,8 +440,13 @@ JOB_PAGES = kinds.register(kinds.KindWeb(
         kinds.BulkAction("resume", "Resume", "resumed", undo="suspend",
                          perform=lambda ns, name, p, through: do_suspend_job(ns, name, suspend=False, acting=p,
                                                                              through=through)),
+        kinds.BulkAction("rerun", "Run again", "run again", verb="create",
+                         perform=lambda ns, name, p, through: do_rerun_job(ns, name, acting=p, through=through),
+                         note="Each selected job that has finished gets a fresh copy, <name>-<suffix>; a job "
+                              "still running is left alone. Delete the copies to undo."),
     ),
     sorts=JOB_SORTS,
     states=JOB_STATES,
+    columns=JOB_COLUMNS,
     recreate=recreatable,
 ))

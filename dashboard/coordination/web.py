@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Iterable
 
@@ -277,6 +277,21 @@ def overview_card(leases: Iterable[tuple[str, datetime | None, int | None]] | No
             "expiries": " ".join(map(str, sorted(expiries)))}
 
 
+def export_lease(obj: dict, now: datetime) -> dict:
+    """What the export's columns (LEASE_COLUMNS, label and annotation ones) read, without the
+    page's texts: the same values as present_lease's (a test holds them equal), at a fraction of
+    its cost, for a 10,000-row CSV (web/export.py)."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    expires = lease_expiry(spec)
+    return {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+            "state_text": STATE_TEXT[lease_state(holder, expires, now)], "holder": holder,
+            "renewed_at": iso(parse_time(spec.get("renewTime"))), "expires_at": iso(expires) if holder else "",
+            "duration_seconds": spec.get("leaseDurationSeconds"), "acquired_at": iso(parse_time(spec.get("acquireTime"))),
+            "transitions": spec.get("leaseTransitions"), "created_at": iso(parse_time(meta.get("creationTimestamp"))),
+            "label_map": meta.get("labels") or {}, "annotation_map": meta.get("annotations") or {}}
+
+
 # ---------------------------------------------------------------------------------------------
 # One-click actions and the declaration
 
@@ -336,6 +351,23 @@ LEASE_SORTS = (
 )
 
 
+# The list's columns, as the export writes them (kinds.Column).
+LEASE_COLUMNS = (   # (widths: leases.css says why)
+    replace(kinds.NAME_COLUMN, label="Lease", width="minmax(8.5em, 1.3fr)", min_em=8.5),
+    kinds.column("state", "State", ("State", "state_text"), sort="state", width="8.5em", min_em=8.5),
+    kinds.column("holder", "Holder", ("Holder", "holder"), sort="holder", width="minmax(7em, 1.5fr)"),
+    kinds.column("expiry", "Renewal", ("Renewed", "renewed_at"), ("Expires", "expires_at"), sort="expiry",
+                 width="12.5em", min_em=12.5),
+    kinds.column("duration", "Duration", ("Duration (s)", "duration_seconds"), sort="duration", css="opt num",
+                 width="7.5em", min_em=7.5),
+    kinds.column("acquired", "Acquired", ("Acquired", "acquired_at"), sort="acquired", css="opt",
+                 width="minmax(8em, 15.5em)", min_em=8),
+    kinds.column("transitions", "Transitions", ("Transitions", "transitions"), sort="transitions", css="opt num",
+                 width="9.5em", min_em=9.5),
+    kinds.AGE_COLUMN,
+)
+
+
 def release(data, namespace: str, name: str, principal, through):
     """The Release button: carries the holder the user saw (refused if it changed since)."""
     holder = data.get("holder", "")
@@ -353,7 +385,7 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
     noun="lease", list_noun="leases",
     stylesheets=("coordination/leases.css",), scripts=("coordination/leases.js",),
-    present=present_lease, count_by="state", form=LeaseForm,
+    present=present_lease, export_item=export_lease, count_by="state", form=LeaseForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
     create_initial={"duration": "15"},
     yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
@@ -363,5 +395,6 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     detail_context=detail_context, detail_partials=("history",),
     sorts=LEASE_SORTS,
     states=LEASE_STATES,
+    columns=LEASE_COLUMNS,
     search_columns=(("holder_identity", "holder"),),
 ))

@@ -372,6 +372,18 @@ ENDPOINTS_SORTS = (
 )
 
 
+# The cards' facts as columns, as the export writes them (kinds.Column).
+ENDPOINTS_COLUMNS = (
+    kinds.NAME_COLUMN,
+    kinds.column("health", "Health", ("Health", "health_text")),
+    kinds.column("ready", "Ready addresses", ("Ready", "ready"), sort="ready"),
+    kinds.column("partial", "Partly ready addresses", ("Partly ready", "partial")),
+    kinds.column("not_ready", "Not ready addresses", ("Not ready", "not_ready"), sort="not_ready"),
+    kinds.column("ports", "Ports", ("Ports", lambda item: " ".join(p["text"] for p in item["ports"])), sort="ports"),
+    kinds.AGE_COLUMN,
+)
+
+
 ENDPOINTS_STATES = (   # ?state=: all ready (the overview's healthy ones), or any address not ready
     kinds.State("ready", "All ready", ("ready_addresses", "not_ready_addresses"), lambda v, now: v[0] > 0 and not v[1],
                 where=Q(ready_addresses__gt=0, not_ready_addresses=0)),
@@ -396,4 +408,5 @@ ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     summarize=summarize, summary_partial="rollup",
     sorts=ENDPOINTS_SORTS,
     states=ENDPOINTS_STATES,
+    columns=ENDPOINTS_COLUMNS,
 ))

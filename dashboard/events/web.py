@@ -171,4 +171,12 @@ EVENT_PAGES = kinds.register_feed(kinds.KindWeb(
     column_filters=(kinds.ColumnFilter("type", "Type", "type", (strategy.NORMAL, strategy.WARNING)),
                     kinds.ColumnFilter("reason", "Reason", "reason")),
     default_sort="-last_seen", new_on_top=True,
-))
+    columns=(kinds.column("last_seen", "Last seen", ("Last seen", "last_seen_at"), sort="last_seen"),
+             kinds.column("type", "Type", ("Type", "type"), sort="type"),
+             kinds.column("reason", "Reason", ("Reason", "reason"), sort="reason"),
+             kinds.column("object", "Object", ("Object kind", "object_kind"), ("Object namespace", "object_namespace"),
+                          ("Object name", "object_name"), required=True),
+             kinds.column("message", "Message", ("Message", "message"), ("Source", "source")),
+             kinds.column("count", "Count", ("Count", "count"), sort="count", css="num"),
+             kinds.column("first_seen", "First seen", ("First seen", "first_seen_at"), css="opt"),
+             kinds.column("name", "Event", ("Namespace", "namespace"), ("Event", "name"), sort="name", css="opt"))))

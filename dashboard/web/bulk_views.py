@@ -41,7 +41,7 @@ def _action(info: KindWeb, name: str) -> BulkAction | None:
 
 
 def _verb(action: BulkAction) -> str:
-    return "delete" if action is DELETE else "patch"
+    return "delete" if action is DELETE else action.verb
 
 
 def _selected(request) -> list[tuple[str, str]]:

@@ -545,13 +545,15 @@ def delete(request, principal: Principal, info: KindWeb, namespace: str, name: s
 
 @editor_view
 def run_action(request, principal: Principal, info: KindWeb, namespace: str, name: str, *, action: str):
-    if request.method != "POST":
+    act = info.action(action)
+    if request.method != "POST" and not (request.method == "GET" and act.preview is not None):
         return HttpResponseNotAllowed(["POST"])
-    if not principal.can("patch", namespace, info.kind):
-        return _denied(request, principal, info, "patch", namespace)
+    if not principal.can(act.verb, namespace, info.kind):
+        return _denied(request, principal, info, act.verb, namespace)
+    if request.method == "GET":
+        return _action_preview(request, principal, info, act, namespace, name)
     try:
-        result, done = info.action(action).perform(request.POST, namespace, name, principal,
-                                                   context.of(request).write_through)
+        result, done = act.perform(request.POST, namespace, name, principal, context.of(request).write_through)
     except ApiError as err:
         if err.code == 404:
             raise Http404(f"{info.kind} {namespace}/{name} not found")
@@ -563,7 +565,24 @@ def run_action(request, principal: Principal, info: KindWeb, namespace: str, nam
         messages.success(request, done)
     else:
         messages.info(request, "Nothing to change.")
+    if act.verb == "create":   # (the new object's page)
+        return redirect(in_cluster(detail_url(info.kind, namespace, result.object["metadata"]["name"])))
     return redirect(in_cluster(detail_url(info.kind, namespace, name)))
+
+
+def _action_preview(request, principal: Principal, info: KindWeb, act: kinds.Action, namespace: str, name: str):
+    """An action's confirmation page: the object it will create, as YAML, and the button."""
+    try:
+        obj = act.preview(namespace, name)
+    except ApiError as err:
+        if err.code == 404:
+            raise Http404(f"{info.kind} {namespace}/{name} not found")
+        messages.error(request, f"Not possible: {err.message}")
+        return redirect(in_cluster(detail_url(info.kind, namespace, name)))
+    ctx = {"principal": principal, "active": info.plural, "info": info, "action": act, "namespace": namespace,
+           "name": name, "yaml": object_yaml(obj), "obj": obj, "url": detail_url(info.kind, namespace, name),
+           "fields": dict(act.preview_fields(obj)) if act.preview_fields else {}}
+    return _page(request, "web/edit/action_confirm.html", ctx)
 
 
 # ---------------------------------------------------------------------------------------------

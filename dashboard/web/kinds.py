@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
+import orjson
 from django.db.models import Q
 
 from dashboard.kube.registry import Resource, by_kind as resource_by_kind
@@ -41,6 +43,13 @@ class Action:
     # Whether the detail page's toolbar shows its button: the detail template's partial named
     # after the action. (False: the kind's templates offer it elsewhere, e.g. in a panel.)
     toolbar: bool = True
+    verb: str = "patch"   # what the user must be allowed ("create": it makes a new object, whose page it opens)
+    label: str = ""       # its confirmation page's heading ("Run again") and what it says first (`explain`)
+    explain: str = ""
+    # A confirmation page first (GET): preview(namespace, name) -> the object it will create,
+    # shown as YAML; its form posts back the fields of `preview_fields(obj)` (e.g. the new name).
+    preview: Callable[[str, str], dict] | None = None
+    preview_fields: Callable[[dict], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class BulkAction:
     perform: Callable[[str, str, Any, Any], Any]
     undo: str = ""
     note: str = ""
+    verb: str = "patch"   # what the user must be allowed for each object
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,40 @@ COMMON_SORTS = (
     Sort("namespace", "Namespace", ("namespace", "name"), lambda v, now: v),
     Sort("age", "Age", ("creation_timestamp",), lambda v, now: -v[0].timestamp()),
 )
+
+
+@dataclass(frozen=True)
+class Column:
+    """One of a list's columns (`?columns=` chooses and orders them: web/columns.py). `fields`
+    are its CSV columns in an export, (header, presented item -> value), the values unformatted
+    where the page formats them (times ISO 8601, durations in seconds). `sort`: its Sort key
+    ("" not sortable); `css`: its header's classes; `width`: its grid track in a fixed-cols list
+    (app.css) and `min_em` that track's least width; `required`: always shown (the row's link).
+    A label or annotation column (`label:<key>`, kubectl's -L) has `meta` "label" or
+    "annotation" and `meta_key` the key."""
+
+    key: str
+    label: str
+    fields: tuple[tuple[str, Callable[[dict], Any]], ...]
+    sort: str = ""
+    css: str = ""
+    width: str = "minmax(7em, 1fr)"
+    min_em: float = 7
+    required: bool = False
+    meta: str = ""
+    meta_key: str = ""
+
+
+def column(key: str, label: str, *fields: tuple[str, str | Callable[[dict], Any]], sort: str = "",
+           css: str = "", width: str = "minmax(7em, 1fr)", min_em: float = 7, required: bool = False) -> Column:
+    """A Column whose fields name the presented item's keys (or give a function of it)."""
+    return Column(key, label, tuple((header, get if callable(get) else (lambda item, k=get: item.get(k)))
+                                    for header, get in fields), sort, css, width, min_em, required)
+
+
+# The first column of most lists (the namespace under the name) and the last (kubectl's AGE).
+NAME_COLUMN = column("name", "Name", ("Namespace", "namespace"), ("Name", "name"), sort="name", required=True)
+AGE_COLUMN = column("age", "Age", ("Created", "created_at"), sort="age", css="opt", width="6.5em", min_em=6.5)
 
 
 @dataclass(frozen=True)
@@ -202,6 +246,11 @@ class KindWeb:
     # (newest-first) order, whose first page takes new objects on top as they come (live.py).
     default_sort: str = ""
     new_on_top: bool = False
+    # The list's columns, in the page's order (the CSV export's; NAME_COLUMN when none are declared).
+    columns: tuple[Column, ...] = ()
+    # What the CSV export's columns read from an object, when cheaper than `present` (the same
+    # values for the columns' keys): (object, now) -> item.
+    export_item: Callable[[dict, datetime], dict] | None = None
 
     def __post_init__(self):
         app = self.resource.model._meta.app_label
@@ -225,7 +274,7 @@ class KindWeb:
         return COMMON_SORTS + self.sorts
 
     def sort(self, key: str) -> Sort | None:
-        return next((s for s in self.all_sorts() if s.key == key), None)
+        return next((s for s in self.all_sorts() if s.key == key), None) or meta_sort(key)
 
     def state(self, key: str) -> State | None:
         return next((s for s in self.states if s.key == key), None)
@@ -236,12 +285,52 @@ class KindWeb:
         parts += [f.state(columns[f.param]) for f in self.column_filters if columns.get(f.param)]
         return all_of([p for p in parts if p is not None])
 
+    def all_columns(self) -> tuple[Column, ...]:
+        return self.columns or (NAME_COLUMN, AGE_COLUMN)
+
+    def column(self, key: str) -> Column | None:
+        """A column of this list by its `?columns=` key: the kind's, or a label or annotation one."""
+        return next((c for c in self.all_columns() if c.key == key), None) or meta_column(key)
+
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)
 
     def counted(self, n: int) -> str:
         """"1 lease", "1,100 leases"."""
         return f"{n:,} {self.noun if n == 1 else self.list_noun}"
+
+
+# Label and annotation columns (`label:app`): any key kube allows (an optional DNS prefix and "/").
+META_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+META_ITEM = {"label": "label_map", "annotation": "annotation_map"}   # their maps in a presented item
+
+
+def meta_parts(key: str) -> tuple[str, str] | None:
+    """("label", "app") for "label:app"; None when the key is no label or annotation column."""
+    what, sep, name = key.partition(":")
+    return (what, name) if sep and what in META_ITEM and META_KEY.match(name) else None
+
+
+def meta_column(key: str) -> Column | None:
+    parts = meta_parts(key)
+    if parts is None:
+        return None
+    what, name = parts
+    return Column(key, name, ((key, lambda item: (item.get(META_ITEM[what]) or {}).get(name)),), sort=key,
+                  css="meta-col", meta=what, meta_key=name)
+
+
+def meta_sort(key: str) -> Sort | None:
+    """A label column's order from the typed rows' labels; an annotation's from the objects
+    (annotations have no typed column). Objects without the key sort last."""
+    parts = meta_parts(key)
+    if parts is None:
+        return None
+    what, name = parts
+    if what == "label":
+        return Sort(key, name, ("labels",), lambda v, now: (v[0] or {}).get(name))
+    return Sort(key, name, ("current__object",),
+                lambda v, now: ((orjson.loads(v[0]).get("metadata") or {}).get("annotations") or {}).get(name))
 
 
 _by_kind: dict[str, KindWeb] = {}
@@ -361,6 +450,8 @@ DETAIL_TABS = ("history", "fields")
 
 
 def page_route_names() -> set[str]:
-    """The URL names of every list and detail page (and the detail pages' other views)."""
+    """The URL names of every list and detail page (and the lists' column menus, the detail pages'
+    other views)."""
     return {name for web in _by_kind.values()
-            for name in (web.plural, web.detail_view, *(f"{web.detail_view}-{tab}" for tab in DETAIL_TABS))}
+            for name in (web.plural, f"{web.plural}-columns", web.detail_view,
+                         *(f"{web.detail_view}-{tab}" for tab in DETAIL_TABS))}

@@ -22,7 +22,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now
 from dashboard.kube.hub import LogEntry
 
-from . import kinds, warnings
+from . import columns, kinds, warnings
 from .history_views import live_fragment
 from .kinds import OVERVIEW
 from .live_page import PageSocket, PageView
@@ -221,25 +221,30 @@ _rendered: OrderedDict = OrderedDict()
 RENDERED_KEEP = 4096
 
 
-def _event_item(kind: str, ev, oob: str, moment, badges: dict) -> str:
-    # (a revision number alone is unique only per database; the cluster's links differ in the HTML)
-    key = (kind, ev.rv, ev.namespace, ev.name, oob, clusters.current())
+def _event_item(kind: str, ev, oob: str, moment, badges: dict, chosen: tuple = ()) -> str:
+    # (a revision number alone is unique only per database; the cluster's links differ in the HTML;
+    # a page's chosen columns (web/columns.py) its cells)
+    key = (kind, ev.rv, ev.namespace, ev.name, oob, clusters.current(), chosen)
     html = _rendered.get(key)
     if html is None:
-        html = _rendered[key] = _item(kind, ev.obj, oob, moment, badges)
+        html = _rendered[key] = _item(kind, ev.obj, oob, moment, badges, chosen)
         if len(_rendered) > RENDERED_KEEP:
             _rendered.popitem(last=False)
     return html
 
 
-def _item(kind: str, obj: dict, oob: str, moment, badges: dict) -> str:
-    """One row; badges: kind -> warnings.recent(kind), filled on first use, so a snapshot or a
-    push batch reads the warnings once per kind, not once per row."""
+def _item(kind: str, obj: dict, oob: str, moment, badges: dict, chosen: tuple = ()) -> str:
+    """One row, its cells the page's chosen columns (`chosen`: ?columns=, web/columns.py); badges:
+    kind -> warnings.recent(kind), filled on first use, so a snapshot or a push batch reads the
+    warnings once per kind, not once per row."""
     item = present(kind, obj, moment)
     if kind not in badges:
         badges[kind] = warnings.recent(kind, moment)
     item["warnings"] = badges[kind].get((item.get("namespace"), item.get("name")), 0)
-    return render_to_string(kinds.by_kind(kind).list_template + "#item", {"item": item, "oob": oob})
+    web = kinds.by_kind(kind)
+    cols = columns.shown(web, chosen)
+    return render_to_string(web.list_template + "#item", {"item": item, "oob": oob, "view_columns": cols,
+                                                          "column_keys": {c.key for c in cols}, "chosen_columns": chosen})
 
 
 def _detail(socket: PageSocket, kind: str, obj: dict | None, moment) -> str:
@@ -339,7 +344,7 @@ def render_refresh(socket: PageSocket, state: Snapshot) -> str:
         return _detail(socket, kind, objects[0] if objects else None, moment) + marker
     objects = [o for o in state.objects[kind] if on_page(socket, (o["metadata"]["namespace"], o["metadata"]["name"]))]
     badges: dict = {}
-    rows = "".join(_item(kind, o, "", moment, badges) for o in objects)
+    rows = "".join(_item(kind, o, "", moment, badges, view.chosen) for o in objects)
     summary = _summary_fragment(kind, objects, moment)
     shown = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]
     return (_wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary
@@ -387,7 +392,7 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
         if event == BADGE:   # the row, as it is now, for its new warning count (rows on the page only)
             obj = _current(kind, namespace, name) if present_now else None
             if obj is not None:
-                (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_item(kind, obj, "true", moment, badges))
+                (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_item(kind, obj, "true", moment, badges, view.chosen))
             continue
         is_new = key not in known and event != revlog.DELETED
         (known.discard if event == revlog.DELETED else known.add)(key)
@@ -395,7 +400,7 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
             # A feed's first page, newest first (the Events page): a new object goes on top.
             socket.members.add(key)
             shown.insert(at, key)
-            inserts.append(_wrapped(kind, "afterbegin:#items", _event_item(kind, ev, "", moment, badges)))
+            inserts.append(_wrapped(kind, "afterbegin:#items", _event_item(kind, ev, "", moment, badges, view.chosen)))
             continue
         if view.paged and not present_now:
             # One page of several: rows stay on their pages; new ones are announced.
@@ -407,13 +412,13 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
                 parts.append(f'<div id="{dom_id(kind, namespace, name)}" hx-swap-oob="delete"></div>')
             continue
         if present_now:
-            (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_event_item(kind, ev, "true", moment, badges))
+            (rows if kinds.by_kind(kind).wrapper == "tbody" else parts).append(_event_item(kind, ev, "true", moment, badges, view.chosen))
             continue
         # A new row goes right after its predecessor in (namespace, name) order.
         target = "afterbegin:#items" if at == 0 else f"afterend:#{dom_id(kind, *shown[at - 1])}"
         shown.insert(at, key)
         (inserts if kinds.by_kind(kind).wrapper == "tbody" else parts).append(
-            _wrapped(kind, target, _event_item(kind, ev, "", moment, badges)))
+            _wrapped(kind, target, _event_item(kind, ev, "", moment, badges, view.chosen)))
     parts = inserts + parts
     if socket.announced != announced:
         parts.append(_announcement(socket.announced))

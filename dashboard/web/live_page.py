@@ -15,7 +15,7 @@ from dashboard.access.principals import Principal
 from dashboard.kube.hub import Guard, Subscriber
 from dashboard.kube.selectors import LabelSelector, parse_label_selector
 
-from . import kinds, scope, warnings
+from . import columns as columns_param, kinds, scope, warnings
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class PageView:
     ready: bool = False   # the page waits for consumers.LIVE before it says "Live" (live.js sends ready=1)
     state: str = ""   # a list's ?state= (a key of its kind's states, kinds.State)
     columns: tuple = ()   # (param, value) of its column filters (kinds.ColumnFilter)
+    chosen: tuple = ()    # its chosen columns (?columns=, web/columns.py; (): the kind's own)
 
     @classmethod
     def parse(cls, query: bytes) -> PageView:
@@ -77,7 +78,8 @@ class PageView:
                    show=params.get("show", "") if params.get("show") in ("changes", "warnings") else "",
                    sort=sort, page=_number(params.get("page"), 1), limit=_number(params.get("limit"), 0),
                    cluster=cluster, offset=_number(params.get("offset"), None), state=state,
-                   columns=columns,
+                   columns=columns, chosen=columns_param.parse(web, [params.get(columns_param.PARAM, "")])[0]
+                   if web is not None else (),
                    warnings=params.get("warnings", "") if params.get("warnings") == warnings.WINDOW_PARAM else "",
                    ready=params.get("ready") == "1")
 

@@ -92,6 +92,8 @@ def base_item(kind: str, obj: dict, now: datetime | None = None) -> dict:
         "uid": m.get("uid", ""),
         "resource_version": m.get("resourceVersion", ""),
         "labels": label_texts(obj),
+        "label_map": m.get("labels") or {},             # (label and annotation columns: web/columns.py)
+        "annotation_map": m.get("annotations") or {},
         "created": clock(created),
         "created_time": created,
         "created_at": iso(created),
@@ -154,6 +156,13 @@ def object_yaml(obj: dict) -> str:
     meta.pop("managedFields", None)
     shown["metadata"] = meta
     return yaml.dump(shown, Dumper=_YamlDumper, sort_keys=True, default_flow_style=False,
+                     allow_unicode=True, width=120)
+
+
+def objects_yaml(objects: list[dict]) -> str:
+    """Objects as the items of a YAML list (`- apiVersion: …`), whole, as the API returns them
+    (an export: web/export.py)."""
+    return yaml.dump(objects, Dumper=_YamlDumper, sort_keys=True, default_flow_style=False,
                      allow_unicode=True, width=120)
 
 

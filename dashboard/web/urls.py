@@ -3,7 +3,7 @@ the write pages, a list and a detail page for every registered kind and a list f
 (web.kinds)."""
 from django.urls import include, path
 
-from . import bulk_views, history_views, kinds, oidc_views, views
+from . import bulk_views, column_views, history_views, kinds, oidc_views, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -16,14 +16,16 @@ urlpatterns = [
 for web in kinds.registered():
     urlpatterns += [
         path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural),
+        path(f"{web.plural}/columns/", column_views.ColumnsView.as_view(web=web), name=f"{web.plural}-columns"),
         path(f"{web.plural}/<str:namespace>/<str:name>/", views.DetailView.as_view(web=web), name=web.detail_view),
         path(f"{web.plural}/<str:namespace>/<str:name>/history/", history_views.history_view, {"web": web},
              name=f"{web.detail_view}-history"),
         path(f"{web.plural}/<str:namespace>/<str:name>/fields/", history_views.fields_view, {"web": web},
              name=f"{web.detail_view}-fields"),
     ]
-urlpatterns += [path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural)
-                for web in kinds.feeds()]   # read-only lists: no detail pages
+urlpatterns += [p for web in kinds.feeds() for p in (   # read-only lists: no detail pages
+    path(f"{web.plural}/", views.KindListView.as_view(web=web), name=web.plural),
+    path(f"{web.plural}/columns/", column_views.ColumnsView.as_view(web=web), name=f"{web.plural}-columns"))]
 urlpatterns += [
     path("accounts/login/", oidc_views.LoginView.as_view(), name="login"),
     path("accounts/oidc/login/", oidc_views.oidc_login, name="oidc_login"),

@@ -40,7 +40,8 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.selectors import parse_label_selector
 
-from . import cluster_scope, kinds, scope, warnings
+from . import cluster_scope, export, kinds, scope, warnings
+from . import columns as list_columns
 from . import present as p
 from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
                       position, view_rows, view_totals)
@@ -94,6 +95,7 @@ class Filters:
     page: int = 1       # of a sorted view
     warnings: str = ""  # "1h": only the objects with warnings in the last hour (web/warnings.py)
     default_sort: str = ""   # the list's order when the address names none (kinds.KindWeb.default_sort)
+    chosen: tuple = ()  # the chosen columns (?columns=, web/columns.py; (): the kind's own)
 
     # What is wrong with the address's view settings: (the filter field, what to say).
     errors: tuple = ()
@@ -148,7 +150,10 @@ class Filters:
                 errors.append((f.param, f"{f.label}: “{value}” is not one of {', '.join(f.choices)}."))
             elif value:
                 columns.append((f.param, value))
-        return cls(namespace=last("namespace"), label_selector=last("labelSelector"), warnings=warned,
+        chosen, wrong = list_columns.parse(web, g.getlist(list_columns.PARAM)) if web is not None else ((), "")
+        if wrong:
+            errors.append((list_columns.PARAM, wrong))
+        return cls(namespace=last("namespace"), label_selector=last("labelSelector"), warnings=warned, chosen=chosen,
                    q=last("q"), state=state, columns=tuple(columns), limit=min(limit, MAX_PAGE_SIZE),
                    continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
                    default_sort=default, errors=tuple(errors))
@@ -169,7 +174,7 @@ class Filters:
         """This page's filters as a query string (for links: next page, clear)."""
         params = {"namespace": self.namespace, "labelSelector": self.label_selector, "q": self.q,
                   "warnings": self.warnings, "state": self.state, **dict(self.columns),
-                  "sort": self.sort or "namespace"}
+                  "sort": self.sort or "namespace", list_columns.PARAM: ",".join(self.chosen)}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
         params.update(extra)
@@ -232,6 +237,8 @@ class KindListView(View):
         page = self.web
         principal = page_principal(request)
         filters = Filters.from_request(request, page)
+        if export.requested(request):   # ?format=csv|json|yaml: the whole view as a file
+            return export.download(request, page, principal, filters)
         if not filters.errors:
             moved = canonical_redirect(request, filters)
             if moved is not None:
@@ -243,6 +250,7 @@ class KindListView(View):
                    column_filters=[(f, dict(filters.columns).get(f.param, "")) for f in page.column_filters],
                    page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
+        ctx.update(list_columns.page_context(page, filters, ctx))   # ?columns=: the cells, headers, sorts
         ctx["can_create"] = page.form is not None and may_create_somewhere(principal, filters.namespace, page.kind)
         if not ctx["can_create"] and not clusters.is_local():   # why not, in the read-only note
             ctx["write_refusal"] = scope.write_refusal(principal, "create", filters.namespace or None, page.kind)
@@ -301,11 +309,12 @@ class KindListView(View):
         rows = [o["metadata"] for o in fetched.objects]
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
-                               state=filters.state, **dict(filters.columns), paged="1" if paged else "",
+                               state=filters.state, **dict(filters.columns), paged="1" if paged else "", columns=",".join(filters.chosen),
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
                                last=f"{rows[-1]['namespace']}/{rows[-1]['name']}" if paged and rows else "",
                                offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
+        ctx["exports"] = export.links(filters.query)
         return render(request, page.list_template, ctx)
 
     def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, keys, state):
@@ -331,9 +340,10 @@ class KindListView(View):
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
         ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
-                               state=filters.state, sort=filters.sort, **dict(filters.columns),
+                               state=filters.state, sort=filters.sort, **dict(filters.columns), columns=",".join(filters.chosen),
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
         ctx["share_url"] = share_url(principal, page.kind, filters)
+        ctx["exports"] = export.links(filters.query)
         return render(request, page.list_template, ctx)
 
 

@@ -424,3 +424,26 @@ def test_the_followers_older_events_never_undo_a_mirrored_write():
     assert copy_of("Lease", "rw")["spec"]["holderIdentity"] == "written"
     assert put(at(13, "later"), newer_only=True) == 1
     assert put(None, newer_only=True, upstream_rv="14") == 1 and copy_of("Lease", "rw") is None
+
+
+def test_run_again_goes_upstream(up, objects, user):
+    """A finished Job's "Run again" on a followed cluster: the copy is created upstream, as the
+    user, and mirrored here at once (batch/actions.py do_rerun_job through the writer)."""
+    jname = objects["job"]
+    at = "2026-11-29T00:00:00Z"
+    done = {"succeeded": 1, "startTime": at, "completionTime": at, "conditions": [
+        {"type": kind, "status": "True", "lastProbeTime": at, "lastTransitionTime": at}
+        for kind in ("SuccessCriteriaMet", "Complete")]}
+    status, _, answer = up.request("PATCH", f"{JOBS}/{jname}/status", {"status": done},
+                                   content_type="application/merge-patch+json")
+    assert status == 200, answer
+    cluster = follow(up, "own-credentials")
+    alice = user("alice", "editor", up.kubeconfigs["alice"], cluster)
+    confirm = text(alice.get(f"/jobs/team/{jname}/rerun/?cluster=prod"))
+    suffix = re.search(r'name="suffix" value="([a-z0-9]{5})"', confirm).group(1)
+    r = alice.post(f"/jobs/team/{jname}/rerun/?cluster=prod", {"suffix": suffix})
+    assert r.status_code == 302 and r["Location"] == f"/jobs/team/{jname}-{suffix}/?cluster=prod"
+    made = upstream_get(up, "Job", f"{jname}-{suffix}")
+    assert made["metadata"]["annotations"]["kubedash.io/rerun-of"] == jname
+    assert made["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"] == made["metadata"]["uid"]
+    assert copy_of("Job", f"{jname}-{suffix}")["metadata"]["uid"] == made["metadata"]["uid"]

@@ -1,0 +1,221 @@
+"""A list's whole filtered view as a file: `?format=csv`, `json` or `yaml` on any list address.
+
+The same view as the page (views.KindListView: namespace, label selector, name search, state,
+column filters, warnings, sort), every page of it, with the viewer's rights applied as the list
+applies them (scope.list_scope, and a share link's own selector: scope.narrow), streamed batch
+by batch (never the whole body in memory):
+
+- json: the API's list (`LeaseList`…, the objects as a GET on the API returns them);
+- yaml: the same list in YAML, as `kubectl get -o yaml` writes one;
+- csv: the list's columns (the chosen ones, `?columns=`: web/columns.py; each as its kinds.Column
+  fields), one row per object.
+
+In (namespace, name) order the objects come from one snapshot of the log (lists.stream_objects,
+every namespace read at the first one's revision); a sorted view is ordered from the typed rows
+(queries.sorted_keys) and its objects are read by id, a batch at a time, as the sorted pages are.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import datetime
+from typing import Iterable, Iterator
+
+import orjson
+from django.http import HttpResponse, StreamingHttpResponse
+
+from dashboard.access import clusters
+from dashboard.access.principals import Principal
+from dashboard.kube import lists, revlog, store
+from dashboard.kube.errors import ApiError
+from dashboard.kube.registry import backend, from_storage
+from dashboard.kube.selectors import parse_label_selector
+
+from . import cluster_scope, columns, kinds, scope, warnings
+from . import present as p
+from .queries import sorted_keys, state_test
+
+FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json",
+           "yaml": "application/yaml; charset=utf-8"}
+BATCH = 1000   # objects read (and encoded) at a time
+PARAM = "format"
+
+
+def requested(request) -> str:
+    """The export format the address asks for ("" for the page itself)."""
+    return (request.GET.getlist(PARAM) or [""])[-1].strip()
+
+
+def links(query) -> list[dict]:
+    """The page's "Export" menu: one link per format, the view's own query plus `format`.
+    query(**extra) -> the view's query string (views.Filters.query)."""
+    return [{"format": fmt, "label": fmt.upper(), "url": "?" + query(**{PARAM: fmt})} for fmt in FORMATS]
+
+
+def _refused(status: int, message: str) -> HttpResponse:
+    return HttpResponse(message + "\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+def file_name(web: kinds.KindWeb, filters, fmt: str) -> str:
+    """The file named after the view: `leases-team-a-held.csv` (a followed cluster's: `prod-leases-….csv`)."""
+    parts = ["" if clusters.is_local() else clusters.current(), web.plural, filters.namespace, filters.label_selector, filters.q, filters.state,
+             *(value for _, value in filters.columns), "warnings" if filters.warnings else "",
+             f"by-{filters.sort}" if filters.sort and filters.sort != filters.default_sort else ""]
+    slug = "-".join(s for s in (re.sub(r"[^A-Za-z0-9._]+", "-", part).strip("-.") for part in parts if part) if s)
+    return f"{slug[:150]}.{fmt}"
+
+
+def download(request, web: kinds.KindWeb, principal: Principal, filters) -> HttpResponse:
+    """The export of the view `filters` (views.Filters) describes, or why not (400, 403)."""
+    fmt = requested(request)
+    if fmt not in FORMATS:
+        return _refused(400, f"Format: “{fmt}” is not an export format (one of {', '.join(FORMATS)}).")
+    if filters.errors:
+        return _refused(400, filters.errors[0][1])
+    namespaces = scope.list_scope(principal, filters.namespace, web.kind)
+    if namespaces is None:
+        return _refused(403, f"You have no access to namespace “{filters.namespace}”."
+                        if filters.namespace and not principal.is_share else "This view is outside what you may see.")
+    try:
+        selector = scope.narrow(principal, parse_label_selector(filters.label_selector))
+    except ApiError as exc:
+        return _refused(400, f"Label selector: {exc.message}")
+    now = cluster_scope.moment()
+    keys = warnings.warned_keys(web.kind, now, namespaces) if filters.warnings else None
+    state = web.view_filter(filters.state, dict(filters.columns))
+    if filters.sort:
+        rv, batches = _sorted(web, namespaces, selector, filters.q, filters.sort, now, keys, state)
+    else:
+        rv, batches = _snapshot(web, namespaces, selector, filters.q, keys, state)
+    if fmt == "csv":   # the chosen columns (?columns=), else the kind's own
+        body = _csv(web, rv, batches, now, columns.shown(web, filters.chosen))
+    else:
+        body = {"json": _json, "yaml": _yaml}[fmt](web, rv, batches, now)
+    response = StreamingHttpResponse(body, content_type=FORMATS[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{file_name(web, filters, fmt)}"'
+    response["Cache-Control"] = "no-store"
+    response.compressible = True   # (a list: the pages' gzip may compress it as it goes)
+    return response
+
+
+# ---------------------------------------------------------------------------------------------
+# The view's objects, batch by batch
+
+
+def _snapshot(web: kinds.KindWeb, namespaces, selector, q: str, keys, state) -> tuple[int, Iterator[list[bytes]]]:
+    """(namespace, name) order: every namespace of the view at one revision (the first's)."""
+    res = backend(web.resource)
+    rv, streams = None, []
+    for ns in namespaces:   # (the revision, and a 410, are decided here: before the first byte)
+        query = lists.ListQuery(namespace=ns, label_selector=selector)
+        if rv is not None:
+            query.resource_version, query.resource_version_match = rv, "Exact"
+        rv, batches = lists.stream_objects(res, query)
+        streams.append(batches)
+    needle, in_state = q.lower(), state_test(web.kind, state)
+
+    def kept(text: bytes) -> bool:
+        if not (needle or in_state or keys is not None):
+            return True
+        obj = orjson.loads(text)
+        meta = obj["metadata"]
+        return ((not needle or needle in meta["name"].lower()) and (in_state is None or in_state(obj))
+                and (keys is None or (meta["namespace"], meta["name"]) in keys))
+
+    def batches() -> Iterator[list[bytes]]:
+        for stream in streams:
+            for batch in stream:
+                found = [text for text in batch if kept(text)]
+                if found:
+                    yield found
+
+    return (rv if rv is not None else store.current_revision()), batches()
+
+
+def _sorted(web: kinds.KindWeb, namespaces, selector, q: str, sort: str, now: datetime, keys,
+            state) -> tuple[int, Iterator[list[bytes]]]:
+    """Another order: the view's keys in order from the typed rows, then their objects by id."""
+    rv = store.current_revision()   # (the objects are at least this new, as a sorted page's)
+    ids = [k[0] for k in sorted_keys(web, namespaces, selector, q, sort, now, keys, state)]
+    model, cluster = web.resource.model, clusters.current()
+
+    def batches() -> Iterator[list[bytes]]:
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start:start + BATCH]
+            with clusters.within(cluster):   # (read later, on the thread that sends the response)
+                texts = dict(revlog.with_current(model.objects.filter(id__in=chunk), "id"))
+            found = [_bytes(texts[i]) for i in chunk if i in texts]   # (one deleted meanwhile: gone)
+            if found:
+                yield found
+
+    return rv, batches()
+
+
+def _bytes(text) -> bytes:
+    return text.encode() if isinstance(text, str) else bytes(text)
+
+
+def _objects(web: kinds.KindWeb, batch: list[bytes]) -> list[dict]:
+    """A batch's objects as the API returns them (a kind stored as another version converted)."""
+    return [from_storage(web.resource, orjson.loads(text)) for text in batch]
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoders: each yields the file piece by piece
+
+
+def _json(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now) -> Iterator[bytes]:
+    res = web.resource
+    yield orjson.dumps({"kind": res.list_kind, "apiVersion": res.api_version,
+                        "metadata": {"resourceVersion": str(rv)}})[:-1] + b',"items":['
+    sep = b""
+    for batch in batches:
+        texts = batch if web.resource.storage is None else [orjson.dumps(o) for o in _objects(web, batch)]
+        yield sep + b",".join(texts)
+        sep = b","
+    yield b"]}"
+
+
+def _yaml(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now) -> Iterator[bytes]:
+    """The list's keys in kubectl's order (sorted): apiVersion, items, kind, metadata."""
+    res = web.resource
+    yield f"apiVersion: {res.api_version}\n".encode()
+    empty = True
+    for batch in batches:
+        yield (b"items:\n" if empty else b"") + p.objects_yaml(_objects(web, batch)).encode()
+        empty = False
+    yield (b"items: []\n" if empty else b"") + f'kind: {res.list_kind}\nmetadata:\n  resourceVersion: "{rv}"\n'.encode()
+
+
+def csv_value(value) -> str:
+    """A cell as text: times ISO 8601 (UTC), lists joined, nothing as ""."""
+    if type(value) is str:   # (most cells: first)
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return p.iso(value)
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now, columns=None) -> Iterator[bytes]:
+    fields = [f for c in (columns or web.all_columns()) for f in c.fields]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow([header for header, _ in fields])
+    yield out.getvalue().encode()   # (the first byte leaves before the first batch is read)
+    out.seek(0)
+    out.truncate()
+    item_of = web.export_item or web.present
+    for batch in batches:
+        for obj in (orjson.loads(text) for text in batch):
+            item = item_of(obj, now)
+            writer.writerow([csv_value(get(item)) for _, get in fields])
+        yield out.getvalue().encode()
+        out.seek(0)
+        out.truncate()
