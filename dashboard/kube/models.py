@@ -43,6 +43,13 @@ class CompactionState(models.Model):
 
     compacted_rv = models.BigIntegerField(default=0)
     compacted_at = models.DateTimeField(null=True)   # when the last compaction ran (the history pages say so)
+    # The pages' history (issue 38, compaction.py): nothing at or below history_rv (written
+    # before history_at) is kept but each key's newest revision there; revisions up to
+    # thinned_rv (written before thinned_at) had their renewal-only writes thinned.
+    history_rv = models.BigIntegerField(default=0, db_default=0)
+    history_at = models.DateTimeField(null=True)
+    thinned_rv = models.BigIntegerField(default=0, db_default=0)
+    thinned_at = models.DateTimeField(null=True)
 
     class Meta:
         db_table = "kube_compaction"

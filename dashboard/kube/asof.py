@@ -1,0 +1,146 @@
+"""The store as of a past revision, for the pages' `?at=` (issue 38).
+
+Every page reads the typed tables (kube/models.py ObjectRow subclasses): lists, sorted pages,
+totals, the Overview's counts, the search. To show them as of revision R, `pinned(R)` shadows
+each typed table, for this database connection and this block only, with a temporary table of
+the same name holding every object as it stood at R: the newest logged revision <= R of every
+key, unless that revision is its deletion. SQLite and PostgreSQL both resolve an unqualified
+name to the connection's temporary table first, so every query of the pages runs unchanged
+against the past (its rows point at the old revisions, whose JSON is what they show). The
+revision log itself is not shadowed: history reads stay exact.
+
+Nothing is written to the real tables; the temporary tables are dropped when the block ends
+(and vanish with the connection if it breaks). While pinned, `moment()` is the instant the
+page's time-derived states are computed against, and kube/lists.py reads the shadowed rows as
+its snapshot (no overlay of later writes).
+"""
+from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+from django.db import connection
+
+from . import registry
+from .models import Revision
+from .storage import rows
+
+
+@dataclass(frozen=True)
+class At:
+    rv: int             # the newest revision the state includes
+    moment: datetime    # the instant the page is as of (time-derived states are computed at it)
+    asked: str          # the `at` parameter as given (links keep it)
+
+
+_pinned: contextvars.ContextVar[At | None] = contextvars.ContextVar("kubedash_asof", default=None)
+
+
+def current() -> At | None:
+    """The moment the work is pinned to (None: live)."""
+    return _pinned.get()
+
+
+def state_at(kind: str, rv: int) -> list[tuple[str, str, str, int, str]]:
+    """(cluster, namespace, name, rv, object text) of every object of `kind` (every cluster) as
+    it stood at revision rv: each key's newest logged revision <= rv, deleted ones left out."""
+    sql = ("SELECT r.cluster, r.namespace, r.name, r.rv, r.object FROM kube_revision r JOIN ("
+           " SELECT cluster, namespace, name, MAX(rv) AS top FROM kube_revision"
+           " WHERE kind = %s AND rv <= %s GROUP BY cluster, namespace, name) t ON r.rv = t.top"
+           " WHERE r.type <> 'DELETED' ORDER BY r.cluster, r.namespace, r.name")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [kind, rv])
+        return cursor.fetchall()
+
+
+def _create_shadow(table: str) -> None:
+    q = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = %s", [table])
+            ddl = cursor.fetchone()[0]
+            cursor.execute(ddl.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+        else:
+            cursor.execute(f"CREATE TEMP TABLE {q(table)} (LIKE {q(_schema())}.{q(table)} "
+                           "INCLUDING DEFAULTS INCLUDING IDENTITY)")
+        cursor.execute(f"CREATE INDEX {q(table + '_asof_key')} ON {q(table)} (cluster, namespace, name)")
+
+
+def _drop_shadow(table: str) -> None:
+    temp = "temp" if connection.vendor == "sqlite" else "pg_temp"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {temp}.{connection.ops.quote_name(table)}")
+
+
+_schema_name: list[str] = []
+
+
+def _schema() -> str:
+    if not _schema_name:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_schema()")
+            _schema_name.append(cursor.fetchone()[0])
+    return _schema_name[0]
+
+
+@contextmanager
+def _search_path_changed():
+    """PostgreSQL re-plans a prepared statement when search_path changes, not when a temporary
+    table comes to shadow its table: name pg_temp first explicitly while shadowed, then restore."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('search_path')")
+        saved = cursor.fetchone()[0]
+        cursor.execute(f"SET search_path TO pg_temp, {saved}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET search_path TO {saved}")
+
+
+@contextmanager
+def pinned(at: At):
+    """Run the block with every typed table showing the state at `at.rv` (see the module doc)."""
+    if _pinned.get() is not None:
+        raise RuntimeError("already pinned")
+    tables = []
+    token = _pinned.set(at)
+    try:
+        with _search_path_changed():
+            try:
+                for res in registry.all_resources():
+                    table = res.model._meta.db_table
+                    if table in tables:
+                        continue
+                    _create_shadow(table)
+                    tables.append(table)
+                    head = rows.statements(res.model)["insert_head"]
+                    rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))
+                                            for cluster, ns, name, rv, text in state_at(res.kind, at.rv)])
+                yield at
+            finally:
+                for table in tables:
+                    _drop_shadow(table)
+    finally:
+        _pinned.reset(token)
+
+
+def _loads(text: str) -> dict:
+    return orjson.loads(text)
+
+
+def written_at(rv: int) -> datetime | None:
+    """When revision rv (or the newest logged one below it) was written."""
+    return (Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first())
+
+
+def newest_at(moment: datetime) -> int:
+    """The newest revision written at or before `moment` (0: none)."""
+    return Revision.everywhere.filter(created__lte=moment).order_by("-rv").values_list("rv", flat=True).first() or 0
+

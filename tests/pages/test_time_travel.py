@@ -1,0 +1,231 @@
+"""Every page as of a past moment (`?at=`, issue 38; dashboard/web/timetravel.py, kube/asof.py):
+a Lease whose holder changed twice, an Endpoints address turning not ready, a Job failing and a
+Lease deleted, each shown as it was at three moments (before, between, after) on the lists, the
+detail pages and the Overview; the rv: and time forms agreeing; write routes refusing `at`; a
+share link keeping it; compaction keeping the pages' history while the API's old lists get 410;
+and thinning keeping every holder change but renewals only once a minute."""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from html import unescape
+
+import pytest
+from django.core.management import call_command
+from django.test import Client, override_settings
+
+from dashboard.kube import asof, compaction, revlog, store
+from dashboard.kube.models import Revision
+from dashboard.kube.registry import by_kind
+from manifests import endpoints, job, lease, micro
+from page_helpers import create_link
+
+pytestmark = [pytest.mark.portable, pytest.mark.django_db(transaction=True)]
+
+NS = "tt"
+STAMP = "2026-11-22T00:00:00Z"
+
+
+def _status(kind: str) -> dict:
+    return {"type": kind, "status": "True", "lastProbeTime": STAMP, "lastTransitionTime": STAMP}
+
+
+def _set(kind: str, name: str, change, subresource: str = "") -> int:
+    def fn(current):
+        new = dict(current)
+        change(new)
+        return new
+    return int(store.update(by_kind(kind), NS, name, fn, subresource=subresource).object["metadata"]["resourceVersion"])
+
+
+def _holder(name):
+    def change(obj):
+        obj["spec"] = {**obj["spec"], "holderIdentity": name}
+    return change
+
+
+@pytest.fixture
+def story():
+    """Writes the story and returns its three moments' revisions: before (everything as first
+    written), between (holder b, address not ready, job failed, lease gone) and after (holder c)."""
+    store.create(by_kind("Lease"), NS, lease("leader", holder="node-a", ns=NS, duration=3600))
+    store.create(by_kind("Endpoints"), NS, endpoints("web", ns=NS, ips=("10.0.0.1", "10.0.0.2")))
+    store.create(by_kind("Job"), NS, job("batch", ns=NS))
+    store.create(by_kind("Lease"), NS, lease("doomed", holder="node-x", ns=NS))
+    before = store.current_revision()
+    _set("Lease", "leader", _holder("node-b"))
+
+    def not_ready(obj):
+        obj["subsets"] = [{"addresses": [{"ip": "10.0.0.1"}], "notReadyAddresses": [{"ip": "10.0.0.2"}],
+                           "ports": [{"port": 80}]}]
+    _set("Endpoints", "web", not_ready)
+
+    def failed(obj):
+        obj["status"] = {"failed": 1, "startTime": STAMP, "conditions": [_status("FailureTarget"), _status("Failed")]}
+    _set("Job", "batch", failed, subresource="status")
+    store.delete(by_kind("Lease"), NS, "doomed")
+    between = store.current_revision()
+    _set("Lease", "leader", _holder("node-c"))
+    return {"before": before, "between": between, "after": store.current_revision()}
+
+
+def page(client, path: str, at: str = ""):
+    joiner = "&" if "?" in path else "?"
+    r = client.get(path + (f"{joiner}at={at}" if at else ""))
+    return r.status_code, unescape(r.content.decode())
+
+
+def rows(html: str) -> set[str]:
+    return set(re.findall(r'<(?:tr|article) id="[a-z]+-[^"]*--([^"]+)"', html))
+
+
+def test_lists_details_and_overview_at_three_moments(story, login):
+    client = login("admin")
+    expect = {"before": ("node-a", {"leader", "doomed"}, False),
+              "between": ("node-b", {"leader"}, True),
+              "after": ("node-c", {"leader"}, True)}
+    for moment, (holder, leases, failed) in expect.items():
+        at = f"rv:{story[moment]}"
+        code, html = page(client, f"/leases/?namespace={NS}", at)
+        assert code == 200, html[:500]
+        assert rows(html) == leases, (moment, rows(html))
+        assert holder in html and "— not live" in html and "Back to now" in html
+        assert "ws-connect" not in html   # no live socket
+        code, html = page(client, f"/leases/{NS}/leader/", at)
+        assert code == 200 and f"holderIdentity: {holder}" in html, moment
+        code, html = page(client, f"/endpoints/{NS}/web/", at)
+        assert code == 200
+        assert ("notReadyAddresses" in html) == failed, moment   # the address turned not ready with the failure
+        code, html = page(client, f"/jobs/?namespace={NS}&state=failed", at)
+        assert code == 200 and rows(html) == ({"batch"} if failed else set()), moment
+        code, html = page(client, f"/?namespace={NS}", at)
+        assert code == 200 and "— not live" in html
+    # The deleted lease: present before, a "did not exist then" page between.
+    assert page(client, f"/leases/{NS}/doomed/", f"rv:{story['before']}")[0] == 200
+    code, html = page(client, f"/leases/{NS}/doomed/", f"rv:{story['between']}")
+    assert code == 404 and "did not exist" in html
+    # Live: no banner, the socket.
+    code, html = page(client, f"/leases/?namespace={NS}")
+    assert code == 200 and "not live" not in html and "ws-connect" in html
+
+
+def test_time_and_revision_forms_agree(story, login):
+    client = login("admin")
+    for moment in ("before", "between"):
+        written = asof.written_at(story[moment]).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        by_rv = page(client, f"/leases/?namespace={NS}", f"rv:{story[moment]}")[1]
+        by_time = page(client, f"/leases/?namespace={NS}", written)[1]
+        assert rows(by_rv) == rows(by_time)
+        assert f"(revision {story[moment]})" in by_time
+
+
+def test_bad_at_is_a_clear_400(story, login):
+    client = login("admin")
+    for bad, says in (("yesterday", "neither an RFC 3339 time"), ("rv:999999999", "has not been written"),
+                      ("2999-01-01T00:00:00Z", "in the future")):
+        code, text = page(client, "/leases/", bad)
+        assert code == 400 and says in text, (bad, text)
+
+
+def test_write_routes_refuse_at(story, login):
+    client = login("admin")
+    at = f"at=rv:{story['before']}"
+    for path in (f"/leases/{NS}/leader/edit/?{at}", f"/leases/{NS}/leader/yaml/?{at}",
+                 f"/leases/{NS}/leader/delete/?{at}", f"/leases/new/?{at}"):
+        r = client.get(path)
+        assert r.status_code == 400 and b"past moment" in r.content, path
+    for path, data in ((f"/leases/{NS}/leader/delete/?{at}", {}), ("/leases/bulk/", {"at": f"rv:{story['before']}",
+                       "action": "delete", "selected": f"{NS}/leader"}),
+                       (f"/leases/{NS}/leader/release/?{at}", {}), (f"/leases/{NS}/doomed/restore/?{at}", {})):
+        r = client.post(path, data)
+        assert r.status_code == 400 and b"past moment" in r.content, path
+    assert store.get(by_kind("Lease"), NS, "leader")["spec"]["holderIdentity"] == "node-c"   # nothing changed
+    # And a past page offers no write button.
+    html = page(client, f"/leases/{NS}/leader/", f"rv:{story['before']}")[1]
+    assert "/edit/" not in html and 'action="/leases/bulk/' not in html
+
+
+def test_share_this_view_keeps_at(story, login):
+    client = login("admin")
+    at = f"rv:{story['before']}"
+    html = page(client, f"/leases/?namespace={NS}", at)[1]
+    share = re.search(r'href="(/share/new/\?[^"]+)"', html).group(1)
+    assert f"at={at.replace(':', '%3A')}" in share
+    form = dict(re.findall(r'name="(\w+)" value="([^"]*)"', client.get(share).content.decode()))
+    assert form["at"] == at   # the form carries it
+    r, token = create_link(client, kind="Lease", namespace=NS, labelSelector="", at=at)
+    assert token is not None, r.content.decode()[:2000]
+    link = re.search(rf"(/s/{token}/\?[^\"<\s]+)", unescape(r.content.decode())).group(1)
+    assert "at=rv" in link
+    visitor = Client()
+    landed = visitor.get(link)
+    assert landed.status_code == 302 and "at=rv" in landed["Location"]
+    code, html = page(visitor, landed["Location"])
+    assert code == 200 and rows(html) == {"leader", "doomed"} and "— not live" in html
+
+
+def test_history_window_survives_compaction_while_the_api_gets_410(story, login, api):
+    client = login("admin")
+    with override_settings(KUBEDASH_RETAIN_REVISIONS=0, KUBEDASH_RETAIN_SECONDS=0):
+        call_command("compact", keep=0, keep_seconds=0)
+    assert revlog.compacted_revision() == story["after"]
+    # The API: an exact list at the old revision is gone.
+    r = api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases?resourceVersion={story['before']}"
+                "&resourceVersionMatch=Exact")
+    assert r.status_code == 410 and r.json()["reason"] == "Expired"
+    # The pages still travel back.
+    code, html = page(client, f"/leases/?namespace={NS}", f"rv:{story['before']}")
+    assert code == 200 and rows(html) == {"leader", "doomed"} and "node-a" in html
+
+
+def test_past_the_history_window_the_pages_say_so(story, login):
+    client = login("admin")
+    written = asof.written_at(story["before"]).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    with override_settings(KUBEDASH_HISTORY_SECONDS=0):
+        call_command("compact", keep=0, keep_seconds=0)
+    assert revlog.history_horizon()[0] == story["after"]
+    assert page(client, f"/leases/?namespace={NS}", written)[0] == 400
+    code, text = page(client, f"/leases/?namespace={NS}", f"rv:{story['before']}")
+    assert code == 400 and "before the history kubedash keeps" in text
+
+
+def test_thinning_keeps_holder_changes_and_one_renewal_a_minute(db):
+    res = by_kind("Lease")
+    store.create(res, NS, lease("thin", holder="a", ns=NS))
+    start = revlog.last_logged()
+    t0 = asof.written_at(start)
+
+    def renew(i):
+        def change(obj):
+            obj["spec"] = {**obj["spec"], "renewTime": micro(t0 + timedelta(seconds=10 * (i + 1)))}
+        return change
+    # 30 renewals 10 s apart (5 minutes), a holder change in the middle.
+    for i in range(30):
+        rv = _set("Lease", "thin", _holder("b") if i == 15 else renew(i))
+        Revision.everywhere.filter(rv=rv).update(created=t0 + timedelta(seconds=10 * (i + 1)))
+    holders_before = [o["spec"]["holderIdentity"] for _, o, _ in [(e, o, c) for e, o, c in
+                                                                  revlog.history("Lease", NS, "thin", 100)]]
+    removed = compaction.thin(start - 1, revlog.last_logged(), every=60)
+    assert removed > 0
+    kept = revlog.object_revisions("Lease", NS, "thin", 100)
+    kept_times = sorted(created for _, _, _, created in kept)
+    # Every holder change is kept...
+    changes = [o["spec"]["holderIdentity"] for _, o, _ in revlog.history("Lease", NS, "thin", 100)]
+    assert "b" in changes and changes[0] == "a"
+    assert [h for i, h in enumerate(holders_before) if i == 0 or h != holders_before[i - 1]] == \
+        [h for i, h in enumerate(changes) if i == 0 or h != changes[i - 1]]
+    # ... and renewals at most once a minute (the newest kept too).
+    gaps = [(b - a).total_seconds() for a, b in zip(kept_times, kept_times[1:])]
+    assert len(kept) <= 2 + 300 // 60 + 2, len(kept)
+    assert sum(1 for g in gaps if g < 60) <= 3, gaps   # (the holder change, the one after it, the newest)
+
+
+def test_history_and_field_owners_as_of_then(story, login):
+    client = login("admin")
+    at = f"rv:{story['between']}"
+    code, html = page(client, f"/leases/{NS}/leader/history/", at)
+    assert code == 200 and "— not live" in html
+    shown = {int(rv) for rv in re.findall(r'id="rev-(\d+)"', html)}
+    assert shown and max(shown) <= story["between"] and story["after"] not in shown
+    code, html = page(client, f"/leases/{NS}/leader/fields/", at)
+    assert code == 200 and "node-b" in html and "node-c" not in html
