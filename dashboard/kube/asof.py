@@ -64,7 +64,7 @@ def _create_shadow(table: str) -> None:
             ddl = cursor.fetchone()[0]
             cursor.execute(ddl.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
         else:
-            cursor.execute(f"CREATE TEMP TABLE {q(table)} (LIKE {q(_schema())}.{q(table)} "
+            cursor.execute(f"CREATE TEMP TABLE {q(table)} (LIKE {q(_schema(table))}.{q(table)} "
                            "INCLUDING DEFAULTS INCLUDING IDENTITY)")
         cursor.execute(f"CREATE INDEX {q(table + '_asof_key')} ON {q(table)} (cluster, namespace, name)")
 
@@ -75,15 +75,13 @@ def _drop_shadow(table: str) -> None:
         cursor.execute(f"DROP TABLE IF EXISTS {temp}.{connection.ops.quote_name(table)}")
 
 
-_schema_name: list[str] = []
-
-
-def _schema() -> str:
-    if not _schema_name:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT current_schema()")
-            _schema_name.append(cursor.fetchone()[0])
-    return _schema_name[0]
+def _schema(table: str) -> str:
+    """The schema of the real table (not a temporary one of this connection)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                       "WHERE c.relname = %s AND c.relkind IN ('r', 'p') AND n.nspname NOT LIKE 'pg\\_temp\\_%%' "
+                       "ORDER BY n.nspname = current_schema() DESC LIMIT 1", [table])
+        return cursor.fetchone()[0]
 
 
 @contextmanager
