@@ -326,6 +326,14 @@ LEASE_STATES = (   # ?state=: a holder without an expiry is held, as the overvie
 )
 
 
+def change_facts(before: dict | None, after: dict | None) -> list[str]:
+    """What changed (issue 38): "changed holder" when both ends have a lease and the holders differ."""
+    if before is None or after is None:
+        return []
+    holder = [((o.get("spec") or {}).get("holderIdentity") or "") for o in (before, after)]
+    return ["changed holder"] if holder[0] != holder[1] else []
+
+
 LEASE_SORTS = (
     kinds.Sort("state", "State", ("holder_identity", "renew_time", "lease_duration_seconds"), _state_order),
     kinds.Sort("holder", "Holder", ("holder_identity",), lambda v, now: v[0] or None),
@@ -355,6 +363,7 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     stylesheets=("coordination/leases.css",), scripts=("coordination/leases.js",),
     present=present_lease, count_by="state", form=LeaseForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
+    change_facts=change_facts,
     create_initial={"duration": "15"},
     yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
     actions=(kinds.Action("release", "lease_release", release),),

@@ -202,6 +202,9 @@ class KindWeb:
     # (newest-first) order, whose first page takes new objects on top as they come (live.py).
     default_sort: str = ""
     new_on_top: bool = False
+    # What changed (web/changes_views.py, issue 38): (object at the window's start, at its end;
+    # either None: absent) -> what the headline counts of it ("changed holder"), beyond changed.
+    change_facts: Callable[[dict | None, dict | None], list[str]] | None = None
 
     def __post_init__(self):
         app = self.resource.model._meta.app_label

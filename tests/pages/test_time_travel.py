@@ -229,3 +229,42 @@ def test_history_and_field_owners_as_of_then(story, login):
     assert shown and max(shown) <= story["between"] and story["after"] not in shown
     code, html = page(client, f"/leases/{NS}/leader/fields/", at)
     assert code == 200 and "node-b" in html and "node-c" not in html
+
+
+def groups(html: str) -> dict[str, str]:
+    """name -> what /changes/ says happened to it."""
+    return {name: what for what, name in re.findall(
+        r'<li class="change-group ev-([a-z-]+)" id="change-[a-z]+-[^"]*--([^"]+)"', html)}
+
+
+def test_changes_lists_exactly_the_window(story, login):
+    client = login("admin")
+    code, html = page(client, f"/changes/?from=rv:{story['before']}&to=rv:{story['between']}")
+    assert code == 200, html[:2000]
+    assert groups(html) == {"leader": "changed", "web": "changed", "batch": "changed", "doomed": "deleted"}
+    counts = re.findall(r"<li>(\d+ [^<]+)</li>", html)
+    for said in ("1 lease changed holder", "1 job failed", "1 Endpoints object changed readiness", "1 lease deleted"):
+        assert said in counts, counts
+    # The diffs: the holder, the address, the job's condition.
+    assert "spec.holderIdentity" in html and "node-a" in html and "node-b" in html
+    assert "notReadyAddresses" in html and "Failed" in html
+    # Links to the object at both ends.
+    assert f'href="/leases/{NS}/leader/?at=rv%3A{story["before"]}"' in html
+    # A window after it: only the second holder change; by kind and name; a window of nothing.
+    later = page(client, f"/changes/?from=rv:{story['between']}")[1]
+    assert groups(later) == {"leader": "changed"} and "node-c" in later
+    assert groups(page(client, f"/changes/?from=rv:{story['before']}&to=rv:{story['between']}&kind=Job")[1]) \
+        == {"batch": "changed"}
+    assert groups(page(client, f"/changes/?from=rv:{story['after']}")[1]) == {}
+    # Compare two revisions of one object (its History page's form).
+    code, html = page(client, f"/changes/?from=rv:{story['before']}&to=rv:{story['after']}&kind=Lease&name=leader")
+    assert groups(html) == {"leader": "changed"} and "node-a" in html and "node-c" in html and "node-b" not in html
+    assert page(client, "/changes/?from=nonsense")[0] == 400
+
+
+def test_history_offers_comparing_two_revisions(story, login):
+    client = login("admin")
+    html = page(client, f"/leases/{NS}/leader/history/")[1]
+    form = re.search(r'<form method="get" action="/changes/"[^>]*compare-revisions.*?</form>', html, re.S).group(0)
+    options = re.findall(r'<option value="(rv:\d+)"', form)
+    assert len(options) >= 6 and 'name="name" value="leader"' in form   # each select lists the revisions
