@@ -133,17 +133,19 @@ def context(request) -> dict:
         back.pop(key, None)
     live = request.GET.copy()
     live.pop(PARAM, None)
-    out = {"timebar": True, "live_url": request.path + (f"?{live.urlencode()}" if live else ""),
+    out = {"timebar": True, "timebar_live": request.path + (f"?{live.urlencode()}" if live else ""),
            "timebar_path": request.path, "timebar_fields": [(k, v) for k, values in back.lists() for v in values],
            "timebar_presets": [(label, _moved(request, back, ago(seconds)))
                                for label, seconds in (("5 min ago", 300), ("1 h ago", 3600), ("1 day ago", 86400))]}
     newest = store.current_revision()
-    rv = at.rv if at is not None else newest
-    prev_rv, next_rv = revlog.neighbours(rv if at is not None else newest)
+    shown = _shown(request)
+    prev_rv, next_rv = revlog.neighbours(at.rv if at is not None else newest + 1, **shown)
+    if at is None and prev_rv:   # (live: the previous change is the state before the newest one)
+        prev_rv = revlog.neighbours(prev_rv, **shown)[0]
     if prev_rv:
-        out["prev_url"] = _moved(request, back, f"rv:{prev_rv}")
+        out["timebar_prev"] = _moved(request, back, f"rv:{prev_rv}")
     if next_rv and at is not None:
-        out["next_url"] = _moved(request, back, f"rv:{next_rv}") if next_rv < newest else out["live_url"]
+        out["timebar_next"] = _moved(request, back, f"rv:{next_rv}")
     since = (at.moment if at is not None else utcnow()) - timedelta(hours=1)
     out["changes_query"] = urlencode({"from": since.strftime("%Y-%m-%dT%H:%M:%SZ"),
                                       "to": at.asked if at is not None else "",
@@ -158,6 +160,21 @@ def context(request) -> dict:
                thinned_clock=thinned.strftime("%Y-%m-%d %H:%M") if thinned else "",
                thin_seconds=settings.KUBEDASH_HISTORY_THIN_SECONDS)
     return out
+
+
+def _shown(request) -> dict:
+    """What the page shows, for the time bar's previous / next change: its kind (a list, or a
+    detail page's object), its namespace; the Overview: every kind."""
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return {}
+    web = kinds.by_view((match.url_name or "").removesuffix("-history").removesuffix("-fields"))
+    if web is None:
+        return {"namespace": request.GET.get("namespace", "")}
+    if "name" in match.kwargs:
+        return {"kinds": (web.kind,), "namespace": match.kwargs["namespace"], "name": match.kwargs["name"]}
+    return {"kinds": (web.kind,), "namespace": request.GET.get("namespace", "")}
 
 
 def _moved(request, query, value: str) -> str:
