@@ -83,7 +83,7 @@ def thinned_until() -> datetime | None:
 
 
 def travel_routes() -> set[str]:
-    return kinds.page_route_names() | {"overview"}
+    return kinds.page_route_names() | {web.plural for web in kinds.feeds()} | {"overview"}
 
 
 def refusal(status: int, message: str) -> HttpResponse:

@@ -268,3 +268,46 @@ def test_history_offers_comparing_two_revisions(story, login):
     form = re.search(r'<form method="get" action="/changes/"[^>]*compare-revisions.*?</form>', html, re.S).group(0)
     options = re.findall(r'<option value="(rv:\d+)"', form)
     assert len(options) >= 6 and 'name="name" value="leader"' in form   # each select lists the revisions
+
+
+def test_a_followed_cluster_travels_too(login):
+    """A followed cluster's history is in the same log, under its cluster: ?cluster=prod&at= shows
+    prod as of then, and the local pages at the same moment show only local objects."""
+    from django.utils import timezone
+
+    from dashboard.follow.models import Cluster
+    from dashboard.kube import mirror as kmirror
+
+    Cluster.objects.create(name="prod", server="https://prod.example:6443", credentials=b"x", state=Cluster.LIVE,
+                           heartbeat_at=timezone.now(), last_event_at=timezone.now())
+
+    def mirrored(holder: str, rv: int):
+        obj = lease("prod-lease", holder=holder, ns="team-a")
+        obj["metadata"].update(uid="u-1", creationTimestamp="2026-01-02T03:04:05Z", resourceVersion=str(rv))
+        kmirror.mirror("prod", [kmirror.Mirrored(by_kind("Lease"), "team-a", "prod-lease", obj)])
+
+    mirrored("prod-a", 100)
+    then = store.current_revision()
+    mirrored("prod-b", 101)
+    store.create(by_kind("Lease"), NS, lease("local-one", ns=NS))
+    client = login("admin")
+    code, html = page(client, "/leases/?cluster=prod", f"rv:{then}")
+    assert code == 200 and rows(html) == {"prod-lease"} and "prod-a" in html and "prod-b" not in html
+    assert "cluster=prod" in re.search(r'href="([^"]*)" data-timebar-now', html).group(1)   # back to prod, now
+    assert rows(page(client, "/leases/?cluster=prod")[1]) == {"prod-lease"}
+    assert "prod-b" in page(client, "/leases/team-a/prod-lease/?cluster=prod")[1]
+    assert "prod-a" in page(client, "/leases/team-a/prod-lease/?cluster=prod", f"rv:{then}")[1]
+    assert rows(page(client, "/leases/", f"rv:{then}")[1]) == set()   # local: nothing yet then
+
+
+def test_a_page_in_thinned_time_says_so(story, login):
+    client = login("admin")
+    call_command("compact", keep=0, keep_seconds=0)
+    html = page(client, f"/leases/?namespace={NS}", f"rv:{story['before']}")[1]
+    assert "shown to the minute" in html
+    assert "shown to the minute" not in page(client, f"/leases/?namespace={NS}")[1]
+
+
+def test_events_list_travels(story, login):
+    code, html = page(login("admin"), "/events/", f"rv:{story['before']}")
+    assert code == 200 and "— not live" in html
