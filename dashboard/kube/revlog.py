@@ -252,3 +252,20 @@ def delete_revisions(rvs: list[int]) -> int:
 def last_at_or_below_any(rv: int) -> datetime | None:
     """When the newest revision at or below rv (any cluster) was written (None: none)."""
     return Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first()
+
+
+def oldest_written() -> datetime | None:
+    """When the oldest logged revision (any cluster) was written (None: the log is empty)."""
+    return Revision.everywhere.order_by("rv").values_list("created", flat=True).first()
+
+
+def change_times(limit: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> list[datetime]:
+    """When the newest `limit` writes of these kinds / namespace / name were made, in the current cluster."""
+    rows = Revision.objects.all()
+    if kinds:
+        rows = rows.filter(kind__in=list(kinds))
+    if namespace:
+        rows = rows.filter(namespace=namespace)
+    if name:
+        rows = rows.filter(name=name)
+    return list(rows.order_by("-rv").values_list("created", flat=True)[:limit])

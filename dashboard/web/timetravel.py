@@ -146,6 +146,7 @@ def context(request) -> dict:
         out["timebar_prev"] = _moved(request, back, f"rv:{prev_rv}")
     if next_rv and at is not None:
         out["timebar_next"] = _moved(request, back, f"rv:{next_rv}")
+    out.update(_slider(at, shown))
     since = (at.moment if at is not None else utcnow()) - timedelta(hours=1)
     out["changes_query"] = urlencode({"from": since.strftime("%Y-%m-%dT%H:%M:%SZ"),
                                       "to": at.asked if at is not None else "",
@@ -160,6 +161,23 @@ def context(request) -> dict:
                thinned_clock=thinned.strftime("%Y-%m-%d %H:%M") if thinned else "",
                thin_seconds=settings.KUBEDASH_HISTORY_THIN_SECONDS)
     return out
+
+
+SLIDER_MARKS = 200   # the newest changes of what the page shows, marked on the slider
+
+
+def _slider(at: asof.At | None, shown: dict) -> dict:
+    """The slider over the kept history (epoch seconds): its ends, the page's moment and the
+    newest changes of what the page shows (a datalist: Chromium draws them as ticks)."""
+    now = utcnow()
+    oldest = revlog.oldest_written() or now
+    horizon = history_horizon()[1]
+    start = max(oldest, horizon) if horizon else oldest
+    marks = revlog.change_times(SLIDER_MARKS, **shown)
+    moment = at.moment if at is not None else now
+    return {"slider_min": int(start.timestamp()), "slider_max": int(now.timestamp()) + 1,
+            "slider_value": int(moment.timestamp()), "slider_text": moment.strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "slider_marks": sorted({int(m.timestamp()) for m in marks})}
 
 
 def _shown(request) -> dict:

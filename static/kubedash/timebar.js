@@ -21,6 +21,22 @@
     else if (e.key === "Escape") done = follow("[data-timebar-now]");
     if (done) e.preventDefault();
   });
+  // The slider: its value is a moment (epoch seconds); released, it goes there (the form's
+  // other fields kept). While it moves, it says the moment it points at.
+  var slider = document.querySelector("[data-timebar-slider]");
+  function sliderMoment() { return new Date(+slider.value * 1000).toISOString().slice(0, 19) + "Z"; }
+  if (slider) {
+    slider.addEventListener("input", function () {
+      slider.setAttribute("aria-valuetext", sliderMoment().replace("T", " ").replace("Z", " UTC"));
+    });
+    slider.addEventListener("change", function () {
+      var form = slider.form, input = form && form.querySelector("#timebar-at");
+      if (!input) return;
+      input.type = "text";
+      input.value = sliderMoment();
+      form.submit();
+    });
+  }
   // The date-time input is UTC: send it with its zone, so the address says what it means.
   var form = document.querySelector("form[data-timebar]");
   if (form) {

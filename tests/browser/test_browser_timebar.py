@@ -1,6 +1,6 @@
 """The time bar (issue 38, templates/web/_timebar.html, static/kubedash/timebar.js) in Chromium:
-"[" steps to the previous change, "]" to the next, Esc goes back to now; a page as of a past
-moment shows it with its countdown frozen at that moment, and axe finds nothing on it."""
+"[" steps to the previous change, "]" to the next, Esc goes back to now, the slider goes to the
+moment it is released at; a page as of a past moment says so, and axe finds nothing on it."""
 from __future__ import annotations
 
 import re
@@ -30,6 +30,8 @@ def test_time_bar_keys_step_through_changes(axe_page, kube_server, ns, tmp_path)
     expect(page.locator(f"#lease-{ns}--leader")).to_contain_text("node-b")
     assert page.locator("#live-status").count() == 0   # no live socket
     page.screenshot(path=str(tmp_path / "timebar.png"), full_page=False)
+    first_moment = page.locator("#timebar-slider").input_value()   # the slider stands at the page's moment
+    assert page.locator("#timebar-marks option").count() >= 1   # the changes of these leases (to the second), marked
     assert axe_violations(page) == []
 
     # "]": the next change (here: the second holder change, this namespace's newest).
@@ -52,4 +54,9 @@ def test_time_bar_keys_step_through_changes(axe_page, kube_server, ns, tmp_path)
     page.wait_for_url(f"{base}/leases/?namespace={ns}")
     expect(page.locator("#live-status")).to_have_text("Live")
     expect(page.locator(f"#lease-{ns}--leader")).to_contain_text("node-c")
+    # The slider: released at a moment, the page goes there (here: the second of the first change).
+    page.locator("#timebar-slider").fill(first_moment)
+    page.wait_for_url(re.compile(r"at=\d{4}-\d\d-\d\dT"))
+    expect(page.locator("#asof-banner .asof-note")).to_contain_text("— not live")
+    assert "node-c" not in page.locator("#items").inner_text()
     assert second > first
