@@ -98,8 +98,23 @@ def _search_path_changed():
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET search_path TO {saved}")
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET search_path TO {saved}")
+        except Exception:
+            connection.close()   # (as _drop_all: never hand the connection on in this state)
+            raise
+
+
+def _drop_all(tables: list[str]) -> None:
+    """Drop the shadow tables; if that fails, close the connection (its temporary tables go with
+    it): a connection that kept one would show the past as the present to its next request."""
+    try:
+        for table in tables:
+            _drop_shadow(table)
+    except Exception:
+        connection.close()
+        raise
 
 
 @contextmanager
@@ -123,8 +138,7 @@ def pinned(at: At):
                                             for cluster, ns, name, rv, text in state_at(res.kind, at.rv)])
                 yield at
             finally:
-                for table in tables:
-                    _drop_shadow(table)
+                _drop_all(tables)
     finally:
         _pinned.reset(token)
 

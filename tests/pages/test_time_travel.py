@@ -311,3 +311,34 @@ def test_a_page_in_thinned_time_says_so(story, login):
 def test_events_list_travels(story, login):
     code, html = page(login("admin"), "/events/", f"rv:{story['before']}")
     assert code == 200 and "— not live" in html
+
+
+def test_sorted_filtered_and_paged_lists_as_of_then(story, login):
+    client = login("admin")
+    at = f"rv:{story['before']}"
+    store.create(by_kind("Lease"), NS, lease("zeta", holder="node-z", ns=NS))   # (after every moment here)
+    # Sorted by holder, descending: then, node-x (doomed) before node-a (leader).
+    html = page(client, f"/leases/?namespace={NS}&sort=-holder", at)[1]
+    assert html.index(f'id="lease-{NS}--doomed"') < html.index(f'id="lease-{NS}--leader"') and "zeta" not in rows(html)
+    # Paged one a page: the next page's link keeps `at`, and shows the same past.
+    first = page(client, f"/leases/?namespace={NS}&limit=1", at)[1]
+    assert rows(first) == {"doomed"}
+    nxt = re.search(r'href="([^"]*)" rel="next"', first).group(1)
+    assert "at=rv" in nxt
+    second = client.get(f"/leases/{nxt}" if nxt.startswith("?") else nxt)
+    assert second.status_code == 200 and rows(unescape(second.content.decode())) == {"leader"}
+    assert "node-a" in second.content.decode()
+    # A state filter: renewed a week ago, both leases had expired then already.
+    assert rows(page(client, f"/leases/?namespace={NS}&state=expired", at)[1]) == {"leader", "doomed"}
+    # A lease renewed an hour ago for 60 s: held, with its countdown, at 30 s after; expired now.
+    hour_ago = asof.written_at(store.current_revision()) - timedelta(hours=1)
+    obj = lease("clock", holder="node-t", ns=NS, duration=60)
+    obj["spec"]["renewTime"] = micro(hour_ago)
+    rv = int(store.create(by_kind("Lease"), NS, obj).object["metadata"]["resourceVersion"])
+    Revision.everywhere.filter(rv=rv).update(created=hour_ago)
+    then = (hour_ago + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    html = page(client, f"/leases/?namespace={NS}&state=held", then)[1]
+    assert rows(html) == {"clock"} and re.search(r"expires in 3[01]s", html)
+    assert rows(page(client, f"/leases/?namespace={NS}&state=expired")[1]) >= {"clock"}
+    # The share form says the view is as of then.
+    assert "(not live)" in page(client, f"/share/new/?kind=Lease&namespace={NS}&at={at}")[1]
