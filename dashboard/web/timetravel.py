@@ -125,8 +125,14 @@ class TimeTravelMiddleware:
 
 
 def context(request) -> dict:
-    """The banner's and time bar's context (base.html, web/_timebar.html)."""
+    """The banner's and time bar's context (base.html, web/_timebar.html): none on a page that
+    does not travel (search, tokens, share links, /changes/ itself)."""
     at = asof.current()
+    try:
+        if at is None and (resolve(request.path_info).url_name or "") not in travel_routes():
+            return {}
+    except Resolver404:
+        return {}
     back = request.GET.copy()
     back.pop(PARAM, None)
     for key in ("continue", "page"):   # (a page position belongs to its snapshot)

@@ -267,7 +267,8 @@ class KindListView(View):
             ctx["error_field"] = "labelSelector"
             return render(request, page.list_template, ctx, status=400)
         # ?warnings=1h: the objects (existing, in this view) with warnings in the last hour.
-        keys = warnings.warned_keys(page.kind, utcnow(), namespaces) if filters.warnings else None
+        keys = warnings.warned_keys(page.kind, asof.current().moment if asof.current() else utcnow(),
+                                    namespaces) if filters.warnings else None
         state = page.view_filter(filters.state, dict(filters.columns))
         if filters.sort:
             return self.sorted(request, ctx, filters, namespaces, selector, principal, keys, state)

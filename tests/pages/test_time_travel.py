@@ -100,6 +100,12 @@ def test_lists_details_and_overview_at_three_moments(story, login):
         assert code == 200 and rows(html) == ({"batch"} if failed else set()), moment
         code, html = page(client, f"/?namespace={NS}", at)
         assert code == 200 and "— not live" in html
+        card = html[html.index(f'id="ns-{NS}"'):]
+        card = card[:card.index("</article>")]
+        assert f"{1 if failed else 0}\xa0failed" in card and f"{1 if failed else 0}\xa0not ready" in card, moment
+        assert f"{1 if failed else 2}\xa0ready" in card, moment   # (10.0.0.2 turned not ready)
+        # The list's state filters as of then: the not-ready Endpoints, the failed Job.
+        assert rows(page(client, f"/endpoints/?namespace={NS}&state=not-ready", at)[1]) == ({"web"} if failed else set())
     # The deleted lease: present before, a "did not exist then" page between.
     assert page(client, f"/leases/{NS}/doomed/", f"rv:{story['before']}")[0] == 200
     code, html = page(client, f"/leases/{NS}/doomed/", f"rv:{story['between']}")
@@ -342,3 +348,9 @@ def test_sorted_filtered_and_paged_lists_as_of_then(story, login):
     assert rows(page(client, f"/leases/?namespace={NS}&state=expired")[1]) >= {"clock"}
     # The share form says the view is as of then.
     assert "(not live)" in page(client, f"/share/new/?kind=Lease&namespace={NS}&at={at}")[1]
+
+
+def test_pages_that_do_not_travel_have_no_time_bar(story, login):
+    client = login("admin")
+    assert 'id="asof-banner"' not in page(client, "/search/?q=leader")[1]
+    assert 'id="asof-banner"' in page(client, "/leases/")[1]
