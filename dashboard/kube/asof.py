@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
-from django.db import connection
+from django.db import connection, transaction
 
 from . import registry
 from .models import Revision
@@ -56,7 +56,7 @@ def state_at(kind: str, rv: int) -> list[tuple[str, str, str, int, str]]:
         return cursor.fetchall()
 
 
-def _create_shadow(table: str) -> None:
+def _create_shadow(table: str, on_commit_drop: bool = False) -> None:
     q = connection.ops.quote_name
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
@@ -65,7 +65,7 @@ def _create_shadow(table: str) -> None:
             cursor.execute(ddl.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
         else:
             cursor.execute(f"CREATE TEMP TABLE {q(table)} (LIKE {q(_schema(table))}.{q(table)} "
-                           "INCLUDING DEFAULTS INCLUDING IDENTITY)")
+                           "INCLUDING DEFAULTS INCLUDING IDENTITY)" + (" ON COMMIT DROP" if on_commit_drop else ""))
         cursor.execute(f"CREATE INDEX {q(table + '_asof_key')} ON {q(table)} (cluster, namespace, name)")
 
 
@@ -119,28 +119,46 @@ def _drop_all(tables: list[str]) -> None:
 
 @contextmanager
 def pinned(at: At):
-    """Run the block with every typed table showing the state at `at.rv` (see the module doc)."""
+    """Run the block with every typed table showing the state at `at.rv` (see the module doc).
+
+    On PostgreSQL in one transaction (unless already in one): through PgBouncer's transaction
+    pooling it is the only way every statement of the block meets the same server connection,
+    and the tables (ON COMMIT DROP) and search_path (SET LOCAL) end with it whatever happens.
+    On SQLite on the connection, dropped after (a transaction there would hold the writers' lock)."""
     if _pinned.get() is not None:
         raise RuntimeError("already pinned")
-    tables = []
     token = _pinned.set(at)
     try:
+        if connection.vendor == "postgresql" and not connection.in_atomic_block:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT current_setting('search_path')")
+                    cursor.execute(f"SET LOCAL search_path TO pg_temp, {cursor.fetchone()[0]}")
+                _fill(at, [], on_commit_drop=True)
+                yield at
+            return
+        tables: list[str] = []
         with _search_path_changed():
             try:
-                for res in registry.all_resources():
-                    table = res.model._meta.db_table
-                    if table in tables:
-                        continue
-                    _create_shadow(table)
-                    tables.append(table)
-                    head = rows.statements(res.model)["insert_head"]
-                    rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))
-                                            for cluster, ns, name, rv, text in state_at(res.kind, at.rv)])
+                _fill(at, tables)
                 yield at
             finally:
                 _drop_all(tables)
     finally:
         _pinned.reset(token)
+
+
+def _fill(at: At, tables: list[str], on_commit_drop: bool = False) -> None:
+    """Create and fill the shadow of every typed table (appending each to `tables` once made)."""
+    for res in registry.all_resources():
+        table = res.model._meta.db_table
+        if table in tables:
+            continue
+        _create_shadow(table, on_commit_drop)
+        tables.append(table)
+        head = rows.statements(res.model)["insert_head"]
+        rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))
+                                for cluster, ns, name, rv, text in state_at(res.kind, at.rv)])
 
 
 def _loads(text: str) -> dict:
