@@ -18,6 +18,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.urls import Resolver404, resolve
 
+from dashboard.access import clusters
 from dashboard.kube import asof, revlog, store
 from dashboard.kube.formats import parse_time
 from dashboard.kube.meta import now as utcnow
@@ -159,6 +160,11 @@ def context(request) -> dict:
                                       **{k: v for k, v in back.items() if k in ("namespace", "labelSelector")}})
     if at is None:
         return out
+    if not clusters.is_local():   # a followed cluster: nothing is known of it before kubedash followed it
+        followed = cluster_scope.followed(clusters.current())
+        if followed is not None and at.moment < followed.created:
+            out["not_followed"] = (f"kubedash began following {followed.name} at "
+                                   f"{followed.created.strftime('%Y-%m-%d %H:%M:%S UTC')}: what it held before is not known.")
     thinned = thinned_until()
     out.update(at=at, at_param=at.asked, at_iso=at.moment.isoformat().replace("+00:00", "Z"),
                at_clock=at.moment.strftime("%Y-%m-%d %H:%M:%S UTC"),

@@ -304,6 +304,10 @@ def test_a_followed_cluster_travels_too(login):
     assert "prod-b" in page(client, "/leases/team-a/prod-lease/?cluster=prod")[1]
     assert "prod-a" in page(client, "/leases/team-a/prod-lease/?cluster=prod", f"rv:{then}")[1]
     assert rows(page(client, "/leases/", f"rv:{then}")[1]) == set()   # local: nothing yet then
+    # Before kubedash followed prod: the page says so (no invented state).
+    Cluster.objects.filter(name="prod").update(created=timezone.now())
+    html = page(client, "/leases/?cluster=prod", f"rv:{then}")[1]
+    assert "kubedash began following prod at" in html
 
 
 def test_a_page_in_thinned_time_says_so(story, login):
