@@ -58,20 +58,29 @@ def overdue_seconds(keep: int | None = None, keep_seconds: int | None = None) ->
 
 
 def compact(keep: int | None = None, keep_seconds: int | None = 0, history_seconds: int | None = None) -> int:
-    """Compact now; returns how many revisions were removed."""
+    """Compact now; returns how many revisions were removed.
+
+    What thinning deletes is worked out before the transaction (revisions below the compaction
+    point never change: reading them needs no lock), so the writers' lock is held for the
+    deletes alone, not for reading a minute of renewals."""
     history_seconds = settings.KUBEDASH_HISTORY_SECONDS if history_seconds is None else history_seconds
+    point = compaction_point(keep, keep_seconds)
+    seen = CompactionState.objects.filter(pk=1).values_list("compacted_rv", "history_rv", "thinned_rv").first()
+    compacted, history_rv, thinned_rv = seen or (0, 0, 0)
+    if point <= compacted:
+        return 0
+    moment = now()
+    history = min(point, revlog.newest_before(moment - timedelta(seconds=history_seconds)))
+    doomed = thinnable(max(thinned_rv, history_rv, history), point)
     with transaction.atomic():
-        point = compaction_point(keep, keep_seconds)
         state, _ = CompactionState.objects.select_for_update().get_or_create(pk=1)
-        if point <= state.compacted_rv:
-            return 0
-        moment = now()
-        history = min(point, revlog.newest_before(moment - timedelta(seconds=history_seconds)))
+        if (state.compacted_rv, state.history_rv, state.thinned_rv) != (compacted, history_rv, thinned_rv):
+            return 0   # (another compaction ran meanwhile: the next round starts from its result)
         removed = 0
         if history > state.history_rv:
             removed += revlog.drop_before_history(history)
             state.history_rv, state.history_at = history, revlog_time(history) or moment
-        removed += thin(max(state.thinned_rv, state.history_rv), point)
+        removed += revlog.delete_revisions(doomed)
         state.thinned_rv, state.thinned_at = point, revlog_time(point) or moment
         state.compacted_rv, state.compacted_at = point, moment
         state.save(update_fields=["compacted_rv", "compacted_at", "history_rv", "history_at", "thinned_rv",
@@ -110,12 +119,17 @@ def without_heartbeats(obj: dict) -> dict:
 
 
 def thin(after: int, upto: int, every: int | None = None) -> int:
-    """In (after, upto]: delete the heartbeat-only revisions (without_heartbeats equal to the
-    key's previous revision's) written less than `every` seconds after the key's last kept one;
-    never a key's newest revision at or below upto. Returns how many went."""
+    """Delete what thinnable() finds in (after, upto]; returns how many went."""
+    return revlog.delete_revisions(thinnable(after, upto, every))
+
+
+def thinnable(after: int, upto: int, every: int | None = None) -> list[int]:
+    """In (after, upto]: the heartbeat-only revisions (without_heartbeats equal to the key's
+    previous revision's) written less than `every` seconds after the key's last kept one; never
+    a key's newest revision at or below upto."""
     every = settings.KUBEDASH_HISTORY_THIN_SECONDS if every is None else every
     if upto <= after or every <= 0:
-        return 0
+        return []
     doomed: list[int] = []
     for res in registry.all_resources():
         key, kept_at, kept_shape, pending = None, None, None, None
@@ -136,4 +150,4 @@ def thin(after: int, upto: int, every: int | None = None) -> int:
                 continue
             kept_at, kept_shape = created, shape if shape is not None else (
                 None if event == "DELETED" else without_heartbeats(orjson.loads(text)))
-    return revlog.delete_revisions(doomed)
+    return doomed
