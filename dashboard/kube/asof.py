@@ -44,15 +44,23 @@ def current() -> At | None:
     return _pinned.get()
 
 
-def state_at(kind: str, rv: int) -> list[tuple[str, str, str, int, str]]:
+def state_at(kind: str, rv: int, table: str | None = None) -> list[tuple[str, str, str, int, str]]:
     """(cluster, namespace, name, rv, object text) of every object of `kind` (every cluster) as
-    it stood at revision rv: each key's newest logged revision <= rv, deleted ones left out."""
-    sql = ("SELECT r.cluster, r.namespace, r.name, r.rv, r.object FROM kube_revision r JOIN ("
-           " SELECT cluster, namespace, name, MAX(rv) AS top FROM kube_revision"
-           " WHERE kind = %s AND rv <= %s GROUP BY cluster, namespace, name) t ON r.rv = t.top"
+    it stood at revision rv: each key's newest logged revision <= rv, deleted ones left out.
+
+    The keys that can have existed then are those with a typed row now (`table`, the real one,
+    read before it is shadowed) and those deleted since (the kube_rev_deleted index); each one's
+    revision is one probe of kube_rev_key. So the cost grows with the objects, not with the
+    length of the history (a renewal every 2 s writes a million revisions a week)."""
+    table = table or registry.by_kind(kind).model._meta.db_table
+    sql = (f"SELECT r.cluster, r.namespace, r.name, r.rv, r.object FROM ("
+           f" SELECT cluster, namespace, name FROM {connection.ops.quote_name(table)}"
+           " UNION SELECT cluster, namespace, name FROM kube_revision WHERE type = 'DELETED' AND kind = %s AND rv > %s"
+           ") k JOIN kube_revision r ON r.rv = (SELECT MAX(x.rv) FROM kube_revision x WHERE x.cluster = k.cluster"
+           " AND x.kind = %s AND x.namespace = k.namespace AND x.name = k.name AND x.rv <= %s)"
            " WHERE r.type <> 'DELETED' ORDER BY r.cluster, r.namespace, r.name")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [kind, rv])
+        cursor.execute(sql, [kind, rv, kind, rv])
         return cursor.fetchall()
 
 
@@ -154,11 +162,12 @@ def _fill(at: At, tables: list[str], on_commit_drop: bool = False) -> None:
         table = res.model._meta.db_table
         if table in tables:
             continue
+        then = state_at(res.kind, at.rv, table)   # (read from the real table: before it is shadowed)
         _create_shadow(table, on_commit_drop)
         tables.append(table)
         head = rows.statements(res.model)["insert_head"]
         rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))
-                                for cluster, ns, name, rv, text in state_at(res.kind, at.rv)])
+                                for cluster, ns, name, rv, text in then])
 
 
 def _loads(text: str) -> dict:

@@ -75,7 +75,9 @@ class Revision(models.Model):
     class Meta:
         db_table = "kube_revision"
         base_manager_name = "everywhere"
-        indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "rv"], name="kube_rev_key")]
+        indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "rv"], name="kube_rev_key"),
+                   # The deletions (few): the pages' past (kube/asof.py) finds the keys deleted since a moment.
+                   models.Index(fields=["kind", "rv"], condition=models.Q(type="DELETED"), name="kube_rev_deleted")]
 
 
 class ObjectRow(models.Model):
