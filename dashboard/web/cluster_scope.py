@@ -11,6 +11,7 @@ offering a change, and the write views answer it with 405 (edit_views.editor_vie
 """
 from __future__ import annotations
 
+import re
 import time
 from urllib.parse import urlencode
 
@@ -41,7 +42,7 @@ def in_cluster(url: str, name: str | None = None) -> str:
     unchanged for the local store, so local pages keep their plain addresses."""
     name = clusters.current() if name is None else name
     at = asof.current()   # a page as of a past moment: its links stay there (web/timetravel.py)
-    if at is not None and url and "at=" not in url:
+    if at is not None and url and not re.search(r"[?&]at=", url):
         url = _with_param(url, "at", at.asked)
     if name == clusters.LOCAL or not url:
         return url

@@ -228,7 +228,7 @@ def query_param() -> dict:
 def add_at(url: str) -> str:
     """`url` with the pinned `at` (unchanged when live)."""
     at = asof.current()
-    if at is None or not url or f"{PARAM}=" in url:
+    if at is None or not url or re.search(rf"[?&]{PARAM}=", url):
         return url
     url, hash_, fragment = url.partition("#")
     joiner = "" if url.endswith(("?", "&")) else ("&" if "?" in url else "?")
