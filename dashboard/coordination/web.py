@@ -10,7 +10,7 @@ from typing import Iterable
 
 from django import forms
 
-from dashboard.kube import revlog, store
+from dashboard.kube import asof, revlog, store
 from dashboard.kube.formats import human_duration, parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import ObjectForm, count_field, parse_time_text, put, field_text, time_field
@@ -183,8 +183,11 @@ def _hue(holder: str) -> int:
 
 
 def detail_context(namespace: str, name: str, now: datetime) -> dict:
-    """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS)."""
-    return {"history": holder_history(revlog.history("Lease", namespace, name, HISTORY_REVISIONS), now)}
+    """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS; on a
+    page as of a past moment, those written by then: kube/asof.py)."""
+    at = asof.current()
+    revisions = revlog.history("Lease", namespace, name, HISTORY_REVISIONS, upto=at.rv if at is not None else None)
+    return {"history": holder_history(revisions, now)}
 
 
 # ---------------------------------------------------------------------------------------------

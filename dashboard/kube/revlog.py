@@ -128,10 +128,14 @@ def changed_between(kinds: Iterable[str], after: int, upto: int, namespace: str 
     return revisions.exists()
 
 
-def history(kind: str, namespace: str, name: str, newest: int) -> list[tuple[str, dict, datetime]]:
-    """The newest `newest` writes of one object as (event type, object, write time), oldest first."""
-    rows = list(Revision.objects.filter(kind=kind, namespace=namespace, name=name)
-                .order_by("-rv").values_list("type", "object", "created")[:newest])
+def history(kind: str, namespace: str, name: str, newest: int,
+            upto: int | None = None) -> list[tuple[str, dict, datetime]]:
+    """The newest `newest` writes of one object (at or below `upto`) as (event type, object,
+    write time), oldest first."""
+    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name)
+    if upto is not None:
+        rows = rows.filter(rv__lte=upto)
+    rows = list(rows.order_by("-rv").values_list("type", "object", "created")[:newest])
     rows.reverse()
     return [(event, orjson.loads(obj), created) for event, obj, created in rows]
 

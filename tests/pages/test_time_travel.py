@@ -93,6 +93,8 @@ def test_lists_details_and_overview_at_three_moments(story, login):
         assert "ws-connect" not in html   # no live socket
         code, html = page(client, f"/leases/{NS}/leader/", at)
         assert code == 200 and f"holderIdentity: {holder}" in html, moment
+        if moment != "after":   # (its holder timeline too: nothing of what came later)
+            assert "node-c" not in html, moment
         code, html = page(client, f"/endpoints/{NS}/web/", at)
         assert code == 200
         assert ("notReadyAddresses" in html) == failed, moment   # the address turned not ready with the failure
