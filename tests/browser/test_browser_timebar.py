@@ -60,3 +60,24 @@ def test_time_bar_keys_step_through_changes(axe_page, kube_server, ns, tmp_path)
     expect(page.locator("#asof-banner .asof-note")).to_contain_text("— not live")
     assert "node-c" not in page.locator("#items").inner_text()
     assert second > first
+
+
+def test_what_changed_page_is_readable(axe_page, kube_server, ns, tmp_path):
+    from playwright.sync_api import expect
+
+    page, base = axe_page, kube_server.http_url
+    created = int(api(kube_server, "POST", leases_path(ns), held_lease(ns, "leader", "node-a"))["metadata"]
+                  ["resourceVersion"])
+    api(kube_server, "PATCH", leases_path(ns, "leader"), {"spec": {"holderIdentity": "node-b"}}, merge=True)
+    page.goto(f"{base}/changes/?from=rv:{created}&namespace={ns}")
+    expect(page.locator(".change-counts")).to_contain_text("1 lease changed holder")
+    expect(page.locator(f"#change-lease-{ns}--leader")).to_contain_text("spec.holderIdentity")
+    page.screenshot(path=str(tmp_path / "changes.png"), full_page=True)
+    assert axe_violations(page) == []
+    # An object's History compares two of its revisions on that page.
+    page.goto(f"{base}/leases/{ns}/leader/history/")
+    page.click(".compare-revisions button[type=submit]")
+    page.wait_for_url(re.compile(r"/changes/\?"))
+    expect(page.locator(f"#change-lease-{ns}--leader")).to_contain_text("node-b")
+    assert axe_violations(page) == []
+
