@@ -101,6 +101,8 @@ class TimeTravelMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        if not cluster_scope.is_page(request.path_info):
+            return self.get_response(request)   # (the API ignores unknown parameters, `at` too)
         text = request.GET.get(PARAM, "")
         if not text and request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded",
                                                                              "multipart/form-data"):

@@ -135,7 +135,7 @@ def test_bad_at_is_a_clear_400(story, login):
         assert code == 400 and says in text, (bad, text)
 
 
-def test_write_routes_refuse_at(story, login):
+def test_write_routes_refuse_at(story, login, api):
     client = login("admin")
     at = f"at=rv:{story['before']}"
     for path in (f"/leases/{NS}/leader/edit/?{at}", f"/leases/{NS}/leader/yaml/?{at}",
@@ -148,6 +148,10 @@ def test_write_routes_refuse_at(story, login):
         r = client.post(path, data)
         assert r.status_code == 400 and b"past moment" in r.content, path
     assert store.get(by_kind("Lease"), NS, "leader")["spec"]["holderIdentity"] == "node-c"   # nothing changed
+    # The API ignores `at`, as any unknown parameter.
+    r = api.patch(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/leader?at=rv:1",
+                  {"spec": {"holderIdentity": "node-api"}})
+    assert r.status_code == 200 and r.json()["spec"]["holderIdentity"] == "node-api"
     # And a past page offers no write button.
     html = page(client, f"/leases/{NS}/leader/", f"rv:{story['before']}")[1]
     assert "/edit/" not in html and 'action="/leases/bulk/' not in html
