@@ -98,6 +98,8 @@ def test_lists_details_and_overview_at_three_moments(story, login):
         code, html = page(client, f"/endpoints/{NS}/web/", at)
         assert code == 200
         assert ("notReadyAddresses" in html) == failed, moment   # the address turned not ready with the failure
+        code, html = page(client, f"/jobs/{NS}/batch/", at)
+        assert code == 200 and ("type: Failed" in html) == failed, moment
         code, html = page(client, f"/jobs/?namespace={NS}&state=failed", at)
         assert code == 200 and rows(html) == ({"batch"} if failed else set()), moment
         code, html = page(client, f"/?namespace={NS}", at)
