@@ -113,6 +113,8 @@ def simulate(leases: int, jobs: int, minutes: int, renew_seconds: int) -> tuple[
                         "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}}}
         objects[("Job", f"job-{i:05d}")] = store.create(job_res, "batch", obj).object
     rv = store.current_revision()
+    from dashboard.kube.models import Revision
+    Revision.everywhere.filter(rv__lte=rv).update(created=start)   # (created at the window's start)
     batch, last = [], {}
     tick = 0
     moment = start
