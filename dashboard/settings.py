@@ -110,6 +110,7 @@ MIDDLEWARE = [
     # A session opened through a share link reaches its own pages and nothing else.
     "dashboard.web.share.ShareLinkMiddleware",
     "dashboard.web.cluster_scope.ClusterScopeMiddleware",   # ?cluster= on pages: runs the request within it
+    "dashboard.web.timetravel.TimeTravelMiddleware",   # ?at= on pages: as of then, read-only (issue 38)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -342,6 +343,11 @@ KUBEDASH_TARPIT_SECONDS = float(os.environ.get("KUBEDASH_TARPIT_SECONDS", "1"))
 # Revision-log retention (compaction): keep at least this many revisions and this much time.
 KUBEDASH_RETAIN_REVISIONS = int(os.environ.get("KUBEDASH_RETAIN_REVISIONS", "100000"))
 KUBEDASH_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))
+# What the pages travel through (?at=, /changes/: issue 38), apart from the watch window above:
+# compaction keeps every revision this long (past the watch window, renewal-only writes thinned
+# to one per KUBEDASH_HISTORY_THIN_SECONDS per object). docs/OPERATIONS.md, "History".
+KUBEDASH_HISTORY_SECONDS = int(os.environ.get("KUBEDASH_HISTORY_SECONDS", str(7 * 24 * 3600)))
+KUBEDASH_HISTORY_THIN_SECONDS = int(os.environ.get("KUBEDASH_HISTORY_THIN_SECONDS", "60"))
 
 # Watch: bookmark interval, the floor of the randomized stream lifetime, per-watcher queue
 # bound (a watcher this far behind is closed and resumes), and the hub's safety poll.

@@ -287,6 +287,18 @@ def job_template_facts(obj: dict) -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------------------------------------
+# What changed between two moments (web/changes_views.py)
+
+
+def change_facts(before: dict | None, after: dict | None) -> list[str]:
+    """What changed (issue 38): "failed" / "completed" when the job's phase became that."""
+    if after is None:
+        return []
+    was, now = (phase(before) if before is not None else ""), phase(after)
+    return {"Failed": ["failed"], "Complete": ["completed"]}.get(now, []) if now != was else []
+
+
+# ---------------------------------------------------------------------------------------------
 # Overview: a namespace's jobs by phase, from the typed columns
 
 
@@ -429,6 +441,7 @@ JOB_PAGES = kinds.register(kinds.KindWeb(
     stylesheets=("batch/jobs.css",), scripts=("batch/jobs.js",),
     present=present_job, count_by="phase_class", form=JobForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="failed"),
+    change_facts=change_facts,
     create_initial={"completion_mode": "NonIndexed", "container_name": "main", "restart_policy": "Never"},
     yaml_skeleton={"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}}}},

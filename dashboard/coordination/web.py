@@ -10,7 +10,7 @@ from typing import Iterable
 
 from django import forms
 
-from dashboard.kube import revlog, store
+from dashboard.kube import asof, revlog, store
 from dashboard.kube.formats import human_duration, parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import ObjectForm, count_field, parse_time_text, put, field_text, time_field
@@ -183,8 +183,11 @@ def _hue(holder: str) -> int:
 
 
 def detail_context(namespace: str, name: str, now: datetime) -> dict:
-    """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS)."""
-    return {"history": holder_history(revlog.history("Lease", namespace, name, HISTORY_REVISIONS), now)}
+    """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS; on a
+    page as of a past moment, those written by then: kube/asof.py)."""
+    at = asof.current()
+    revisions = revlog.history("Lease", namespace, name, HISTORY_REVISIONS, upto=at.rv if at is not None else None)
+    return {"history": holder_history(revisions, now)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,6 +344,14 @@ LEASE_STATES = (   # ?state=: a holder without an expiry is held, as the overvie
 )
 
 
+def change_facts(before: dict | None, after: dict | None) -> list[str]:
+    """What changed (issue 38): "changed holder" when both ends have a lease and the holders differ."""
+    if before is None or after is None:
+        return []
+    holder = [((o.get("spec") or {}).get("holderIdentity") or "") for o in (before, after)]
+    return ["changed holder"] if holder[0] != holder[1] else []
+
+
 LEASE_SORTS = (
     kinds.Sort("state", "State", ("holder_identity", "renew_time", "lease_duration_seconds"), _state_order),
     kinds.Sort("holder", "Holder", ("holder_identity",), lambda v, now: v[0] or None),
@@ -387,6 +398,7 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     stylesheets=("coordination/leases.css",), scripts=("coordination/leases.js",),
     present=present_lease, export_item=export_lease, count_by="state", form=LeaseForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
+    change_facts=change_facts,
     create_initial={"duration": "15"},
     yaml_skeleton={"spec": {"holderIdentity": "", "leaseDurationSeconds": 15}},
     actions=(kinds.Action("release", "lease_release", release),),

@@ -364,6 +364,19 @@ def summarize(items: list[dict]) -> dict:
     return {"rollup": endpoints_rollup(items)}
 
 
+def _readiness(obj: dict | None) -> set[tuple[str, bool]]:
+    return {(a.get("ip", ""), ready) for subset in (obj or {}).get("subsets") or ()
+            for key, ready in (("addresses", True), ("notReadyAddresses", False)) for a in subset.get(key) or ()}
+
+
+def change_facts(before: dict | None, after: dict | None) -> list[str]:
+    """What changed (issue 38): "changed readiness" when an address became ready or not ready."""
+    if before is None or after is None:
+        return []
+    was, now = dict(_readiness(before)), dict(_readiness(after))
+    return ["changed readiness"] if any(ip in now and now[ip] != ready for ip, ready in was.items()) else []
+
+
 ENDPOINTS_SORTS = (
     # "Not ready" first when descending: the objects that need attention.
     kinds.Sort("not_ready", "Not ready addresses", ("not_ready_addresses",), lambda v, now: v[0]),
@@ -399,6 +412,7 @@ ENDPOINTS_PAGES = kinds.register(kinds.KindWeb(
     present=present_endpoints, count_by="health", form=EndpointsForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="objects",
                             warn_key="not_ready"),
+    change_facts=change_facts,
     create_initial={"subsets": "1"},
     yaml_skeleton={"subsets": [{"addresses": [{"ip": "10.0.0.1"}],
                                 "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]},

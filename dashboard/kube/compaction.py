@@ -1,17 +1,25 @@
-"""Compaction: drop history that is superseded, so the revision log stays bounded.
+"""Compaction: bound the revision log, in two windows (issue 38; docs/ARCHITECTURE.md).
 
-Everything at or below the compaction point goes, except each live object's current
-revision (the log is where objects are read from). Reads and watches that need a revision
-below the point are answered 410 Expired.
+The watch window (KUBEDASH_RETAIN_REVISIONS / KUBEDASH_RETAIN_SECONDS) sets the compaction
+point: API lists and watches that need a revision below it are answered 410 Expired, as before.
+The revisions themselves are kept longer, for the pages' history (?at=, /changes/):
+
+- past the watch window, a revision that changes only heartbeat fields (a Lease's renewTime,
+  a status condition's lastHeartbeatTime / lastProbeTime, managedFields' times) is thinned to
+  one per KUBEDASH_HISTORY_THIN_SECONDS per object; every other revision is kept, and so is each
+  key's newest revision at or below the point (lists at a revision above it read it);
+- past KUBEDASH_HISTORY_SECONDS, everything goes except each key's newest revision (the state
+  every later moment builds on: a live object's current revision among them).
 """
 from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
 from django.conf import settings
 from django.db import transaction
 
-from . import registry, revlog, store
+from . import asof, registry, revlog, store
 from .meta import now
 from .models import CompactionState
 
@@ -49,14 +57,98 @@ def overdue_seconds(keep: int | None = None, keep_seconds: int | None = None) ->
     return max((now() - due).total_seconds(), 0.0)
 
 
-def compact(keep: int | None = None, keep_seconds: int | None = 0) -> int:
-    """Compact now; returns how many revisions were removed."""
+def compact(keep: int | None = None, keep_seconds: int | None = 0, history_seconds: int | None = None) -> int:
+    """Compact now; returns how many revisions were removed.
+
+    What thinning deletes is worked out before the transaction (revisions below the compaction
+    point never change: reading them needs no lock), so the writers' lock is held for the
+    deletes alone, not for reading a minute of renewals."""
+    history_seconds = settings.KUBEDASH_HISTORY_SECONDS if history_seconds is None else history_seconds
+    point = compaction_point(keep, keep_seconds)
+    seen = CompactionState.objects.filter(pk=1).values_list("compacted_rv", "history_rv", "thinned_rv").first()
+    compacted, history_rv, thinned_rv = seen or (0, 0, 0)
+    if point <= compacted:
+        return 0
+    moment = now()
+    # (a binary search: the plain query would read back through a week of revisions every round)
+    history = min(point, asof.newest_at(moment - timedelta(seconds=history_seconds)))
+    doomed = thinnable(max(thinned_rv, history_rv, history), point)
     with transaction.atomic():
-        point = compaction_point(keep, keep_seconds)
         state, _ = CompactionState.objects.select_for_update().get_or_create(pk=1)
-        if point <= state.compacted_rv:
-            return 0
-        removed = revlog.drop_superseded(point, list(registry.all_resources()))
-        state.compacted_rv, state.compacted_at = point, now()
-        state.save(update_fields=["compacted_rv", "compacted_at"])
+        if (state.compacted_rv, state.history_rv, state.thinned_rv) != (compacted, history_rv, thinned_rv):
+            return 0   # (another compaction ran meanwhile: the next round starts from its result)
+        removed = 0
+        if history > state.history_rv:
+            removed += revlog.drop_before_history(history)
+            state.history_rv, state.history_at = history, revlog_time(history) or moment
+        removed += revlog.delete_revisions(doomed)
+        state.thinned_rv, state.thinned_at = point, revlog_time(point) or moment
+        state.compacted_rv, state.compacted_at = point, moment
+        state.save(update_fields=["compacted_rv", "compacted_at", "history_rv", "history_at", "thinned_rv",
+                                  "thinned_at"])
         return removed
+
+
+def revlog_time(rv: int):
+    """When the newest revision at or below rv was written (None: none is logged)."""
+    hit = revlog.last_at_or_below_any(rv)
+    return hit
+
+
+# ---------------------------------------------------------------------------------------------
+# Thinning
+
+
+HEARTBEAT_CONDITION_FIELDS = ("lastHeartbeatTime", "lastProbeTime")
+
+
+def without_heartbeats(obj: dict) -> dict:
+    """obj without what a heartbeat changes: its resourceVersion, managedFields' times, a Lease's
+    renewTime, its status conditions' heartbeat and probe times."""
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    meta["managedFields"] = [{k: v for k, v in e.items() if k != "time"} for e in meta.get("managedFields") or ()]
+    out = {**obj, "metadata": meta}
+    if obj.get("kind") == "Lease" and isinstance(obj.get("spec"), dict):
+        out["spec"] = {k: v for k, v in obj["spec"].items() if k != "renewTime"}
+    status = obj.get("status")
+    if isinstance(status, dict) and isinstance(status.get("conditions"), list):
+        out["status"] = {**status, "conditions": [
+            {k: v for k, v in c.items() if k not in HEARTBEAT_CONDITION_FIELDS} if isinstance(c, dict) else c
+            for c in status["conditions"]]}
+    return out
+
+
+def thin(after: int, upto: int, every: int | None = None) -> int:
+    """Delete what thinnable() finds in (after, upto]; returns how many went."""
+    return revlog.delete_revisions(thinnable(after, upto, every))
+
+
+def thinnable(after: int, upto: int, every: int | None = None) -> list[int]:
+    """In (after, upto]: the heartbeat-only revisions (without_heartbeats equal to the key's
+    previous revision's) written less than `every` seconds after the key's last kept one; never
+    a key's newest revision at or below upto."""
+    every = settings.KUBEDASH_HISTORY_THIN_SECONDS if every is None else every
+    if upto <= after or every <= 0:
+        return []
+    doomed: list[int] = []
+    for res in registry.all_resources():
+        key, kept_at, kept_shape, pending = None, None, None, None
+        for rv, cluster, ns, name, event, text, created in revlog.key_revisions(res.kind, after, upto):
+            if (cluster, ns, name) != key:
+                key = (cluster, ns, name)
+                before = revlog.last_at_or_below(res.kind, cluster, ns, name, after)
+                kept_at = before[3] if before else None
+                kept_shape = without_heartbeats(orjson.loads(before[2])) if before and before[1] != "DELETED" else None
+                pending = None
+            shape = without_heartbeats(orjson.loads(text)) if event == "MODIFIED" else None
+            if pending is not None:   # the previous one was thinnable and is not the key's newest
+                doomed.append(pending)
+                pending = None
+            if shape is not None and shape == kept_shape and kept_at is not None \
+                    and (created - kept_at).total_seconds() < every:
+                pending = rv   # goes unless it is the key's newest in the range
+                continue
+            kept_at, kept_shape = created, shape if shape is not None else (
+                None if event == "DELETED" else without_heartbeats(orjson.loads(text)))
+    return doomed

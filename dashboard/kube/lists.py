@@ -20,7 +20,7 @@ from django.db.models.expressions import RawSQL
 
 from dashboard.access import clusters
 
-from . import revlog, yielding
+from . import asof, revlog, yielding
 from .errors import ApiError, bad_request, gone
 from .registry import Resource
 from .selectors import field_getter, label_selector_q
@@ -113,13 +113,16 @@ _NEWEST = 2 ** 62   # above any revision
 def list_objects(res: Resource, q: ListQuery) -> ListPage:
     snapshot, exact = _snapshot_revision(q)
     start = decode_continue(q.continue_token)[1:] if q.continue_token else None
-    if exact:
+    if exact and asof.current() is None:
         compacted = revlog.compacted_revision()
         if snapshot < compacted:
             if q.continue_token:
                 fresh = encode_continue(current_revision(), *start)
                 raise _expired_continue(fresh)
             raise gone("The resourceVersion for the provided list is too old.")
+    if asof.current() is not None:
+        # A page as of a past moment (asof.pinned): the shadowed typed rows are the snapshot.
+        return _page_at(res, q, snapshot, start, {})
     if not exact:
         # "The most recent" state: any recent snapshot will do. When writes land while the rows
         # are read, take a newer snapshot and read again, rather than rebuild the old one from

@@ -43,6 +43,13 @@ class CompactionState(models.Model):
 
     compacted_rv = models.BigIntegerField(default=0)
     compacted_at = models.DateTimeField(null=True)   # when the last compaction ran (the history pages say so)
+    # The pages' history (issue 38, compaction.py): nothing at or below history_rv (written
+    # before history_at) is kept but each key's newest revision there; revisions up to
+    # thinned_rv (written before thinned_at) had their renewal-only writes thinned.
+    history_rv = models.BigIntegerField(default=0, db_default=0)
+    history_at = models.DateTimeField(null=True)
+    thinned_rv = models.BigIntegerField(default=0, db_default=0)
+    thinned_at = models.DateTimeField(null=True)
 
     class Meta:
         db_table = "kube_compaction"
@@ -68,7 +75,9 @@ class Revision(models.Model):
     class Meta:
         db_table = "kube_revision"
         base_manager_name = "everywhere"
-        indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "rv"], name="kube_rev_key")]
+        indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "rv"], name="kube_rev_key"),
+                   # The deletions (few): the pages' past (kube/asof.py) finds the keys deleted since a moment.
+                   models.Index(fields=["kind", "rv"], condition=models.Q(type="DELETED"), name="kube_rev_deleted")]
 
 
 class ObjectRow(models.Model):

@@ -128,10 +128,14 @@ def changed_between(kinds: Iterable[str], after: int, upto: int, namespace: str 
     return revisions.exists()
 
 
-def history(kind: str, namespace: str, name: str, newest: int) -> list[tuple[str, dict, datetime]]:
-    """The newest `newest` writes of one object as (event type, object, write time), oldest first."""
-    rows = list(Revision.objects.filter(kind=kind, namespace=namespace, name=name)
-                .order_by("-rv").values_list("type", "object", "created")[:newest])
+def history(kind: str, namespace: str, name: str, newest: int,
+            upto: int | None = None) -> list[tuple[str, dict, datetime]]:
+    """The newest `newest` writes of one object (at or below `upto`) as (event type, object,
+    write time), oldest first."""
+    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name)
+    if upto is not None:
+        rows = rows.filter(rv__lte=upto)
+    rows = list(rows.order_by("-rv").values_list("type", "object", "created")[:newest])
     rows.reverse()
     return [(event, orjson.loads(obj), created) for event, obj, created in rows]
 
@@ -166,22 +170,6 @@ def horizon() -> tuple[int, datetime | None]:
     return hit if hit else (0, None)
 
 
-def drop_superseded(point: int, resources: Iterable) -> int:
-    """Compaction's cut (compaction.py): delete every logged revision at or below `point`, in
-    every cluster (revisions are global, like etcd's), except those a typed row of one of the
-    resources is at. Returns how many went."""
-    live = set()
-    for res in resources:
-        live.update(res.model.everywhere.filter(current_id__lte=point).values_list("current_id", flat=True))
-    if len(live) < 50000:
-        return Revision.everywhere.filter(rv__lte=point).exclude(rv__in=live).delete()[0]
-    removed = 0   # (too many live keys for one IN list: kind by kind)
-    for res in resources:
-        keep_rvs = res.model.everywhere.values("current_id")
-        removed += Revision.everywhere.filter(rv__lte=point, kind=res.kind).exclude(rv__in=keep_rvs).delete()[0]
-    return removed
-
-
 def compacted_revision() -> int:
     """The last compaction's revision: lists and watches below it are answered 410."""
     return CompactionState.objects.filter(pk=1).values_list("compacted_rv", flat=True).first() or 0
@@ -197,3 +185,91 @@ def first_logged(kind: str, namespace: str, name: str) -> tuple[int, str] | None
     """(rv, event type) of the oldest logged write of one object: ADDED means its whole history is kept."""
     return (Revision.objects.filter(kind=kind, namespace=namespace, name=name).order_by("rv")
             .values_list("rv", "type").first())
+
+
+# ---------------------------------------------------------------------------------------------
+# The pages' history (issue 38): kept apart from the watch window (compaction.py)
+
+
+def history_horizon() -> tuple[int, datetime | None]:
+    """(revision, time) at or below which the log keeps only each key's newest revision: the
+    pages cannot travel to a moment before it."""
+    hit = CompactionState.objects.filter(pk=1).values_list("history_rv", "history_at").first()
+    return hit if hit else (0, None)
+
+
+def thinned_until() -> datetime | None:
+    """Renewal-only revisions written before this instant may have been thinned (None: none were)."""
+    hit = CompactionState.objects.filter(pk=1).values_list("thinned_at", flat=True).first()
+    return hit
+
+
+def neighbours(rv: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> tuple[int, int]:
+    """(the newest revision below rv, the oldest above it) in the current cluster, of these kinds
+    (all: empty) and this namespace / name (0: none): the time bar's previous and next change."""
+    rows = Revision.objects.all()
+    if kinds:
+        rows = rows.filter(kind__in=list(kinds))
+    if namespace:
+        rows = rows.filter(namespace=namespace)
+    if name:
+        rows = rows.filter(name=name)
+    before = rows.filter(rv__lt=rv).order_by("-rv").values_list("rv", flat=True).first() or 0
+    after = rows.filter(rv__gt=rv).order_by("rv").values_list("rv", flat=True).first() or 0
+    return before, after
+
+
+def drop_before_history(point: int) -> int:
+    """Past the pages' history: delete every revision at or below `point` except each key's
+    newest one there (the state at `point`, which every later moment builds on), and that one
+    too when it is a deletion. Returns how many went."""
+    keep = ("SELECT MAX(rv) FROM kube_revision WHERE rv <= %s GROUP BY cluster, kind, namespace, name")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM kube_revision WHERE rv <= %s AND rv NOT IN (SELECT * FROM ({keep}) k)",
+                       [point, point])
+        removed = cursor.rowcount
+        cursor.execute("DELETE FROM kube_revision WHERE rv <= %s AND type = %s", [point, DELETED])
+        return removed + cursor.rowcount
+
+
+def key_revisions(kind: str, after: int, upto: int):
+    """(rv, cluster, namespace, name, type, object text, created) of every revision of `kind` in
+    (after, upto], key by key and in revision order within a key (thinning reads it)."""
+    return (Revision.everywhere.filter(kind=kind, rv__gt=after, rv__lte=upto)
+            .order_by("cluster", "namespace", "name", "rv")
+            .values_list("rv", "cluster", "namespace", "name", "type", "object", "created").iterator(chunk_size=2000))
+
+
+def last_at_or_below(kind: str, cluster: str, namespace: str, name: str, rv: int):
+    """(rv, type, object text, created) of one key's newest revision at or below rv, or None."""
+    return (Revision.everywhere.filter(cluster=cluster, kind=kind, namespace=namespace, name=name, rv__lte=rv)
+            .order_by("-rv").values_list("rv", "type", "object", "created").first())
+
+
+def delete_revisions(rvs: list[int]) -> int:
+    removed = 0
+    for i in range(0, len(rvs), 500):
+        removed += Revision.everywhere.filter(rv__in=rvs[i:i + 500]).delete()[0]
+    return removed
+
+
+def last_at_or_below_any(rv: int) -> datetime | None:
+    """When the newest revision at or below rv (any cluster) was written (None: none)."""
+    return Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first()
+
+
+def oldest_written() -> datetime | None:
+    """When the oldest logged revision (any cluster) was written (None: the log is empty)."""
+    return Revision.everywhere.order_by("rv").values_list("created", flat=True).first()
+
+
+def change_times(limit: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> list[datetime]:
+    """When the newest `limit` writes of these kinds / namespace / name were made, in the current cluster."""
+    rows = Revision.objects.all()
+    if kinds:
+        rows = rows.filter(kind__in=list(kinds))
+    if namespace:
+        rows = rows.filter(namespace=namespace)
+    if name:
+        rows = rows.filter(name=name)
+    return list(rows.order_by("-rv").values_list("created", flat=True)[:limit])

@@ -11,6 +11,7 @@ offering a change, and the write views answer it with 405 (edit_views.editor_vie
 """
 from __future__ import annotations
 
+import re
 import time
 from urllib.parse import urlencode
 
@@ -22,7 +23,7 @@ from django.utils import timezone
 from dashboard.access import clusters
 from dashboard.access.middleware import EitherModeMiddleware
 from dashboard.follow.models import HEARTBEAT_STALE, Cluster  # noqa: F401 (HEARTBEAT_STALE: re-exported)
-from dashboard.kube import context
+from dashboard.kube import asof, context
 from dashboard.kube.formats import human_duration
 from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
 
@@ -40,6 +41,9 @@ def in_cluster(url: str, name: str | None = None) -> str:
     """`url` with `cluster=<name>` (default: the cluster the work is about) added to its query;
     unchanged for the local store, so local pages keep their plain addresses."""
     name = clusters.current() if name is None else name
+    at = asof.current()   # a page as of a past moment: its links stay there (web/timetravel.py)
+    if at is not None and url and not re.search(r"[?&]at=", url):
+        url = _with_param(url, "at", at.asked)
     if name == clusters.LOCAL or not url:
         return url
     url, hash_, fragment = url.partition("#")
@@ -82,6 +86,9 @@ def moment(now=None, cached: bool = False):
     `cached`: the cluster's row as read within the last second in this process (live pushes:
     every page of the cluster would read it again for each push)."""
     now = now or timezone.now()
+    at = asof.current()   # a page as of a past moment (?at=, web/timetravel.py)
+    if at is not None:
+        now = min(now, at.moment)
     if clusters.is_local():
         return now
     name = clusters.current()
@@ -150,6 +157,12 @@ def resolve(request):
         return None, _refuse(request, 404, "No such cluster",
                              f"No followed cluster is called “{name}”. Choose one in the header.")
     return name, None
+
+
+def _with_param(url: str, key: str, value: str) -> str:
+    url, hash_, fragment = url.partition("#")
+    joiner = "" if url.endswith(("?", "&")) else ("&" if "?" in url else "?")
+    return f"{url}{joiner}{urlencode({key: value})}{hash_}{fragment}"
 
 
 def is_page(path: str) -> bool:

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_safe
 
-from dashboard.kube import revlog, store
+from dashboard.kube import asof, revlog, store
 
 from . import history, kinds, scope
 from .live_page import PageView
@@ -36,7 +36,9 @@ def _context(request, web, namespace: str, name: str, tab: str):
     if not principal.can("get", namespace, web.kind):
         return forbidden_page(request, principal, web.plural, namespace)
     rv = store.current_revision()   # before the log read: live pushes start after it
-    newest = history.latest(web.kind, namespace, name)
+    at = asof.current()   # as of a past moment (?at=): the object's revisions up to then
+    newest = history.latest(web.kind, namespace, name) if at is None else \
+        next(iter(revlog.object_revisions(web.kind, namespace, name, 1, before=at.rv + 1)), None)
     if newest is None or not scope.sees(principal, web.kind, newest[2]):
         raise Http404(f"{web.kind} {namespace}/{name} not found")
     ctx = base_context(request, principal, web.plural)
@@ -69,13 +71,20 @@ def history_view(request, namespace: str, name: str, web: kinds.KindWeb, princip
     before = request.GET.get("before", "")
     show = request.GET.get("show", "")
     show = show if show in history.SHOW else ""
+    at = asof.current()
+    before = int(before) if before.isdigit() else None
+    if at is not None:   # as of a past moment: nothing written after it
+        before = min(before or at.rv + 1, at.rv + 1)
     page = history.history_page(web.kind, namespace, name, lambda o: scope.sees(principal, web.kind, o),
-                                before=int(before) if before.isdigit() else None)
+                                before=before)
     if page is None:
         raise Http404(f"no history of {web.kind} {namespace}/{name}")
     timeline = kinds.timeline()
     if timeline is not None:   # one timeline: the object's Events among its revisions
-        page["entries"] = history.timeline_page(page, timeline.entries(web.kind, namespace, name, None), show)
+        happenings = timeline.entries(web.kind, namespace, name, None)
+        if at is not None:
+            happenings = [e for e in happenings if e["rv"] <= at.rv]
+        page["entries"] = history.timeline_page(page, happenings, show)
     ctx.update(history=page, rv=rv, show=show, timeline=timeline is not None)
     if not page["paged"]:   # the newest page follows new revisions; an older one stays as it is
         ctx["ws_url"] = ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=HISTORY, show=show)

@@ -251,6 +251,9 @@ class KindWeb:
     # What the CSV export's columns read from an object, when cheaper than `present` (the same
     # values for the columns' keys): (object, now) -> item.
     export_item: Callable[[dict, datetime], dict] | None = None
+    # What changed (web/changes_views.py, issue 38): (object at the window's start, at its end;
+    # either None: absent) -> what the headline counts of it ("changed holder"), beyond changed.
+    change_facts: Callable[[dict | None, dict | None], list[str]] | None = None
 
     def __post_init__(self):
         app = self.resource.model._meta.app_label

@@ -28,7 +28,7 @@ from django.db.models import F, Q
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.follow.models import Cluster
-from dashboard.kube import lists, revlog, store
+from dashboard.kube import asof, lists, revlog, store
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
 from dashboard.kube.selectors import label_selector_q
@@ -135,7 +135,8 @@ def state_test(kind: str, state: kinds.State | None):
 
     def in_state(obj: dict) -> bool:
         values = columns(obj)
-        return state.test(tuple(values[c] for c in state.columns), utcnow())
+        at = asof.current()   # (a page as of a past moment: its states then, web/timetravel.py)
+        return state.test(tuple(values[c] for c in state.columns), at.moment if at is not None else utcnow())
 
     return in_state
 

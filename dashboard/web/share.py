@@ -126,7 +126,7 @@ def share_principal(link: ShareLink) -> Principal:
 
 # The view a link opens, carried by its address (/s/<token>/?q=…&sort=…), not its scope: the
 # visitor may change them. The list page checks them as any address's (views.Filters).
-VIEW_PARAMS = ("q", "state", "sort", "limit", "page", "columns")
+VIEW_PARAMS = ("q", "state", "sort", "limit", "page", "columns", "at")   # at: as of a past moment (timetravel.py)
 
 
 def page_url(link: ShareLink, view: dict | None = None) -> str:

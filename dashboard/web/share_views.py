@@ -33,6 +33,7 @@ class ShareForm(forms.Form):
     limit = forms.CharField(required=False, max_length=10, widget=forms.HiddenInput)    # rest of
     page = forms.CharField(required=False, max_length=10, widget=forms.HiddenInput)     # the view)
     columns = forms.CharField(required=False, max_length=1000, widget=forms.HiddenInput)   # (web/columns.py)
+    at = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)       # (?at=: as of then)
     label = forms.CharField(max_length=100, help_text="Who or what the link is for, e.g. “on-call team”.")
     expiry = forms.ChoiceField(choices=[(k, v[0]) for k, v in share.EXPIRY_CHOICES.items()],
                                initial=share.DEFAULT_EXPIRY, widget=forms.RadioSelect)

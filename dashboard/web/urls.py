@@ -3,11 +3,12 @@ the write pages, a list and a detail page for every registered kind and a list f
 (web.kinds)."""
 from django.urls import include, path
 
-from . import bulk_views, column_views, history_views, kinds, oidc_views, views
+from . import bulk_views, changes_views, column_views, history_views, kinds, oidc_views, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("search/", views.SearchView.as_view(), name="search"),
+    path("changes/", changes_views.changes, name="changes"),   # what changed between two moments (issue 38)
     path("", include("dashboard.web.edit_urls")),
     path("<kind:plural>/bulk/", bulk_views.bulk, name="bulk"),
     path("<kind:plural>/bulk-undo/", bulk_views.undo, name="bulk_undo"),

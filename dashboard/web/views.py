@@ -35,12 +35,13 @@ from django.views.decorators.http import require_safe
 
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
-from dashboard.kube import lists, revlog, store
+from dashboard.kube import asof, lists, revlog, store
+from dashboard.kube.storage import rows as stored_rows
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.selectors import parse_label_selector
 
-from . import cluster_scope, export, kinds, scope, warnings
+from . import cluster_scope, export, kinds, scope, timetravel, warnings
 from . import columns as list_columns
 from . import present as p
 from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
@@ -57,7 +58,10 @@ PAGE_SIZES = (50, 100, 500, 1000)   # the "Per page" choices
 
 
 def ws_url(view: str, rv: int | str | None, **params: str) -> str:
-    """The page's websocket address: what it shows and the revision it was rendered at."""
+    """The page's websocket address: what it shows and the revision it was rendered at ("": a
+    page as of a past moment has no socket, timetravel.py)."""
+    if asof.current() is not None:
+        return ""
     query = {"view": view, **{k: v for k, v in params.items() if v}}
     if not clusters.is_local():
         query["cluster"] = clusters.current()   # the socket follows the page's cluster
@@ -69,7 +73,8 @@ def ws_url(view: str, rv: int | str | None, **params: str) -> str:
 def base_context(request, principal: Principal, active: str) -> dict:
     return {"principal": principal, "active": active, "server_now": p.iso(utcnow()),
             "share_link": getattr(request, "share_link", None),
-            "heartbeat_ms": int(settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS * 1000)}   # live.js
+            "heartbeat_ms": int(settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS * 1000),   # live.js
+            **timetravel.context(request)}   # ?at=: the banner and the time bar
 
 
 def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
@@ -78,7 +83,7 @@ def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
     namespace-limited user on "All namespaces" shares their own namespaces (share.shared_namespaces)."""
     if shared_namespaces(principal, filters.namespace, kind) is None or kinds.by_kind(kind).form is None:
         return ""   # (nor a read-only feed: a share link opens a kind's pages)
-    view = filters.query(page=str(filters.page) if filters.page > 1 else "", warnings="")   # (a link shares no warnings filter)
+    view = filters.query(page=str(filters.page) if filters.page > 1 else "", warnings="")   # (a link shares no warnings filter; `at` it keeps)
     return cluster_scope.in_cluster(f"/share/new/?kind={kind}" + (f"&{view}" if view else ""))
 
 
@@ -177,6 +182,7 @@ class Filters:
                   "sort": self.sort or "namespace", list_columns.PARAM: ",".join(self.chosen)}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
+        params.update(timetravel.query_param())   # a page as of a past moment: its links stay there
         params.update(extra)
         if (params["sort"] or "namespace") == (self.default_sort or "namespace"):
             params["sort"] = ""   # the list's default order: no parameter
@@ -251,7 +257,8 @@ class KindListView(View):
                    page_sizes=PAGE_SIZES, default_limit=PAGE_SIZE, sorting=sort_headers(page, filters.sort),
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx.update(list_columns.page_context(page, filters, ctx))   # ?columns=: the cells, headers, sorts
-        ctx["can_create"] = page.form is not None and may_create_somewhere(principal, filters.namespace, page.kind)
+        ctx["can_create"] = page.form is not None and may_create_somewhere(principal, filters.namespace, page.kind) \
+            and asof.current() is None
         if not ctx["can_create"] and not clusters.is_local():   # why not, in the read-only note
             ctx["write_refusal"] = scope.write_refusal(principal, "create", filters.namespace or None, page.kind)
         namespaces = list_scope(principal, filters.namespace, page.kind)
@@ -270,7 +277,8 @@ class KindListView(View):
             ctx["error_field"] = "labelSelector"
             return render(request, page.list_template, ctx, status=400)
         # ?warnings=1h: the objects (existing, in this view) with warnings in the last hour.
-        keys = warnings.warned_keys(page.kind, utcnow(), namespaces) if filters.warnings else None
+        keys = warnings.warned_keys(page.kind, asof.current().moment if asof.current() else utcnow(),
+                                    namespaces) if filters.warnings else None
         state = page.view_filter(filters.state, dict(filters.columns))
         if filters.sort:
             return self.sorted(request, ctx, filters, namespaces, selector, principal, keys, state)
@@ -371,11 +379,13 @@ class DetailView(View):
         if not principal.can("get", namespace, page.kind):
             return forbidden_page(request, principal, page.plural, namespace)
         try:
-            obj = store.get(page.resource, namespace, name)
+            obj = store.get(page.resource, namespace, name) if asof.current() is None else shadowed(page, namespace, name)
         except ApiError as exc:
             if exc.code == 404:
                 return deleted_page(request, principal, page, namespace, name)
             raise
+        except Http404:   # (as of a past moment: not there then)
+            return absent_page(request, principal, page, namespace, name)
         if not scope.sees(principal, page.kind, obj):
             # Outside a share link's selector: as if it did not exist.
             raise Http404(f"{page.kind} {namespace}/{name} not found")
@@ -388,11 +398,31 @@ class DetailView(View):
                    ws_url=ws_url(page.detail_view, rv, namespace=namespace, name=name),
                    # edit / delete / actions: the role, and on a followed cluster its write mode and
                    # what it answers an access review for this user (scope.write_refusal)
-                   write_refusal=scope.write_refusal(principal, "update", namespace, page.kind))
+                   write_refusal=scope.write_refusal(principal, "update", namespace, page.kind)
+                   if asof.current() is None else "This page is as of a past moment: nothing can be changed from it.")
         ctx["can_edit"] = ctx["write_refusal"] is None
         if page.detail_context is not None:
             ctx.update(page.detail_context(namespace, name, now))
         return render(request, page.detail_template, ctx)
+
+
+def shadowed(web: kinds.KindWeb, namespace: str, name: str) -> dict:
+    """The object as of the pinned moment (asof.pinned's rows; no process cache), or Http404."""
+    hit = stored_rows.load_raw(web.resource, namespace, name)
+    if hit is None:
+        raise Http404(f"{web.kind} {namespace}/{name} did not exist then")
+    return orjson.loads(hit[1])
+
+
+def absent_page(request, principal: Principal, web: kinds.KindWeb, namespace: str, name: str):
+    """A detail page as of a moment the object did not exist (not yet, or deleted by then): 404,
+    with its History (which knows when it existed)."""
+    ctx = base_context(request, principal, web.plural)
+    ctx.update(title=f"{web.kind} {namespace}/{name} did not exist then",
+               message=f"{web.kind} {namespace}/{name} did not exist at {ctx['at_clock']} (not yet created, or "
+                       "deleted by then). Its History shows when it did.",
+               history_url=timetravel.add_at(cluster_scope.in_cluster(f"{web.detail_url(namespace, name)}history/")))
+    return render(request, "web/error.html", ctx, status=404)
 
 
 def deleted_page(request, principal: Principal, web: kinds.KindWeb, namespace: str, name: str):
@@ -496,7 +526,7 @@ def overview(request):
     # The revision first: the cards show at least this state, so replaying events after it
     # can only repeat a change, never miss one.
     rv = store.current_revision()
-    now = utcnow()
+    now = cluster_scope.moment() if asof.current() is not None else utcnow()
     only = overview_namespaces(principal, namespace)
     cards = namespace_cards(cluster_scope.moment(now), only)
     ctx = base_context(request, principal, "overview")

@@ -114,7 +114,8 @@
   // its countdowns and ages stop at the time the copy is as of (a lease nobody saw renewed
   // must not turn "expired"); the banner's own "… ago" keeps moving with the real clock.
   function clusterAsOf() {
-    var banner = document.querySelector("#cluster-banner [data-as-of]");
+    // (A page as of a past moment, ?at=, stops at that moment the same way: #asof-banner.)
+    var banner = document.querySelector("#asof-banner [data-as-of], #cluster-banner [data-as-of]");
     return banner ? Date.parse(banner.dataset.asOf) : NaN;
   }
 

@@ -38,8 +38,9 @@ MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     # A short retention, so that compaction has something to drop within the test.
+    # (and no pages' history beyond the watch window, issue 38: what is superseded goes at once)
     with served_pair(tmp_path_factory, "postgres", **TIMINGS, KUBEDASH_RETAIN_REVISIONS="20",
-                     KUBEDASH_RETAIN_SECONDS="0") as servers:
+                     KUBEDASH_RETAIN_SECONDS="0", KUBEDASH_HISTORY_SECONDS="0") as servers:
         yield servers
 
 

@@ -301,7 +301,7 @@ def test_deletion_is_a_revision(api, login):
 
 def test_compaction_horizon_is_shown(api, login):
     rvs = written(api)
-    call_command("compact", "--keep", "0", "--keep-seconds", "0")
+    call_command("compact", "--keep", "0", "--keep-seconds", "0", "--history-seconds", "0")   # (issue 38)
     html = login("admin").get("/leases/default/hist/history/").content.decode()
     got = entries(html)
     assert len(got) == 1 and f"revision {rvs[-1]}" in got[0] and "Earlier revisions were compacted" in got[0]

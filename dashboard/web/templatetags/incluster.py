@@ -1,7 +1,8 @@
 """The page's cluster in templates: {% load incluster %}, then
 
     {{ url|in_cluster }}        a link that stays in the page's cluster (cluster_scope.in_cluster)
-    {% cluster_field %}         the same for a GET form: a hidden cluster input (nothing when local)
+    {% cluster_field %}         the same for a GET form: a hidden cluster input (nothing when local),
+                                and `at` on a page as of a past moment
     {% cluster_header as cx %}  the header's selector and the stale banner (base.html)
     {% read_only_note %}        where a change would be offered on a followed cluster: why not
     {% nav_url url %}           a menu link: in the page's cluster and the namespace the viewer
@@ -15,6 +16,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.access import clusters
+from dashboard.kube import asof
 
 from .. import cluster_scope, scope
 
@@ -28,10 +30,12 @@ def in_cluster(url):
 
 @register.simple_tag
 def cluster_field():
+    at = asof.current()   # (a page as of a past moment: its filters stay there too, issue 38)
+    kept = format_html('<input type="hidden" name="at" value="{}">', at.asked) if at is not None else ""
     name = clusters.current()
     if name == clusters.LOCAL:
-        return ""
-    return format_html('<input type="hidden" name="{}" value="{}">', cluster_scope.PARAM, name)
+        return kept
+    return format_html('{}<input type="hidden" name="{}" value="{}">', kept, cluster_scope.PARAM, name)
 
 
 @register.simple_tag(takes_context=True)

@@ -9,8 +9,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--keep", type=int, default=None, help="revisions to keep (default: KUBEDASH_RETAIN_REVISIONS)")
         parser.add_argument("--keep-seconds", type=int, default=None,
-                            help="history age to keep (default: KUBEDASH_RETAIN_SECONDS)")
+                            help="watch window age to keep (default: KUBEDASH_RETAIN_SECONDS)")
+        parser.add_argument("--history-seconds", type=int, default=None,
+                            help="the pages' history to keep (default: KUBEDASH_HISTORY_SECONDS)")
 
-    def handle(self, *args, keep=None, keep_seconds=None, **options):
-        removed = compact(keep=keep, keep_seconds=keep_seconds)
+    def handle(self, *args, keep=None, keep_seconds=None, history_seconds=None, **options):
+        removed = compact(keep=keep, keep_seconds=keep_seconds, history_seconds=history_seconds)
         self.stdout.write(f"removed {removed} revisions")

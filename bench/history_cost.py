@@ -1,0 +1,220 @@
+"""History cost benchmark (issue 38): what the pages' history costs on disk and in page time.
+
+    .venv/bin/python bench/history_cost.py [--leases 1000] [--jobs 1000] [--minutes 60]
+                                           [--renew-seconds 2] [--back-minutes 30]
+                                           [--database postgres://…]
+
+Builds a throw-away database (SQLite in a temp dir, or a fresh PostgreSQL database on the
+server --database names), creates the Leases and Jobs through the store, then writes `--minutes`
+of simulated history straight into the revision log (each Lease renewed every --renew-seconds,
+each Job's status.succeeded stepping once a minute; the objects' real JSON with only those
+fields, resourceVersion and managedFields' time changed; write times spread over the simulated
+window, so compaction and thinning see the ages they would), and measures:
+
+  1. history bytes: the log's rows and object bytes (and SQLite's file after VACUUM / PostgreSQL's
+     pg_total_relation_size), per simulated hour and extrapolated to a day, before and after
+     thinning (compaction with a watch window of 0: everything past it is thinned);
+  2. the Leases list of all of them as of --back-minutes ago (?at=) against the live list, in
+     the same run (Django's test client in this process: the page's own work, no server);
+  3. /changes/ over the whole simulated window: time to the complete answer (the page is not
+     streamed: its first row comes with the last).
+
+Renewal throughput while someone scrubs the time bar needs a live server under load
+(bench/api.py's scenario 4 with ?at= pages as the expensive load): not measured here.
+Only 127.0.0.1 / the given database are touched; everything is bounded by the arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, _fresh_postgres, machine  # noqa: E402
+
+
+def setup(database: str) -> tuple[str, Path, str]:
+    """(database URL, data dir, the PostgreSQL server's admin URL to drop it from: "" on SQLite)."""
+    data = Path(tempfile.mkdtemp(prefix="kubedash-history-bench-"))
+    url, admin = _fresh_postgres(database) if database else (f"sqlite:///{data}/kubedash.sqlite3", "")
+    env = dict(os.environ, DATABASE_URL=url, KUBEDASH_DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="dashboard.settings",
+               ALLOWED_HOSTS="testserver")   # (Django's test client, in this process)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+    django.setup()
+    return url, data, admin
+
+
+def drop(url: str, admin: str) -> None:
+    """Drop the run's PostgreSQL database (after closing this process's connections to it)."""
+    from django.db import connections
+    import psycopg
+
+    connections.close_all()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}"')
+
+
+def micro(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def log_size() -> dict:
+    from django.db import connection
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(object)), 0) FROM kube_revision")
+        rows, text = cursor.fetchone()
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA page_count")
+            pages = cursor.fetchone()[0]
+            cursor.execute("PRAGMA page_size")
+            disk = pages * cursor.fetchone()[0]
+        else:
+            cursor.execute("SELECT pg_total_relation_size('kube_revision')")
+            disk = cursor.fetchone()[0]
+    return {"rows": rows, "text": text, "disk": disk}
+
+
+def vacuum() -> None:
+    from django.db import connection
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM" if connection.vendor == "sqlite" else "VACUUM FULL kube_revision")
+
+
+def simulate(leases: int, jobs: int, minutes: int, renew_seconds: int) -> tuple[datetime, datetime]:
+    """Create the objects, then log `minutes` of renewals and Job progress ending now."""
+    import orjson
+    from django.db import connection
+
+    from dashboard.kube import store
+    from dashboard.kube.registry import by_kind
+    from dashboard.kube.storage import rows
+
+    lease_res, job_res = by_kind("Lease"), by_kind("Job")
+    end = datetime.now(timezone.utc)
+    start = end - timedelta(minutes=minutes)
+    objects = {}
+    for i in range(leases):
+        obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+               "metadata": {"name": f"node-{i:05d}", "namespace": "kube-node-lease"},
+               "spec": {"holderIdentity": f"node-{i:05d}", "leaseDurationSeconds": 40, "renewTime": micro(start)}}
+        objects[("Lease", f"node-{i:05d}")] = store.create(lease_res, "kube-node-lease", obj).object
+    for i in range(jobs):
+        obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"job-{i:05d}", "namespace": "batch"},
+               "spec": {"completions": 1000, "parallelism": 10, "template": {"spec": {"restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}}}
+        objects[("Job", f"job-{i:05d}")] = store.create(job_res, "batch", obj).object
+    rv = store.current_revision()
+    from dashboard.kube.models import Revision
+    Revision.everywhere.filter(rv__lte=rv).update(created=start)   # (created at the window's start)
+    batch, last = [], {}
+    tick = 0
+    moment = start
+    while moment < end:
+        for key, obj in objects.items():
+            kind, name = key
+            if kind == "Lease":
+                obj["spec"]["renewTime"] = micro(moment)
+            elif tick % max(60 // renew_seconds, 1) == 0:
+                obj["status"] = {**(obj.get("status") or {}), "succeeded": tick // max(60 // renew_seconds, 1),
+                                 "active": 10, "ready": 10}
+            else:
+                continue
+            for entry in obj["metadata"].get("managedFields") or ():
+                entry["time"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+            rv += 1
+            obj["metadata"]["resourceVersion"] = str(rv)
+            ns = obj["metadata"]["namespace"]
+            batch.append((rv, "local", kind, ns, name, "MODIFIED", orjson.dumps(obj).decode(),
+                          connection.ops.adapt_datetimefield_value(moment), ""))
+            last[key] = rv
+            if len(batch) >= 2000:
+                rows.insert_many(rows.INSERT_REVISION_HEAD, batch)
+                batch.clear()
+        tick += 1
+        moment += timedelta(seconds=renew_seconds)
+    rows.insert_many(rows.INSERT_REVISION_HEAD, batch)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE kube_revision_counter SET value = %s WHERE id = 1", [rv])
+        for (kind, name), top in last.items():
+            table = (lease_res if kind == "Lease" else job_res).model._meta.db_table
+            cursor.execute(f"UPDATE {table} SET resource_version = %s WHERE name = %s", [top, name])
+    return start, end
+
+
+def timed(fn, repeat: int = 3) -> float:
+    """The best of `repeat` runs of fn() (a page: it must answer 200), in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        began = time.perf_counter()
+        response = fn()
+        best = min(best, time.perf_counter() - began)
+        assert response.status_code == 200, (response.status_code, response.content[:300])
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--leases", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--minutes", type=int, default=60)
+    parser.add_argument("--renew-seconds", type=int, default=2)
+    parser.add_argument("--back-minutes", type=int, default=30)
+    parser.add_argument("--database", default="", help="a PostgreSQL server URL (default: SQLite in a temp dir)")
+    args = parser.parse_args()
+    url, data, admin = setup(args.database)
+    try:
+        from django.test import Client
+
+        from dashboard.access.tokens import ensure_user
+        from dashboard.kube import compaction
+
+        print(f"# history cost: {args.leases} Leases renewing every {args.renew_seconds} s, {args.jobs} Jobs "
+              f"stepping once a minute, {args.minutes} simulated minutes; {url.split('@')[-1]}")
+        print(f"# {machine()}")
+        began = time.perf_counter()
+        start, end = simulate(args.leases, args.jobs, args.minutes, args.renew_seconds)
+        print(f"simulated in {time.perf_counter() - began:.1f} s")
+        per_day = 24 * 60 / args.minutes
+        before = log_size()
+        client = Client()
+        client.force_login(ensure_user("bench-admin", "admin"))
+        at = (end - timedelta(minutes=args.back_minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        limit = max(args.leases, 1)
+        live = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}"))
+        past = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}&at={at}"))
+        changes = timed(lambda: client.get(f"/changes/?from={start.strftime('%Y-%m-%dT%H:%M:%SZ')}"), repeat=1)
+        began = time.perf_counter()
+        removed = compaction.compact(keep=0, keep_seconds=0)
+        thin_seconds = time.perf_counter() - began
+        vacuum()
+        after = log_size()
+        past_thinned = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}&at={at}"))
+        mb = 1024 * 1024
+        print(f"{'':28}{'rows':>12}{'JSON MB':>10}{'disk MB':>10}{'disk MB/day':>13}")
+        for label, size in (("before thinning", before), ("after thinning", after)):
+            print(f"{label:28}{size['rows']:>12,}{size['text'] / mb:>10.1f}{size['disk'] / mb:>10.1f}"
+                  f"{size['disk'] / mb * per_day:>13.0f}")
+        print(f"thinning removed {removed:,} revisions in {thin_seconds:.1f} s")
+        print(f"Leases list ({limit}): live {live * 1000:.0f} ms, as of {args.back_minutes} min back "
+              f"{past * 1000:.0f} ms ({past / live:.2f}x), after thinning {past_thinned * 1000:.0f} ms")
+        print(f"/changes/ over {args.minutes} min: {changes * 1000:.0f} ms to the whole answer")
+        print("(per day: the simulated window's bytes scaled to 24 h; past the watch window only the thinned "
+              "figure applies)")
+        return 0
+    finally:
+        if admin:
+            drop(url, admin)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

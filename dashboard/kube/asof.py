@@ -1,0 +1,206 @@
+"""The store as of a past revision, for the pages' `?at=` (issue 38).
+
+Every page reads the typed tables (kube/models.py ObjectRow subclasses): lists, sorted pages,
+totals, the Overview's counts, the search. To show them as of revision R, `pinned(R)` shadows
+each typed table, for this database connection and this block only, with a temporary table of
+the same name holding every object as it stood at R: the newest logged revision <= R of every
+key, unless that revision is its deletion. SQLite and PostgreSQL both resolve an unqualified
+name to the connection's temporary table first, so every query of the pages runs unchanged
+against the past (its rows point at the old revisions, whose JSON is what they show). The
+revision log itself is not shadowed: history reads stay exact.
+
+Nothing is written to the real tables; the temporary tables are dropped when the block ends
+(and vanish with the connection if it breaks). While pinned, `moment()` is the instant the
+page's time-derived states are computed against, and kube/lists.py reads the shadowed rows as
+its snapshot (no overlay of later writes).
+"""
+from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+from django.db import connection, transaction
+
+from . import registry
+from .models import Revision
+from .storage import rows
+
+
+@dataclass(frozen=True)
+class At:
+    rv: int             # the newest revision the state includes
+    moment: datetime    # the instant the page is as of (time-derived states are computed at it)
+    asked: str          # the `at` parameter as given (links keep it)
+
+
+_pinned: contextvars.ContextVar[At | None] = contextvars.ContextVar("kubedash_asof", default=None)
+
+
+def current() -> At | None:
+    """The moment the work is pinned to (None: live)."""
+    return _pinned.get()
+
+
+def state_at(kind: str, rv: int, table: str | None = None) -> list[tuple[str, str, str, int, str]]:
+    """(cluster, namespace, name, rv, object text) of every object of `kind` (every cluster) as
+    it stood at revision rv: each key's newest logged revision <= rv, deleted ones left out.
+
+    The keys that can have existed then are those with a typed row now (`table`, the real one,
+    read before it is shadowed) and those deleted since (the kube_rev_deleted index); each one's
+    revision is one probe of kube_rev_key. So the cost grows with the objects, not with the
+    length of the history (a renewal every 2 s writes a million revisions a week)."""
+    table = table or registry.by_kind(kind).model._meta.db_table
+    sql = (f"SELECT r.cluster, r.namespace, r.name, r.rv, r.object FROM ("
+           f" SELECT cluster, namespace, name FROM {connection.ops.quote_name(table)}"
+           " UNION SELECT cluster, namespace, name FROM kube_revision WHERE type = 'DELETED' AND kind = %s AND rv > %s"
+           ") k JOIN kube_revision r ON r.rv = (SELECT MAX(x.rv) FROM kube_revision x WHERE x.cluster = k.cluster"
+           " AND x.kind = %s AND x.namespace = k.namespace AND x.name = k.name AND x.rv <= %s)"
+           " WHERE r.type <> 'DELETED' ORDER BY r.cluster, r.namespace, r.name")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [kind, rv, kind, rv])
+        return cursor.fetchall()
+
+
+def _create_shadow(table: str, on_commit_drop: bool = False) -> None:
+    q = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = %s", [table])
+            ddl = cursor.fetchone()[0]
+            cursor.execute(ddl.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+        else:
+            cursor.execute(f"CREATE TEMP TABLE {q(table)} (LIKE {q(_schema(table))}.{q(table)} "
+                           "INCLUDING DEFAULTS INCLUDING IDENTITY)" + (" ON COMMIT DROP" if on_commit_drop else ""))
+        cursor.execute(f"CREATE INDEX {q(table + '_asof_key')} ON {q(table)} (cluster, namespace, name)")
+
+
+def _drop_shadow(table: str) -> None:
+    temp = "temp" if connection.vendor == "sqlite" else "pg_temp"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {temp}.{connection.ops.quote_name(table)}")
+
+
+def _schema(table: str) -> str:
+    """The schema of the real table (not a temporary one of this connection)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                       "WHERE c.relname = %s AND c.relkind IN ('r', 'p') AND n.nspname NOT LIKE 'pg\\_temp\\_%%' "
+                       "ORDER BY n.nspname = current_schema() DESC LIMIT 1", [table])
+        return cursor.fetchone()[0]
+
+
+@contextmanager
+def _search_path_changed():
+    """PostgreSQL re-plans a prepared statement when search_path changes, not when a temporary
+    table comes to shadow its table: name pg_temp first explicitly while shadowed, then restore."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('search_path')")
+        saved = cursor.fetchone()[0]
+        cursor.execute(f"SET search_path TO pg_temp, {saved}")
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET search_path TO {saved}")
+        except Exception:
+            connection.close()   # (as _drop_all: never hand the connection on in this state)
+            raise
+
+
+def _drop_all(tables: list[str]) -> None:
+    """Drop the shadow tables; if that fails, close the connection (its temporary tables go with
+    it): a connection that kept one would show the past as the present to its next request."""
+    try:
+        for table in tables:
+            _drop_shadow(table)
+    except Exception:
+        connection.close()
+        raise
+
+
+@contextmanager
+def pinned(at: At):
+    """Run the block with every typed table showing the state at `at.rv` (see the module doc).
+
+    On PostgreSQL in one transaction (unless already in one): through PgBouncer's transaction
+    pooling it is the only way every statement of the block meets the same server connection,
+    and the tables (ON COMMIT DROP) and search_path (SET LOCAL) end with it whatever happens.
+    On SQLite on the connection, dropped after (a transaction there would hold the writers' lock)."""
+    if _pinned.get() is not None:
+        raise RuntimeError("already pinned")
+    token = _pinned.set(at)
+    try:
+        if connection.vendor == "postgresql" and not connection.in_atomic_block:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT current_setting('search_path')")
+                    cursor.execute(f"SET LOCAL search_path TO pg_temp, {cursor.fetchone()[0]}")
+                _fill(at, [], on_commit_drop=True)
+                yield at
+            return
+        tables: list[str] = []
+        with _search_path_changed():
+            try:
+                _fill(at, tables)
+                yield at
+            finally:
+                _drop_all(tables)
+    finally:
+        _pinned.reset(token)
+
+
+def _fill(at: At, tables: list[str], on_commit_drop: bool = False) -> None:
+    """Create and fill the shadow of every typed table (appending each to `tables` once made)."""
+    for res in registry.all_resources():
+        table = res.model._meta.db_table
+        if table in tables:
+            continue
+        then = state_at(res.kind, at.rv, table)   # (read from the real table: before it is shadowed)
+        _create_shadow(table, on_commit_drop)
+        tables.append(table)
+        head = rows.statements(res.model)["insert_head"]
+        rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))
+                                for cluster, ns, name, rv, text in then])
+
+
+def _loads(text: str) -> dict:
+    return orjson.loads(text)
+
+
+def written_at(rv: int) -> datetime | None:
+    """When revision rv (or the newest logged one below it) was written."""
+    return (Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first())
+
+
+NEAR = 5000   # revisions around the binary search's answer read to settle it exactly
+
+
+def newest_at(moment: datetime) -> int:
+    """The newest revision written at or before `moment` (0: none).
+
+    The log has no index on its write times (one more index on every renewal); they rise with
+    the revision, all but for writers whose clocks were read a moment apart before they took
+    the lock. So: a binary search over revisions (a primary-key probe each), then the exact
+    answer among the NEAR revisions either side."""
+    revisions = Revision.everywhere.order_by("rv")
+    low, high = (revisions.values_list("rv", flat=True).first() or 0), (
+        revisions.reverse().values_list("rv", flat=True).first() or 0)
+    if not high:
+        return 0
+    while low < high:   # the first revision written after `moment`, near enough
+        middle = (low + high) // 2
+        hit = revisions.filter(rv__gte=middle).values_list("rv", "created").first()
+        if hit[1] <= moment:
+            low = hit[0] + 1
+        else:
+            high = middle
+    near = Revision.everywhere.filter(rv__gt=low - NEAR, rv__lte=low + NEAR, created__lte=moment)
+    return near.order_by("-rv").values_list("rv", flat=True).first() or 0
+
