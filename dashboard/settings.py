@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "dashboard.batch",
     "dashboard.events",
     "dashboard.web",
+    "dashboard.saved",   # saved views, default views, pins (issue 40)
     "dashboard.follow",
     "dashboard.demo",
     "dashboard.server",
@@ -110,6 +111,7 @@ MIDDLEWARE = [
     "dashboard.web.cluster_scope.ClusterScopeMiddleware",   # ?cluster= on pages: runs the request within it
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dashboard.saved.middleware.DefaultViewMiddleware",   # a list's bare address opens the user's default view
 ]
 
 # Bearer-token API calls without a session cookie need only the security headers

@@ -54,6 +54,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("dashboard.web.share_urls")),
     path("", include("dashboard.web.cluster_urls")),
+    path("", include("dashboard.saved.urls")),
     path("", include("dashboard.web.urls")),
 ]
 

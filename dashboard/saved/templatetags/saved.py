@@ -1,0 +1,85 @@
+"""The saved views' and pins' parts of every page (templates/saved/): the header's Views menu,
+the page's Save view / default note / pin star, the Overview's Pinned panel, and the command
+palette's suggestions."""
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+from django import template
+
+from dashboard.web import cluster_scope, kinds, scope
+
+from .. import pins, saving
+from ..models import SavedView
+
+register = template.Library()
+
+
+def _user(context):
+    request = context.get("request")
+    principal = context.get("principal")
+    user = getattr(request, "user", None)
+    if request is None or principal is None or principal.is_share or user is None or not user.is_authenticated:
+        return None, None, None
+    return request, principal, user
+
+
+@register.inclusion_tag("saved/_menu.html", takes_context=True)
+def views_menu(context):
+    request, principal, user = _user(context)
+    if user is None:
+        return {"show": False}
+    seen = saving.visible_views(user, principal)
+    return {"show": True, "mine": seen["mine"], "groups": seen["groups"], "everyone": seen["everyone"],
+            "current": context.get("active") == "views"}
+
+
+@register.inclusion_tag("saved/_bar.html", takes_context=True)
+def saved_bar(context):
+    """On a list or the Overview: Save view, and the default view's note; on an object's page:
+    its pin star."""
+    request, principal, user = _user(context)
+    if user is None:
+        return {"show": False}
+    url = request.get_full_path()
+    out = {"show": True, "url": url, "csrf_token": context.get("csrf_token")}
+    if request.path in saving.list_paths() and context.get("error") in (None, ""):
+        out.update(save=True, groups=sorted(saving.user_groups(user, principal)),
+                   shared_choices=SavedView.SHARED_CHOICES, page=saving.list_paths()[request.path])
+        default = saving.default_for(user, request.path) if request.path != saving.OVERVIEW_PATH else None
+        if default is not None:
+            given = sorted(parse_qsl(request.META.get("QUERY_STRING", "")))
+            out["default"] = default
+            out["on_default"] = given == sorted(parse_qsl(default.query))
+            out["show_all"] = request.path + "?default=off"
+            out["bare"] = not given
+    elif (found := pins.target(url)) is not None and "view" not in found:
+        out.update(star=True, pinned=pins.pins_of(user, found).exists(),
+                   what=f"{found['kind']} {found['namespace']}/{found['name']}")
+    return out
+
+
+@register.inclusion_tag("saved/_pinned.html", takes_context=True)
+def pinned_panel(context):
+    request, principal, user = _user(context)
+    if user is None:
+        return {"show": False}
+    return {"show": True, "pinned": pins.panel_items(user, principal), "oob": False}
+
+
+@register.inclusion_tag("saved/_palette.html", takes_context=True)
+def command_palette(context):
+    """The palette dialog and what it suggests: the lists, namespaces, saved views, clusters."""
+    request, principal, user = _user(context)
+    if user is None:
+        return {"show": False}
+    seen = saving.visible_views(user, principal)
+    data = {
+        "kinds": [{"name": w.plural, "title": w.title, "url": w.list_url} for w in (*kinds.registered(), *kinds.feeds())],
+        "namespaces": scope.known_namespaces(principal),
+        "views": [{"name": v.name, "url": v.open_url} for key in ("mine", "groups", "everyone") for v in seen[key]],
+        "clusters": cluster_scope.visible_clusters(principal),
+        "cluster": request.GET.get(cluster_scope.PARAM, ""),
+        "csrf": str(context.get("csrf_token") or ""),   # the pin toggle's POST
+    }
+    return {"show": True, "data": data}
