@@ -33,7 +33,9 @@
     kinds.forEach(function (k) {
       if (!starts(k.name, cmd)) return;
       if (words.length > 1 && k.name !== "overview") {
-        data.namespaces.filter(function (ns) { return starts(ns, arg); }).forEach(function (ns) {
+        var names = data.namespaces.filter(function (ns) { return starts(ns, arg); });
+        if (names.indexOf(arg) < 0) names.push(arg);   // (a namespace the menu does not know yet)
+        names.forEach(function (ns) {
           out.push({label: ":" + k.name + " " + ns, hint: k.title + " in namespace " + ns,
                     url: inCluster(k.url + "?namespace=" + encodeURIComponent(ns))});
         });
