@@ -25,6 +25,7 @@ def test_save_a_view_and_the_command_palette(wide_page, kube_server, ns):
     expect(row).to_contain_text(f"/leases/?namespace={ns}")
     expect(row).to_contain_text("everyone")
     assert axe_violations(page) == []
+    page.screenshot(path="/tmp/kubedash-views.png", full_page=True)
 
     # ":" opens the palette: a combobox in a dialog, with suggestions.
     page.goto(base + "/")
@@ -77,21 +78,36 @@ def test_s_pins_and_the_pinned_panel_is_live(wide_page, kube_server, ns):
     page.keyboard.press("j")
     expect(page.locator(dom("lease", ns, "first"))).to_be_focused()
     page.keyboard.press("s")
-    expect(page.locator("#pin-status")).to_have_text("Pinned first")
+    expect(page.locator("#pin-status")).to_have_text(f"Pinned {ns}/first")
+    expect(page.get_by_role("button", name=f"Pin {ns}/first")).to_have_attribute("aria-pressed", "true")
+    # Each row has its star (a toggle); it stays on a row a live push re-renders.
+    second = page.get_by_role("button", name=f"Pin {ns}/second")
+    expect(second).to_have_attribute("aria-pressed", "false")
+    second.click()
+    expect(second).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#pin-status")).to_have_text(f"Pinned {ns}/second")
+    api(kube_server, "PATCH", leases_path(ns, "second"), {"spec": {"holderIdentity": "node-y"}}, merge=True)
+    expect(page.locator(dom("lease", ns, "second") + " .holder")).to_have_text("node-y")
+    expect(second).to_have_attribute("aria-pressed", "true")
+    assert axe_violations(page) == []
+    page.screenshot(path="/tmp/kubedash-row-stars.png")
+    second.click()
+    expect(second).to_have_attribute("aria-pressed", "false")
+    assert_not_reloaded(page)
     # "s" on an object's page: its star button, aria-pressed.
     page.goto(f"{base}/leases/{ns}/second/")
-    star = page.get_by_role("button", name=re.compile(r"^Pin(ned)? Lease"))
+    star = page.get_by_role("button", name=f"Pin Lease {ns}/second")
     expect(star).to_have_attribute("aria-pressed", "false")
     page.keyboard.press("s")
     expect(star).to_have_attribute("aria-pressed", "true")
-    expect(star).to_contain_text("Pinned")
+    expect(star).to_contain_text("★")
 
     # The Overview's Pinned panel: both, with their state, following a write live.
     open_live(page, base + "/")
     panel = page.get_by_role("region", name="Pinned")
     first = panel.get_by_role("listitem").filter(has_text=f"{ns}/first")
     expect(first).to_contain_text("node-a")
-    expect(panel.get_by_role("listitem").filter(has_text=f"{ns}/second")).to_contain_text("node-b")
+    expect(panel.get_by_role("listitem").filter(has_text=f"{ns}/second")).to_contain_text("node-y")
     api(kube_server, "PATCH", leases_path(ns, "first"), {"spec": {"holderIdentity": "node-z"}}, merge=True)
     expect(first).to_contain_text("node-z")
     api(kube_server, "DELETE", leases_path(ns, "second"))

@@ -7,10 +7,11 @@ from urllib.parse import parse_qsl
 
 from django import template
 
+from dashboard.access import clusters
 from dashboard.web import cluster_scope, kinds, scope
 
 from .. import pins, saving
-from ..models import SavedView
+from ..models import Pin, SavedView
 
 register = template.Library()
 
@@ -81,5 +82,8 @@ def command_palette(context):
         "clusters": cluster_scope.visible_clusters(principal),
         "cluster": request.GET.get(cluster_scope.PARAM, ""),
         "csrf": str(context.get("csrf_token") or ""),   # the pin toggle's POST
+        # The objects of this cluster the user pinned (their pages' paths): the list rows' stars.
+        "pinned": [w.detail_url(pin.namespace, pin.name) for pin in Pin.objects.filter(
+                   user=user, view=None, cluster=clusters.current()) if (w := kinds.by_kind(pin.kind)) is not None],
     }
     return {"show": True, "data": data}

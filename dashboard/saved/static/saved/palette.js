@@ -125,18 +125,24 @@
   dialog.addEventListener("click", function (e) { if (e.target === dialog) dialog.close(); });   // the backdrop
 
   // --- pins -----------------------------------------------------------------------------------
+  // A toggle button (aria-pressed; its name stays "Pin …"): on an object's page (the server renders
+  // it, a form that works without JavaScript), on each row of a list (added here, again after a
+  // live push re-renders a row), and "s" on the focused row or the page.
+  var pinned = new Set(data.pinned || []);
   function say(text) { if (status) { status.textContent = ""; status.textContent = text; } }
+  function show(button, on) {
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    button.querySelector("[aria-hidden]").textContent = on ? "★" : "☆";
+  }
   function pin(url, what, button) {
     var body = new URLSearchParams({url: url});
     return fetch("/pins/", {method: "POST", body: body, credentials: "same-origin",
                             headers: {"Accept": "application/json", "X-CSRFToken": data.csrf}})
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
       .then(function (answer) {
-        if (button) {
-          button.setAttribute("aria-pressed", answer.pinned ? "true" : "false");
-          button.querySelector("[aria-hidden]").textContent = answer.pinned ? "★" : "☆";
-          button.querySelector(".pin-text").textContent = answer.pinned ? "Pinned" : "Pin";
-        }
+        var path = new URL(url, location.href).pathname;
+        if (answer.pinned) pinned.add(path); else pinned.delete(path);
+        if (button) show(button, answer.pinned);
         say((answer.pinned ? "Pinned " : "Unpinned ") + what);
       })
       .catch(function () { say("Could not pin " + what); });
@@ -148,6 +154,48 @@
     var button = form.querySelector(".pin-star");
     pin(form.elements.url.value, (button && button.querySelector(".vh").textContent.trim()) || "this", button);
   });
+
+  // A list row's object: its first link to an object of this list (/<plural>/<ns>/<name>/).
+  function rowLink(row) {
+    var links = row.querySelectorAll("a[href]");
+    for (var i = 0; i < links.length; i++) {
+      var path = new URL(links[i].href).pathname;
+      if (path.indexOf(location.pathname) === 0 && path.slice(location.pathname.length).split("/").length === 3) return links[i];
+    }
+    return null;
+  }
+  function rowWhat(link) {
+    return new URL(link.href).pathname.slice(location.pathname.length).replace(/\/$/, "");
+  }
+  function decorate() {
+    document.querySelectorAll("#items > *").forEach(function (row) {
+      if (row.querySelector(".row-pin")) return;
+      var link = rowLink(row);
+      if (!link) return;
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "pin-star row-pin";
+      button.setAttribute("aria-label", "Pin " + rowWhat(link));
+      button.title = "Pin to the Overview (s)";
+      var icon = document.createElement("span");
+      icon.setAttribute("aria-hidden", "true");
+      button.appendChild(icon);
+      show(button, pinned.has(new URL(link.href).pathname));
+      link.after(button);
+    });
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest(".row-pin");
+    if (!button) return;
+    e.preventDefault();
+    e.stopPropagation();
+    var link = rowLink(button.closest("#items > *"));
+    if (link) pin(link.getAttribute("href"), rowWhat(link), button);
+  }, true);
+  decorate();
+  document.addEventListener("htmx:wsAfterMessage", decorate);
+  document.addEventListener("htmx:afterSettle", decorate);
+
   function focusedRow() {
     var el = document.activeElement;
     var row = el && el.closest && el.closest("#items > *");
@@ -160,11 +208,11 @@
       e.preventDefault();
       open();
     } else if (e.key === "s") {
-      var row = focusedRow(), link = row && row.querySelector("a[href]");
+      var row = focusedRow(), link = row && (rowLink(row) || row.querySelector("a[href^='/views/']"));
       if (link) {
         e.preventDefault();
-        var star = row.querySelector(".pin-star");
-        pin(link.getAttribute("href"), link.textContent.trim(), star);
+        pin(link.getAttribute("href"), row.querySelector(".row-pin") ? rowWhat(link) : link.textContent.trim(),
+            row.querySelector(".pin-star"));
         return;
       }
       var button = document.querySelector("form[data-pin] .pin-star");
