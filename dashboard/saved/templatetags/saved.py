@@ -3,6 +3,7 @@ the page's Save view / default note / pin star, the Overview's Pinned panel, and
 palette's suggestions."""
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qsl
 
 from django import template
@@ -86,4 +87,4 @@ def command_palette(context):
         "pinned": [w.detail_url(pin.namespace, pin.name) for pin in Pin.objects.filter(
                    user=user, view=None, cluster=clusters.current()) if (w := kinds.by_kind(pin.kind)) is not None],
     }
-    return {"show": True, "data": data}
+    return {"show": True, "data_json": json.dumps(data)}

@@ -11,6 +11,7 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.utils.text import slugify
 
 from dashboard.saved import saving
 from dashboard.saved.models import DefaultView, SavedView
@@ -44,7 +45,7 @@ def import_views(items) -> tuple[int, int]:
                 raise CommandError(f"entry {n}: no user {item.get('owner')!r}")
             if address is None or not name or shared not in dict(SavedView.SHARED_CHOICES):
                 raise CommandError(f"entry {n}: needs a name, a list's url and shared one of personal, groups, everyone")
-            slug = str(item.get("slug") or "") or SavedView.free_slug(name)
+            slug = slugify(str(item.get("slug") or ""))[:120] or SavedView.free_slug(name)
             fields = {"owner": owner, "name": name, "path": address[0], "query": address[1], "shared": shared,
                       "groups": [str(g) for g in item.get("groups") or []]}
             view, new = SavedView.objects.update_or_create(slug=slug, defaults=fields)

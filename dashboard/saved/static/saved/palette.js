@@ -3,10 +3,9 @@
 // field or inside another dialog, never with Ctrl/Alt/⌘.
 (function () {
   "use strict";
-  var dataEl = document.getElementById("palette-data");
   var dialog = document.getElementById("palette");
-  if (!dataEl || !dialog) return;
-  var data = JSON.parse(dataEl.textContent);
+  if (!dialog || !dialog.dataset.palette) return;
+  var data = JSON.parse(dialog.dataset.palette);
   var input = document.getElementById("palette-input");
   var list = document.getElementById("palette-list");
   var status = document.getElementById("pin-status");
