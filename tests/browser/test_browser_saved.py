@@ -118,3 +118,26 @@ def test_s_pins_and_the_pinned_panel_is_live(wide_page, kube_server, ns):
     assert axe_violations(page) == []
     panel.screenshot(path="/tmp/kubedash-pinned.png")
     page.screenshot(path="/tmp/kubedash-overview-pins.png", full_page=True)
+
+
+def test_the_palette_switches_cluster_and_pins_keep_theirs(wide_page, kube_server, ns, prod):
+    from playwright.sync_api import expect
+
+    page, base = wide_page, kube_server.http_url
+    page.goto(f"{base}/leases/?namespace={ns}")
+    page.keyboard.press(":")
+    palette = page.get_by_role("dialog", name="Command palette")
+    box = palette.get_by_role("combobox", name="Command")
+    box.fill(f"cluster {prod}")
+    expect(palette.get_by_role("option").first).to_contain_text(f":cluster {prod}")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{base}/leases/?namespace={ns}&cluster={prod}")
+    # A followed cluster's object pinned from its row: the Overview shows it, in its cluster.
+    star = page.get_by_role("button", name=f"Pin {ns}/prod-lease")
+    star.click()
+    expect(star).to_have_attribute("aria-pressed", "true")
+    page.goto(base + "/")
+    pinned = page.get_by_role("region", name="Pinned").get_by_role("listitem").filter(has_text=f"{ns}/prod-lease")
+    expect(pinned).to_contain_text(f"in {prod}")
+    expect(pinned).to_contain_text("prod-holder")
+    expect(pinned.get_by_role("link")).to_have_attribute("href", f"/leases/{ns}/prod-lease/?cluster={prod}")

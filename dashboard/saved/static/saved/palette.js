@@ -12,6 +12,8 @@
   var options = [], active = -1;
 
   function typing(el) {
+    // (the palette's own field, just closed: focus may not have gone back yet)
+    if (el && el.closest && el.closest("#palette") && !dialog.open) return false;
     return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName) ||
                   (el.closest && el.closest("dialog[open]")));
   }
@@ -106,6 +108,7 @@
   }
 
   input.addEventListener("input", render);
+  dialog.addEventListener("close", function () { input.blur(); });
   input.addEventListener("keydown", function (e) {
     if (e.key === "ArrowDown" || e.key === "ArrowUp") {
       e.preventDefault();
@@ -154,35 +157,44 @@
     pin(form.elements.url.value, (button && button.querySelector(".vh").textContent.trim()) || "this", button);
   });
 
+  // (from the attribute: a pushed fragment's links are not in this document yet)
+  function pathOf(link) { return new URL(link.getAttribute("href"), location.href).pathname; }
   // A list row's object: its first link to an object of this list (/<plural>/<ns>/<name>/).
   function rowLink(row) {
     var links = row.querySelectorAll("a[href]");
     for (var i = 0; i < links.length; i++) {
-      var path = new URL(links[i].href).pathname;
+      var path = pathOf(links[i]);
       if (path.indexOf(location.pathname) === 0 && path.slice(location.pathname.length).split("/").length === 3) return links[i];
     }
     return null;
   }
   function rowWhat(link) {
-    return new URL(link.href).pathname.slice(location.pathname.length).replace(/\/$/, "");
+    return pathOf(link).slice(location.pathname.length).replace(/\/$/, "");
   }
-  function decorate() {
-    document.querySelectorAll("#items > *").forEach(function (row) {
-      if (row.querySelector(".row-pin")) return;
-      var link = rowLink(row);
-      if (!link) return;
-      var button = document.createElement("button");
-      button.type = "button";
-      button.className = "pin-star row-pin";
-      button.setAttribute("aria-label", "Pin " + rowWhat(link));
-      button.title = "Pin to the Overview (s)";
-      var icon = document.createElement("span");
-      icon.setAttribute("aria-hidden", "true");
-      button.appendChild(icon);
-      show(button, pinned.has(new URL(link.href).pathname));
-      link.after(button);
-    });
+  function decorateRow(row) {
+    if (row.querySelector(".row-pin")) return;
+    var link = rowLink(row);
+    if (!link) return;
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "pin-star row-pin";
+    button.setAttribute("aria-label", "Pin " + rowWhat(link));
+    button.title = "Pin to the Overview (s)";
+    var icon = document.createElement("span");
+    icon.setAttribute("aria-hidden", "true");
+    button.appendChild(icon);
+    show(button, pinned.has(pathOf(link)));
+    link.after(button);
   }
+  function decorate() { document.querySelectorAll("#items > *").forEach(decorateRow); }
+  // A pushed row gets its star before live.js compares it with the row on the page (a capturing
+  // listener runs first), so an unchanged name cell stays as it is (live.js keeps unchanged cells).
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var fragment = e.detail && e.detail.fragment;
+    if (fragment && fragment.querySelectorAll) {
+      fragment.querySelectorAll("tr[id], .card[id]").forEach(decorateRow);
+    }
+  }, true);
   document.addEventListener("click", function (e) {
     var button = e.target.closest && e.target.closest(".row-pin");
     if (!button) return;
