@@ -222,3 +222,11 @@ async def test_the_pinned_panel_is_live_on_the_overview(transactional_db):
     panel = re.search(r'id="pinned-panel".*?</section>', html, re.S).group(0)
     assert "sv-live/watched" in panel and "last state:" in panel and "node-z" in panel
     await comm.disconnect()
+
+
+def test_save_view_is_offered_on_lists_and_the_overview_only(login, leases):
+    viewer = login("viewer", "sv-offer", namespaces=["sv-a"])
+    for path in ("/leases/?namespace=sv-a", "/", "/jobs/", "/events/"):
+        assert 'action="/views/save/"' in text(viewer.get(path)), path
+    for path in ("/leases/?namespace=sv-b", "/leases/?sort=nope", "/leases/sv-a/lock/", "/search/?q=lock"):
+        assert 'action="/views/save/"' not in text(viewer.get(path)), path

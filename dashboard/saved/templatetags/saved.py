@@ -45,7 +45,8 @@ def saved_bar(context):
         return {"show": False}
     url = request.get_full_path()
     out = {"show": True, "url": url, "csrf_token": context.get("csrf_token")}
-    if request.path in saving.list_paths() and context.get("error") in (None, ""):
+    # (a list or the Overview as it renders its view: not its error or "not allowed" page)
+    if request.path in saving.list_paths() and context.get("filters") is not None and not context.get("error"):
         out.update(save=True, groups=sorted(saving.user_groups(user, principal)),
                    shared_choices=SavedView.SHARED_CHOICES, page=saving.list_paths()[request.path])
         default = saving.default_for(user, request.path) if request.path != saving.OVERVIEW_PATH else None
