@@ -230,3 +230,36 @@ def test_save_view_is_offered_on_lists_and_the_overview_only(login, leases):
         assert 'action="/views/save/"' in text(viewer.get(path)), path
     for path in ("/leases/?namespace=sv-b", "/leases/?sort=nope", "/leases/sv-a/lock/", "/search/?q=lock"):
         assert 'action="/views/save/"' not in text(viewer.get(path)), path
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_a_pin_outside_the_overviews_namespace_follows_at_the_heartbeat(transactional_db, settings):
+    """The Overview of one namespace does not watch the others; a pinned object there still
+    shows its new state, with the next heartbeat."""
+    from dashboard.access.tokens import ensure_user
+    from dashboard.web.consumers import BEAT, PONG
+
+    settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS = 0.2
+    user = await sync_to_async(ensure_user)("sv-beat", "viewer")
+    await sync_to_async(put)(lease("elsewhere", ns="sv-far", holder="node-a"))
+    await sync_to_async(put)(lease("here", ns="sv-near", holder="node-a"))
+    await sync_to_async(Pin.objects.create)(user=user, kind="Lease", namespace="sv-far", name="elsewhere")
+    rv = await sync_to_async(store.current_revision)()
+    comm, ok, _ = await connect(user, f"view=overview&namespace=sv-near&rv={rv}")
+    assert ok
+
+    def renew(obj):
+        obj["spec"]["holderIdentity"] = "node-far"
+        return obj
+
+    await sync_to_async(store.update)(by_kind("Lease"), "sv-far", "elsewhere", renew, is_patch=True)
+    while True:   # beats (answered), until the panel comes with the new holder
+        message = await comm.receive_from(timeout=5)
+        if message == BEAT:
+            await comm.send_to(text_data=PONG)
+            continue
+        if 'id="pinned-panel"' in message and "node-far" in message:   # (a beat's panel before the write: node-a)
+            assert "sv-far/elsewhere" in message
+            break
+    await comm.disconnect()
