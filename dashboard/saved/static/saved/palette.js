@@ -81,7 +81,7 @@
     mark();
     document.getElementById("palette-status").textContent =
       options.length ? options.length + (options.length === 1 ? " suggestion" : " suggestions") + " · ↑↓ choose · Enter go · Esc close"
-                     : "No such command: try leases, jobs team-a, views, view name, cluster prod";
+                     : "No such command: try leases, jobs team-a, views, view name, cluster name";
   }
   function mark() {
     Array.prototype.forEach.call(list.children, function (li, i) {
