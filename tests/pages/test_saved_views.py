@@ -46,9 +46,9 @@ def save(client, url: str, name: str, shared: str = "personal", groups=()) -> Sa
 
 
 def menu_views(resp) -> list[str]:
-    """The names in the header's Views menu."""
-    found = re.search(r'<ul class="account-menu" aria-label="Saved views">(.*?)</ul>', text(resp), re.S)
-    assert found, "no Views menu"
+    """The names of the saved views in the header's account menu."""
+    found = re.search(r'<ul class="account-menu" aria-label="Account">(.*?)</ul>\s*</details>', text(resp), re.S)
+    assert found and '<a href="/views/">Saved views</a>' in found.group(1), "no Saved views in the account menu"
     return [unescape(n).strip() for n in re.findall(r'<a href="/views/[^"]+/">([^<]+)', found.group(1))]
 
 
