@@ -26,6 +26,13 @@ def test_save_a_view_and_the_command_palette(wide_page, kube_server, ns):
     expect(row).to_contain_text("everyone")
     assert axe_violations(page) == []
     page.screenshot(path="/tmp/kubedash-views.png", full_page=True)
+    # The account menu lists it under "Saved views".
+    page.locator("details.account summary").click()
+    saved = page.get_by_role("list", name="Saved views")
+    expect(saved.get_by_role("link", name=f"Leases of {ns}")).to_be_visible()
+    assert axe_violations(page) == []
+    page.screenshot(path="/tmp/kubedash-account-views.png")
+    page.keyboard.press("Escape")
 
     # ":" opens the palette: a combobox in a dialog, with suggestions.
     page.goto(base + "/")
