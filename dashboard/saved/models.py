@@ -15,7 +15,7 @@ from django.db import models
 from django.utils.text import slugify
 
 
-RESERVED_SLUGS = ("save",)   # /views/save/ is the save form's address
+RESERVED_SLUGS = ("save", "palette")   # /views/save/, /views/palette/: not views
 
 
 class SavedView(models.Model):

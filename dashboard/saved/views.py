@@ -131,6 +131,16 @@ def make_default(request, slug: str):
 
 
 @user_required
+@require_safe
+def palette_data(request):
+    """The command palette's suggestions (static/saved/palette.js fetches them when it opens)."""
+    from .templatetags.saved import palette_suggestions   # noqa: PLC0415 (one place for what it suggests)
+    resp = JsonResponse(palette_suggestions(request.user, page_principal(request)))
+    resp["Cache-Control"] = "no-store"
+    return resp
+
+
+@user_required
 @require_POST
 def pin(request):
     """Pin or unpin the object or saved view at `url`. Scripts (palette.js) get JSON; a form

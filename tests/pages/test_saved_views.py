@@ -263,3 +263,16 @@ async def test_a_pin_outside_the_overviews_namespace_follows_at_the_heartbeat(tr
             assert "sv-far/elsewhere" in message
             break
     await comm.disconnect()
+
+
+def test_the_palette_suggests_what_the_viewer_may_see(login, leases):
+    admin = login("admin")
+    save(admin, "/leases/?namespace=sv-b", "B for everyone", shared="everyone")
+    save(admin, "/jobs/", "Admin's own")
+    limited = login("viewer", "sv-palette", namespaces=["sv-a"])
+    data = limited.get("/views/palette/").json()
+    assert data["namespaces"] == ["sv-a"]
+    assert [v["name"] for v in data["views"]] == ["B for everyone"]   # (opening it is refused: test above)
+    assert {k["name"] for k in data["kinds"]} >= {"leases", "endpoints", "jobs", "events"}
+    assert data["clusters"] == ["local"]
+    assert limited.post("/views/palette/").status_code == 405

@@ -72,20 +72,27 @@ def pinned_panel(context):
 
 @register.inclusion_tag("saved/_palette.html", takes_context=True)
 def command_palette(context):
-    """The palette dialog and what it suggests: the lists, namespaces, saved views, clusters."""
+    """The palette's dialog, and what a page's script needs at once: the row stars' pinned
+    objects (this cluster's) and the CSRF token for the pin toggle. Its suggestions (the lists,
+    namespaces, saved views, clusters) are fetched when it first opens (views.palette_data)."""
     request, principal, user = _user(context)
     if user is None:
         return {"show": False}
-    seen = saving.visible_views(user, principal)
     data = {
-        "kinds": [{"name": w.plural, "title": w.title, "url": w.list_url} for w in (*kinds.registered(), *kinds.feeds())],
-        "namespaces": scope.known_namespaces(principal),
-        "views": [{"name": v.name, "url": v.open_url} for key in ("mine", "groups", "everyone") for v in seen[key]],
-        "clusters": cluster_scope.visible_clusters(principal),
         "cluster": request.GET.get(cluster_scope.PARAM, ""),
-        "csrf": str(context.get("csrf_token") or ""),   # the pin toggle's POST
-        # The objects of this cluster the user pinned (their pages' paths): the list rows' stars.
+        "csrf": str(context.get("csrf_token") or ""),
         "pinned": [w.detail_url(pin.namespace, pin.name) for pin in Pin.objects.filter(
                    user=user, view=None, cluster=clusters.current()) if (w := kinds.by_kind(pin.kind)) is not None],
     }
     return {"show": True, "data_json": json.dumps(data)}
+
+
+def palette_suggestions(user, principal) -> dict:
+    """What the palette suggests: the lists, the namespaces, the saved views, the clusters."""
+    seen = saving.visible_views(user, principal)
+    return {
+        "kinds": [{"name": w.plural, "title": w.title, "url": w.list_url} for w in (*kinds.registered(), *kinds.feeds())],
+        "namespaces": scope.known_namespaces(principal),
+        "views": [{"name": v.name, "url": v.open_url} for key in ("mine", "groups", "everyone") for v in seen[key]],
+        "clusters": cluster_scope.visible_clusters(principal),
+    }

@@ -27,7 +27,20 @@
   function has(text, word) { return text.toLowerCase().indexOf(word.toLowerCase()) >= 0; }
 
   // What the typed command may mean: [{label, hint, url}], best first.
+  // The suggestions, fetched when the palette first opens (not with every page).
+  var loaded = null;
+  function load() {
+    if (!loaded) {
+      var url = "/views/palette/" + (data.cluster ? "?cluster=" + encodeURIComponent(data.cluster) : "");
+      loaded = fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+        .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+        .then(function (found) { Object.assign(data, found); })
+        .catch(function () { loaded = null; });
+    }
+    return loaded || Promise.resolve();
+  }
   function suggest(text) {
+    if (!data.kinds) return [];
     var words = text.trim().replace(/^:/, "").split(/\s+/).filter(Boolean);
     var cmd = (words[0] || "").toLowerCase(), arg = words.slice(1).join(" "), out = [];
     var kinds = [{name: "overview", title: "Overview", url: "/"}].concat(data.kinds);
@@ -79,7 +92,7 @@
     });
     input.setAttribute("aria-expanded", options.length ? "true" : "false");
     mark();
-    document.getElementById("palette-status").textContent =
+    document.getElementById("palette-status").textContent = !data.kinds ? "Loading suggestions…" :
       options.length ? options.length + (options.length === 1 ? " suggestion" : " suggestions") + " · ↑↓ choose · Enter go · Esc close"
                      : "No such command: try leases, jobs team-a, views, view name, cluster name";
   }
@@ -105,6 +118,7 @@
     dialog.showModal();
     input.focus();
     render();
+    if (!data.kinds) load().then(function () { if (dialog.open) render(); });
   }
 
   input.addEventListener("input", render);
