@@ -66,6 +66,7 @@ def test_save_a_view_and_the_command_palette(wide_page, kube_server, ns):
     # ":views": the saved views page; the help lists the palette and "s".
     page.keyboard.press(":")
     box.fill("views")
+    expect(options.first).to_contain_text(":views")
     page.keyboard.press("Enter")
     expect(page).to_have_url(f"{base}/views/")
     page.keyboard.press("?")

@@ -131,7 +131,8 @@
       mark();
     } else if (e.key === "Enter") {
       e.preventDefault();
-      go(active);
+      if (data.kinds) go(active);
+      else load().then(function () { render(); go(active); });   // (typed before the suggestions came)
     }
   });
   list.addEventListener("click", function (e) {
