@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "dashboard.batch",
     "dashboard.events",
     "dashboard.web",
+    "dashboard.saved",   # saved views, default views, pins (issue 40)
     "dashboard.follow",
     "dashboard.demo",
     "dashboard.server",
@@ -113,6 +114,7 @@ MIDDLEWARE = [
     "dashboard.web.timetravel.TimeTravelMiddleware",   # ?at= on pages: as of then, read-only (issue 38)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dashboard.saved.middleware.DefaultViewMiddleware",   # a list's bare address opens the user's default view
 ]
 
 # Bearer-token API calls without a session cookie need only the security headers

@@ -56,6 +56,7 @@ urlpatterns = [
     path("", include("dashboard.web.people_urls")),
     path("", include("dashboard.web.cluster_urls")),
     path("", include("dashboard.notifications.urls")),
+    path("", include("dashboard.saved.urls")),
     path("", include("dashboard.web.urls")),
 ]
 

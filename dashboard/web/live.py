@@ -476,13 +476,20 @@ def overview_fragment(socket: PageSocket, moment) -> str:
     return html + clusters_fragment(socket, now(), cards)   # (real time: each its own moment)
 
 
+# Other apps' Overview panels (saved/pins.py: the Pinned panel): (socket) -> its oob fragment,
+# sent with the clusters panel, with every change and every heartbeat when it changed.
+OVERVIEW_PANELS: list = []
+
+
 def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:
-    """The Overview's clusters panel now ("" when no cluster is followed): with every change,
-    and every heartbeat (a followed cluster's state and objects change without a local event)."""
+    """The Overview's clusters panel now ("" when no cluster is followed), and OVERVIEW_PANELS:
+    with every change, and every heartbeat (a followed cluster's state and objects change
+    without a local event)."""
     if socket.principal is None:
         return ""
     rows = cluster_rows(socket.principal, moment, cards, socket.view.namespace or "")
-    return render_to_string("web/overview.html#clusters", {"cluster_rows": rows, "oob": True}) if rows else ""
+    html = render_to_string("web/overview.html#clusters", {"cluster_rows": rows, "oob": True}) if rows else ""
+    return html + "".join(panel(socket) for panel in OVERVIEW_PANELS)
 
 
 __all__ = ["snapshot", "render_refresh", "render_changes", "escape"]

@@ -97,7 +97,10 @@ def fill(route: str, converters: dict, samples: dict) -> list[str]:
 KNOWN_FORMS = {"login", "logout", "share_new", "share_revoke", "share_leave", "tokens", "token_revoke",
                "token_kubeconfig", "admin:login"}
 # Routes that change no cluster state (a viewer may use them: their own tokens, sessions).
-ACCOUNT_ROUTES = KNOWN_FORMS | {"share_open", "share_list"}
+ACCOUNT_ROUTES = KNOWN_FORMS | {"share_open", "share_list"} | {
+    # a person's own saved views and pins (dashboard/saved): addresses and bookmarks, no cluster state
+    "saved-views", "saved-save", "saved-palette", "saved-open", "saved-change", "saved-delete", "saved-default",
+    "pin"}
 
 
 # ---------------------------------------------------------------------------------------------
