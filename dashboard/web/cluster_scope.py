@@ -138,6 +138,8 @@ def resolve(request):
     principal = page_principal(request)
     if principal is None:
         return clusters.LOCAL, None   # signed out: the view sends them to the login page
+    if asked == ALL:
+        return _all_clusters(request, principal)
     if not asked and not principal.sees_cluster(name) and request.method in ("GET", "HEAD"):
         # A user limited to followed clusters lands on the first of them, not on a refusal.
         visible = visible_clusters(principal)
@@ -150,6 +152,22 @@ def resolve(request):
         return None, _refuse(request, 404, "No such cluster",
                              f"No followed cluster is called “{name}”. Choose one in the header.")
     return name, None
+
+
+ALL = "*"   # every cluster the viewer may see (web/all_clusters.py)
+ALL_CLUSTERS_PATHS = ("/",)   # the pages that show every cluster at once
+
+
+def _all_clusters(request, principal):
+    """`?cluster=*`: the pages that show every cluster at once run about the first cluster the
+    viewer may see (their queries name each cluster themselves); any other page goes to the
+    all-clusters overview."""
+    visible = visible_clusters(principal)
+    if not visible:
+        return None, _refuse(request, 403, "Not allowed", "You have no access to any cluster.")
+    if request.path_info not in ALL_CLUSTERS_PATHS:
+        return None, HttpResponseRedirect("/?" + urlencode({PARAM: ALL}))
+    return visible[0], None
 
 
 def is_page(path: str) -> bool:

@@ -40,7 +40,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.selectors import parse_label_selector
 
-from . import cluster_scope, kinds, scope, warnings
+from . import all_clusters, cluster_scope, kinds, scope, warnings
 from . import present as p
 from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
                       position, view_rows, view_totals)
@@ -478,6 +478,8 @@ def overview(request):
     principal = page_principal(request)
     if principal.is_share:   # all kinds at once: never part of a shared view
         return forbidden_page(request, principal, "overview", "")
+    if all_clusters.wants_all(request):   # `/?cluster=*`: every cluster at once (issue 40)
+        return all_clusters.overview(request, principal, base_context(request, principal, "overview"))
     namespace = (request.GET.get("namespace") or "").strip()
     if namespace and not principal.can("list", namespace):
         return forbidden_page(request, principal, "overview", namespace)
