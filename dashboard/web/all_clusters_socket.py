@@ -1,7 +1,8 @@
-"""The all-clusters overview's websocket (`/ws/clusters/`, web/all_clusters.py): it subscribes to
-the watch hub for the counted kinds in every cluster the viewer may see, and after any change
-(coalesced: at most one render per PUSH_SECONDS) re-renders the page's panel and pushes it when it
-changed. It re-renders on a timer too (STATE_SECONDS): a followed cluster goes stale, and the Warning
+"""The all-clusters pages' websocket (`/ws/clusters/`): the overview's (web/all_clusters.py), or,
+with `list=<plural>` and the list's own query, a list's across clusters (web/all_clusters_list.py).
+It subscribes to the watch hub for the kinds the page shows in every cluster the viewer may see,
+and after any change (coalesced: at most one render per PUSH_SECONDS) re-renders the page's panel
+(a list: its rows and totals) and pushes it when it changed. It re-renders on a timer too (STATE_SECONDS): a followed cluster goes stale, and the Warning
 Events leave their hour, without any write. It speaks the live pages' heartbeat (consumers.py: BEAT /
 PONG, LIVE once the page is current), so the page says whether it is live as every live page does.
 """
@@ -13,12 +14,16 @@ import logging
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.http import QueryDict
 from django.template.loader import render_to_string
+
+from dashboard.access import clusters
 
 from dashboard.kube import context, registry
 from dashboard.kube.hub import CLOSE, Guard, Subscriber, hub
 
-from . import all_clusters, cluster_scope, socket_limits
+from . import all_clusters, all_clusters_list, cluster_scope, kinds, socket_limits
+from .views import Filters
 from .consumers import BEAT, CLOSE_BEHIND, CLOSE_RELOAD, CLOSE_SIGNED_OUT, LIVE, PONG, SILENT_BEATS, page_access
 
 log = logging.getLogger(__name__)
@@ -27,8 +32,24 @@ PUSH_SECONDS = 0.2    # coalesce a burst of writes (in any cluster) into one ren
 STATE_SECONDS = 2.0   # as consumers.BANNER_SECONDS: how soon a cluster that stops being current says so
 
 
-def render_panel(principal) -> str:
-    return render_to_string("web/all_clusters.html#panel", {**all_clusters.panel_context(principal), "oob": True})
+def render_panel(principal, query: QueryDict) -> str:
+    """The overview's panel, or (`list=<plural>`) a list's rows and totals, as the page renders them."""
+    web = kinds.by_view(query.get("list", ""))
+    if web is None:
+        return render_to_string("web/all_clusters.html#panel", {**all_clusters.panel_context(principal), "oob": True})
+    with clusters.within(all_clusters.ALL):   # (the pager's links keep `cluster=*`: in_cluster)
+        ctx = {**all_clusters_list.rows_context(web, principal, query, Filters), "oob": True}
+        return "".join(render_to_string(f"web/all_clusters_list.html#{part}", ctx) for part in ("totals", "rows"))
+
+
+def watched_kinds(query: QueryDict) -> tuple[str, ...]:
+    """The kinds whose changes re-render the page: the overview's counted kinds, or a list's kind
+    (and the Events, when it shows the objects with warnings)."""
+    web = kinds.by_view(query.get("list", ""))
+    if web is None:
+        return tuple(problem.kind for problem in all_clusters.problems())
+    timeline = kinds.timeline()
+    return (web.kind,) + ((timeline.kind,) if query.get("warnings") and timeline is not None else ())
 
 
 class AllClustersConsumer(AsyncWebsocketConsumer):
@@ -59,9 +80,13 @@ class AllClustersConsumer(AsyncWebsocketConsumer):
         self.guard = Guard(frozenset(), recheck=self._recheck, cluster=names[0])
         hub.guard(self.guard, subjects, deadline)
         self.queue = asyncio.Queue(maxsize=10000)
+        self.query = QueryDict(self.scope.get("query_string", b"").decode())
+        if self.query.get("list") and kinds.by_view(self.query["list"]) is None:
+            await self.close(code=4400)
+            return
         for name in names:
-            for problem in all_clusters.problems():
-                sub = Subscriber(resource=registry.by_kind(problem.kind), cluster=name, queue=self.queue)
+            for kind in watched_kinds(self.query):
+                sub = Subscriber(resource=registry.by_kind(kind), cluster=name, queue=self.queue)
                 hub.register(sub)
                 self.subscribers.append(sub)
         await self.accept()
@@ -70,7 +95,7 @@ class AllClustersConsumer(AsyncWebsocketConsumer):
             sub.release_buffer()
         if not await self._push():
             return
-        if "ready=1" in self.scope.get("query_string", b"").decode():
+        if self.query.get("ready") == "1":
             await self.send(text_data=LIVE)
         loop = asyncio.get_running_loop()
         self.heard_at = loop.time()
@@ -98,7 +123,7 @@ class AllClustersConsumer(AsyncWebsocketConsumer):
 
     async def _push(self) -> bool:
         """Render the panel now and send it if it changed. False: the socket is gone."""
-        html = await sync_to_async(render_panel)(self.principal)
+        html = await sync_to_async(render_panel)(self.principal, self.query)
         if self.closing:
             return False
         if html != self.sent:

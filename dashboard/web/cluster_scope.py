@@ -26,6 +26,7 @@ from dashboard.kube import context
 from dashboard.kube.formats import human_duration
 from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
 
+from . import kinds
 from .present import iso
 from .share import page_principal
 
@@ -155,19 +156,23 @@ def resolve(request):
 
 
 ALL = "*"   # every cluster the viewer may see (web/all_clusters.py)
-ALL_CLUSTERS_PATHS = ("/",)   # the pages that show every cluster at once
+
+
+def shows_all(path: str) -> bool:
+    """The pages that show every cluster at once: the Overview and the kinds' lists."""
+    return path == "/" or (path.count("/") == 2 and kinds.by_view(path.strip("/")) is not None
+                           and not kinds.is_detail_view(path.strip("/")))
 
 
 def _all_clusters(request, principal):
-    """`?cluster=*`: the pages that show every cluster at once run about the first cluster the
-    viewer may see (their queries name each cluster themselves); any other page goes to the
+    """`?cluster=*`: the pages that show every cluster at once run about ALL (their links keep
+    it: in_cluster; their queries name each cluster themselves); any other page goes to the
     all-clusters overview."""
-    visible = visible_clusters(principal)
-    if not visible:
+    if not visible_clusters(principal):
         return None, _refuse(request, 403, "Not allowed", "You have no access to any cluster.")
-    if request.path_info not in ALL_CLUSTERS_PATHS:
+    if not shows_all(request.path_info):
         return None, HttpResponseRedirect("/?" + urlencode({PARAM: ALL}))
-    return visible[0], None
+    return ALL, None
 
 
 def is_page(path: str) -> bool:

@@ -40,7 +40,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.selectors import parse_label_selector
 
-from . import all_clusters, cluster_scope, kinds, scope, warnings
+from . import all_clusters, all_clusters_list, cluster_scope, kinds, scope, warnings
 from . import present as p
 from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
                       position, view_rows, view_totals)
@@ -230,6 +230,9 @@ class KindListView(View):
     def get(self, request):
         page = self.web
         principal = page_principal(request)
+        if all_clusters.wants_all(request):   # `?cluster=*`: the list across every cluster (issue 40)
+            return all_clusters_list.list_page(request, page, principal, base_context(request, principal, page.plural),
+                                               Filters)
         filters = Filters.from_request(request, page)
         if not filters.errors:
             moved = canonical_redirect(request, filters)

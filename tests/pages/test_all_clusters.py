@@ -207,3 +207,68 @@ async def test_a_cluster_limited_socket_sees_only_its_clusters(world):
     pushed = await until(comm, lambda m: counts(m)["staging"]["unheld"] == 1)
     assert set(counts(pushed)) == {"staging"}
     await comm.disconnect()
+
+
+# ---------------------------------------------------------------------------------------------
+# A kind's list across every cluster: `?cluster=*`
+
+
+def listed(page: str) -> list[tuple[str, str, str]]:
+    """(cluster, namespace, name) of the rows, in page order."""
+    return [(c, ns, name) for c, ns, name in re.findall(
+        r'<tr id="[^"]+" data-cluster="([^"]+)">\s*<td[^>]*><a[^>]*>[^<]*</a></td>\s*<td[^>]*>([^<]*)</td>\s*'
+        r'<th scope="row"><a[^>]*>([^<]+)</a>', page)]
+
+
+def test_a_list_across_clusters_with_a_cluster_column(world, login):
+    c = login("admin")
+    page = c.get("/leases/?cluster=*").content.decode()
+    assert listed(page) == [("local", "team-a", "free-1"), ("local", "team-a", "free-2"), ("local", "team-a", "held"),
+                            ("prod", "team-a", "p-free"), ("prod", "team-a", "p-held"),
+                            ("staging", "team-a", "s-held")]
+    assert '<th scope="col">Cluster</th>' in page and "6 leases" in page
+    hrefs = [h.replace("&amp;", "&") for h in re.findall(r'href="([^"]+)"', page)]
+    assert "/leases/team-a/p-free/?cluster=prod" in hrefs and "/leases/team-a/free-1/" in hrefs
+    assert '<input type="hidden" name="cluster" value="*">' in page   # the filters keep every cluster
+    assert "/jobs/?cluster=%2A" in hrefs   # and so does the menu
+    # Filters, sort and paging.
+    assert [r[2] for r in listed(c.get("/leases/?cluster=*&state=unheld").content.decode())] == \
+        ["free-1", "free-2", "p-free"]
+    assert [r[0] for r in listed(c.get("/leases/?cluster=*&sort=-cluster").content.decode())] == \
+        ["staging", "prod", "prod", "local", "local", "local"]
+    by_holder = listed(c.get("/leases/?cluster=*&sort=holder").content.decode())
+    assert [r[2] for r in by_holder][:3] == ["p-held", "s-held", "held"]   # "h", "h", "node-a"; no holder last
+    first = c.get("/leases/?cluster=*&limit=4").content.decode()
+    assert len(listed(first)) == 4 and "Rows <strong>1–4</strong> of <strong>6</strong>" in first
+    second_url = re.search(r'href="([^"]+)" rel="next"', first).group(1).replace("&amp;", "&")
+    assert "cluster=%2A" in second_url and "page=2" in second_url
+    assert listed(c.get("/leases/" + second_url).content.decode()) == [("prod", "team-a", "p-held"), ("staging", "team-a", "s-held")]
+    assert c.get("/leases/?cluster=*&sort=nonsense").status_code == 400
+
+
+def test_a_limited_user_lists_only_their_clusters_and_namespaces(world, login):
+    prod_only = login("viewer", clusters=["prod"]).get("/jobs/?cluster=*").content.decode()
+    assert {r[0] for r in listed(prod_only)} == {"prod"} and len(listed(prod_only)) == 3
+    team_b = login("viewer", namespaces=["team-b"])
+    assert listed(team_b.get("/endpoints/?cluster=*").content.decode()) == [("prod", "team-b", "p-svc-2")]
+    assert team_b.get("/endpoints/?cluster=*&namespace=team-a").status_code == 403
+
+
+@pytest.mark.asyncio
+async def test_a_list_across_clusters_is_live(world):
+    from dashboard.access.tokens import ensure_user
+    from dashboard.web.all_clusters_socket import AllClustersConsumer
+
+    user = await sync_to_async(ensure_user)("all-clusters-lister", "viewer")
+    comm = WebsocketCommunicator(AllClustersConsumer.as_asgi(), "/ws/clusters/?list=leases&state=unheld&ready=1")
+    comm.scope["user"] = user
+    assert (await comm.connect(timeout=10))[0]
+    first = await comm.receive_from(timeout=10)
+    assert [r[2] for r in listed(first)] == ["free-1", "free-2", "p-free"]
+    await sync_to_async(mirror)("staging", "Lease", upstream(lease("s-free", holder="", ns="team-a"), 400))
+    while True:
+        msg = await comm.receive_from(timeout=10)
+        if 'id="all-list"' in msg:
+            break
+    assert listed(msg)[-1] == ("staging", "team-a", "s-free") and "4 leases" in msg
+    await comm.disconnect()
