@@ -42,10 +42,14 @@ class Problem:
 
     key: str
     heading: str
-    noun: str      # "leases without a holder": the link's accessible text
+    noun: str      # "leases without a holder": the link's accessible text ("lease" for one: `one`)
     kind: str
     query: str     # the list's filter (its ?state=, or the Events page's type)
     where: Q | None = None
+    one: str = ""
+
+    def counted(self, n: int) -> str:
+        return f"{n} {self.one if n == 1 else self.noun}"
 
 
 def problems() -> tuple[Problem, ...]:
@@ -56,12 +60,12 @@ def problems() -> tuple[Problem, ...]:
     return (
         # (a Lease's "unheld" is a Python test, lease_state() == "free": no holder at all)
         Problem("unheld", "Leases without holder", "leases without a holder", "Lease", "state=unheld",
-                Q(holder_identity="")),
+                Q(holder_identity=""), "lease without a holder"),
         Problem("not_ready", "Endpoints not ready", "Endpoints objects with addresses not ready", "Endpoints",
-                "state=not-ready", where("Endpoints", "not-ready")),
-        Problem("failed", "Failing Jobs", "failed Jobs", "Job", "state=failed", where("Job", "failed")),
+                "state=not-ready", where("Endpoints", "not-ready"), "Endpoints object with addresses not ready"),
+        Problem("failed", "Failing Jobs", "failed Jobs", "Job", "state=failed", where("Job", "failed"), "failed Job"),
         Problem("warnings", "Warning Events (last hour)", "Warning Events in the last hour", "Event",
-                "type=Warning"),
+                "type=Warning", None, "Warning Event in the last hour"),
     )
 
 
@@ -98,7 +102,7 @@ def cluster_health(principal: Principal, now: datetime) -> list[dict]:
         for c in columns:
             n = found[c.key].get(name, 0) if c.where is not None else _warnings(name, at, principal.namespaces)
             web = kinds.by_kind(c.kind)
-            counts.append({"key": c.key, "n": n, "noun": c.noun, "heading": c.heading,
+            counts.append({"key": c.key, "n": n, "text": c.counted(n), "heading": c.heading,
                            "link": cluster_scope.in_cluster(f"{web.list_url}?{c.query}", name)})
         rows.append({
             "name": name, "dom_id": f"all-{name}", "url": cluster_scope.in_cluster("/", name),

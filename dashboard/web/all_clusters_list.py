@@ -91,7 +91,7 @@ def sorted_page(web: kinds.KindWeb, rows, state, rest, warned, sort: str, page: 
                 at: dict[str, datetime]) -> tuple[list[int], int]:
     """One page of row ids in `sort` order (then cluster, namespace, name), and the view's total."""
     key = sort.lstrip("-")
-    spec = web.sort(key) if key and key != CLUSTER_SORT else None
+    spec = web.sort(key) if key and key not in (CLUSTER_SORT, "namespace") else None   # (the default order)
     reverse = sort.startswith("-")
     if state is None and rest is None and warned is None and (spec is None or spec.field):
         if spec is None:
@@ -196,7 +196,8 @@ def list_page(request, web: kinds.KindWeb, principal: Principal, base: dict, fil
         namespaces = scope.known_namespaces(principal) if principal.namespaces else sorted(
             set(web.resource.model.everywhere.filter(cluster__in=ctx.get("clusters_shown", []))
                 .values_list("namespace", flat=True).distinct()))
-    sorts = [(CLUSTER_SORT, "Cluster")] + [(s.key, s.label) for s in web.all_sorts()]
+    # The default order is by cluster first: the "namespace" order of a cluster's list, named as it is here.
+    sorts = [(s.key, "Cluster, namespace" if s.key == "namespace" else s.label) for s in web.all_sorts()]
     ctx.update(namespaces=namespaces, state_options=[(s.key, s.label) for s in web.states],
                column_filters=[(f, dict(filters.columns).get(f.param, "")) for f in web.column_filters],
                page_sizes=(50, 100, 500, 1000), default_limit=100, sort_options=sorts,

@@ -234,8 +234,10 @@ def test_a_list_across_clusters_with_a_cluster_column(world, login):
     # Filters, sort and paging.
     assert [r[2] for r in listed(c.get("/leases/?cluster=*&state=unheld").content.decode())] == \
         ["free-1", "free-2", "p-free"]
-    assert [r[0] for r in listed(c.get("/leases/?cluster=*&sort=-cluster").content.decode())] == \
-        ["staging", "prod", "prod", "local", "local", "local"]
+    for order in ("-cluster", "-namespace"):   # (the default order, reversed: the select calls it -namespace)
+        assert [r[0] for r in listed(c.get(f"/leases/?cluster=*&sort={order}").content.decode())] == \
+            ["staging", "prod", "prod", "local", "local", "local"]
+    assert "Cluster, namespace ▲" in page
     by_holder = listed(c.get("/leases/?cluster=*&sort=holder").content.decode())
     assert [r[2] for r in by_holder][:3] == ["p-held", "s-held", "held"]   # "h", "h", "node-a"; no holder last
     first = c.get("/leases/?cluster=*&limit=4").content.decode()
