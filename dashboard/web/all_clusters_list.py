@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from types import SimpleNamespace
 
 import orjson
 from django.db.models import F
@@ -44,7 +45,7 @@ def _filters_of(query: QueryDict, web: kinds.KindWeb, filters_class):
     rest = query.copy()
     if sort.lstrip("-") == CLUSTER_SORT:
         rest.pop("sort")
-    from_request = filters_class.from_request(type("Asked", (), {"GET": rest})(), web)
+    from_request = filters_class.from_request(SimpleNamespace(GET=rest), web)   # (it reads the query only)
     page = (query.getlist("page") or [""])[-1].strip()
     page = int(page) if page.isdigit() and int(page) >= 1 else 1
     return replace(from_request, sort=sort if sort.lstrip("-") == CLUSTER_SORT else from_request.sort,

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 PUSH_SECONDS = 0.2    # coalesce a burst of writes (in any cluster) into one render
 STATE_SECONDS = 2.0   # as consumers.BANNER_SECONDS: how soon a cluster that stops being current says so
+# A list re-renders on a timer too (a Lease's held / expired, its rows' ages), less often: a list's
+# render may sort a large view in Python.
+LIST_STATE_SECONDS = 5.0
 
 
 def render_panel(principal, query: QueryDict) -> str:
@@ -147,7 +150,7 @@ class AllClustersConsumer(AsyncWebsocketConsumer):
     async def _render_loop(self):
         while not self.closing:
             try:
-                await asyncio.wait_for(self.changed.wait(), STATE_SECONDS)
+                await asyncio.wait_for(self.changed.wait(), LIST_STATE_SECONDS if self.query.get("list") else STATE_SECONDS)
                 await asyncio.sleep(PUSH_SECONDS)   # (the rest of a burst joins this render)
             except asyncio.TimeoutError:
                 pass

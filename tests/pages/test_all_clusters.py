@@ -274,3 +274,21 @@ async def test_a_list_across_clusters_is_live(world):
             break
     assert listed(msg)[-1] == ("staging", "team-a", "s-free") and "4 leases" in msg
     await comm.disconnect()
+
+
+@pytest.mark.asyncio
+async def test_a_cluster_turning_stale_is_pushed_without_a_write(world):
+    from dashboard.access.tokens import ensure_user
+    from dashboard.follow.models import Cluster
+
+    user = await sync_to_async(ensure_user)("all-clusters-watcher", "viewer")
+    comm = await socket(user)
+    first = await until(comm, lambda m: True)
+    assert 'class="is-stale"' not in first
+    heard = timezone.now() - timedelta(minutes=5)
+    await sync_to_async(Cluster.objects.filter(name="staging").update)(state=Cluster.STALE, heartbeat_at=heard,
+                                                                       last_event_at=heard, state_since=heard)
+    pushed = await until(comm, lambda m: 'id="all-staging" class="is-stale"' in m)
+    assert "counts as of" in re.search(r'<tr id="all-staging".*?</tr>', pushed, re.S).group(0)
+    assert 'id="all-prod" class="is-stale"' not in pushed
+    await comm.disconnect()
