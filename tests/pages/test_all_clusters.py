@@ -292,3 +292,8 @@ async def test_a_cluster_turning_stale_is_pushed_without_a_write(world):
     assert "counts as of" in re.search(r'<tr id="all-staging".*?</tr>', pushed, re.S).group(0)
     assert 'id="all-prod" class="is-stale"' not in pushed
     await comm.disconnect()
+
+
+def test_the_overview_links_to_every_cluster_at_once(world, login):
+    page = login("admin").get("/").content.decode()
+    assert '<a href="/?cluster=*">What needs a look in every cluster</a>' in page
