@@ -129,6 +129,7 @@ def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime]) -> li
     by_id = {pk: (cluster, text) for pk, cluster, text in
              revlog.with_current(web.resource.model.everywhere.filter(id__in=ids), "id", "cluster")}
     columns = [c for c in web.resource.columns if c.priority == 0]
+    has_pages = kinds.by_plural(web.plural) is not None   # (a feed, the Events, has its list only)
     out = []
     for pk in ids:
         cluster, text = by_id[pk]
@@ -141,7 +142,7 @@ def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime]) -> li
         out.append({"cluster": cluster, "namespace": meta.get("namespace", ""), "name": meta["name"],
                     "dom_id": p.dom_id(web.kind, f"{cluster}--{meta.get('namespace', '')}", meta["name"]),
                     "url": cluster_scope.in_cluster(p.detail_url(web.kind, meta.get("namespace", ""), meta["name"]),
-                                                    cluster),
+                                                    cluster) if has_pages else "",
                     "cluster_url": cluster_scope.in_cluster(web.list_url, cluster),
                     "cells": ["" if v is None else v for v in cells]})
     return out

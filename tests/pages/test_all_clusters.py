@@ -297,3 +297,17 @@ async def test_a_cluster_turning_stale_is_pushed_without_a_write(world):
 def test_the_overview_links_to_every_cluster_at_once(world, login):
     page = login("admin").get("/").content.decode()
     assert '<a href="/?cluster=*">What needs a look in every cluster</a>' in page
+
+
+def test_events_and_warnings_across_clusters(world, login):
+    from dashboard.kube import registry, store
+
+    ev = warning("w-free-1", "team-a", 3)
+    ev["involvedObject"]["name"] = "free-1"
+    store.create(registry.by_kind("Event"), "team-a", ev)
+    c = login("admin")
+    warned = listed(c.get("/leases/?cluster=*&warnings=1h").content.decode())
+    assert warned == [("local", "team-a", "free-1")]
+    page = c.get("/events/?cluster=*&type=Warning").content.decode()
+    rows = re.findall(r'<tr id="[^"]+" data-cluster="([^"]+)">.*?<th scope="row">([^<]+)</th>', page, re.S)
+    assert sorted(rows) == [("local", "w-free-1"), ("local", "w-new"), ("local", "w-old"), ("prod", "p-warn")]
