@@ -52,12 +52,15 @@ def _filters_of(query: QueryDict, web: kinds.KindWeb, filters_class):
                    page=page, continue_token="")
 
 
-def moments(names: list[str], now: datetime) -> dict[str, datetime]:
-    """Each cluster's moment: now for the local store and a current followed cluster."""
-    out = {name: now for name in names}
+def moments(names: list[str], now: datetime) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """Each cluster's moment (now for the local store and a current followed cluster), and the
+    clusters that are not current, with the last moment their copy is known at."""
+    at, stale = {name: now for name in names}, {}
     for row in Cluster.objects.filter(name__in=names):
-        out[row.name] = row.moment(now)
-    return out
+        at[row.name] = row.moment(now)
+        if cluster_scope.staleness(row, now) is not None:
+            stale[row.name] = row.known_at
+    return at, stale
 
 
 def view_rows(web: kinds.KindWeb, names: list[str], namespaces: list[str | None], selector, filters,
@@ -124,8 +127,11 @@ def sorted_page(web: kinds.KindWeb, rows, state, rest, warned, sort: str, page: 
     return [k[4] for k in found[(page - 1) * limit:page * limit]], len(found)
 
 
-def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime]) -> list[dict]:
-    """The page's rows in `ids` order: cluster, the object's link in its cluster, its Table cells."""
+def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime],
+              stale: dict[str, datetime] | None = None) -> list[dict]:
+    """The page's rows in `ids` order: cluster, the object's link in its cluster, its Table cells,
+    and for a cluster that is not current the moment its row is as of."""
+    stale = stale or {}
     by_id = {pk: (cluster, text) for pk, cluster, text in
              revlog.with_current(web.resource.model.everywhere.filter(id__in=ids), "id", "cluster")}
     columns = [c for c in web.resource.columns if c.priority == 0]
@@ -144,6 +150,8 @@ def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime]) -> li
                     "url": cluster_scope.in_cluster(p.detail_url(web.kind, meta.get("namespace", ""), meta["name"]),
                                                     cluster) if has_pages else "",
                     "cluster_url": cluster_scope.in_cluster(web.list_url, cluster),
+                    "as_of": p.iso(stale[cluster]) if cluster in stale else "",
+                    "as_of_clock": p.clock(stale[cluster]) if cluster in stale else "",
                     "cells": ["" if v is None else v for v in cells]})
     return out
 
@@ -172,11 +180,11 @@ def rows_context(web: kinds.KindWeb, principal: Principal, query: QueryDict, fil
         selector = parse_label_selector(filters.label_selector)
     except ApiError as exc:
         return {"error": f"Label selector: {exc.message}", "error_field": "labelSelector", "filters": filters}
-    at = moments(names, utcnow())
+    at, stale = moments(names, utcnow())
     rows, state, rest, warned = view_rows(web, names, namespaces, selector, filters, at)
     ids, total = sorted_page(web, rows, state, rest, warned, filters.sort, filters.page, filters.limit, at)
     before = (filters.page - 1) * filters.limit
-    ctx = {"filters": filters, "clusters_shown": names, "rows": page_rows(web, ids, at), "total": total,
+    ctx = {"filters": filters, "clusters_shown": names, "rows": page_rows(web, ids, at, stale), "total": total,
            "total_text": web.counted(total), "headings": headings(web), "page": web}
     if total > filters.limit or filters.page > 1:
         ctx.update(rows_from=f"{before + 1:,}" if ids else "0", rows_to=f"{before + len(ids):,}",

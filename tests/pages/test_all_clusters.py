@@ -216,8 +216,8 @@ async def test_a_cluster_limited_socket_sees_only_its_clusters(world):
 def listed(page: str) -> list[tuple[str, str, str]]:
     """(cluster, namespace, name) of the rows, in page order."""
     return [(c, ns, name) for c, ns, name in re.findall(
-        r'<tr id="[^"]+" data-cluster="([^"]+)">\s*<td[^>]*><a[^>]*>[^<]*</a></td>\s*<td[^>]*>([^<]*)</td>\s*'
-        r'<th scope="row"><a[^>]*>([^<]+)</a>', page)]
+        r'<tr id="[^"]+" data-cluster="([^"]+)"[^>]*>\s*<td[^>]*><a[^>]*>[^<]*</a>.*?</td>\s*<td[^>]*>([^<]*)</td>\s*'
+        r'<th scope="row"><a[^>]*>([^<]+)</a>', page, re.S)]
 
 
 def test_a_list_across_clusters_with_a_cluster_column(world, login):
@@ -311,3 +311,17 @@ def test_events_and_warnings_across_clusters(world, login):
     page = c.get("/events/?cluster=*&type=Warning").content.decode()
     rows = re.findall(r'<tr id="[^"]+" data-cluster="([^"]+)">.*?<th scope="row">([^<]+)</th>', page, re.S)
     assert sorted(rows) == [("local", "w-free-1"), ("local", "w-new"), ("local", "w-old"), ("prod", "p-warn")]
+
+
+def test_a_stale_clusters_rows_say_as_of_in_a_list(world, login):
+    from dashboard.follow.models import Cluster
+
+    heard = timezone.now() - timedelta(minutes=10)
+    Cluster.objects.filter(name="prod").update(state=Cluster.STALE, heartbeat_at=heard, last_event_at=heard,
+                                               state_since=heard)
+    page = login("admin").get("/leases/?cluster=*").content.decode()
+    assert len(listed(page)) == 6
+    for name in ("p-free", "p-held"):
+        row = re.search(rf'<tr id="lease-prod--team-a--{name}"([^>]*)>(.*?)</tr>', page, re.S)
+        assert 'class="is-stale"' in row.group(1) and "not current: as of" in row.group(2)
+    assert "not current" not in re.search(r'<tr id="lease-staging--team-a--s-held".*?</tr>', page, re.S).group(0)
