@@ -87,7 +87,7 @@ def _warnings(name: str, at: datetime, namespaces: tuple[str, ...]) -> int:
 def cluster_health(principal: Principal, now: datetime) -> list[dict]:
     """The rows of the all-clusters overview, in the header's order (local first)."""
     names = cluster_scope.visible_clusters(principal)
-    if not names:
+    if not names or not principal.role or principal.is_share:   # (no role: may list nothing anywhere)
         return []
     followed = {c.name: c for c in Cluster.objects.filter(name__in=names)}
     columns = problems()
