@@ -138,6 +138,8 @@ def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime],
     has_pages = kinds.by_plural(web.plural) is not None   # (a feed, the Events, has its list only)
     out = []
     for pk in ids:
+        if pk not in by_id:
+            continue   # deleted since the page's ids were read
         cluster, text = by_id[pk]
         obj = orjson.loads(text)
         meta = obj["metadata"]
