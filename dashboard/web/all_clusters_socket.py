@@ -1,7 +1,7 @@
 """The all-clusters pages' websocket (`/ws/clusters/`): the overview's (web/all_clusters.py), or,
 with `list=<plural>` and the list's own query, a list's across clusters (web/all_clusters_list.py).
 It subscribes to the watch hub for the kinds the page shows in every cluster the viewer may see,
-and after any change (coalesced: at most one render per PUSH_SECONDS) re-renders the page's panel
+and after any change (coalesced: FLUSH_SECONDS, and at most one render per PUSH_INTERVAL_SECONDS) re-renders the page's panel
 (a list: its rows and totals) and pushes it when it changed. It re-renders on a timer too (STATE_SECONDS): a followed cluster goes stale, and the Warning
 Events leave their hour, without any write. It speaks the live pages' heartbeat (consumers.py: BEAT /
 PONG, LIVE once the page is current), so the page says whether it is live as every live page does.
@@ -28,7 +28,8 @@ from .consumers import BEAT, CLOSE_BEHIND, CLOSE_RELOAD, CLOSE_SIGNED_OUT, LIVE,
 
 log = logging.getLogger(__name__)
 
-PUSH_SECONDS = 0.2    # coalesce a burst of writes (in any cluster) into one render
+FLUSH_SECONDS = 0.05   # coalesce a burst of writes (in any cluster) into one render (as consumers.py)
+PUSH_INTERVAL_SECONDS = 0.25   # and at most one render per this, however fast the clusters change
 STATE_SECONDS = 2.0   # as consumers.BANNER_SECONDS: how soon a cluster that stops being current says so
 # A list re-renders on a timer too (a Lease's held / expired, its rows' ages), less often: a list's
 # render may sort a large view in Python.
@@ -148,13 +149,17 @@ class AllClustersConsumer(AsyncWebsocketConsumer):
             self.changed.set()
 
     async def _render_loop(self):
+        loop = asyncio.get_running_loop()
+        last = float("-inf")
         while not self.closing:
             try:
                 await asyncio.wait_for(self.changed.wait(), LIST_STATE_SECONDS if self.query.get("list") else STATE_SECONDS)
-                await asyncio.sleep(PUSH_SECONDS)   # (the rest of a burst joins this render)
+                # (the rest of a burst joins this render)
+                await asyncio.sleep(max(FLUSH_SECONDS, last + PUSH_INTERVAL_SECONDS - loop.time()))
             except asyncio.TimeoutError:
                 pass
             self.changed.clear()
+            last = loop.time()
             try:
                 if not await self._push():
                     return
