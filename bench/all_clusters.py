@@ -167,28 +167,43 @@ async def live_phase(server: Server, cookie: str, clusters: int, changes: int, b
     async with connect(url, origin=f"http://127.0.0.1:{server.port}", additional_headers={"Cookie": cookie},
                        max_size=None, open_timeout=30) as ws:
         expected = dict(before)
+        pushes: list[tuple[float, dict]] = []   # (when received, the unheld counts it shows)
+        arrived = asyncio.Event()
 
-        async def until_shown(cluster: str, n: str) -> float:
-            while True:
-                message = await asyncio.wait_for(ws.recv(), 30)
+        async def receive() -> None:
+            # Timed as they arrive, while the change's `manage.py shell` is still exiting.
+            async for message in ws:
+                now = time.time()
                 if message == "beat":
                     await ws.send("pong")
                     continue
-                if dict(UNHELD.findall(message)).get(cluster) == n:
-                    return time.time()
+                pushes.append((now, dict(UNHELD.findall(message))))
+                arrived.set()
 
-        await asyncio.wait_for(ws.recv(), 30)   # the first render
+        receiver = asyncio.create_task(receive())
+        await asyncio.wait_for(arrived.wait(), 30)   # the first render
         for i in range(changes):
             cluster = f"bench-{i % clusters}"
-            # l-1 has a holder when seeded; even changes take it away, odd ones give it back.
-            was = int(expected[cluster])
-            expected[cluster] = str(was + 1 if i % (2 * clusters) < clusters else was - 1)
+            # l-1 has a holder when seeded; the first round takes it away, the next gives it back.
+            take = i % (2 * clusters) < clusters
+            expected[cluster] = str(int(expected[cluster]) + (1 if take else -1))
             out = await asyncio.to_thread(server.manage, "shell", "-c",
-                                          CHANGE.format(cluster=cluster, i=0 if i % (2 * clusters) < clusters else 1,
-                                                        rv=10_000_000 + i))
+                                          CHANGE.format(cluster=cluster, i=0 if take else 1, rv=10_000_000 + i))
             committed = float(out.split("COMMITTED", 1)[1])
-            arrived = await until_shown(cluster, expected[cluster])
-            lags.append(arrived - committed)
+            deadline = time.monotonic() + 30
+            while True:
+                seen = [at for at, counts in pushes if at >= committed and counts.get(cluster) == expected[cluster]]
+                if seen:
+                    lags.append(seen[0] - committed)
+                    break
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"no push showed {cluster}'s change")
+                arrived.clear()
+                try:
+                    await asyncio.wait_for(arrived.wait(), 1)
+                except asyncio.TimeoutError:
+                    pass
+        receiver.cancel()
     return lags
 
 
