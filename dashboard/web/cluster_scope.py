@@ -27,6 +27,7 @@ from dashboard.kube import asof, context
 from dashboard.kube.formats import human_duration
 from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
 
+from . import kinds
 from .present import iso
 from .share import page_principal
 
@@ -145,6 +146,8 @@ def resolve(request):
     principal = page_principal(request)
     if principal is None:
         return clusters.LOCAL, None   # signed out: the view sends them to the login page
+    if asked == ALL:
+        return _all_clusters(request, principal)
     if not asked and not principal.sees_cluster(name) and request.method in ("GET", "HEAD"):
         # A user limited to followed clusters lands on the first of them, not on a refusal.
         visible = visible_clusters(principal)
@@ -163,6 +166,26 @@ def _with_param(url: str, key: str, value: str) -> str:
     url, hash_, fragment = url.partition("#")
     joiner = "" if url.endswith(("?", "&")) else ("&" if "?" in url else "?")
     return f"{url}{joiner}{urlencode({key: value})}{hash_}{fragment}"
+
+
+ALL = "*"   # every cluster the viewer may see (web/all_clusters.py)
+
+
+def shows_all(path: str) -> bool:
+    """The pages that show every cluster at once: the Overview and the kinds' lists."""
+    return path == "/" or (path.count("/") == 2 and kinds.by_view(path.strip("/")) is not None
+                           and not kinds.is_detail_view(path.strip("/")))
+
+
+def _all_clusters(request, principal):
+    """`?cluster=*`: the pages that show every cluster at once run about ALL (their links keep
+    it: in_cluster; their queries name each cluster themselves); any other page goes to the
+    all-clusters overview."""
+    if not visible_clusters(principal):
+        return None, _refuse(request, 403, "Not allowed", "You have no access to any cluster.")
+    if not shows_all(request.path_info):
+        return None, HttpResponseRedirect("/?" + urlencode({PARAM: ALL}))
+    return ALL, None
 
 
 def is_page(path: str) -> bool:

@@ -41,7 +41,7 @@ from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.selectors import parse_label_selector
 
-from . import cluster_scope, export, kinds, scope, timetravel, warnings
+from . import all_clusters, all_clusters_list, cluster_scope, export, kinds, scope, timetravel, warnings
 from . import columns as list_columns
 from . import present as p
 from .queries import (PAGE_SIZE, Fetched, cluster_rows, last_deletion, fetch, namespace_cards, overview_namespaces, page_keys,
@@ -242,6 +242,9 @@ class KindListView(View):
     def get(self, request):
         page = self.web
         principal = page_principal(request)
+        if all_clusters.wants_all(request):   # `?cluster=*`: the list across every cluster (issue 40)
+            return all_clusters_list.list_page(request, page, principal, base_context(request, principal, page.plural),
+                                               Filters)
         filters = Filters.from_request(request, page)
         if export.requested(request):   # ?format=csv|json|yaml: the whole view as a file
             return export.download(request, page, principal, filters)
@@ -519,6 +522,8 @@ def overview(request):
     principal = page_principal(request)
     if principal.is_share:   # all kinds at once: never part of a shared view
         return forbidden_page(request, principal, "overview", "")
+    if all_clusters.wants_all(request):   # `/?cluster=*`: every cluster at once (issue 40)
+        return all_clusters.overview(request, principal, base_context(request, principal, "overview"))
     namespace = (request.GET.get("namespace") or "").strip()
     if namespace and not principal.can("list", namespace):
         return forbidden_page(request, principal, "overview", namespace)

@@ -34,7 +34,7 @@ def test_selector_links_banner_and_axe(page, kube_server, ns, prod):
     open_live(page, f"{base}/leases/?namespace={ns}")
     select = page.get_by_role("combobox", name="Cluster", exact=True)
     expect(select).to_have_value("local")
-    assert select.locator("option").all_inner_texts() == ["local", prod]
+    assert select.locator("option").all_inner_texts() == ["local", prod, "All clusters"]   # (issue 40)
     expect(page.locator("#items")).to_contain_text("local-lease")
     select.select_option(prod)
     page.wait_for_url(f"{base}/leases/?namespace={ns}&cluster={prod}")

@@ -399,3 +399,74 @@ def test_remove_forgets_everything_of_the_cluster(upstream, here):
     assert left == "0"
     assert "local-only" in holders(here)   # the local store is untouched
     here.manage("follow", "remove", "copy")
+
+
+def test_all_clusters_overview_counts_exactly_and_follows_a_change(upstream, here):
+    """The all-clusters overview (`/?cluster=*`, issue 40) of the local store and prod, a real
+    followed kubedash: each count equals what the cluster's API lists (whatever the module's other
+    tests left there), and an upstream Lease losing its holder is pushed on the page's socket."""
+    import http.client
+    import re
+    from datetime import datetime, timedelta, timezone
+
+    import websocket  # websocket-client (a dependency of the kubernetes client)
+
+    from conftest import log_in_form
+
+    up = upstream
+    eventually(lambda: holders(here, "/clusters/prod") == holders(up), 30, "prod to be in sync")
+    hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+
+    def expected(server, prefix: str = "") -> dict:
+        def items(path):
+            status, _, body = server.request("GET", f"{prefix}{path}")
+            assert status == 200, body
+            return body["items"]
+
+        def recent(event):
+            seen = event.get("lastTimestamp") or event.get("eventTime") or ""
+            return bool(seen) and datetime.fromisoformat(seen.replace("Z", "+00:00")) > hour_ago
+
+        return {"unheld": sum(not (i.get("spec") or {}).get("holderIdentity") for i in items(f"{LEASES}/leases")),
+                "not_ready": sum(any(s.get("notReadyAddresses") for s in i.get("subsets") or ())
+                                 for i in items("/api/v1/endpoints")),
+                "failed": sum(any(c["type"] == "Failed" and c["status"] == "True"
+                                  for c in (i.get("status") or {}).get("conditions") or ())
+                              for i in items(f"{JOBS}/jobs")),
+                "warnings": sum(e.get("type") == "Warning" and recent(e) for e in items("/api/v1/events"))}
+
+    shell(here, "from dashboard.access.tokens import ensure_user\n"
+                "u = ensure_user('all-viewer', 'viewer'); u.set_password('pw-all-viewer'); u.save()\nprint(1)")
+    conn = http.client.HTTPConnection("127.0.0.1", here.http_port, timeout=30)
+    cookie = log_in_form(conn, here.http_url, "all-viewer", "pw-all-viewer")
+    conn.request("GET", "/?cluster=*", headers={"Cookie": cookie})
+    page = conn.getresponse().read().decode()
+    conn.close()
+
+    def counts(html: str, cluster: str) -> dict:
+        row = re.search(rf'<tr id="all-{cluster}"[^>]*>(.*?)</tr>', html, re.S).group(1)
+        return {k: int(n) for k, n in re.findall(r'data-count="([^"]+)"><a [^>]*>(\d+)<', row)}
+
+    assert counts(page, "local") == expected(here)
+    prod = expected(up)
+    assert counts(page, "prod") == prod
+
+    ws = websocket.create_connection(f"ws://127.0.0.1:{here.http_port}/ws/clusters/", cookie=cookie,
+                                     origin=here.http_url, timeout=5)
+    try:
+        holder_of = holders(up)
+        name = next(n for n, h in sorted(holder_of.items()) if h)
+        set_holder(up, name, "")
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, "no push with prod's new count"
+            try:
+                message = ws.recv()
+            except websocket.WebSocketTimeoutException:
+                continue
+            if message == "beat":
+                ws.send("pong")
+            elif 'id="all-prod"' in message and counts(message, "prod")["unheld"] == prod["unheld"] + 1:
+                break
+    finally:
+        ws.close()

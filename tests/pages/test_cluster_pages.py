@@ -207,13 +207,14 @@ async def test_limited_viewer_websocket_refused_for_prod(world):
 def test_selector_lists_the_clusters_one_may_see(world, login):
     page = html(login("admin").get("/jobs/?cluster=prod"))
     select = page.split('id="cluster-select"')[1].split("</select>")[0]
-    assert re.findall(r'<option value="([^"]+)"', select) == ["local", "prod", "staging"]
+    # ("*": every cluster at once, issue 40)
+    assert re.findall(r'<option value="([^"]+)"', select) == ["local", "prod", "staging", "*"]
     assert '<option value="prod" selected>' in select
     assert '<label for="cluster-select">Cluster</label>' in page
     assert '<form method="get" action="/jobs/" class="cluster-switch"' in page   # the same page, in the chosen one
     limited = html(login("viewer", username="two", clusters=["local", "prod"]).get("/"))
     assert re.findall(r'<option value="([^"]+)"', limited.split('id="cluster-select"')[1].split("</select>")[0]) \
-        == ["local", "prod"]
+        == ["local", "prod", "*"]
 
 
 def test_no_selector_without_followed_clusters(login):

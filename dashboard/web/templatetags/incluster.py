@@ -74,10 +74,12 @@ def cluster_header(context) -> dict:
     if principal is not None and not principal.is_share:
         options = cluster_scope.visible_clusters(principal)
         if len(options) > 1 or (options and options != [name]):
-            out["options"] = options
+            out["options"] = options + ([cluster_scope.ALL] if len(options) > 1 else [])
     if name != clusters.LOCAL:
         row = cluster_scope.followed(name)
         out["banner"] = cluster_scope.staleness(row) if row is not None else None
+    if context.get("all_clusters"):   # every cluster at once (web/all_clusters.py): no one cluster's banner
+        out.update(current=cluster_scope.ALL, local=True, banner=None)
     return out
 
 
