@@ -204,9 +204,8 @@ def thinned_until() -> datetime | None:
     return hit
 
 
-def neighbours(rv: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> tuple[int, int]:
-    """(the newest revision below rv, the oldest above it) in the current cluster, of these kinds
-    (all: empty) and this namespace / name (0: none): the time bar's previous and next change."""
+def _of(kinds: Iterable[str], namespace: str, name: str):
+    """The current cluster's revisions of these kinds (all: empty), namespace and name (any: "")."""
     rows = Revision.objects.all()
     if kinds:
         rows = rows.filter(kind__in=list(kinds))
@@ -214,6 +213,13 @@ def neighbours(rv: int, kinds: Iterable[str] = (), namespace: str = "", name: st
         rows = rows.filter(namespace=namespace)
     if name:
         rows = rows.filter(name=name)
+    return rows
+
+
+def neighbours(rv: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> tuple[int, int]:
+    """(the newest revision below rv, the oldest above it) in the current cluster, of these kinds
+    (all: empty) and this namespace / name (0: none): the time bar's previous and next change."""
+    rows = _of(kinds, namespace, name)
     before = rows.filter(rv__lt=rv).order_by("-rv").values_list("rv", flat=True).first() or 0
     after = rows.filter(rv__gt=rv).order_by("rv").values_list("rv", flat=True).first() or 0
     return before, after
@@ -265,11 +271,5 @@ def oldest_written() -> datetime | None:
 
 def change_times(limit: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> list[datetime]:
     """When the newest `limit` writes of these kinds / namespace / name were made, in the current cluster."""
-    rows = Revision.objects.all()
-    if kinds:
-        rows = rows.filter(kind__in=list(kinds))
-    if namespace:
-        rows = rows.filter(namespace=namespace)
-    if name:
-        rows = rows.filter(name=name)
+    rows = _of(kinds, namespace, name)
     return list(rows.order_by("-rv").values_list("created", flat=True)[:limit])
