@@ -6,6 +6,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from dashboard.access import clusters
 from dashboard.web import kinds
+from dashboard.web.share import shared_namespaces
 
 from .models import DefaultView, SavedView
 
@@ -82,3 +83,17 @@ def view_refusal(principal, view: SavedView) -> str:
     if namespace and not principal.can("list", namespace):
         return f"“{view.name}” shows namespace “{namespace}”, which you may not see."
     return ""
+
+
+def share_address(principal, view: SavedView) -> str:
+    """"Make a share link" for a saved list view: /share/new/ with the view's kind and query
+    (the share form then asks for a label and a lifetime), for a viewer who may share what it
+    shows; "" otherwise (the Overview, a feed, or no right to share it)."""
+    web = next((w for w in kinds.registered() if w.list_url == view.path and w.form is not None), None)
+    if web is None:
+        return ""
+    params = view.params
+    with clusters.within(params.get("cluster") or clusters.LOCAL):
+        if shared_namespaces(principal, params.get("namespace", ""), web.kind) is None:
+            return ""
+    return f"/share/new/?kind={web.kind}" + (f"&{view.query}" if view.query else "")

@@ -53,6 +53,7 @@ def views_page(request):
             continue
         rows = [{"view": v, "page": titles.get(v.path, v.path), "is_default": defaults.get(v.path) == v.pk,
                  "manage": saving.may_manage(principal, request.user, v),
+                 "share": saving.share_address(principal, v),
                  "pinned": pins.pins_of(request.user, {"view": v}).exists()} for v in seen[key]]
         sections.append({"key": key, "title": title, "rows": rows})
     ctx.update(sections=sections, groups=sorted(saving.user_groups(request.user, principal)),

@@ -113,6 +113,21 @@ def test_a_shared_view_never_widens_access(login, leases):
     assert 'id="lease-sv-a--lock"' in body and 'id="lease-sv-b--lock"' not in body
 
 
+def test_a_share_link_is_made_from_a_saved_list_view_by_who_may_share_it(login, leases):
+    editor = login("editor", "sv-sharer")
+    view = save(editor, "/leases/?namespace=sv-a&state=held", "Held in A", shared="everyone")
+    overview = save(editor, "/", "Home", shared="everyone")
+    page = text(editor.get("/views/"))
+    assert 'href="/share/new/?kind=Lease&amp;namespace=sv-a&amp;state=held"' in page
+    assert "Make a share link<span class=\"vh\"> of Home" not in page   # (the Overview is no one kind's view)
+    form = editor.get("/share/new/?kind=Lease&namespace=sv-a&state=held")
+    assert form.status_code == 200 and 'value="sv-a"' in text(form)
+    # A viewer (who may not share) and a limited editor (not for namespace sv-a) are not offered it.
+    assert "Make a share link" not in text(login("viewer", "sv-looker").get("/views/"))
+    elsewhere = text(login("editor", "sv-elsewhere", namespaces=["sv-b"]).get("/views/"))
+    assert view.name in elsewhere and overview.name in elsewhere and "Make a share link" not in elsewhere
+
+
 def test_the_default_view_opens_the_bare_list_and_says_so(login, leases):
     viewer = login("viewer", "sv-default")
     view = save(viewer, "/leases/?namespace=sv-a", "Mine")
