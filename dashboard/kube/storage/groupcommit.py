@@ -1,0 +1,166 @@
+"""Group commit for PostgreSQL's one-message updates (issue 42): the writes of one process that
+wait for the revision lock at the same time go to the database as one message, one implicit
+transaction, one WAL flush.
+
+Each write is one conditional statement (postgresql.py's _record_update with its conditions:
+the typed row still at the revision it was read at, the caller's token): it takes the next
+revision and writes only if its own conditions hold, else writes nothing and answers no row.
+So a message `lock; write 1; write 2; ...` gives each write its own answer, its own revision
+(in statement order, dense: a write whose conditions fail takes none), and a write that fails
+its own checks fails alone (its caller reads again, as after a lost race). The preconditions,
+validation and the new object were computed by each caller before joining, outside the lock.
+
+Leader and followers: the first writer to find no leader commits whatever is queued when its
+turn comes (its own write included) on its own connection; writers arriving meanwhile queue
+and wait (a greenlet on the loop awaits a future, letting the loop serve others; a thread
+waits on an event). Once its batch is committed the leader answers each write, then hands the
+lead to the first writer still queued, if any, and returns. Across processes the advisory lock
+is the queue: each process's leader waits for it with one batch.
+
+If a batch's message raises (it rolled back whole), every write in it runs again alone on its
+own connection: one write's error never becomes another's.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from django.db import connection
+from prometheus_client import Counter, Gauge
+
+from ..postgresql.base import await_on_the_loop, on_the_loop
+
+LEAD = object()    # a follower's turn to lead
+ALONE = object()   # its batch failed: run alone
+
+MOST = 64          # writes in one message at most
+
+COMMITS = Counter("kubedash_group_commit", "PostgreSQL one-message update commits (messages) and the writes "
+                  "they carried (writes / messages: the mean group size)", ["what"])
+WAITING = Gauge("kubedash_group_commit_waiting", "Updates queued behind this process's group-commit leader",
+                multiprocess_mode="livesum")
+
+
+class Pending:
+    """One write waiting: its statement and params, then its answer (a row, None, LEAD, ALONE)."""
+
+    __slots__ = ("sql", "params", "answer", "done", "event", "future", "loop")
+
+    def __init__(self, sql: str, params: list):
+        self.sql, self.params = sql, params
+        self.answer, self.done = None, False
+        self.event = self.future = self.loop = None
+
+
+class GroupCommit:
+    def __init__(self, lock_sql: str):
+        self.lock_sql = lock_sql
+        self.mutex = threading.Lock()
+        self.queue: list[Pending] = []
+        self.leading = False
+
+    def run(self, sql: str, params: list):
+        """sql's answer (its one row, or None), committed with whatever other writes wait."""
+        me = Pending(sql, params)
+        with self.mutex:
+            self.queue.append(me)
+            lead = not self.leading
+            self.leading = True
+        if not lead:
+            WAITING.inc()
+            try:
+                answer = self._wait(me)
+            finally:
+                WAITING.dec()
+            if answer is ALONE:
+                return self._execute([me])[0]
+            if answer is not LEAD:
+                return answer
+        return self._lead(me)
+
+    def _lead(self, me: Pending):
+        """Commit batches until mine is done, answer each, hand the lead on."""
+        try:
+            while not me.done:
+                with self.mutex:
+                    batch, self.queue = self.queue[:MOST], self.queue[MOST:]
+                try:
+                    answers = self._execute(batch)
+                except BaseException as exc:
+                    if batch == [me] or not isinstance(exc, Exception):
+                        for pending in batch:
+                            if pending is not me:
+                                self._answer(pending, ALONE)
+                        raise
+                    answers = [ALONE] * len(batch)
+                for pending, answer in zip(batch, answers):
+                    if pending is me:
+                        me.done, me.answer = True, answer
+                    else:
+                        self._answer(pending, answer)
+        finally:
+            with self.mutex:
+                if self.queue:
+                    heir = self.queue[0]   # (stays queued: its own write is in the next batch)
+                else:
+                    heir, self.leading = None, False
+            if heir is not None:
+                self._answer(heir, LEAD)
+        return self._execute([me])[0] if me.answer is ALONE else me.answer
+
+    def _execute(self, batch: list[Pending]) -> list:
+        """One message: the lock, then each write; each write's row or None."""
+        sql = "; ".join([self.lock_sql, *(p.sql for p in batch)])
+        params = [value for p in batch for value in p.params]
+        answers = []
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            for _ in batch:
+                cursor.nextset()
+                answers.append(cursor.fetchone())
+        COMMITS.labels("messages").inc()
+        COMMITS.labels("writes").inc(len(batch))
+        return answers
+
+    # -----------------------------------------------------------------------------------------
+    # Waiting, on the loop or on a thread
+
+    def _wait(self, me: Pending):
+        if on_the_loop():
+            return await_on_the_loop(self._wait_on_loop, me)
+        with self.mutex:
+            if me.done:
+                return self._take(me)
+            me.event = threading.Event()
+        me.event.wait()
+        return self._take(me)
+
+    async def _wait_on_loop(self, me: Pending):
+        with self.mutex:
+            if me.done:
+                return self._take(me)
+            me.loop = asyncio.get_running_loop()
+            me.future = me.loop.create_future()
+        await me.future
+        return self._take(me)
+
+    @staticmethod
+    def _take(me: Pending):
+        answer = me.answer
+        me.done, me.answer = False, None   # (LEAD: it waits again later as the leader's own)
+        return answer
+
+    def _answer(self, pending: Pending, answer) -> None:
+        with self.mutex:
+            pending.answer, pending.done = answer, True
+            event, future, loop = pending.event, pending.future, pending.loop
+            pending.event = pending.future = pending.loop = None
+        if event is not None:
+            event.set()
+        elif future is not None:
+            loop.call_soon_threadsafe(_resolve, future)
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
