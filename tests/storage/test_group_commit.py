@@ -8,7 +8,10 @@ so a process's writes queue behind its leader and do commit as one message (/met
 """
 from __future__ import annotations
 
+import os
+import random
 import re
+import signal
 import threading
 import time
 import uuid
@@ -17,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import pg_support
-from conftest import served_pair
+from conftest import LiveServer, child_pids, migrate, running, server_env, served_pair
 from manifests import collection, make, write
 
-pytestmark = pytest.mark.postgres
+pytestmark = pytest.mark.postgres   # (and Redis)
 
 REVISION_LOCK = 7411   # dashboard/kube/storage/postgresql.py
 
@@ -57,6 +60,12 @@ def rv(obj: dict) -> int:
     return int(obj["metadata"]["resourceVersion"])
 
 
+def lock_waiters(conn) -> int:
+    """Sessions waiting for the revision lock."""
+    return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s "
+                        "AND NOT granted", (REVISION_LOCK,)).fetchone()[0]
+
+
 def wait_until(check, what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -75,18 +84,18 @@ def test_concurrent_writers_each_get_their_own_answer_in_dense_revision_order(pa
     accepted: list[dict] = []
     refused = 0
 
-    # 1. The revision lock held by the test: each process's first write waits for it as its
-    # leader, the others queue behind that one in the process. a: own-0, own-1 and the contested
-    # Lease twice (one request may wait for a fast-lane connection); b: own-2 and the contested
-    # Lease: of the three PUTs of "contested" at one resourceVersion exactly one is accepted.
+    # 1. The revision lock held by the test: each process's first two writes wait for it as its
+    # leaders (groupcommit.LEADERS), a's other two queue behind them and go as one message.
+    # a: own-0, own-1 and the contested Lease twice (its four fast-lane connections); b: own-2 and
+    # the contested Lease: of the three PUTs of "contested" at one resourceVersion exactly one is
+    # accepted.
     work = [(a, "own-0"), (a, "own-1"), (a, "contested"), (a, "contested"), (b, "own-2"), (b, "contested")]
     with pg_support.connect(pair.dbname) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (REVISION_LOCK,))
         with ThreadPoolExecutor(len(work)) as pool:
             futures = [pool.submit(put, server, objs[name], f"held-{i}") for i, (server, name) in enumerate(work)]
-            wait_until(lambda: metric(a, "kubedash_group_commit_waiting") >= 2
-                       and metric(b, "kubedash_group_commit_waiting") >= 1,
-                       "writes queued behind each process's leader")
+            wait_until(lambda: lock_waiters(holder) == 4 and metric(a, "kubedash_group_commit_waiting") == 2,
+                       "two leaders per process at the lock, a's other two writes queued behind them")
             holder.execute("SELECT pg_advisory_unlock(%s)", (REVISION_LOCK,))
             answers = [f.result() for f in futures]
     for (_, name), (status, out) in zip(work, answers):
@@ -152,3 +161,68 @@ def test_concurrent_writers_each_get_their_own_answer_in_dense_revision_order(pa
     assert [rv(e["object"]) for e in events] == revisions
     by_rv = {rv(out): out for out in accepted}
     assert all(e["object"]["metadata"]["labels"] == by_rv[rv(e["object"])]["metadata"]["labels"] for e in events)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_renewals_loses_no_acknowledged_write(tmp_path):
+    """Two workers on one database, eight clients adding a label to their own Lease by merge
+    patch (one-message updates, grouped); one worker is killed (SIGKILL) mid-way: every
+    acknowledged label is stored, and the log's revisions stay dense."""
+    pg_support.require_postgres()
+    pg_support.require_redis()
+    dbname = pg_support.create_database()
+    try:
+        env = server_env(tmp_path, DATABASE_URL=pg_support.pg_url(dbname),
+                         REDIS_URL=pg_support.redis_url(random.randint(1, 15)))
+        server = LiveServer(tmp_path, "--workers", "2", env=env, label="killed")
+        migrate(server.env)
+        with running(server):
+            wait_until(lambda: len(child_pids(server.proc.pid)) == 2, "two workers")
+            before = child_pids(server.proc.pid)
+            ns = f"killed-{uuid.uuid4().hex[:6]}"
+            for i in range(8):
+                write(server, "POST", "Lease", ns, f"w{i}", make("Lease", ns, f"w{i}"))
+            acknowledged: dict[str, list[str]] = {f"w{i}": [] for i in range(8)}
+            stopping = threading.Event()
+
+            def writer(name: str) -> None:
+                serial = 0
+                while not stopping.is_set():
+                    serial += 1
+                    tag = f"s{serial}"
+                    try:
+                        status, _, _ = server.request("PATCH", collection("Lease", ns) + f"/{name}",
+                                                      {"metadata": {"labels": {tag: "x"}}},
+                                                      content_type="application/merge-patch+json")
+                    except OSError:
+                        continue   # the worker died with this request: not acknowledged
+                    if status == 200:
+                        acknowledged[name].append(tag)
+
+            def count() -> int:
+                return sum(len(tags) for tags in acknowledged.values())
+
+            threads = [threading.Thread(target=writer, args=(name,)) for name in acknowledged]
+            for t in threads:
+                t.start()
+            try:
+                wait_until(lambda: count() >= 80, "writes acknowledged before the kill")
+                victim = min(before)
+                os.kill(victim, signal.SIGKILL)
+                wait_until(lambda: len(child_pids(server.proc.pid)) == 2 and victim not in child_pids(server.proc.pid),
+                           "the killed worker replaced", timeout=60)
+                mark = count()
+                wait_until(lambda: count() >= mark + 80, "writes acknowledged after the kill", timeout=60)
+            finally:
+                stopping.set()
+                for t in threads:
+                    t.join(60)
+            for name, tags in acknowledged.items():
+                status, _, final = server.request("GET", collection("Lease", ns) + f"/{name}")
+                assert status == 200
+                assert set(tags) <= set(final["metadata"].get("labels") or {}), f"{name}: an acknowledged write was lost"
+        with pg_support.connect(dbname) as conn:
+            logged = [r for (r,) in conn.execute("SELECT rv FROM kube_revision ORDER BY rv").fetchall()]
+        assert logged == list(range(logged[0], logged[0] + len(logged)))
+    finally:
+        pg_support.drop_database(dbname)

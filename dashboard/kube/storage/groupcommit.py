@@ -10,12 +10,13 @@ So a message `lock; write 1; write 2; ...` gives each write its own answer, its 
 its own checks fails alone (its caller reads again, as after a lost race). The preconditions,
 validation and the new object were computed by each caller before joining, outside the lock.
 
-Leader and followers: the first writer to find no leader commits whatever is queued when its
-turn comes (its own write included) on its own connection; writers arriving meanwhile queue
-and wait (a greenlet on the loop awaits a future, letting the loop serve others; a thread
-waits on an event). Once its batch is committed the leader answers each write, then hands the
-lead to the first writer still queued, if any, and returns. Across processes the advisory lock
-is the queue: each process's leader waits for it with one batch.
+Leaders and followers: a writer that finds fewer than LEADERS leaders at work leads: it sends
+its own write and whatever is queued (up to MOST) as one message on its own connection. Writers
+arriving while LEADERS leaders are at work queue and wait (a greenlet on the loop awaits a
+future, letting the loop serve others; a thread waits on an event). A leader answers each write
+of its message, then hands the lead to the first writer still queued, whose message takes the
+rest. Two leaders keep the database busy: one message holds the lock while the next waits for
+it and the following group forms. Across processes the advisory lock is the queue.
 
 If a batch's message raises (it rolled back whole), every write in it runs again alone on its
 own connection: one write's error never becomes another's.
@@ -34,6 +35,10 @@ LEAD = object()    # a follower's turn to lead
 ALONE = object()   # its batch failed: run alone
 
 MOST = 64          # writes in one message at most
+# Leaders at once: one message holding the lock (or flushing), one waiting for it, while the
+# next group forms in the queue. With one, the lock idles from each commit until the next
+# leader's greenlet or thread has run again and sent its message (fewer writes/s with two processes).
+LEADERS = 2
 
 COMMITS = Counter("kubedash_group_commit", "PostgreSQL one-message update commits (messages) and the writes "
                   "they carried (writes / messages: the mean group size)", ["what"])
@@ -57,15 +62,17 @@ class GroupCommit:
         self.lock_sql = lock_sql
         self.mutex = threading.Lock()
         self.queue: list[Pending] = []
-        self.leading = False
+        self.leaders = 0
 
     def run(self, sql: str, params: list):
         """sql's answer (its one row, or None), committed with whatever other writes wait."""
         me = Pending(sql, params)
         with self.mutex:
-            self.queue.append(me)
-            lead = not self.leading
-            self.leading = True
+            lead = self.leaders < LEADERS
+            if lead:
+                self.leaders += 1
+            else:
+                self.queue.append(me)
         if not lead:
             WAITING.inc()
             try:
@@ -79,34 +86,31 @@ class GroupCommit:
         return self._lead(me)
 
     def _lead(self, me: Pending):
-        """Commit batches until mine is done, answer each, hand the lead on."""
+        """Commit my write and those queued, answer each, hand the lead to the next queued."""
         try:
-            while not me.done:
-                with self.mutex:
-                    batch, self.queue = self.queue[:MOST], self.queue[MOST:]
-                try:
-                    answers = self._execute(batch)
-                except BaseException as exc:
-                    if batch == [me] or not isinstance(exc, Exception):
-                        for pending in batch:
-                            if pending is not me:
-                                self._answer(pending, ALONE)
-                        raise
-                    answers = [ALONE] * len(batch)
-                for pending, answer in zip(batch, answers):
-                    if pending is me:
-                        me.done, me.answer = True, answer
-                    else:
-                        self._answer(pending, answer)
+            with self.mutex:
+                batch = [me, *self.queue[:MOST - 1]]
+                del self.queue[:MOST - 1]
+            try:
+                answers = self._execute(batch)
+            except BaseException as exc:
+                for pending in batch[1:]:
+                    self._answer(pending, ALONE)
+                if len(batch) == 1 or not isinstance(exc, Exception):
+                    raise
+                return self._execute([me])[0]
+            for pending, answer in zip(batch[1:], answers[1:]):
+                self._answer(pending, answer)
+            return answers[0]
         finally:
             with self.mutex:
                 if self.queue:
-                    heir = self.queue[0]   # (stays queued: its own write is in the next batch)
+                    heir = self.queue.pop(0)   # (its write leads its own batch)
                 else:
-                    heir, self.leading = None, False
+                    heir = None
+                    self.leaders -= 1
             if heir is not None:
                 self._answer(heir, LEAD)
-        return self._execute([me])[0] if me.answer is ALONE else me.answer
 
     def _execute(self, batch: list[Pending]) -> list:
         """One message: the lock, then each write; each write's row or None."""
@@ -146,9 +150,7 @@ class GroupCommit:
 
     @staticmethod
     def _take(me: Pending):
-        answer = me.answer
-        me.done, me.answer = False, None   # (LEAD: it waits again later as the leader's own)
-        return answer
+        return me.answer
 
     def _answer(self, pending: Pending, answer) -> None:
         with self.mutex:
