@@ -30,7 +30,7 @@ REVISION_LOCK = 7411   # dashboard/kube/storage/postgresql.py
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    with served_pair(tmp_path_factory, "postgres") as servers:
+    with served_pair(tmp_path_factory, "postgres", KUBEDASH_GROUP_COMMIT="1") as servers:
         yield servers
 
 
@@ -173,7 +173,7 @@ def test_a_worker_killed_mid_renewals_loses_no_acknowledged_write(tmp_path):
     dbname = pg_support.create_database()
     try:
         env = server_env(tmp_path, DATABASE_URL=pg_support.pg_url(dbname),
-                         REDIS_URL=pg_support.redis_url(random.randint(1, 15)))
+                         REDIS_URL=pg_support.redis_url(random.randint(1, 15)), KUBEDASH_GROUP_COMMIT="1")
         server = LiveServer(tmp_path, "--workers", "2", env=env, label="killed")
         migrate(server.env)
         with running(server):
