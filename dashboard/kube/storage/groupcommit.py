@@ -1,6 +1,7 @@
 """Group commit for PostgreSQL's one-message updates (issue 42): the writes of one process that
 wait for the revision lock at the same time go to the database as one message, one implicit
-transaction, one WAL flush.
+transaction, one WAL flush. Only with KUBEDASH_GROUP_COMMIT=1 (off by default: no gain could be
+measured yet, docs/BENCHMARKS.md); else postgresql.py sends each update's message itself.
 
 Each write is one conditional statement (postgresql.py's _record_update with its conditions:
 the typed row still at the revision it was read at, the caller's token): it takes the next
@@ -37,7 +38,7 @@ ALONE = object()   # its batch failed: run alone
 MOST = 64          # writes in one message at most
 # Leaders at once: one message holding the lock (or flushing), one waiting for it, while the
 # next group forms in the queue. With one, the lock idles from each commit until the next
-# leader's greenlet or thread has run again and sent its message (fewer writes/s with two processes).
+# leader's greenlet or thread has run again and sent its message (docs/BENCHMARKS.md).
 LEADERS = 2
 
 COMMITS = Counter("kubedash_group_commit", "PostgreSQL one-message update commits (messages) and the writes "
