@@ -4,7 +4,9 @@ one statement; an update is computed outside the lock and written by one conditi
 guaranteed_update first tries optimistically: it reads (or takes objcache.py's copy at the
 revision the request names: kube's GuaranteedUpdate from its watch cache), computes, and writes
 with one simple-query message that takes the lock, writes only if the typed row still holds the
-revision it read, and commits (one round trip, its own implicit transaction). The lock is then
+revision it read, and commits (one round trip, its own implicit transaction; with
+KUBEDASH_GROUP_COMMIT the writes of this process waiting at the same time share that message and
+its commit: groupcommit.py). The lock is then
 held for that statement alone, not for the read, the Python work and four round trips. The
 message may also check the caller's token (TokenCheck: kube/views.py serves a renewal before
 its token is checked, and throws away any answer but a confirmed write). After OPTIMISTIC_TRIES
@@ -27,6 +29,7 @@ from ..errors import ApiError
 from ..models import Revision
 from ..registry import Resource
 from . import objcache, rows
+from .groupcommit import GroupCommit
 from .interface import (MODIFIED, RV_FIELD, Change, Key, Preconditions, Storage, TokenCheck, TryUpdate, Unconfirmed,
                         log_row, numbered)
 
@@ -35,6 +38,9 @@ MIGRATE_LOCK = 7412    # one `migrate` at a time (never meets the revision lock)
 LOCK = f"SELECT pg_advisory_xact_lock({REVISION_LOCK})"
 
 OPTIMISTIC_TRIES = 3
+
+# This process's one-message updates, committed together when they wait at the same time.
+GROUP = GroupCommit(LOCK)
 
 # The server ended the session (admin_shutdown: pg_terminate_backend, a smart or fast shutdown;
 # crash_shutdown; cannot_connect_now), or class 08, a connection exception: the server's words
@@ -80,11 +86,12 @@ def _conditional_update(model, token_sql: str = "") -> str:
     typed row still holds the revision the object was read at (params: row id, that revision,
     then a TokenCheck's, then _record_update's); else it writes nothing and answers no row. The
     second statement's snapshot is taken after the lock is held: it sees every write that
-    committed before (a writer lets go of the lock only once it committed)."""
+    committed before (a writer lets go of the lock only once it committed). Without the lock,
+    which goes in front of the message (GROUP's: once for every write waiting, groupcommit.py)."""
     table = model._meta.db_table
     column = next(f.column for f in rows.statements(model)["fields"] if f.attname == "current_id")
     unchanged = f"AND EXISTS (SELECT 1 FROM {table} WHERE id = %s AND {column} = %s) "
-    return f"{LOCK}; " + _record_update(model, unchanged + (f"AND {token_sql} " if token_sql else ""))
+    return _record_update(model, unchanged + (f"AND {token_sql} " if token_sql else ""))
 
 
 def _log_params(row: list) -> list:
@@ -179,10 +186,13 @@ class PostgreSQLStorage(Storage):
         statement = _conditional_update(res.model, token_check.sql if token_check is not None else "")
         params = [row_id, read_rv, *(token_check.params if token_check is not None else ()),
                   *_log_params(row), *_typed_values(res, obj), row_id]
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            cursor.nextset()   # (the lock's result)
-            hit = cursor.fetchone()
+        if settings.KUBEDASH_GROUP_COMMIT:
+            hit = GROUP.run(statement, params)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(f"{LOCK}; {statement}", params)
+                cursor.nextset()   # (the lock's result)
+                hit = cursor.fetchone()
         if token_check is not None:
             if hit is None:
                 raise Unconfirmed
