@@ -94,6 +94,27 @@ def test_groups_overage_gives_no_group_roles_and_a_warning(chromium, pair):
     assert "WARNING" in line, line
 
 
+def test_groups_overage_without_a_grant_says_so_on_the_no_access_page(chromium, pair):
+    provider, server = pair
+    provider.set_person("pia", email="pia@example.test", name="Pia", groups=None, claims={
+        "_claim_names": {"groups": "src1"},
+        "_claim_sources": {"src1": {"endpoint": "https://graph.microsoft.com/v1.0/users/pia/getMemberObjects"}}})
+    provider.set_person("quinn", email="quinn@example.test", name="Quinn", groups=[])
+    ctx, page = sign_in(chromium, server, "pia")
+    try:
+        page.wait_for_selector("#no-access")
+        assert "too many groups" in page.inner_text("#groups-overage")
+        page.screenshot(path=str(server.data_dir / "no-access-overage.png"))
+    finally:
+        ctx.close()
+    ctx, page = sign_in(chromium, server, "quinn")      # no groups at all: no word of an overage
+    try:
+        page.wait_for_selector("#no-access")
+        assert page.locator("#groups-overage").count() == 0
+    finally:
+        ctx.close()
+
+
 def test_client_secret_from_a_file(chromium, tmp_path_factory):
     def secret_file(provider, data_dir):
         path = data_dir / "client-secret"
