@@ -39,7 +39,7 @@ from .models import OidcSession, Profile
 log = logging.getLogger(__name__)
 
 EXPIRED_KEY = "kubedash_sign_in_expired"   # a session signed out because its refresh failed
-SESSION_TOKENS = "kubedash_oidc"      # the session's tokens: {access_token, refresh_token, expires_at, id_token, sid, sub}
+SESSION_TOKENS = "kubedash_oidc"      # the session's tokens: {access_token, refresh_token, expires_at, id_token, sid, sub, groups_overage}
 BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
@@ -105,11 +105,17 @@ def claims_of(token: dict) -> dict:
             claims = {**client().userinfo(token=token), **claims}
         except Exception as exc:   # no userinfo endpoint, or it failed: the ID token is what we have
             log.info("userinfo not read: %s", exc)
-    if "_claim_names" in claims and cfg["groups_claim"] in claims["_claim_names"]:
-        # Entra ID's groups overage (over 200 groups): the claim is a link to Microsoft Graph.
+    if groups_overage(claims):
         log.warning("%s: the groups claim is a distributed claim (groups overage), not followed: "
                     "configure the provider to send only the application's groups", claims.get("sub"))
     return claims
+
+
+def groups_overage(claims: dict) -> bool:
+    """Entra ID's groups overage (over 200 groups): the groups claim is a distributed claim, a
+    link to Microsoft Graph (`_claim_names`/`_claim_sources`), which kubedash does not follow."""
+    names = claims.get("_claim_names")
+    return isinstance(names, dict) and config()["groups_claim"] in names
 
 
 @transaction.atomic
@@ -154,7 +160,8 @@ def session_tokens(token: dict, claims: dict) -> dict:
     expires_at = float(token.get("expires_at") or (now + float(token.get("expires_in") or 300)))
     return {"access_token": token.get("access_token"), "refresh_token": token.get("refresh_token"),
             "expires_at": expires_at, "refresh_at": refresh_at(expires_at, now), "id_token": token.get("id_token"),
-            "sid": claims.get("sid", ""), "subject": subject_of(claims)}
+            "sid": claims.get("sid", ""), "subject": subject_of(claims),
+            "groups_overage": groups_overage(claims)}   # (the no-access page says why no group counts)
 
 
 # --- Keeping a session's sign-in fresh -------------------------------------------------------

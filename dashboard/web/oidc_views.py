@@ -118,7 +118,8 @@ def no_access(request):
     if principal.role:
         return HttpResponseRedirect("/")
     return render(request, "registration/no_access.html",
-                  {"username": principal.username, "groups": principal.idp_groups, "contacts": access_contacts()},
+                  {"username": principal.username, "groups": principal.idp_groups, "contacts": access_contacts(),
+                   "groups_overage": (request.session.get(oidc.SESSION_TOKENS) or {}).get("groups_overage")},
                   status=403)
 
 

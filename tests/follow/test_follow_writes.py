@@ -447,3 +447,54 @@ def test_run_again_goes_upstream(up, objects, user):
     assert made["metadata"]["annotations"]["kubedash.io/rerun-of"] == jname
     assert made["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"] == made["metadata"]["uid"]
     assert copy_of("Job", f"{jname}-{suffix}")["metadata"]["uid"] == made["metadata"]["uid"]
+
+
+def test_as_user_carries_an_oidc_users_groups(up, objects):
+    """A person signed in through the identity provider (issue 37), editor in two namespaces by
+    two group bindings: as-user sends their highest grant alone as the kubedash: groups, and
+    their provider's groups beside (docs/FOLLOWING.md), which the upstream matches against its own
+    group bindings: a write in the namespace the kubedash: groups do not carry lands upstream only
+    once the upstream binds the provider's group."""
+    from django.test import Client
+
+    from dashboard.access import bindings, oidc
+    from dashboard.access.principals import principal_for
+    from dashboard.follow import admit
+    from dashboard.follow.writes import impersonation
+    from dashboard.kube import mirror, registry
+
+    follow(up, "as-user")
+    for group, ns in (("oidc-team", "team"), ("oidc-team2", "team2")):
+        bindings.bind(group, "editor", namespaces=[ns])
+    person = oidc.sign_in_user("olive@example.test", ("oidc-team", "oidc-team2"), "https://idp.test#olive")
+    sent = impersonation(principal_for(person))
+    groups = [v for k, v in sent if k == "Impersonate-Group"]
+    assert ("Impersonate-User", "olive@example.test") in sent
+    assert "kubedash:role:editor" in groups and {"oidc-team", "oidc-team2"} <= set(groups)
+    # the namespace the one grant sent as kubedash: groups does not carry
+    carried = {g.split(":", 2)[2] for g in groups if g.startswith("kubedash:namespace:")}
+    assert len(carried) == 1 and carried <= {"team", "team2"}
+    ns = ({"team", "team2"} - carried).pop()
+    group = "oidc-team" if ns == "team" else "oidc-team2"
+
+    name = f"oidc-{objects['lease']}"
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+    status, _, body = up.request("POST", path, lease(name, holder="a", ns=ns))
+    assert status == 201, body
+    res = registry.by_kind("Lease")
+    mirror.mirror("prod", [mirror.Mirrored(res, ns, name, admit.admit(res, body))])
+
+    olive = Client()
+    olive.force_login(person)
+    release = f"/leases/{ns}/{name}/release/?cluster=prod"
+    # the upstream has no binding of her groups: the kubedash: groups alone do not reach ns
+    assert olive.post(release, {"holder": "a"}).status_code == 302
+    assert "the cluster refused" in unescape(text(olive.get(f"/leases/{ns}/{name}/?cluster=prod")))
+    assert up.request("GET", f"{path}/{name}")[2]["spec"]["holderIdentity"] == "a"
+    # bound there too: the provider's group, carried by the write-through, lets her
+    up.manage("group", "bind", group, "--role", "editor", "--namespace", ns)
+    try:
+        assert olive.post(release, {"holder": "a"}).status_code == 302
+        assert not up.request("GET", f"{path}/{name}")[2]["spec"].get("holderIdentity")
+    finally:
+        up.manage("group", "unbind", group)

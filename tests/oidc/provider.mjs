@@ -4,7 +4,7 @@
 // 127.0.0.1 port:  node provider.mjs CONFIG.json
 //
 // CONFIG.json: {"port", "cert", "key" (PEM files: it serves HTTPS, as every real issuer does),
-//   "accounts" (a JSON file {login: {email, name, groups: [...]}}, read again on every lookup, so
+//   "accounts" (a JSON file {login: {email, name, groups: [...] or null, claims: {more claims}}}, read again on every lookup, so
 //   a test changes a person's groups, or removes the person, while signed in), "clients" (client
 //   metadata), "accessTokenTTL", "idTokenTTL" (seconds)}.
 import fs from 'node:fs';
@@ -27,7 +27,11 @@ const provider = new Provider(issuer, {
     return {
       accountId: id,
       async claims() {
-        return { sub: id, email: person.email, email_verified: true, name: person.name, groups: person.groups || [] };
+        const claims = { sub: id, email: person.email, email_verified: true, name: person.name, ...(person.claims || {}) };
+        // "groups": null: no groups claim at all (e.g. Entra ID's overage, sent as "claims":
+        // {"_claim_names": ..., "_claim_sources": ...} instead)
+        if (person.groups !== null) claims.groups = person.groups || [];
+        return claims;
       },
     };
   },
