@@ -101,4 +101,9 @@ def test_only_admins_are_offered_a_group_owner_on_the_page(login):
     assert admin.post("/notifications/rules/", rule).status_code == 302
     assert Rule.objects.get(name="ops-fails").owner_group == "ops-team"
     page = admin.get("/notifications/").content.decode()
-    assert "group ops-team" in page
+    assert 'id="rule-ops-fails"' in page and "group ops-team" in page
+    # Its members see it among their rules; others do not.
+    from django.contrib.auth.models import Group, User
+    User.objects.get(username="plain-viewer").groups.add(Group.objects.create(name="ops-team"))
+    assert 'id="rule-ops-fails"' in viewer.get("/notifications/").content.decode()
+    assert 'id="rule-ops-fails"' not in login("viewer", "other-viewer").get("/notifications/").content.decode()
