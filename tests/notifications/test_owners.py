@@ -3,6 +3,7 @@ rights, every member told in the app, no one else), and a rule on a followed clu
 change there, not of the same change in the local cluster)."""
 import pytest
 
+from chromium import axe_violations, log_in  # noqa: F401 (plugin fixtures)
 from conftest import eventually
 from followed import mirror
 from manifests import lease, write
@@ -107,3 +108,25 @@ def test_only_admins_are_offered_a_group_owner_on_the_page(login):
     User.objects.get(username="plain-viewer").groups.add(Group.objects.create(name="ops-team"))
     assert 'id="rule-ops-fails"' in viewer.get("/notifications/").content.decode()
     assert 'id="rule-ops-fails"' not in login("viewer", "other-viewer").get("/notifications/").content.decode()
+
+
+def test_the_owner_choice_is_labelled_and_axe_clean(chromium, server):
+    from playwright.sync_api import expect
+
+    server.manage("shell", "-c", "from dashboard.access.models import GroupBinding\n"
+                                 "from dashboard.access.tokens import ensure_user\n"
+                                 "GroupBinding.objects.get_or_create(group='on-call', defaults={'role': 'viewer'})\n"
+                                 "u = ensure_user('owner-admin', 'admin'); u.set_password('owner-password-1'); u.save()")
+    ctx = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)   # (to inject axe)
+    try:
+        page = ctx.new_page()
+        log_in(page, server.http_url, "owner-admin", "owner-password-1")
+        page.goto(f"{server.http_url}/notifications/")
+        owner = page.get_by_label("Owner")
+        expect(owner).to_be_visible()
+        owner.select_option("on-call")
+        page.locator("#rule-add-h").scroll_into_view_if_needed()
+        page.screenshot(path="/tmp/kubedash-rule-owner.png", full_page=True)
+        assert axe_violations(page) == []
+    finally:
+        ctx.close()
