@@ -122,7 +122,7 @@ def test_the_owner_choice_is_labelled_and_axe_clean(chromium, server):
         page = ctx.new_page()
         log_in(page, server.http_url, "owner-admin", "owner-password-1")
         page.goto(f"{server.http_url}/notifications/")
-        owner = page.get_by_label("Owner")
+        owner = page.get_by_label("Owner", exact=True)
         expect(owner).to_be_visible()
         owner.select_option("on-call")
         page.locator("#rule-add-h").scroll_into_view_if_needed()
