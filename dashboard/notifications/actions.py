@@ -16,7 +16,7 @@ from dashboard.follow.secrets import encrypt
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 
-from . import delivery, messages
+from . import delivery, messages, owners
 from .models import Channel, Notification, Outbox, Rule
 from .rules import KINDS, rule_refusal
 
@@ -64,7 +64,9 @@ def remove_channel(name: str) -> None:
 
 def add_rule(name: str, kind: str, channels: list[str], owner, *, namespace: str = "", selector: str = "",
              cluster: str = clusters.LOCAL, for_seconds: float = 0, below: float | None = None,
-             reason: str = "") -> Rule:
+             reason: str = "", group: str = "") -> Rule:
+    """A rule owned by `owner`, or, when `group` is given, by that group (`owner`, who makes it, must
+    be an admin without limits; the group must have a binding: its rights are the rule's)."""
     _check_name(name, "a rule")
     why = rule_refusal(kind, for_seconds, below, reason)
     if why:
@@ -76,11 +78,16 @@ def add_rule(name: str, kind: str, channels: list[str], owner, *, namespace: str
             raise ValueError(f"--selector: {err.message}") from None
     if not clusters.NAME_RE.match(cluster or ""):
         raise ValueError(f'cluster "{cluster}" is not a cluster name')
-    principal = principal_for(owner)
+    if group:
+        if not principal_for(owner).is_full_admin:
+            raise ValueError("only admins without namespace or cluster limits make rules for a group")
+        if group not in owners.group_choices():
+            raise ValueError(f'group "{group}" has no group binding (its rights are the rule\'s): add one first')
+    principal = owners.group_principal(group) if group else principal_for(owner)
     with clusters.within(cluster):
         refusal = principal.refusal("get", namespace or None, KINDS[kind].watches)
     if refusal and not (principal.namespaces and not namespace):
-        raise ValueError(f"{owner.get_username()} may not see that: {refusal}")
+        raise ValueError(f"{f'group {group}' if group else owner.get_username()} may not see that: {refusal}")
     found = list(Channel.objects.filter(name__in=channels))
     missing = sorted(set(channels) - {c.name for c in found})
     if missing:
@@ -88,7 +95,8 @@ def add_rule(name: str, kind: str, channels: list[str], owner, *, namespace: str
     try:
         with transaction.atomic():
             rule = Rule.objects.create(name=name, kind=kind, cluster=cluster, namespace=namespace, selector=selector,
-                                       for_seconds=for_seconds, below_percent=below, reason=reason, owner=owner)
+                                       for_seconds=for_seconds, below_percent=below, reason=reason, owner=owner,
+                                       owner_group=group)
             rule.channels.set(found)
     except IntegrityError:
         raise ValueError(f'a rule named "{name}" exists already') from None

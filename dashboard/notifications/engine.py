@@ -30,7 +30,7 @@ import orjson
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 
 from dashboard.access import clusters
-from dashboard.access.principals import Principal, principal_for
+from dashboard.access.principals import Principal
 from dashboard.kube import registry, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.hub import Subscriber, hub
@@ -38,7 +38,7 @@ from dashboard.kube.outage import Outage
 from dashboard.kube.revlog import DELETED
 from dashboard.kube.selectors import parse_label_selector
 
-from . import conf, messages, metrics
+from . import conf, messages, metrics, owners
 from .messages import FIRING, RESOLVED
 from .models import Episode, Rule
 from .rules import KINDS
@@ -78,7 +78,7 @@ class LoadedRule:
     def signature(self):
         r = self.rule
         return (r.pk, r.kind, r.cluster, r.namespace, r.selector, r.for_seconds, r.below_percent, r.reason,
-                r.owner_id, r.muted_until, tuple(c.pk for c in self.channels), self.principal)
+                r.owner_id, r.owner_group, r.muted_until, tuple(c.pk for c in self.channels), self.principal)
 
 
 def load_rules() -> list[LoadedRule]:
@@ -88,7 +88,7 @@ def load_rules() -> list[LoadedRule]:
             selector = parse_label_selector(rule.selector) if rule.selector else None
         except ApiError:
             continue   # (checked when made)
-        out.append(LoadedRule(rule, principal_for(rule.owner), selector, list(rule.channels.all())))
+        out.append(LoadedRule(rule, owners.rule_principal(rule), selector, list(rule.channels.all())))
     return out
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from dashboard.access.signals import record as record_notice
 from dashboard.kube.formats import format_time
 
-from . import conf
+from . import conf, owners
 from .models import Channel, Notification, Outbox, Rule
 
 FIRING, RESOLVED = "firing", "resolved"
@@ -61,7 +61,8 @@ def text(payload: dict) -> str:
 
 
 def write(rule: Rule, payload: dict, channels: list[Channel] | None = None) -> int:
-    """(Inside the decision's transaction) the outbox rows and the owner's notification; how many
+    """(Inside the decision's transaction) the outbox rows and the owner's notification (a group
+    owner's: each member's); how many
     outbox rows. A muted rule writes nothing."""
     if rule.muted():
         return 0
@@ -69,6 +70,7 @@ def write(rule: Rule, payload: dict, channels: list[Channel] | None = None) -> i
     now = timezone.now()
     Outbox.objects.bulk_create([Outbox(message_id=payload["id"], channel=c, rule=rule, payload=payload, created=now,
                                        next_attempt_at=now) for c in channels])
-    Notification.objects.create(user_id=rule.owner_id, message_id=payload["id"], payload=payload, created=now)
-    record_notice(bell_subject(rule.owner_id))
+    for user_id in owners.recipients(rule):
+        Notification.objects.create(user_id=user_id, message_id=payload["id"], payload=payload, created=now)
+        record_notice(bell_subject(user_id))
     return len(channels)

@@ -40,6 +40,9 @@ class Rule(models.Model):
     below_percent = models.FloatField(null=True, blank=True)
     reason = models.CharField(max_length=500, blank=True, default="")       # a regex (warning-event)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_rules")
+    # A group owns the rule instead (an admin made it): evaluated with the group's binding's rights
+    # (access/models.py GroupBinding), its in-app notifications go to every member (owners.py).
+    owner_group = models.CharField(max_length=256, blank=True, default="")
     channels = models.ManyToManyField(Channel, blank=True, related_name="rules")
     muted_until = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
@@ -102,7 +105,8 @@ class Outbox(models.Model):
 
 
 class Notification(models.Model):
-    """In the app: one per message for the rule's owner (the bell counts the unread ones)."""
+    """In the app: one per message for the rule's owner, or each member of its owning group (the
+    bell counts the unread ones)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
     message_id = models.CharField(max_length=200)

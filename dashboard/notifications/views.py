@@ -6,14 +6,16 @@ from functools import wraps
 
 from django import forms
 from django.contrib import messages as flash
+from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from dashboard.access.principals import principal_for
+from dashboard.saved.saving import user_groups
 from dashboard.web.share import forbidden, user_required
 
-from . import actions
+from . import actions, owners
 from .delivery import ERRORS
 from .models import Channel, Notification, Outbox, Rule
 from .rules import KINDS
@@ -41,14 +43,22 @@ class RuleForm(forms.Form):
     below = forms.FloatField(label="Below (percent)", required=False, min_value=0, max_value=100)
     reason = forms.CharField(label="Reason (regex)", required=False, max_length=500)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, admin=False, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["channels"].choices = [(c.name, c.name) for c in Channel.objects.all()]
+        groups = owners.group_choices() if admin else []
+        if groups:   # only admins make rules a group owns; the groups are those with a binding
+            self.fields["owner_group"] = forms.ChoiceField(
+                label="Owner", required=False, choices=[("", "Me")] + [(g, f"Group {g}") for g in groups],
+                help_text="A group: evaluated with the group binding's rights, every member is told in the app.")
 
 
 def _rules_for(principal, user):
     rules = Rule.objects.select_related("owner").prefetch_related("channels")
-    return rules if principal.is_full_admin else rules.filter(owner=user)
+    if principal.is_full_admin:
+        return rules
+    mine = Q(owner=user, owner_group="") | Q(owner_group__in=user_groups(user, principal) | set(principal.idp_groups))
+    return rules.filter(mine)
 
 
 def _page(request, channel_form=None, rule_form=None, status=200):
@@ -64,7 +74,7 @@ def _page(request, channel_form=None, rule_form=None, status=200):
         "notes": notes, "unread": sum(1 for n in notes if n.read_at is None),
         "rules": [{"rule": r, "muted": r.muted(now)} for r in rules],
         "channels": list(Channel.objects.all()), "log": list(log[:100]), "errors": ERRORS,
-        "channel_form": channel_form or ChannelForm(prefix="channel"), "rule_form": rule_form or RuleForm(prefix="rule"),
+        "channel_form": channel_form or ChannelForm(prefix="channel"), "rule_form": rule_form or RuleForm(prefix="rule", admin=principal.is_full_admin),
         "may_manage_channels": principal.is_full_admin}, status=status)
     response["Cache-Control"] = "no-store"
     return response
@@ -132,13 +142,14 @@ def channel_remove(request, name: str):
 @user_required
 @require_http_methods(["POST"])
 def rule_add(request):
-    form = RuleForm(request.POST, prefix="rule")
+    form = RuleForm(request.POST, prefix="rule", admin=principal_for(request.user).is_full_admin)
     if form.is_valid():
         d = form.cleaned_data
         try:
             rule = actions.add_rule(d["name"], d["kind"], d["channels"], request.user, namespace=d["namespace"],
                                     selector=d["selector"], cluster=d["cluster"] or "local",
-                                    for_seconds=d["for_seconds"] or 0, below=d["below"], reason=d["reason"])
+                                    for_seconds=d["for_seconds"] or 0, below=d["below"], reason=d["reason"],
+                                    group=d.get("owner_group") or "")
         except ValueError as err:
             form.add_error(None, str(err)[:1].upper() + str(err)[1:])
         else:

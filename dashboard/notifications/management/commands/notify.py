@@ -4,7 +4,8 @@
     notify channel remove NAME
     notify channel test NAME                       a test message through the outbox
     notify rule add NAME --when KIND [--to CHANNEL…] [--namespace NS] [--selector SEL]
-                    [--cluster C] [--for SECONDS] [--below PERCENT] [--reason REGEX] [--owner USER]
+                    [--cluster C] [--for SECONDS] [--below PERCENT] [--reason REGEX]
+                    [--owner USER | --group GROUP]      a group owner: its binding's rights, every member told
     notify rule remove NAME
     notify rule mute NAME --minutes M              (0: unmute)
     notify list                                    channels (masked), rules, the delivery log's last messages
@@ -48,6 +49,9 @@ class Command(BaseCommand):
         radd.add_argument("--reason", default="", metavar="REGEX")
         radd.add_argument("--owner", default="", help="whose rights it is evaluated with, who sees it in the app "
                                                       "(default: the first admin)")
+        radd.add_argument("--group", "--owner-group", dest="group", default="",
+                          help="a group owns it: evaluated with the group's binding's rights, every member "
+                               "sees it in the app (made by --owner, or the first admin)")
         rule.add_parser("remove").add_argument("name")
         mute = rule.add_parser("mute")
         mute.add_argument("name")
@@ -86,8 +90,9 @@ class Command(BaseCommand):
                 raise ValueError("no admin to own the rule: name one with --owner USER")
         rule = actions.add_rule(o["name"], o["when"], o["to"], owner, namespace=o["namespace"],
                                 selector=o["selector"], cluster=o["cluster"], for_seconds=o["for_seconds"],
-                                below=o["below"], reason=o["reason"])
-        self.stdout.write(f"rule {rule.name} added: {rule.kind} -> {', '.join(o['to']) or '(in the app only)'} (owner {owner.get_username()})")
+                                below=o["below"], reason=o["reason"], group=o["group"])
+        who = f"group {rule.owner_group}" if rule.owner_group else owner.get_username()
+        self.stdout.write(f"rule {rule.name} added: {rule.kind} -> {', '.join(o['to']) or '(in the app only)'} (owner {who})")
 
     def _rule_remove(self, o):
         actions.remove_rule(o["name"])
@@ -115,7 +120,7 @@ class Command(BaseCommand):
                                          r.reason and f"reason={r.reason}") if x)
             muted = " (muted)" if r.muted() else ""
             w(f"  {r.name:<24} {r.kind:<22} -> {','.join(c.name for c in r.channels.all()) or '(in-app only)'} "
-              f"{scope} owner={r.owner.get_username()}{muted}")
+              f"{scope} owner={'group:' + r.owner_group if r.owner_group else r.owner.get_username()}{muted}")
         w("DELIVERIES (latest 20)")
         for m in Outbox.objects.select_related("channel")[:20]:
             w(f"  {m.message_id:<48} {m.channel.name:<16} {m.status:<9} attempts={m.attempts} {m.last_error}")
