@@ -35,7 +35,7 @@ def user_groups(user, principal=None) -> set[str]:
     """The names of the groups a user is in: Django's auth groups, and the principal's own (an
     identity provider's groups, where sign-in brings them)."""
     names = set(user.groups.values_list("name", flat=True)) if user is not None and user.pk else set()
-    return names | set(getattr(principal, "groups", ()) or ())
+    return names | set(getattr(principal, "idp_groups", ()) or ()) | set(getattr(principal, "groups", ()) or ())
 
 
 def visible_views(user, principal=None) -> dict[str, list[SavedView]]:

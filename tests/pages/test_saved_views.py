@@ -97,6 +97,18 @@ def test_a_view_shared_with_a_group_is_seen_by_its_members_only(login, leases):
     assert not SavedView.objects.filter(pk=view.pk).exists()
 
 
+def test_a_view_shared_with_a_group_reaches_the_identity_providers_members(login, leases):
+    from dashboard.access.models import GroupBinding, Profile
+
+    owner, member = login("editor", "sv-idp-owner"), login("viewer", "sv-idp-member")
+    # Their groups come from the identity provider (kept on the profile at sign-in and refresh).
+    GroupBinding.objects.create(group="idp-team", role="viewer")
+    Profile.objects.filter(user__username__in=["sv-idp-owner", "sv-idp-member"]).update(groups=["idp-team"])
+    view = save(owner, "/leases/?namespace=sv-a", "IdP team leases", shared="groups", groups=["idp-team"])
+    assert menu_views(member) == [view.name]
+    assert menu_views(login("viewer", "sv-idp-other")) == []
+
+
 def test_a_shared_view_never_widens_access(login, leases):
     admin = login("admin")
     other_ns = save(admin, "/leases/?namespace=sv-b", "B leases", shared="everyone")
