@@ -27,7 +27,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
-from dashboard.kube import lists, revlog, store
+from dashboard.kube import asof, lists, revlog, store
 from dashboard.kube.errors import ApiError
 from dashboard.kube.registry import backend, from_storage
 from dashboard.kube.selectors import parse_label_selector
@@ -84,8 +84,12 @@ def download(request, web: kinds.KindWeb, principal: Principal, filters) -> Http
     now = cluster_scope.moment()
     keys = warnings.warned_keys(web.kind, now, namespaces) if filters.warnings else None
     state = web.view_filter(filters.state, dict(filters.columns))
-    if filters.sort:
-        rv, batches = _sorted(web, namespaces, selector, filters.q, filters.sort, now, keys, state)
+    at = asof.current()
+    if filters.sort or at is not None:   # (as of a past moment: the typed rows hold then, not the log's lists)
+        rv, batches = _sorted(web, namespaces, selector, filters.q, filters.sort or filters.default_sort or "namespace",
+                              now, keys, state)
+        if at is not None:
+            batches = _pinned(at, batches)
     else:
         rv, batches = _snapshot(web, namespaces, selector, filters.q, keys, state)
     if fmt == "csv":   # the chosen columns (?columns=), else the kind's own
@@ -150,6 +154,13 @@ def _sorted(web: kinds.KindWeb, namespaces, selector, q: str, sort: str, now: da
                 yield found
 
     return rv, batches()
+
+
+def _pinned(at, batches: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
+    """The batches read as of `at` again: the body is sent after the request's pinned block
+    (timetravel.py) has ended, so its reads pin the same revision themselves."""
+    with asof.pinned(at):
+        yield from batches
 
 
 def _bytes(text) -> bytes:

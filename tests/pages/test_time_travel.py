@@ -72,7 +72,8 @@ def story():
 def page(client, path: str, at: str = ""):
     joiner = "&" if "?" in path else "?"
     r = client.get(path + (f"{joiner}at={at}" if at else ""))
-    return r.status_code, unescape(r.content.decode())
+    body = b"".join(r.streaming_content) if r.streaming else r.content   # (an export streams)
+    return r.status_code, unescape(body.decode())
 
 
 def rows(html: str) -> set[str]:
@@ -366,3 +367,20 @@ def test_pages_that_do_not_travel_have_no_time_bar(story, login):
     client = login("admin")
     assert 'id="asof-banner"' not in page(client, "/search/?q=leader")[1]
     assert 'id="asof-banner"' in page(client, "/leases/")[1]
+
+
+def test_exports_and_columns_travel_too(story, login):
+    """A list's export (`?format=`) and chosen columns as of then: the file holds the objects as
+    they were, not as they are."""
+    import json as jsonlib
+
+    client = login("admin")
+    for moment, holder, names in (("before", "node-a", {"leader", "doomed"}), ("after", "node-c", {"leader"})):
+        status, body = page(client, f"/leases/?namespace={NS}&format=json", f"rv:{story[moment]}")
+        assert status == 200, body[:300]
+        items = {o["metadata"]["name"]: o for o in jsonlib.loads(body)["items"]}
+        assert set(items) == names and items["leader"]["spec"]["holderIdentity"] == holder, moment
+        status, body = page(client, f"/leases/?namespace={NS}&format=csv&sort=name", f"rv:{story[moment]}")
+        assert status == 200 and holder in body and ("doomed" in body) == ("doomed" in names), (moment, body[:300])
+    status, body = page(client, f"/leases/?namespace={NS}&columns=name,holder", f"rv:{story['before']}")
+    assert status == 200 and "node-a" in body and "node-c" not in body
