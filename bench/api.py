@@ -177,14 +177,15 @@ def children_cpu_seconds() -> float:
 
 
 def run_wrk(wrk: str, server: BenchServer, url_path: str, connections: int, duration: float,
-            script: str = "wrk_report.lua", env: dict | None = None) -> tuple[dict, float]:
+            script: str = "wrk_report.lua", env: dict | None = None, token: str = "") -> tuple[dict, float]:
     """Run wrk (a separate process, threads == connections); returns (its result, server CPU).
+    `token`: the bearer token to send (default: the server's admin token).
 
     The result also gets "wrk_cpu" and "other_cpu": cores used by wrk, and by everything else
     on the machine (other work sharing the cores makes the figures pessimistic). wrk takes whole
     seconds only: the duration is rounded (at least 1 s)."""
     cmd = [wrk, f"-t{connections}", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s",
-           "-H", f"Authorization: Bearer {server.token}", "-s", script,
+           "-H", f"Authorization: Bearer {token or server.token}", "-s", script,
            f"http://127.0.0.1:{server.port}{url_path}"]
     cpu_before, wall_before = server.cpu_seconds(), time.monotonic()
     host_before, wrk_before = host_busy_seconds(), children_cpu_seconds()
