@@ -384,3 +384,26 @@ def test_exports_and_columns_travel_too(story, login):
         assert status == 200 and holder in body and ("doomed" in body) == ("doomed" in names), (moment, body[:300])
     status, body = page(client, f"/leases/?namespace={NS}&columns=name,holder", f"rv:{story['before']}")
     assert status == 200 and "node-a" in body and "node-c" not in body
+
+
+def test_an_export_as_of_then_through_the_real_server(kube_server):
+    """The export's body is sent by the server after the request's pinned block: through
+    `manage.py serve` (its own threads and contexts, not the test client's), as of then too."""
+    import json as jsonlib
+
+    ns = "tt-live"
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+    status, _, made = kube_server.request("POST", path, lease("leader", holder="node-a", ns=ns, duration=3600))
+    assert status == 201, made
+    before = made["metadata"]["resourceVersion"]
+    kube_server.request("POST", path, lease("doomed", holder="node-x", ns=ns))
+    current = kube_server.request("GET", f"{path}/leader")[2]
+    current["spec"]["holderIdentity"] = "node-b"
+    assert kube_server.request("PUT", f"{path}/leader", current)[0] == 200
+    cookie = {"Cookie": f"sessionid={kube_server.session('tt-export', 'viewer')}"}
+    for fmt in ("json", "csv"):
+        status, headers, body = kube_server.request(
+            "GET", f"/leases/?namespace={ns}&format={fmt}&at=rv:{before}", headers=cookie)
+        text = body.decode() if isinstance(body, bytes) else jsonlib.dumps(body)
+        assert status == 200, (fmt, text[:300])
+        assert "node-a" in text and "node-b" not in text and "doomed" not in text, (fmt, text[:500])
