@@ -100,7 +100,10 @@ KNOWN_FORMS = {"login", "logout", "share_new", "share_revoke", "share_leave", "t
 ACCOUNT_ROUTES = KNOWN_FORMS | {"share_open", "share_list"} | {
     # a person's own saved views and pins (dashboard/saved): addresses and bookmarks, no cluster state
     "saved-views", "saved-save", "saved-palette", "saved-open", "saved-change", "saved-delete", "saved-default",
-    "pin"}
+    "pin",
+    # a person's own notification rules (evaluated with their own rights) and read marks; channels
+    # stay admin-only and are checked here
+    "notification_rule_add", "notification_rule_mute", "notification_rule_remove", "notifications_read"}
 
 
 # ---------------------------------------------------------------------------------------------
