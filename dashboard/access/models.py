@@ -5,6 +5,11 @@ from django.conf import settings
 from django.db import models
 
 
+# The session key holding the Profile's session_epoch at sign-in (signals.py writes it,
+# sessions.py compares it: a raised epoch ends every older session).
+EPOCH_KEY = "kubedash_epoch"
+
+
 class Role(models.TextChoices):
     ADMIN = "admin"
     EDITOR = "editor"
@@ -19,7 +24,7 @@ class Profile(models.Model):
     # Empty: every cluster. Otherwise the only clusters (access/clusters.py) this user may see.
     clusters = models.JSONField(default=list, blank=True)
     # Bumped by logout: every session signed in before it stops (access/sessions.py).
-    session_epoch = models.PositiveIntegerField(default=0)
+    session_epoch = models.PositiveIntegerField(default=0)   # a session holds it under EPOCH_KEY
     # The groups the identity provider last said this person is in (OpenID Connect sign-in and
     # each token refresh, access/oidc.py): what their GroupBindings are looked up by.
     groups = models.JSONField(default=list, blank=True)

@@ -19,9 +19,7 @@ from django.http import HttpResponseRedirect
 
 from . import oidc
 from .middleware import EitherModeMiddleware
-from .models import Profile
-
-EPOCH_KEY = "kubedash_epoch"
+from .models import EPOCH_KEY, Profile
 
 
 def _epoch(user) -> int:

@@ -25,9 +25,8 @@ from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import Signal
 from django.utils import timezone
 
-from .models import AccessChange, ApiToken, GroupBinding, Profile, Role, ShareLink, username_subject
+from .models import EPOCH_KEY, AccessChange, ApiToken, GroupBinding, Profile, Role, ShareLink, username_subject
 from .principals import full_admin_role
-from .sessions import EPOCH_KEY
 
 log = logging.getLogger(__name__)
 
