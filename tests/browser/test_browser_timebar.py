@@ -34,15 +34,21 @@ def test_time_bar_keys_step_through_changes(axe_page, kube_server, ns, tmp_path)
     assert page.locator("#timebar-marks option").count() >= 1   # the changes of these leases (to the second), marked
     assert axe_violations(page) == []
 
-    # "]": the next change (here: the second holder change, this namespace's newest).
+    # "]": the next change (here: the second holder change, this namespace's newest), in place:
+    # the page is not reloaded (a mark left on its window stays), its content is the new moment's.
+    page.evaluate("window.__stayed = true")
     page.keyboard.press("]")
     page.wait_for_url(re.compile(r"at=rv%3A\d+"))
     assert int(re.search(r"at=rv%3A(\d+)", page.url).group(1)) > first
+    expect(page.locator(f"#lease-{ns}--leader")).to_contain_text("node-c")
+    assert page.evaluate("window.__stayed === true"), "moving between past moments reloaded the page"
     # "[": back, to the change before.
     at_now = int(re.search(r"at=rv%3A(\d+)", page.url).group(1))
     page.keyboard.press("[")
     page.wait_for_url(re.compile(rf"at=rv%3A(?!{at_now}\b)\d+"))
     assert int(re.search(r"at=rv%3A(\d+)", page.url).group(1)) < at_now
+    expect(page.locator(f"#lease-{ns}--leader")).to_contain_text("node-b")
+    assert page.evaluate("window.__stayed === true")
     # Typing in a field is not a key for the bar.
     page.focus("#timebar-at")
     url = page.url
