@@ -143,7 +143,8 @@ def context(request) -> dict:
     live = request.GET.copy()
     live.pop(PARAM, None)
     out = {"timebar": True, "timebar_live": request.path + (f"?{live.urlencode()}" if live else ""),
-           "timebar_path": cluster_scope.in_cluster(request.path),   # (a GET form: its fields replace this query) "timebar_fields": [(k, v) for k, values in back.lists() for v in values],
+           "timebar_path": cluster_scope.in_cluster(request.path),   # (a GET form: its fields replace this query)
+           "timebar_fields": [(k, v) for k, values in back.lists() for v in values],
            "timebar_presets": [(label, _moved(request, back, ago(seconds)))
                                for label, seconds in (("5 min ago", 300), ("1 h ago", 3600), ("1 day ago", 86400))]}
     newest = store.current_revision()

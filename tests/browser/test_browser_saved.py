@@ -28,7 +28,7 @@ def test_save_a_view_and_the_command_palette(wide_page, kube_server, ns):
     page.screenshot(path="/tmp/kubedash-views.png", full_page=True)
     # The main menu's "Views" opens the list of saved views, this one among them.
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Views", exact=True).click()
-    expect(page.get_by_role("link", name=f"Leases of {ns}")).to_be_visible()
+    expect(page.get_by_role("link", name=f"Leases of {ns}", exact=True)).to_be_visible()
 
     # ":" opens the palette: a combobox in a dialog, with suggestions.
     page.goto(base + "/")

@@ -130,18 +130,23 @@ def test_share_link_is_live_read_only_and_revocable(chromium, editor_state, kube
         assert_not_reloaded(visitor)
 
         # --- Nothing on the page writes -------------------------------------------------
-        # Two forms: "Leave shared view", and the filters, a GET search of this same page (it
-        # only narrows what the link shows: the link's own scope always applies).
+        # Three forms: "Leave shared view"; the filters, a GET search of this same page (it
+        # only narrows what the link shows: the link's own scope always applies); and the time
+        # bar, a GET of this same page as of another moment (issue 38: read-only too).
         forms = visitor.eval_on_selector_all("form", """fs => fs.map(f => ({
             method: f.method, action: f.getAttribute('action'), role: f.getAttribute('role'),
             text: f.innerText.trim(), csrf: !!f.querySelector('[name=csrfmiddlewaretoken]')}))""")
-        assert len(forms) == visitor.locator("form").count() == 2, forms
-        leave, search = sorted(forms, key=lambda f: f["method"], reverse=True)
+        assert len(forms) == visitor.locator("form").count() == 3, forms
+        leave = next(f for f in forms if f["method"] == "post")
+        search = next(f for f in forms if f["role"] == "search")
+        timebar = next(f for f in forms if f not in (leave, search))
         assert (leave["method"], leave["action"], leave["text"]) == ("post", "/s/leave/", "Leave shared view")
         assert (search["method"], search["action"], search["role"], search["csrf"]) == ("get", None, "search", False)
+        assert (timebar["method"], timebar["action"], timebar["csrf"]) == ("get", "/leases/", False)
         assert [f for f in forms if f["method"] != "get"] == [leave]
-        buttons = visitor.get_by_role("button").all_inner_texts()
-        assert sorted(b.strip() for b in buttons) == ["Apply", "Leave shared view"], buttons
+        # (and the rows' copy buttons, which copy a name to the clipboard: nothing written)
+        buttons = [b.strip() for b in visitor.get_by_role("button").all_inner_texts() if b.strip() not in ("Copy", "ns/name")]
+        assert sorted(buttons) == ["Apply", "Go", "Leave shared view"], buttons
         # (and the column headers' sort links: this view, in another order)
         sorts = visitor.locator("thead a.sort").evaluate_all("els => els.map(e => e.getAttribute('href'))")
         assert len(sorts) == 8 and all(h.startswith(f"?namespace={ns}&sort=") for h in sorts), sorts   # 7 columns + Age
@@ -158,7 +163,9 @@ def test_share_link_is_live_read_only_and_revocable(chromium, editor_state, kube
         resp = probe.goto(f"{base}/leases/{ns}/leader/")
         assert resp.status == 200
         expect(probe.locator("#detail .facts")).to_contain_text("node-b")
-        assert probe.locator("form").count() == 1        # Leave shared view, nothing else
+        # Leave shared view and the time bar (a GET of this page as of another moment), nothing else
+        assert probe.locator("form").count() == 2
+        assert probe.locator("form[method=post]").count() == 1 and probe.locator("form[data-timebar]").count() == 1
         # (Download YAML is a read: the YAML the page shows, as a file.)
         assert [t.strip() for t in probe.get_by_role("link", name=re.compile("edit|delete|release|yaml", re.I))
                 .all_inner_texts()] == ["Download YAML"]

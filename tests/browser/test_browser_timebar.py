@@ -4,6 +4,7 @@ moment it is released at; a page as of a past moment says so, and axe finds noth
 from __future__ import annotations
 
 import re
+import time
 
 from chromium import api, axe_violations, held_lease, leases_path, signed_in_page
 
@@ -22,6 +23,11 @@ def test_time_bar_keys_step_through_changes(axe_page, kube_server, ns, tmp_path)
     api(kube_server, "POST", leases_path(ns), held_lease(ns, "leader", "node-a", duration=30))
     first = int(api(kube_server, "PATCH", leases_path(ns, "leader"), {"spec": {"holderIdentity": "node-b"}},
                     merge=True)["metadata"]["resourceVersion"])
+    # The slider moves to the second of the first change: the second change comes in a later
+    # second, or that moment would hold both.
+    started = int(time.time())
+    while int(time.time()) == started:
+        time.sleep(0.05)
     second = int(api(kube_server, "PATCH", leases_path(ns, "leader"), {"spec": {"holderIdentity": "node-c"}},
                      merge=True)["metadata"]["resourceVersion"])
     page.goto(f"{base}/leases/?namespace={ns}&at=rv:{first}")
