@@ -281,7 +281,9 @@ BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 
 def remember_session(session, user, tokens: dict) -> None:
     OidcSession.objects.update_or_create(session_key=session.session_key, defaults={
-        "user": user, "sid": tokens.get("sid") or "", "subject": tokens["subject"]})
+        # (a sid longer than the column, which OpenID Connect does not bound, is not kept: that
+        # session is then ended by its subject's back-channel logout only)
+        "user": user, "sid": sid if len(sid := tokens.get("sid") or "") <= 255 else "", "subject": tokens["subject"]})
 
 
 def end_session_url(tokens: dict | None, post_logout_redirect_uri: str) -> str | None:
