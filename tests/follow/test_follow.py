@@ -379,28 +379,6 @@ def test_share_link_for_prod_is_live_and_read_only(upstream, here, chromium):
 
 
 @pytest.mark.slow
-def test_remove_forgets_everything_of_the_cluster(upstream, here):
-    """`follow remove`: prod's objects go (as DELETED revisions), its API answers 404, and
-    upstream writes afterwards bring nothing back (the follower stops, and a write it had in
-    flight is refused under the write lock)."""
-    # A second follower of the same upstream: it shows when an upstream write has reached here.
-    kubeconfig = upstream.kubeconfig(here.data_dir / "copy.kubeconfig", "follower", "viewer")
-    here.manage("follow", "add", "copy", "--kubeconfig", str(kubeconfig))
-    eventually(lambda: holders(here, "/clusters/copy") == holders(upstream), 30, "the second follower's sync")
-    here.manage("follow", "remove", "prod")
-    status, _, body = here.request("GET", f"/clusters/prod{LEASES}/leases")
-    eventually(lambda: here.request("GET", f"/clusters/prod{LEASES}/leases")[0] == 404, 5, "prod's API to go")
-    eventually(lambda: "follow: stopped following prod" in (here.data_dir / "server.log").read_text(), 20,
-               "prod's follower to stop")
-    upstream.request("POST", f"{LEASES}/namespaces/team/leases", lease("after-remove", "x"))
-    eventually(lambda: "after-remove" in holders(here, "/clusters/copy"), 20, "the write to reach the other follower")
-    left = shell(here, "from dashboard.coordination.models import Lease\n"
-                       "print(Lease.everywhere.filter(cluster='prod').count())\n")
-    assert left == "0"
-    assert "local-only" in holders(here)   # the local store is untouched
-    here.manage("follow", "remove", "copy")
-
-
 def test_all_clusters_overview_counts_exactly_and_follows_a_change(upstream, here):
     """The all-clusters overview (`/?cluster=*`, issue 40) of the local store and prod, a real
     followed kubedash: each count equals what the cluster's API lists (whatever the module's other
@@ -470,3 +448,25 @@ def test_all_clusters_overview_counts_exactly_and_follows_a_change(upstream, her
                 break
     finally:
         ws.close()
+
+
+def test_remove_forgets_everything_of_the_cluster(upstream, here):
+    """`follow remove`: prod's objects go (as DELETED revisions), its API answers 404, and
+    upstream writes afterwards bring nothing back (the follower stops, and a write it had in
+    flight is refused under the write lock)."""
+    # A second follower of the same upstream: it shows when an upstream write has reached here.
+    kubeconfig = upstream.kubeconfig(here.data_dir / "copy.kubeconfig", "follower", "viewer")
+    here.manage("follow", "add", "copy", "--kubeconfig", str(kubeconfig))
+    eventually(lambda: holders(here, "/clusters/copy") == holders(upstream), 30, "the second follower's sync")
+    here.manage("follow", "remove", "prod")
+    status, _, body = here.request("GET", f"/clusters/prod{LEASES}/leases")
+    eventually(lambda: here.request("GET", f"/clusters/prod{LEASES}/leases")[0] == 404, 5, "prod's API to go")
+    eventually(lambda: "follow: stopped following prod" in (here.data_dir / "server.log").read_text(), 20,
+               "prod's follower to stop")
+    upstream.request("POST", f"{LEASES}/namespaces/team/leases", lease("after-remove", "x"))
+    eventually(lambda: "after-remove" in holders(here, "/clusters/copy"), 20, "the write to reach the other follower")
+    left = shell(here, "from dashboard.coordination.models import Lease\n"
+                       "print(Lease.everywhere.filter(cluster='prod').count())\n")
+    assert left == "0"
+    assert "local-only" in holders(here)   # the local store is untouched
+    here.manage("follow", "remove", "copy")
