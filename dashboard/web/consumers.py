@@ -50,7 +50,7 @@ FLUSH_SECONDS = 0.05   # coalesce bursts of writes into one push
 # FLUSH_SECONDS. docs/BENCHMARKS.md, "Pages in Chromium".
 PUSH_INTERVAL_SECONDS = 0.25
 
-# Close codes (static/kubedash/live.js): 4401 the viewer is signed out (banner with a sign-in
+# Close codes (dashboard/web/static/kubedash/live.js): 4401 the viewer is signed out (banner with a sign-in
 # link), 4403 this page is no longer allowed (revoked share link, access taken away), 4400 a
 # malformed page address, 4408 fell behind (reconnect and refresh).
 CLOSE_SIGNED_OUT = 4401

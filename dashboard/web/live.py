@@ -70,7 +70,7 @@ def _pack(elements: list[str], limit: int) -> list[str]:
 
 
 def revision_marker(rv: int) -> str:
-    """Where the page keeps its revision: a reconnect resumes from it (static/kubedash/live.js)."""
+    """Where the page keeps its revision: a reconnect resumes from it (dashboard/web/static/kubedash/live.js)."""
     return f'<span id="live-rv" data-rv="{rv}" hidden hx-swap-oob="true"></span>'
 
 
