@@ -202,7 +202,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             # The changes since the page's revision when that will do; else the whole page.
             messages = None if timed else await sync_to_async(live.catch_up)(s, state)
             if messages is None:
-                messages = [await sync_to_async(live.render_refresh)(s, state)]
+                messages = await sync_to_async(live.render_refresh)(s, state)
             if not await self._send_pushes(messages):
                 return
         if self.page.ready:
@@ -385,7 +385,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             while not s.queue.empty():
                 s.queue.get_nowait()
             state = await self._subscribe(principal)
-            if not await self._send_pushes([await sync_to_async(live.render_refresh)(s, state)]):
+            if not await self._send_pushes(await sync_to_async(live.render_refresh)(s, state)):
                 return
             for sub in s.subscribers:
                 sub.release_buffer()
