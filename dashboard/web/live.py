@@ -372,7 +372,7 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if view.view == OVERVIEW:
         # Re-render the cards, so new and emptied namespaces come and go too.
-        return _overview_messages(socket, moment, marker)
+        return _overview_messages(socket, moment, marker, set(pending))
     detail = kinds.is_detail_view(view.view)
     if not detail:
         pending = _badges_to_rows(view, pending)
@@ -465,7 +465,7 @@ def _current(kind: str, namespace: str, name: str) -> dict | None:
         return None   # deleted meanwhile: its own change removes the row
 
 
-def overview_fragment(socket: PageSocket, moment) -> list[str]:
+def overview_fragment(socket: PageSocket, moment, changed: set | None = None) -> list[str]:
     """Everything the Overview shows live: its namespace cards, its totals, its warnings line and
     (when clusters are followed) its clusters panel, as it is now (the page's own queries), as
     oob elements, each applied on its own. The cards are as many as the namespaces (~1.7 KB
@@ -482,24 +482,25 @@ def overview_fragment(socket: PageSocket, moment) -> list[str]:
     elements.append(render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True}))
     elements.append(render_to_string("web/overview.html#warnings",
                                      {"warnings": warnings.overview(moment, only, namespace or ""), "oob": True}))
-    panels = clusters_fragment(socket, now(), cards)   # (real time: each its own moment)
+    panels = clusters_fragment(socket, now(), cards, changed)   # (real time: each its own moment)
     return elements + [panels] if panels else elements
 
 
-def _overview_messages(socket: PageSocket, moment, marker: str) -> list[str]:
-    """The Overview's live part (overview_fragment) in as few messages as fit, the page's
-    revision marker last."""
-    messages = _pack(overview_fragment(socket, moment), message_limit() - MARKER_ROOM) or [""]
+def _overview_messages(socket: PageSocket, moment, marker: str, changed: set | None = None) -> list[str]:
+    """The Overview's live part (overview_fragment; `changed`: a push's objects) in as few
+    messages as fit, the page's revision marker last."""
+    messages = _pack(overview_fragment(socket, moment, changed), message_limit() - MARKER_ROOM) or [""]
     messages[-1] += marker
     return messages
 
 
-# Other apps' Overview panels (saved/pins.py: the Pinned panel): (socket) -> its oob fragment,
-# sent with the clusters panel, with every change and every heartbeat when it changed.
+# Other apps' Overview panels (saved/pins.py: the Pinned panel): (socket, changed) -> its oob
+# fragment, or "" when it has nothing new to show; sent with the clusters panel. `changed`: the
+# (kind, namespace, name) of a push's objects; None at a heartbeat or a whole refresh.
 OVERVIEW_PANELS: list = []
 
 
-def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:
+def clusters_fragment(socket: PageSocket, moment, cards=None, changed: set | None = None) -> str:
     """The Overview's clusters panel now ("" when no cluster is followed), and OVERVIEW_PANELS:
     with every change, and every heartbeat (a followed cluster's state and objects change
     without a local event)."""
@@ -507,7 +508,7 @@ def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:
         return ""
     rows = cluster_rows(socket.principal, moment, cards, socket.view.namespace or "")
     html = render_to_string("web/overview.html#clusters", {"cluster_rows": rows, "oob": True}) if rows else ""
-    return html + "".join(panel(socket) for panel in OVERVIEW_PANELS)
+    return html + "".join(panel(socket, changed) for panel in OVERVIEW_PANELS)
 
 
 __all__ = ["snapshot", "render_refresh", "render_changes", "escape"]
