@@ -169,12 +169,12 @@ def open_live(page, url: str) -> None:
     page.evaluate("window.__kdSameDocument = true")
 
 
-def wait_in_page(page, condition: str, what: str) -> None:
+def wait_in_page(page, condition: str, what: str, timeout_ms: int = WAIT_MS) -> None:
     """Until the JavaScript expression `condition` holds in the page (checked by the page's own
-    timers). Not Playwright's wait_for_function: it evaluates its text, which the pages'
-    Content-Security-Policy (no 'unsafe-eval') refuses."""
+    timers), at most timeout_ms. Not Playwright's wait_for_function: it evaluates its text, which
+    the pages' Content-Security-Policy (no 'unsafe-eval') refuses."""
     held = page.evaluate(f"""() => new Promise(resolve => {{
-        const deadline = Date.now() + {WAIT_MS};
+        const deadline = Date.now() + {timeout_ms};
         const check = () => ({condition}) ? resolve(true)
             : Date.now() > deadline ? resolve(false) : setTimeout(check, 20);
         check();

@@ -3,14 +3,16 @@ Overview's "Pinned" panel shows each pinned object's state now, and says when on
 (with its last state, from the revision log, as the deleted object's page does).
 
 The panel is pushed on the Overview's socket with its other panels (web/live.py
-OVERVIEW_PANELS): with every change the Overview sees and at every heartbeat, when it changed
-(a pinned object in another namespace or cluster than the Overview's, or a lease that expires
-with no write, shows within a heartbeat)."""
+OVERVIEW_PANELS), re-rendered only where it may have changed: with a push that carries a pinned
+object (its write or deletion), and at a heartbeat for a viewer who has pins (pins added or
+removed elsewhere, a pinned object in another namespace or cluster than the Overview's, a lease
+that expires with no write); sent only when what it shows changed. A deletion's age ticks in the
+browser (data-ago-since), so it does not change the panel. A viewer without pins costs one query
+a heartbeat."""
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
-from django.contrib.auth import get_user_model
 from django.template.loader import render_to_string
 
 from dashboard.access import clusters
@@ -103,7 +105,7 @@ def object_state(web: kinds.KindWeb, principal, namespace: str, name: str, now) 
             return {"state": "not found", "tone": "warn", "gone": True}
         last, when = found
         was = summary(web, last, when)
-        return {"state": f"deleted {p.age(when, now)} ago", "tone": "bad", "gone": True,
+        return {"state": "deleted", "tone": "bad", "gone": True, "deleted_ago": p.age(when, now),
                 "last_state": was, "deleted_at": p.iso(when), "deleted_clock": p.clock(when)}
     if not scope.sees(principal, web.kind, obj):
         return {"state": "not found", "tone": "warn", "gone": True}
@@ -129,14 +131,27 @@ def summary(web: kinds.KindWeb, obj: dict, now, item: dict | None = None) -> str
     return text
 
 
-def render_panel(user, principal, oob: bool = False) -> str:
-    return render_to_string("saved/_pinned.html", {"pinned": panel_items(user, principal), "oob": oob})
-
-
-def panel_fragment(socket) -> str:
-    """The Overview socket's Pinned panel (web/live.py OVERVIEW_PANELS)."""
+def panel_fragment(socket, changed: set | None = None) -> str:
+    """The Overview socket's Pinned panel (web/live.py OVERVIEW_PANELS) when what it shows
+    changed, else "". `changed`: a push's (kind, namespace, name), in the socket's cluster; None
+    (a heartbeat, a refresh): the viewer's pins are read again."""
     principal = socket.principal
     if principal is None or principal.user_id is None or principal.is_share:
         return ""
-    user = get_user_model().objects.filter(pk=principal.user_id).first()
-    return render_panel(user, principal, oob=True) if user is not None else ""
+    mine = socket.panels.setdefault("pins", {"pins": set(), "shown": None})
+    if changed is None:
+        pins = set(Pin.objects.filter(user_id=principal.user_id).values_list("cluster", "kind", "namespace", "name",
+                                                                              "view_id"))
+        if not pins and not mine["pins"] and mine["shown"] is not None:
+            return ""   # no pins, and the panel the page has says so
+        mine["pins"] = pins
+    else:
+        here = clusters.current()
+        if not any((here, *key, None) in mine["pins"] for key in changed):
+            return ""
+    items = panel_items(principal.user_id, principal)
+    shown = [{k: v for k, v in item.items() if k != "deleted_ago"} for item in items]   # (the browser ticks it)
+    if shown == mine["shown"]:
+        return ""
+    mine["shown"] = shown
+    return render_to_string("saved/_pinned.html", {"pinned": items, "oob": True})

@@ -22,7 +22,6 @@ from django.db.models import Count, Q
 from django.shortcuts import render
 
 from dashboard.access.principals import Principal
-from dashboard.events.strategy import WARNING
 from dashboard.follow.models import Cluster
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
@@ -31,6 +30,7 @@ from . import cluster_scope, kinds
 from . import present as p
 
 ALL = "*"                          # the `?cluster=` value that means every cluster the viewer may see
+WARNING = "Warning"                # an Event's `type` (core/v1), as the Events page's ?type= takes it
 WARNING_WINDOW = timedelta(hours=1)
 WS_PATH = "/ws/clusters/"
 

@@ -50,7 +50,7 @@ FLUSH_SECONDS = 0.05   # coalesce bursts of writes into one push
 # FLUSH_SECONDS. docs/BENCHMARKS.md, "Pages in Chromium".
 PUSH_INTERVAL_SECONDS = 0.25
 
-# Close codes (static/kubedash/live.js): 4401 the viewer is signed out (banner with a sign-in
+# Close codes (dashboard/web/static/kubedash/live.js): 4401 the viewer is signed out (banner with a sign-in
 # link), 4403 this page is no longer allowed (revoked share link, access taken away), 4400 a
 # malformed page address, 4408 fell behind (reconnect and refresh).
 CLOSE_SIGNED_OUT = 4401
@@ -202,7 +202,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             # The changes since the page's revision when that will do; else the whole page.
             messages = None if timed else await sync_to_async(live.catch_up)(s, state)
             if messages is None:
-                messages = [await sync_to_async(live.render_refresh)(s, state)]
+                messages = await sync_to_async(live.render_refresh)(s, state)
             if not await self._send_pushes(messages):
                 return
         if self.page.ready:
@@ -385,7 +385,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             while not s.queue.empty():
                 s.queue.get_nowait()
             state = await self._subscribe(principal)
-            if not await self._send_pushes([await sync_to_async(live.render_refresh)(s, state)]):
+            if not await self._send_pushes(await sync_to_async(live.render_refresh)(s, state)):
                 return
             for sub in s.subscribers:
                 sub.release_buffer()

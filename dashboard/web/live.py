@@ -70,7 +70,7 @@ def _pack(elements: list[str], limit: int) -> list[str]:
 
 
 def revision_marker(rv: int) -> str:
-    """Where the page keeps its revision: a reconnect resumes from it (static/kubedash/live.js)."""
+    """Where the page keeps its revision: a reconnect resumes from it (dashboard/web/static/kubedash/live.js)."""
     return f'<span id="live-rv" data-rv="{rv}" hidden hx-swap-oob="true"></span>'
 
 
@@ -331,24 +331,26 @@ def catch_up(socket: PageSocket, state: Snapshot) -> list[str] | None:
     return messages
 
 
-def render_refresh(socket: PageSocket, state: Snapshot) -> str:
-    """The whole live part of a page, for a page that missed changes (e.g. it reconnected)."""
+def render_refresh(socket: PageSocket, state: Snapshot) -> list[str]:
+    """The whole live part of a page, for a page that missed changes (e.g. it reconnected): one
+    message (the consumer has the page reload when it does not fit), the Overview's cut into
+    messages that do."""
     view = socket.view
     moment = page_moment(cached=True)
     marker = revision_marker(state.rv)
     if view.view == OVERVIEW:
-        return overview_fragment(socket, moment) + marker
+        return _overview_messages(socket, moment, marker)
     kind = view.kinds[0]
     if kinds.is_detail_view(view.view):
         objects = state.objects[kind]
-        return _detail(socket, kind, objects[0] if objects else None, moment) + marker
+        return [_detail(socket, kind, objects[0] if objects else None, moment) + marker]
     objects = [o for o in state.objects[kind] if on_page(socket, (o["metadata"]["namespace"], o["metadata"]["name"]))]
     badges: dict = {}
     rows = "".join(_item(kind, o, "", moment, badges, view.chosen) for o in objects)
     summary = _summary_fragment(kind, objects, moment)
     shown = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]
-    return (_wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary
-            + totals_fragment(socket, shown) + marker)
+    return [_wrapped(kind, "innerHTML:#items", rows) + _empty_marker(not objects) + summary
+            + totals_fragment(socket, shown) + marker]
 
 
 def render_changes(socket: PageSocket, pending: dict) -> list[str]:
@@ -369,8 +371,8 @@ def render_changes(socket: PageSocket, pending: dict) -> list[str]:
     badges: dict = {}   # (see _item)
     marker = revision_marker(max(ev.rv for _, ev in pending.values()))
     if view.view == OVERVIEW:
-        # Few namespaces: re-render the cards, so new and emptied namespaces come and go too.
-        return [overview_fragment(socket, moment) + marker]
+        # Re-render the cards, so new and emptied namespaces come and go too.
+        return _overview_messages(socket, moment, marker, set(pending))
     detail = kinds.is_detail_view(view.view)
     if not detail:
         pending = _badges_to_rows(view, pending)
@@ -463,25 +465,42 @@ def _current(kind: str, namespace: str, name: str) -> dict | None:
         return None   # deleted meanwhile: its own change removes the row
 
 
-def overview_fragment(socket: PageSocket, moment) -> str:
+def overview_fragment(socket: PageSocket, moment, changed: set | None = None) -> list[str]:
     """Everything the Overview shows live: its namespace cards, its totals, its warnings line and
-    (when clusters are followed) its clusters panel, as it is now (the page's own queries)."""
+    (when clusters are followed) its clusters panel, as it is now (the page's own queries), as
+    oob elements, each applied on its own. The cards are as many as the namespaces (~1.7 KB
+    each): they go in pieces that each fit a message, the first replacing the cards, the others
+    appended after it, so an Overview of many namespaces is pushed, not reloaded (CLOSE_RELOAD:
+    its whole view was one message, over the limit at ~40 namespaces)."""
     namespace = socket.view.namespace
     only = overview_namespaces(socket.principal, namespace)
     cards = namespace_cards(moment, only)
-    html = "".join(render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""}) for card in cards)
-    html = f'<div hx-swap-oob="innerHTML:#namespaces">{html}</div>'
-    html += render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True})
-    html += render_to_string("web/overview.html#warnings", {"warnings": warnings.overview(moment, only, namespace or ""), "oob": True})
-    return html + clusters_fragment(socket, now(), cards)   # (real time: each its own moment)
+    html = [render_to_string("web/overview.html#namespace", {"ns": card, "oob": ""}) for card in cards]
+    pieces = _pack(html, message_limit() - MARKER_ROOM - 64) or [""]   # (64: room for the wrapper)
+    elements = [f'<div hx-swap-oob="{"beforeend" if i else "innerHTML"}:#namespaces">{piece}</div>'
+                for i, piece in enumerate(pieces)]
+    elements.append(render_to_string("web/overview.html#totals", {"totals": overview_totals(cards), "oob": True}))
+    elements.append(render_to_string("web/overview.html#warnings",
+                                     {"warnings": warnings.overview(moment, only, namespace or ""), "oob": True}))
+    panels = clusters_fragment(socket, now(), cards, changed)   # (real time: each its own moment)
+    return elements + [panels] if panels else elements
 
 
-# Other apps' Overview panels (saved/pins.py: the Pinned panel): (socket) -> its oob fragment,
-# sent with the clusters panel, with every change and every heartbeat when it changed.
+def _overview_messages(socket: PageSocket, moment, marker: str, changed: set | None = None) -> list[str]:
+    """The Overview's live part (overview_fragment; `changed`: a push's objects) in as few
+    messages as fit, the page's revision marker last."""
+    messages = _pack(overview_fragment(socket, moment, changed), message_limit() - MARKER_ROOM) or [""]
+    messages[-1] += marker
+    return messages
+
+
+# Other apps' Overview panels (saved/pins.py: the Pinned panel): (socket, changed) -> its oob
+# fragment, or "" when it has nothing new to show; sent with the clusters panel. `changed`: the
+# (kind, namespace, name) of a push's objects; None at a heartbeat or a whole refresh.
 OVERVIEW_PANELS: list = []
 
 
-def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:
+def clusters_fragment(socket: PageSocket, moment, cards=None, changed: set | None = None) -> str:
     """The Overview's clusters panel now ("" when no cluster is followed), and OVERVIEW_PANELS:
     with every change, and every heartbeat (a followed cluster's state and objects change
     without a local event)."""
@@ -489,7 +508,7 @@ def clusters_fragment(socket: PageSocket, moment, cards=None) -> str:
         return ""
     rows = cluster_rows(socket.principal, moment, cards, socket.view.namespace or "")
     html = render_to_string("web/overview.html#clusters", {"cluster_rows": rows, "oob": True}) if rows else ""
-    return html + "".join(panel(socket) for panel in OVERVIEW_PANELS)
+    return html + "".join(panel(socket, changed) for panel in OVERVIEW_PANELS)
 
 
 __all__ = ["snapshot", "render_refresh", "render_changes", "escape"]

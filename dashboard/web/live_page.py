@@ -122,6 +122,7 @@ class PageSocket:
     announced: int = 0              # "N new — show" on a paged view
     totals_sent: str | None = None  # the heading counts (live.totals_fragment)
     panel_sent: str | None = None   # the Overview's clusters panel (live.clusters_fragment)
+    panels: dict = field(default_factory=dict)   # OVERVIEW_PANELS' own state (saved/pins.py: the pins shown)
     # The subscriptions, the pushes on their way and the timers and tasks that send them.
     budgets: tuple = ()                     # whose socket budget it counts against (socket_limits)
     guard: Guard | None = None

@@ -118,9 +118,7 @@ def test_s_pins_and_the_pinned_panel_is_live(wide_page, kube_server, ns):
     gone = panel.get_by_role("listitem").filter(has_text=f"{ns}/second")
     expect(gone).to_contain_text(re.compile(r"deleted .* ago"))
     expect(gone).to_contain_text("last state:")
-    # (Not asserted here: that the Overview was not reloaded meanwhile. After the whole browser
-    # suite on one shared server its socket has been seen to reload the page once; the panel's
-    # states above are right either way. Unexplained: see the stop note of 2026-11-29.)
+    assert_not_reloaded(page)
     assert axe_violations(page) == []
     panel.screenshot(path="/tmp/kubedash-pinned.png")
     page.screenshot(path="/tmp/kubedash-overview-pins.png", full_page=True)

@@ -287,7 +287,7 @@ def test_sigterm_drains_no_acknowledged_write_lost_watch_resumes_elsewhere(tmp_p
 
 def test_live_js_reconnects_on_service_restart():
     """The code a drained process closes page sockets with is one live.js retries on."""
-    text = (ROOT / "static" / "kubedash" / "live.js").read_text()
+    text = (ROOT / "dashboard" / "web" / "static" / "kubedash" / "live.js").read_text()
     from dashboard.server.shutdown import SERVICE_RESTART
 
     assert SERVICE_RESTART == 1012 and SERVICE_RESTART < 4000   # >= 4000: "refused, don't retry"

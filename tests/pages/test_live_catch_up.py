@@ -116,3 +116,76 @@ def test_a_page_whose_whole_view_does_not_fit_a_message_is_told_to_reload(server
     status, _, listed = server.request("GET", LEASES.format(ns=ns))
     assert _read_socket(server, session, ns, int(listed["metadata"]["resourceVersion"])) == ([], None)
     assert "Traceback" not in server.log()
+
+
+def _overview_socket(server, session: str, rv: int):
+    import websocket  # websocket-client (a dependency of the kubernetes client)
+
+    return websocket.create_connection(f"ws://127.0.0.1:{server.http_port}/ws/live/?view=overview&rv={rv}&ready=1",
+                                       cookie=f"sessionid={session}", origin=server.http_url, timeout=30)
+
+
+def _read_until(ws, done) -> tuple[list[str], int | None]:
+    """The messages (beats left out) until one for which done(message) holds, or the close code
+    the server sent instead: (messages, close code or None)."""
+    import websocket
+
+    messages = []
+    for _ in range(1000):
+        opcode, frame = ws.recv_data_frame(control_frame=True)
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return messages, int.from_bytes(frame.data[:2], "big")
+        if opcode != websocket.ABNF.OPCODE_TEXT or frame.data == b"beat":
+            continue
+        messages.append(frame.data.decode())
+        if done(messages[-1]):
+            return messages, None
+    raise AssertionError("not done, nor closed, in 1000 messages")
+
+
+def _assert_whole_overview(messages: list[str], namespaces: list[str]) -> None:
+    """Every namespace's card, in messages the socket can carry: the first piece replaces the
+    cards, the others are appended after it."""
+    pushes = [m for m in messages if "#namespaces" in m]
+    sizes = [len(m.encode()) for m in messages]
+    assert max(sizes) <= LIMIT and len(pushes) > 1, sizes
+    assert 'hx-swap-oob="innerHTML:#namespaces"' in pushes[0]
+    assert all('hx-swap-oob="beforeend:#namespaces"' in m and "innerHTML:#namespaces" not in m for m in pushes[1:])
+    text = "".join(pushes)
+    assert all(f'id="ns-{ns}"' in text for ns in namespaces)
+
+
+def test_an_overview_of_many_namespaces_is_pushed_in_pieces_not_reloaded(server):
+    """The Overview's push is its whole view, a card per namespace (~1.7 KB each): from ~40
+    namespaces on it was over the limit as one message, and the page reloaded (4409) at every
+    write. Its catch-up and its pushes come in pieces instead, the revision marker last."""
+    run = "ov-" + uuid.uuid4().hex[:6]
+    namespaces = [f"{run}-{i:02}" for i in range(60)]
+    _in_parallel(server, "POST", [(LEASES.format(ns=ns), lease("l", holder="node-a", ns=ns)) for ns in namespaces])
+    session = server.session("overview-viewer")
+    status, _, listed = server.request("GET", LEASES.format(ns=namespaces[0]))
+    page_rv = int(listed["metadata"]["resourceVersion"])
+
+    def patch(ns: str, holder: str) -> int:
+        status, _, out = server.request("PATCH", LEASES.format(ns=ns) + "/l", {"spec": {"holderIdentity": holder}},
+                                        content_type="application/merge-patch+json")
+        assert status == 200, out
+        return int(out["metadata"]["resourceVersion"])
+
+    # A page rendered before a write (it reconnects): the whole Overview again, then LIVE.
+    rv = patch(namespaces[1], "node-b")
+    ws = _overview_socket(server, session, page_rv)
+    try:
+        messages, closed = _read_until(ws, lambda m: m == "live")
+        assert closed is None, f"closed with {closed} instead of catching up"
+        _assert_whole_overview(messages[:-1], namespaces)
+        assert f'data-rv="{rv}"' in messages[-2] and all("live-rv" not in m for m in messages[:-2])
+        # A write while it is open: pushed in pieces too, never a close.
+        rv = patch(namespaces[2], "node-c")
+        messages, closed = _read_until(ws, lambda m: f'data-rv="{rv}"' in m)
+        assert closed is None, f"closed with {closed} instead of pushing"
+        _assert_whole_overview(messages, namespaces)
+        assert all("live-rv" not in m for m in messages[:-1])
+    finally:
+        ws.close()
+    assert "Traceback" not in server.log() and "exceeding payload limit" not in server.log()

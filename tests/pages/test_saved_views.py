@@ -251,6 +251,55 @@ async def test_the_pinned_panel_is_live_on_the_overview(transactional_db):
     await comm.disconnect()
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_the_pinned_panel_is_pushed_only_when_what_it_shows_changed(transactional_db, settings):
+    """A write to an object nobody pinned pushes the Overview without the Pinned panel; a
+    heartbeat sends it once, then again only when a pin comes or a pinned object changes."""
+    from dashboard.access.tokens import ensure_user
+    from dashboard.web.consumers import BEAT, PONG
+
+    settings.KUBEDASH_LIVE_HEARTBEAT_SECONDS = 0.2
+    user = await sync_to_async(ensure_user)("sv-only", "viewer")
+    await sync_to_async(put)(lease("watched", ns="sv-only", holder="node-a"))
+    await sync_to_async(put)(lease("other", ns="sv-only", holder="node-a"))
+    await sync_to_async(put)(lease("later", ns="sv-only", holder="node-a"))
+    await sync_to_async(Pin.objects.create)(user=user, kind="Lease", namespace="sv-only", name="watched")
+    rv = await sync_to_async(store.current_revision)()
+    comm, ok, _ = await connect(user, f"view=overview&rv={rv}")
+    assert ok
+
+    async def panels(beats: int) -> list[str]:
+        """The Pinned panels sent within that many beats (each answered)."""
+        found = []
+        while beats:
+            message = await comm.receive_from(timeout=5)
+            if message == BEAT:
+                await comm.send_to(text_data=PONG)
+                beats -= 1
+            elif 'id="pinned-panel"' in message:
+                found.append(message)
+        return found
+
+    def holder(name, value):
+        def change(obj):
+            obj["spec"]["holderIdentity"] = value
+            return obj
+        store.update(by_kind("Lease"), "sv-only", name, change, is_patch=True)
+
+    assert len(await panels(3)) == 1   # the first beat's, then none: nothing changed
+    await sync_to_async(holder)("other", "node-b")
+    pushed = await receive_until(comm, 'id="live-rv"')
+    assert 'id="ns-sv-only"' in pushed and 'id="pinned-panel"' not in pushed
+    assert await panels(3) == []
+    await sync_to_async(holder)("watched", "node-z")
+    assert "node-z" in await receive_until(comm, 'id="pinned-panel"')
+    await sync_to_async(Pin.objects.create)(user=user, kind="Lease", namespace="sv-only", name="later")
+    sent = await panels(3)
+    assert len(sent) == 1 and "sv-only/later" in sent[0]
+    await comm.disconnect()
+
+
 def test_save_view_is_offered_on_lists_and_the_overview_only(login, leases):
     viewer = login("viewer", "sv-offer", namespaces=["sv-a"])
     for path in ("/leases/?namespace=sv-a", "/", "/jobs/", "/events/"):

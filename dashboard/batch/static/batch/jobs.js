@@ -1,4 +1,4 @@
-// The Job pages' part of the live-page script (static/kubedash/live.js runs it): a finished
+// The Job pages' part of the live-page script (dashboard/web/static/kubedash/live.js runs it): a finished
 // Job's "deleted in 3m 10s" (ttlSecondsAfterFinished) counting down every second, as
 // batch/web.py ttl_text writes it, frozen with the rest while the page is not live.
 (function () {

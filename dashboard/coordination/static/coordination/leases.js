@@ -1,4 +1,4 @@
-// The Lease pages' part of the live-page script (static/kubedash/live.js runs it): "renewed 12s
+// The Lease pages' part of the live-page script (dashboard/web/static/kubedash/live.js runs it): "renewed 12s
 // ago", "expires in 4s" / "expired 3s ago", a lease row (or the detail summary) flipping from
 // held to expired, and the overview's held / expired counts, every second with no round trip.
 (function () {
