@@ -57,7 +57,7 @@ def pinned_panel(context):
     request, principal, user = _user(context)
     if user is None:
         return {"show": False}
-    return {"show": True, "pinned": pins.panel_items(user, principal), "oob": False}
+    return {"show": True, "pinned": pins.panel_items(user, principal, at=context.get("at")), "oob": False}
 
 
 @register.inclusion_tag("saved/_palette.html", takes_context=True)
