@@ -317,14 +317,15 @@ def _summed(parts: list[dict]) -> dict:
 
 
 def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] | None = None,
-                 namespace: str = "", at: asof.At | None = None) -> list[dict]:
+                 namespace: str = "", page_at: asof.At | None = None) -> list[dict]:
     """The overview's table across clusters: one row per cluster the viewer may see, each
     kind's overview counts over the whole cluster (its namespace cards, summed; only `namespace`'s
     when the Overview shows one, its links kept in it), the follower's state and last event.
     Empty when no cluster is followed. current_cards: the page's own cards of the current
     cluster (the same namespaces: not read twice).
     `now` is the real time: each cluster's counts are computed at its own moment (a cluster that
-    is not current: as of its last word, Cluster.moment). `at`: the page's past moment (its links keep it)."""
+    is not current: as of its last word, Cluster.moment). page_at: the page's past moment (?at=:
+    its links keep it; None: live)."""
     names = cluster_scope.visible_clusters(principal)
     if names in ([], [clusters.LOCAL]):
         return []
@@ -345,13 +346,13 @@ def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] 
         stale = row is not None and cluster_scope.staleness(row, now) is not None
         heard = row.known_at if stale else None
         rows.append({
-            "name": name, "url": cluster_scope.in_cluster("/" + in_ns, name, at), "current": name == clusters.current(),
+            "name": name, "url": cluster_scope.in_cluster("/" + in_ns, name, page_at), "current": name == clusters.current(),
             "state": row.state if row is not None else "local", "stale": stale,
             "tone": cluster_scope.state_tone(row, stale) if row is not None else "", "last_event": p.iso(last),
             "last_event_ago": p.age(last, now) if last else "",
             "heard": p.iso(heard) if heard else "", "heard_ago": p.age(heard, now) if heard else "",
             "heard_clock": p.clock(heard) if heard else "",
-            "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url + in_ns, name, at), "part": part,
+            "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url + in_ns, name, page_at), "part": part,
                        "count": part.get(web.overview.count_key, 0),
                        "template": f"{web.list_template}#{web.overview.partial}"}
                       for web in kinds.registered()

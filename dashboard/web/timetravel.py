@@ -228,6 +228,13 @@ def with_at(request, value: str) -> str:
     return f"{request.path}?{query.urlencode()}"
 
 
+def page_at(context) -> asof.At | None:
+    """The page's past moment in a template's context (`at`, which context() puts there), or
+    None (live; or an `at` of something else, e.g. a time in a pushed fragment's context)."""
+    at = context.get("at")
+    return at if isinstance(at, asof.At) else None
+
+
 def query_param(at: asof.At | None) -> dict:
     """{"at": …} on a page as of `at` (links of the page keep it), else {}."""
     return {PARAM: at.asked} if at is not None else {}

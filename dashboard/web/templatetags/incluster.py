@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.access import clusters
-from .. import cluster_scope, scope
+from .. import cluster_scope, scope, timetravel
 
 register = template.Library()
 
@@ -25,12 +25,12 @@ register = template.Library()
 @register.simple_tag(takes_context=True)
 def in_cluster(context, url):
     """(A tag, not a filter: the page's moment is in the template's context, issue 38.)"""
-    return cluster_scope.in_cluster(str(url), at=context.get("at"))
+    return cluster_scope.in_cluster(str(url), at=timetravel.page_at(context))
 
 
 @register.simple_tag(takes_context=True)
 def cluster_field(context):
-    at = context.get("at")   # (a page as of a past moment: its filters stay there too, issue 38)
+    at = timetravel.page_at(context)   # (a page as of a past moment: its filters stay there too, issue 38)
     kept = format_html('<input type="hidden" name="at" value="{}">', at.asked) if at is not None else ""
     name = clusters.current()
     if name == clusters.LOCAL:
@@ -96,7 +96,7 @@ def nav_url(context, url):
     url = str(url)
     if namespace:
         url = f"{url}{'&' if '?' in url else '?'}{urlencode({'namespace': namespace})}"
-    return cluster_scope.in_cluster(url, at=context.get("at"))
+    return cluster_scope.in_cluster(url, at=timetravel.page_at(context))
 
 
 @register.simple_tag(takes_context=True)
