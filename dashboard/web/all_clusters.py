@@ -124,7 +124,8 @@ def panel_context(principal: Principal, now: datetime | None = None, page_at=Non
 
 def overview(request, principal: Principal, base: dict):
     """The page (views.overview hands `?cluster=*` here, with its base context)."""
-    ctx = {**base, **panel_context(principal, page_at=context.of(request).at), "all_clusters": True, "ws_url": WS_PATH, "rv": ""}
+    ctx = {**base, **panel_context(principal, page_at=context.of(request).at), "all_clusters": True, "ws_url": WS_PATH,
+           "rv": ""}
     return render(request, "web/all_clusters.html", ctx)
 
 

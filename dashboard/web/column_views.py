@@ -26,7 +26,8 @@ class ColumnsView(View):
         page = self.web
         principal = page_principal(request)
         filters = Filters.from_request(request, page, context.of(request).at)
-        back = cluster_scope.in_cluster(page.list_url + (f"?{request.GET.urlencode()}" if request.GET else ""), at=filters.at)
+        back = cluster_scope.in_cluster(page.list_url + (f"?{request.GET.urlencode()}" if request.GET else ""),
+                                        at=filters.at)
         namespaces = scope.list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.plural, filters.namespace)

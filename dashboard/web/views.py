@@ -542,6 +542,7 @@ def overview(request):
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
                ws_url=ws_url("overview", rv, at, namespace=namespace),
-               totals=p.overview_totals(cards), warnings=warnings.overview(cluster_scope.moment(now, at=at), only, namespace),
+               totals=p.overview_totals(cards),
+               warnings=warnings.overview(cluster_scope.moment(now, at=at), only, namespace),
                cluster_rows=cluster_rows(principal, now, cards, namespace, at))
     return render(request, "web/overview.html", ctx)
