@@ -182,10 +182,9 @@ def _hue(holder: str) -> int:
     return int(hashlib.sha1(holder.encode()).hexdigest()[:4], 16) % 360
 
 
-def detail_context(namespace: str, name: str, now: datetime) -> dict:
+def detail_context(namespace: str, name: str, now: datetime, at: asof.At | None = None) -> dict:
     """The holder timeline of one Lease from the revision log (the newest HISTORY_REVISIONS; on a
-    page as of a past moment, those written by then: kube/asof.py)."""
-    at = asof.current()
+    page as of a past moment `at`, those written by then: kube/asof.py)."""
     revisions = revlog.history("Lease", namespace, name, HISTORY_REVISIONS, upto=at.rv if at is not None else None)
     return {"history": holder_history(revisions, now)}
 

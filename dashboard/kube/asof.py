@@ -10,13 +10,14 @@ against the past (its rows point at the old revisions, whose JSON is what they s
 revision log itself is not shadowed: history reads stay exact.
 
 Nothing is written to the real tables; the temporary tables are dropped when the block ends
-(and vanish with the connection if it breaks). While pinned, `moment()` is the instant the
-page's time-derived states are computed against, and kube/lists.py reads the shadowed rows as
-its snapshot (no overlay of later writes).
+(and vanish with the connection if it breaks). Which moment a request is pinned to is not kept
+here: the page request's context carries it (kube/context.py RequestContext.at, set by
+web/timetravel.py), and the code that reads it takes it as an argument: the instant the page's
+time-derived states are computed against (cluster_scope.moment), and kube/lists.py reading the
+shadowed rows as its snapshot (no overlay of later writes).
 """
 from __future__ import annotations
 
-import contextvars
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,14 +35,6 @@ class At:
     rv: int             # the newest revision the state includes
     moment: datetime    # the instant the page is as of (time-derived states are computed at it)
     asked: str          # the `at` parameter as given (links keep it)
-
-
-_pinned: contextvars.ContextVar[At | None] = contextvars.ContextVar("kubedash_asof", default=None)
-
-
-def current() -> At | None:
-    """The moment the work is pinned to (None: live)."""
-    return _pinned.get()
 
 
 def state_at(kind: str, rv: int, table: str | None = None) -> list[tuple[str, str, str, int, str]]:
@@ -132,28 +125,23 @@ def pinned(at: At):
     On PostgreSQL in one transaction (unless already in one): through PgBouncer's transaction
     pooling it is the only way every statement of the block meets the same server connection,
     and the tables (ON COMMIT DROP) and search_path (SET LOCAL) end with it whatever happens.
-    On SQLite on the connection, dropped after (a transaction there would hold the writers' lock)."""
-    if _pinned.get() is not None:
-        raise RuntimeError("already pinned")
-    token = _pinned.set(at)
-    try:
-        if connection.vendor == "postgresql" and not connection.in_atomic_block:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT current_setting('search_path')")
-                    cursor.execute(f"SET LOCAL search_path TO pg_temp, {cursor.fetchone()[0]}")
-                _fill(at, [], on_commit_drop=True)
-                yield at
-            return
-        tables: list[str] = []
-        with _search_path_changed():
-            try:
-                _fill(at, tables)
-                yield at
-            finally:
-                _drop_all(tables)
-    finally:
-        _pinned.reset(token)
+    On SQLite on the connection, dropped after (a transaction there would hold the writers' lock).
+    The tables belong to this thread's connection: the block's reads must run on this thread."""
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting('search_path')")
+                cursor.execute(f"SET LOCAL search_path TO pg_temp, {cursor.fetchone()[0]}")
+            _fill(at, [], on_commit_drop=True)
+            yield at
+        return
+    tables: list[str] = []
+    with _search_path_changed():
+        try:
+            _fill(at, tables)
+            yield at
+        finally:
+            _drop_all(tables)
 
 
 def _fill(at: At, tables: list[str], on_commit_drop: bool = False) -> None:

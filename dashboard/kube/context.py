@@ -9,7 +9,9 @@ maintenance, management commands, tests) gets a default context (local, no serve
 The cluster is also a context variable (access/clusters.py), for the code that cannot take an
 argument (Django's managers, a model field's default, template tags): `within_cluster` sets
 both, at each entry point (an API path under /clusters/<name>/, a page's ?cluster=, a page
-socket), and the hub enters a channel's cluster for its re-checks itself (hub.Guard).
+socket), and the hub enters a channel's cluster for its re-checks itself (hub.Guard). It is the
+only context variable: the moment a page is as of (`?at=`, `at` below) is the context's, and the
+code that needs it takes it as an argument (a template tag: from the template's context).
 """
 from __future__ import annotations
 
@@ -54,6 +56,11 @@ class RequestContext:
     # A followed cluster's writer (follow/writes.py) for the pages' writes in a cluster that
     # takes them from this user (web/edit_views.py editor_view): handed to the store.
     write_through: Any = None
+    # A page as of a past moment (`?at=`, issue 38): its kube/asof.At, set by web/timetravel.py
+    # while the request runs within asof.pinned(at) (None: live). The views hand it on to what
+    # reads it (queries, lists, cluster_scope.moment, links); a streamed body read after the
+    # pinned block pins it again itself (web/export.py).
+    at: Any = None
 
     def portable(self) -> RequestContext:
         """What another process can take (server/heavy.py's child): plain data only."""

@@ -110,17 +110,19 @@ def _matches(res: Resource, q: ListQuery, labels: dict | None, text: str | None,
 _NEWEST = 2 ** 62   # above any revision
 
 
-def list_objects(res: Resource, q: ListQuery) -> ListPage:
+def list_objects(res: Resource, q: ListQuery, at: asof.At | None = None) -> ListPage:
+    """One page of the list `q` asks for. `at`: a page as of a past moment, called within
+    asof.pinned(at) (web/timetravel.py); None (the API, live pages): the store now."""
     snapshot, exact = _snapshot_revision(q)
     start = decode_continue(q.continue_token)[1:] if q.continue_token else None
-    if exact and asof.current() is None:
+    if exact and at is None:
         compacted = revlog.compacted_revision()
         if snapshot < compacted:
             if q.continue_token:
                 fresh = encode_continue(current_revision(), *start)
                 raise _expired_continue(fresh)
             raise gone("The resourceVersion for the provided list is too old.")
-    if asof.current() is not None:
+    if at is not None:
         # A page as of a past moment (asof.pinned): the shadowed typed rows are the snapshot.
         return _page_at(res, q, snapshot, start, {})
     if not exact:

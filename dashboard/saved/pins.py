@@ -69,8 +69,9 @@ def toggle(user, found: dict) -> bool:
     return True
 
 
-def panel_items(user, principal, now=None) -> list[dict]:
-    """The Pinned panel's rows: each pin the viewer still may see, as it is now."""
+def panel_items(user, principal, now=None, at=None) -> list[dict]:
+    """The Pinned panel's rows: each pin the viewer still may see, as it is now (`at`: on a page
+    as of a past moment, kube/asof.At, its links keep it)."""
     now = now or utcnow()
     items = []
     for pin in Pin.objects.filter(user=user).select_related("view"):
@@ -82,18 +83,18 @@ def panel_items(user, principal, now=None) -> list[dict]:
         if web is None or not principal.sees_cluster(pin.cluster) or not principal.can("get", pin.namespace, pin.kind):
             continue
         item = {"kind": pin.kind, "label": f"{pin.namespace}/{pin.name}", "cluster": pin.cluster,
-                "url": cluster_scope.in_cluster(web.detail_url(pin.namespace, pin.name), pin.cluster),
+                "url": cluster_scope.in_cluster(web.detail_url(pin.namespace, pin.name), pin.cluster, at),
                 "key": p.dom_id(pin.kind, pin.namespace, pin.name) + f"-{pin.cluster}"}
         item["pin_url"] = item["url"]
         if pin.cluster != clusters.LOCAL and cluster_scope.followed(pin.cluster) is None:
             items.append({**item, "state": f"cluster {pin.cluster} is not followed any more", "tone": "warn"})
             continue
         with clusters.within(pin.cluster):
-            items.append({**item, **object_state(web, principal, pin.namespace, pin.name, now)})
+            items.append({**item, **object_state(web, principal, pin.namespace, pin.name, now, at)})
     return items
 
 
-def object_state(web: kinds.KindWeb, principal, namespace: str, name: str, now) -> dict:
+def object_state(web: kinds.KindWeb, principal, namespace: str, name: str, now, at=None) -> dict:
     """{"state", "tone", ...} of a pinned object now, or of its deletion."""
     try:
         obj = store.get(web.resource, namespace, name)
@@ -109,7 +110,7 @@ def object_state(web: kinds.KindWeb, principal, namespace: str, name: str, now) 
                 "last_state": was, "deleted_at": p.iso(when), "deleted_clock": p.clock(when)}
     if not scope.sees(principal, web.kind, obj):
         return {"state": "not found", "tone": "warn", "gone": True}
-    item = web.present(obj, cluster_scope.moment(now))
+    item = web.present(obj, cluster_scope.moment(now, at=at))
     return {"state": summary(web, obj, now, item), "tone": tone(str(item.get(web.count_by, "")))}
 
 

@@ -23,6 +23,7 @@ from django.shortcuts import render
 
 from dashboard.access.principals import Principal
 from dashboard.follow.models import Cluster
+from dashboard.kube import context
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
 
@@ -84,8 +85,9 @@ def _warnings(name: str, at: datetime, namespaces: tuple[str, ...]) -> int:
     return rows.count()
 
 
-def cluster_health(principal: Principal, now: datetime) -> list[dict]:
-    """The rows of the all-clusters overview, in the header's order (local first)."""
+def cluster_health(principal: Principal, now: datetime, page_at=None) -> list[dict]:
+    """The rows of the all-clusters overview, in the header's order (local first). page_at: the
+    page's past moment (kube/asof.At, ?at=: its links keep it; None: live)."""
     names = cluster_scope.visible_clusters(principal)
     if not names or not principal.role or principal.is_share:   # (no role: may list nothing anywhere)
         return []
@@ -103,9 +105,9 @@ def cluster_health(principal: Principal, now: datetime) -> list[dict]:
             n = found[c.key].get(name, 0) if c.where is not None else _warnings(name, at, principal.namespaces)
             web = kinds.by_kind(c.kind)
             counts.append({"key": c.key, "n": n, "text": c.counted(n), "heading": c.heading,
-                           "link": cluster_scope.in_cluster(f"{web.list_url}?{c.query}", name)})
+                           "link": cluster_scope.in_cluster(f"{web.list_url}?{c.query}", name, page_at)})
         rows.append({
-            "name": name, "dom_id": f"all-{name}", "url": cluster_scope.in_cluster("/", name),
+            "name": name, "dom_id": f"all-{name}", "url": cluster_scope.in_cluster("/", name, page_at),
             "state": row.state if row is not None else "local", "stale": stale,
             "tone": cluster_scope.state_tone(row, stale) if row is not None else "ok",
             "heard": p.iso(heard), "heard_clock": p.clock(heard) if heard else "",
@@ -115,14 +117,15 @@ def cluster_health(principal: Principal, now: datetime) -> list[dict]:
     return rows
 
 
-def panel_context(principal: Principal, now: datetime | None = None) -> dict:
-    rows = cluster_health(principal, now or utcnow())
+def panel_context(principal: Principal, now: datetime | None = None, page_at=None) -> dict:
+    rows = cluster_health(principal, now or utcnow(), page_at)
     return {"rows": rows, "headings": [c.heading for c in problems()]}
 
 
 def overview(request, principal: Principal, base: dict):
     """The page (views.overview hands `?cluster=*` here, with its base context)."""
-    ctx = {**base, **panel_context(principal), "all_clusters": True, "ws_url": WS_PATH, "rv": ""}
+    ctx = {**base, **panel_context(principal, page_at=context.of(request).at), "all_clusters": True, "ws_url": WS_PATH,
+           "rv": ""}
     return render(request, "web/all_clusters.html", ctx)
 
 

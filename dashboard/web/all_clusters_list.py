@@ -26,7 +26,7 @@ from django.shortcuts import render
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
 from dashboard.follow.models import Cluster
-from dashboard.kube import revlog
+from dashboard.kube import context, revlog
 from dashboard.kube.errors import ApiError
 from dashboard.kube.formats import parse_time
 from dashboard.kube.meta import now as utcnow
@@ -38,14 +38,14 @@ from . import present as p
 CLUSTER_SORT = "cluster"
 
 
-def _filters_of(query: QueryDict, web: kinds.KindWeb, filters_class):
+def _filters_of(query: QueryDict, web: kinds.KindWeb, filters_class, page_at=None):
     """views.Filters of the address, plus the `cluster` sort it does not know, and the page (in
-    every order here, not only in a sorted one)."""
+    every order here, not only in a sorted one). page_at: the page's past moment (?at=; None: live)."""
     sort = (query.getlist("sort") or [""])[-1].strip()
     rest = query.copy()
     if sort.lstrip("-") == CLUSTER_SORT:
         rest.pop("sort")
-    from_request = filters_class.from_request(SimpleNamespace(GET=rest), web)   # (it reads the query only)
+    from_request = filters_class.from_request(SimpleNamespace(GET=rest), web, page_at)   # (it reads the query only)
     page = (query.getlist("page") or [""])[-1].strip()
     page = int(page) if page.isdigit() and int(page) >= 1 else 1
     return replace(from_request, sort=sort if sort.lstrip("-") == CLUSTER_SORT else from_request.sort,
@@ -128,9 +128,10 @@ def sorted_page(web: kinds.KindWeb, rows, state, rest, warned, sort: str, page: 
 
 
 def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime],
-              stale: dict[str, datetime] | None = None) -> list[dict]:
-    """The page's rows in `ids` order: cluster, the object's link in its cluster, its Table cells,
-    and for a cluster that is not current the moment its row is as of."""
+              stale: dict[str, datetime] | None = None, page_at=None) -> list[dict]:
+    """The page's rows in `ids` order: cluster, the object's link in its cluster (at page_at, the
+    page's past moment, if any), its Table cells, and for a cluster that is not current the
+    moment its row is as of."""
     stale = stale or {}
     by_id = {pk: (cluster, text) for pk, cluster, text in
              revlog.with_current(web.resource.model.everywhere.filter(id__in=ids), "id", "cluster")}
@@ -150,8 +151,8 @@ def page_rows(web: kinds.KindWeb, ids: list[int], at: dict[str, datetime],
         out.append({"cluster": cluster, "namespace": meta.get("namespace", ""), "name": meta["name"],
                     "dom_id": p.dom_id(web.kind, f"{cluster}--{meta.get('namespace', '')}", meta["name"]),
                     "url": cluster_scope.in_cluster(p.detail_url(web.kind, meta.get("namespace", ""), meta["name"]),
-                                                    cluster) if has_pages else "",
-                    "cluster_url": cluster_scope.in_cluster(web.list_url, cluster),
+                                                    cluster, page_at) if has_pages else "",
+                    "cluster_url": cluster_scope.in_cluster(web.list_url, cluster, page_at),
                     "as_of": p.iso(stale[cluster]) if cluster in stale else "",
                     "as_of_clock": p.clock(stale[cluster]) if cluster in stale else "",
                     "cells": ["" if v is None else v for v in cells]})
@@ -163,10 +164,10 @@ def headings(web: kinds.KindWeb) -> list[str]:
     return names + (["Age"] if web.resource.name_and_age_columns else [])
 
 
-def rows_context(web: kinds.KindWeb, principal: Principal, query: QueryDict, filters_class) -> dict:
+def rows_context(web: kinds.KindWeb, principal: Principal, query: QueryDict, filters_class, page_at=None) -> dict:
     """What the page and its pushes render (the `#rows` partial): {"error": ...} when the view
-    asked for is not one."""
-    filters = _filters_of(query, web, filters_class)
+    asked for is not one. page_at: the page's past moment (?at=: its links keep it; None: live)."""
+    filters = _filters_of(query, web, filters_class, page_at)
     if filters.errors:
         field, message = filters.errors[0]
         return {"error": message, "error_field": field, "filters": filters}
@@ -186,7 +187,7 @@ def rows_context(web: kinds.KindWeb, principal: Principal, query: QueryDict, fil
     rows, state, rest, warned = view_rows(web, names, namespaces, selector, filters, at)
     ids, total = sorted_page(web, rows, state, rest, warned, filters.sort, filters.page, filters.limit, at)
     before = (filters.page - 1) * filters.limit
-    ctx = {"filters": filters, "clusters_shown": names, "rows": page_rows(web, ids, at, stale), "total": total,
+    ctx = {"filters": filters, "clusters_shown": names, "rows": page_rows(web, ids, at, stale, page_at), "total": total,
            "total_text": web.counted(total), "headings": headings(web), "page": web}
     if total > filters.limit or filters.page > 1:
         ctx.update(rows_from=f"{before + 1:,}" if ids else "0", rows_to=f"{before + len(ids):,}",
@@ -201,7 +202,7 @@ def rows_context(web: kinds.KindWeb, principal: Principal, query: QueryDict, fil
 
 def list_page(request, web: kinds.KindWeb, principal: Principal, base: dict, filters_class):
     """The page (views.KindListView hands `?cluster=*` here, with its base context)."""
-    ctx = {**base, **rows_context(web, principal, request.GET, filters_class), "page": web,
+    ctx = {**base, **rows_context(web, principal, request.GET, filters_class, context.of(request).at), "page": web,
            "all_clusters": True, "list_search": True}
     filters = ctx["filters"]
     with clusters.within(ctx.get("clusters_shown", [clusters.LOCAL])[0]):

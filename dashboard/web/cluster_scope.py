@@ -3,8 +3,9 @@
 ClusterScopeMiddleware validates the parameter, checks the viewer may see that cluster and runs
 the request about it (its context's within_cluster: access/clusters.py), so every store read of
 the page (typed rows, the revision log) is about that cluster. A share session is pinned to its link's cluster.
-`in_cluster(url)` is the one helper every link a page builds goes through, so the next page
-stays in the same cluster; the websocket carries the same parameter (consumers.py).
+`in_cluster(url, at=)` is the one helper every link a page builds goes through, so the next page
+stays in the same cluster (and, on a page as of a past moment, at that moment: web/timetravel.py);
+the websocket carries the same parameter (consumers.py).
 
 A followed cluster is read-only here: `read_only_reason()` is what pages say instead of
 offering a change, and the write views answer it with 405 (edit_views.editor_view).
@@ -23,7 +24,7 @@ from django.utils import timezone
 from dashboard.access import clusters
 from dashboard.access.middleware import EitherModeMiddleware
 from dashboard.follow.models import HEARTBEAT_STALE, Cluster  # noqa: F401 (HEARTBEAT_STALE: re-exported)
-from dashboard.kube import asof, context
+from dashboard.kube import context
 from dashboard.kube.formats import human_duration
 from dashboard.kube.paths import API_ROOTS, CLUSTER_API_PATH
 
@@ -38,11 +39,11 @@ PARAM = "cluster"
 _NOT_PAGES = (*API_ROOTS, "/static/")
 
 
-def in_cluster(url: str, name: str | None = None) -> str:
+def in_cluster(url: str, name: str | None = None, at=None) -> str:
     """`url` with `cluster=<name>` (default: the cluster the work is about) added to its query;
-    unchanged for the local store, so local pages keep their plain addresses."""
+    unchanged for the local store, so local pages keep their plain addresses. `at`: the page's
+    past moment (kube/asof.At; None: live), which its links keep (web/timetravel.py)."""
     name = clusters.current() if name is None else name
-    at = asof.current()   # a page as of a past moment: its links stay there (web/timetravel.py)
     if at is not None and url and not re.search(r"[?&]at=", url):
         url = _with_param(url, "at", at.asked)
     if name == clusters.LOCAL or not url:
@@ -80,14 +81,14 @@ _rows: dict[str, tuple[float, object]] = {}   # cluster -> (when read, its row):
 ROW_CACHE_SECONDS = 1.0
 
 
-def moment(now=None, cached: bool = False):
+def moment(now=None, cached: bool = False, at=None):
     """When the page's time-derived states (held / expired, countdowns, durations, ages) are
     computed: now, or for a followed cluster that is not current, the last moment kubedash knew
     its state (Cluster.moment). Every page and push of a cluster's objects takes its `now` here.
     `cached`: the cluster's row as read within the last second in this process (live pushes:
-    every page of the cluster would read it again for each push)."""
+    every page of the cluster would read it again for each push). `at`: the page's past moment
+    (kube/asof.At, ?at=: web/timetravel.py; None: live)."""
     now = now or timezone.now()
-    at = asof.current()   # a page as of a past moment (?at=, web/timetravel.py)
     if at is not None:
         now = min(now, at.moment)
     if clusters.is_local():

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.decorators import method_decorator
 from django.views import View
 
+from dashboard.kube import context
 from dashboard.kube.errors import ApiError
 from dashboard.kube.selectors import parse_label_selector
 
@@ -24,8 +25,9 @@ class ColumnsView(View):
     def get(self, request):
         page = self.web
         principal = page_principal(request)
-        filters = Filters.from_request(request, page)
-        back = cluster_scope.in_cluster(page.list_url + (f"?{request.GET.urlencode()}" if request.GET else ""))
+        filters = Filters.from_request(request, page, context.of(request).at)
+        back = cluster_scope.in_cluster(page.list_url + (f"?{request.GET.urlencode()}" if request.GET else ""),
+                                        at=filters.at)
         namespaces = scope.list_scope(principal, filters.namespace, page.kind)
         if namespaces is None:
             return forbidden_page(request, principal, page.plural, filters.namespace)
@@ -40,5 +42,5 @@ class ColumnsView(View):
         query = filters.query()
         ctx.update(page=page, filters=filters, column_menu=columns.menu(page, filters, present),
                    chosen_columns=filters.chosen, view_columns=columns.shown(page, filters.chosen),
-                   list_url=cluster_scope.in_cluster(page.list_url + (f"?{query}" if query else "")))
+                   list_url=cluster_scope.in_cluster(page.list_url + (f"?{query}" if query else ""), at=filters.at))
         return render(request, "web/columns.html", ctx)

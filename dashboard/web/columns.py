@@ -116,4 +116,5 @@ def page_context(web: kinds.KindWeb, filters, ctx: dict) -> dict:
     query = filters.query()
     return {"view_columns": cols, "column_keys": {c.key for c in cols}, "chosen_columns": filters.chosen,
             "columns_style": grid_style(web, filters.chosen), "sorting": sorting, "sort_options": options,
-            "columns_url": cluster_scope.in_cluster(f"{web.list_url}columns/" + (f"?{query}" if query else ""))}
+            "columns_url": cluster_scope.in_cluster(f"{web.list_url}columns/" + (f"?{query}" if query else ""),
+                                                    at=filters.at)}

@@ -13,12 +13,15 @@ by batch (never the whole body in memory):
 In (namespace, name) order the objects come from one snapshot of the log (lists.stream_objects,
 every namespace read at the first one's revision); a sorted view is ordered from the typed rows
 (queries.sorted_keys) and its objects are read by id, a batch at a time, as the sorted pages are.
+A view as of a past moment (`?at=`, web/timetravel.py) is read that way too, from the typed
+rows as they stood then: the body's reads pin that moment themselves (_sorted).
 """
 from __future__ import annotations
 
 import csv
 import io
 import re
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Iterable, Iterator
 
@@ -81,15 +84,13 @@ def download(request, web: kinds.KindWeb, principal: Principal, filters) -> Http
         selector = scope.narrow(principal, parse_label_selector(filters.label_selector))
     except ApiError as exc:
         return _refused(400, f"Label selector: {exc.message}")
-    now = cluster_scope.moment()
+    at = filters.at   # (as of a past moment: the typed rows hold then, not the log's lists)
+    now = cluster_scope.moment(at=at)
     keys = warnings.warned_keys(web.kind, now, namespaces) if filters.warnings else None
     state = web.view_filter(filters.state, dict(filters.columns))
-    at = asof.current()
-    if filters.sort or at is not None:   # (as of a past moment: the typed rows hold then, not the log's lists)
+    if filters.sort or at is not None:
         rv, batches = _sorted(web, namespaces, selector, filters.q, filters.sort or filters.default_sort or "namespace",
-                              now, keys, state)
-        if at is not None:
-            batches = _pinned(at, batches)
+                              now, keys, state, at)
     else:
         rv, batches = _snapshot(web, namespaces, selector, filters.q, keys, state)
     if fmt == "csv":   # the chosen columns (?columns=), else the kind's own
@@ -138,29 +139,27 @@ def _snapshot(web: kinds.KindWeb, namespaces, selector, q: str, keys, state) -> 
 
 
 def _sorted(web: kinds.KindWeb, namespaces, selector, q: str, sort: str, now: datetime, keys,
-            state) -> tuple[int, Iterator[list[bytes]]]:
-    """Another order: the view's keys in order from the typed rows, then their objects by id."""
+            state, at: asof.At | None = None) -> tuple[int, Iterator[list[bytes]]]:
+    """Another order: the view's keys in order from the typed rows, then their objects by id.
+    `at`: a view as of a past moment (the keys are read within the request's asof.pinned)."""
     rv = store.current_revision()   # (the objects are at least this new, as a sorted page's)
     ids = [k[0] for k in sorted_keys(web, namespaces, selector, q, sort, now, keys, state)]
     model, cluster = web.resource.model, clusters.current()
 
     def batches() -> Iterator[list[bytes]]:
-        for start in range(0, len(ids), BATCH):
-            chunk = ids[start:start + BATCH]
-            with clusters.within(cluster):   # (read later, on the thread that sends the response)
-                texts = dict(revlog.with_current(model.objects.filter(id__in=chunk), "id"))
-            found = [_bytes(texts[i]) for i in chunk if i in texts]   # (one deleted meanwhile: gone)
-            if found:
-                yield found
+        # Read later, on the thread that sends the response, after the request's pinned block
+        # (timetravel.py) has ended: as of a past moment, the reads pin it again themselves
+        # (the same revision: the rows the keys were read from), on this thread's connection.
+        with asof.pinned(at) if at is not None else nullcontext():
+            for start in range(0, len(ids), BATCH):
+                chunk = ids[start:start + BATCH]
+                with clusters.within(cluster):
+                    texts = dict(revlog.with_current(model.objects.filter(id__in=chunk), "id"))
+                found = [_bytes(texts[i]) for i in chunk if i in texts]   # (one deleted meanwhile: gone)
+                if found:
+                    yield found
 
     return rv, batches()
-
-
-def _pinned(at, batches: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
-    """The batches read as of `at` again: the body is sent after the request's pinned block
-    (timetravel.py) has ended, so its reads pin the same revision themselves."""
-    with asof.pinned(at):
-        yield from batches
 
 
 def _bytes(text) -> bytes:

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_safe
 
-from dashboard.kube import asof, revlog, store
+from dashboard.kube import context, revlog, store
 
 from . import history, kinds, scope
 from .live_page import PageView
@@ -36,7 +36,7 @@ def _context(request, web, namespace: str, name: str, tab: str):
     if not principal.can("get", namespace, web.kind):
         return forbidden_page(request, principal, web.plural, namespace)
     rv = store.current_revision()   # before the log read: live pushes start after it
-    at = asof.current()   # as of a past moment (?at=): the object's revisions up to then
+    at = context.of(request).at   # as of a past moment (?at=): the object's revisions up to then
     newest = history.latest(web.kind, namespace, name) if at is None else \
         next(iter(revlog.object_revisions(web.kind, namespace, name, 1, before=at.rv + 1)), None)
     if newest is None or not scope.sees(principal, web.kind, newest[2]):
@@ -71,7 +71,7 @@ def history_view(request, namespace: str, name: str, web: kinds.KindWeb, princip
     before = request.GET.get("before", "")
     show = request.GET.get("show", "")
     show = show if show in history.SHOW else ""
-    at = asof.current()
+    at = context.of(request).at
     before = int(before) if before.isdigit() else None
     if at is not None:   # as of a past moment: nothing written after it
         before = min(before or at.rv + 1, at.rv + 1)
@@ -87,14 +87,14 @@ def history_view(request, namespace: str, name: str, web: kinds.KindWeb, princip
         page["entries"] = history.timeline_page(page, happenings, show)
     ctx.update(history=page, rv=rv, show=show, timeline=timeline is not None)
     if not page["paged"]:   # the newest page follows new revisions; an older one stays as it is
-        ctx["ws_url"] = ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=HISTORY, show=show)
+        ctx["ws_url"] = ws_url(web.detail_view, rv, at, namespace=namespace, name=name, tab=HISTORY, show=show)
     return render(request, "web/_history.html", ctx)
 
 
 @tab_view(FIELDS)
 def fields_view(request, namespace: str, name: str, web: kinds.KindWeb, principal, ctx, rv, newest):
     ctx.update(owners=history.field_owners(newest[2], web.kind), rv=rv,
-               ws_url=ws_url(web.detail_view, rv, namespace=namespace, name=name, tab=FIELDS))
+               ws_url=ws_url(web.detail_view, rv, context.of(request).at, namespace=namespace, name=name, tab=FIELDS))
     return render(request, "web/_field_owners.html", ctx)
 
 

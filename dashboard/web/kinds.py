@@ -231,10 +231,11 @@ class KindWeb:
     # partial that shows them (re-rendered by the live push whenever an item changes).
     summarize: Callable[[list[dict]], dict] | None = None
     summary_partial: str = ""
-    # Detail page extras: (namespace, name, now) -> context (e.g. a history from the revision log),
-    # and the detail template's partials that show it: pushed again with every change of the
-    # object, as the detail partial is (a Lease's holder history).
-    detail_context: Callable[[str, str, datetime], dict] | None = None
+    # Detail page extras: (namespace, name, now, at) -> context (e.g. a history from the revision
+    # log; at: a page as of a past moment, kube/asof.At, or None), and the detail template's
+    # partials that show it: pushed again with every change of the object, as the detail partial
+    # is (a Lease's holder history).
+    detail_context: Callable[[str, str, datetime, Any], dict] | None = None
     detail_partials: tuple[str, ...] = ()
     sorts: tuple[Sort, ...] = ()     # the kind's own sort keys, beyond COMMON_SORTS
     # Typed text columns the search across kinds also looks in (beyond names, namespaces,

@@ -259,7 +259,7 @@ def _detail(socket: PageSocket, kind: str, obj: dict | None, moment) -> str:
     if web.detail_partials and web.detail_context is not None:
         # The page's other live parts (a Lease's holder history), from the log as it is now.
         meta = obj["metadata"]
-        ctx = {**web.detail_context(meta["namespace"], meta["name"], moment), "item": item, "oob": "true"}
+        ctx = {**web.detail_context(meta["namespace"], meta["name"], moment, None), "item": item, "oob": "true"}
         html += "".join(render_to_string(f"{web.detail_template}#{part}", ctx) for part in web.detail_partials)
     return html
 

@@ -51,8 +51,9 @@ class Fetched:
 
 
 def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int, token: str,
-          keys: frozenset | None = None, state: kinds.State | None = None) -> Fetched:
-    """One page of objects in (namespace, name) order, read from one snapshot.
+          keys: frozenset | None = None, state: kinds.State | None = None, at: asof.At | None = None) -> Fetched:
+    """One page of objects in (namespace, name) order, read from one snapshot (`at`: a page as
+    of a past moment, read within asof.pinned(at); None: live).
 
     namespaces is [None] (all), or the sorted namespaces to read one after another (a
     namespace-limited user). The name filter q is applied here, so the store is read in
@@ -64,7 +65,7 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
     rv: int | None = start[0] if start else None
     out: list[dict] = []
     needle = q.lower()
-    in_state = state_test(kind, state)
+    in_state = state_test(kind, state, at)
     chunk = limit + 1 if not (needle or in_state) and keys is None else max(limit + 1, 500)
     for ns in namespaces:
         if start is not None and ns is not None and ns < start[1]:
@@ -77,7 +78,7 @@ def fetch(kind: str, namespaces: list[str | None], selector, q: str, limit: int,
             cont = ""
         while True:
             page = lists.list_objects(res, lists.ListQuery(namespace=ns, label_selector=selector, limit=chunk,
-                                                           continue_token=cont))
+                                                           continue_token=cont), at)
             rv = page.resource_version
             for raw in page.items:
                 obj = orjson.loads(raw)
@@ -126,16 +127,16 @@ def keys_q(keys) -> Q:
         functools.reduce(operator.or_, (Q(namespace=ns, name=name) for ns, name in keys))
 
 
-def state_test(kind: str, state: kinds.State | None):
-    """A state filter over an object, at the moment it is asked (None: no filter): the state's
-    test on the object's typed columns as the store computes them (Resource.typed_columns)."""
+def state_test(kind: str, state: kinds.State | None, at: asof.At | None = None):
+    """A state filter over an object, at the moment it is asked, or on a page as of a past
+    moment at that moment (`at`) (None: no filter): the state's test on the object's typed
+    columns as the store computes them (Resource.typed_columns)."""
     if state is None:
         return None
     columns = by_kind(kind).typed_columns
 
     def in_state(obj: dict) -> bool:
         values = columns(obj)
-        at = asof.current()   # (a page as of a past moment: its states then, web/timetravel.py)
         return state.test(tuple(values[c] for c in state.columns), at.moment if at is not None else utcnow())
 
     return in_state
@@ -316,14 +317,15 @@ def _summed(parts: list[dict]) -> dict:
 
 
 def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] | None = None,
-                 namespace: str = "") -> list[dict]:
+                 namespace: str = "", page_at: asof.At | None = None) -> list[dict]:
     """The overview's table across clusters: one row per cluster the viewer may see, each
     kind's overview counts over the whole cluster (its namespace cards, summed; only `namespace`'s
     when the Overview shows one, its links kept in it), the follower's state and last event.
     Empty when no cluster is followed. current_cards: the page's own cards of the current
     cluster (the same namespaces: not read twice).
     `now` is the real time: each cluster's counts are computed at its own moment (a cluster that
-    is not current: as of its last word, Cluster.moment)."""
+    is not current: as of its last word, Cluster.moment). page_at: the page's past moment (?at=:
+    its links keep it; None: live)."""
     names = cluster_scope.visible_clusters(principal)
     if names in ([], [clusters.LOCAL]):
         return []
@@ -344,13 +346,13 @@ def cluster_rows(principal: Principal, now: datetime, current_cards: list[dict] 
         stale = row is not None and cluster_scope.staleness(row, now) is not None
         heard = row.known_at if stale else None
         rows.append({
-            "name": name, "url": cluster_scope.in_cluster("/" + in_ns, name), "current": name == clusters.current(),
+            "name": name, "url": cluster_scope.in_cluster("/" + in_ns, name, page_at), "current": name == clusters.current(),
             "state": row.state if row is not None else "local", "stale": stale,
             "tone": cluster_scope.state_tone(row, stale) if row is not None else "", "last_event": p.iso(last),
             "last_event_ago": p.age(last, now) if last else "",
             "heard": p.iso(heard) if heard else "", "heard_ago": p.age(heard, now) if heard else "",
             "heard_clock": p.clock(heard) if heard else "",
-            "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url + in_ns, name), "part": part,
+            "kinds": [{"web": web, "link": cluster_scope.in_cluster(web.list_url + in_ns, name, page_at), "part": part,
                        "count": part.get(web.overview.count_key, 0),
                        "template": f"{web.list_template}#{web.overview.partial}"}
                       for web in kinds.registered()

@@ -3,8 +3,10 @@
 `at` is an RFC 3339 time (`2026-11-28T03:12:00Z`) or a revision (`rv:12345`). The Overview,
 the lists (every filter, sort and page), the detail pages, History and Field owners run within
 kube/asof.pinned: the typed tables show the state at that revision, rebuilt from the revision
-log, and cluster_scope.moment() is the moment (time-derived states: a Lease held or expired, its
-countdown, ages, a Job's duration). The page has no socket, no write button, and a banner "As
+log. The request's context carries the moment (kube/context.py RequestContext.at): the views
+hand it to what reads it, cluster_scope.moment(at=) the first (time-derived states: a Lease held
+or expired, its countdown, ages, a Job's duration), and put it in the templates' context (`at`,
+which the template tags read). The page has no socket, no write button, and a banner "As
 of <time> — not live" with "Back to now". Every write route refuses a request carrying `at`
 (400), whatever its method; the share form keeps it (the shared view is as of then).
 """
@@ -19,7 +21,7 @@ from django.http import HttpResponse
 from django.urls import Resolver404, resolve
 
 from dashboard.access import clusters
-from dashboard.kube import asof, revlog, store
+from dashboard.kube import asof, context as request_context, revlog, store
 from dashboard.kube.formats import parse_time
 from dashboard.kube.meta import now as utcnow
 
@@ -122,15 +124,19 @@ class TimeTravelMiddleware:
             at = parse(text)
         except BadAt as exc:
             return refusal(400, f"at: {exc}")
-        request.kubedash_at = at
-        with asof.pinned(at):
-            return self.get_response(request)
+        ctx = request_context.of(request)
+        ctx.at = at
+        try:
+            with asof.pinned(at):
+                return self.get_response(request)
+        finally:
+            ctx.at = None   # (what runs after the block reads the live tables; a streamed body pins itself)
 
 
 def context(request) -> dict:
     """The banner's and time bar's context (base.html, web/_timebar.html): none on a page that
     does not travel (search, tokens, share links, /changes/ itself)."""
-    at = asof.current()
+    at = request_context.of(request).at
     try:
         if at is None and (resolve(request.path_info).url_name or "") not in travel_routes():
             return {}
@@ -143,7 +149,7 @@ def context(request) -> dict:
     live = request.GET.copy()
     live.pop(PARAM, None)
     out = {"timebar": True, "timebar_live": request.path + (f"?{live.urlencode()}" if live else ""),
-           "timebar_path": cluster_scope.in_cluster(request.path),   # (a GET form: its fields replace this query)
+           "timebar_path": cluster_scope.in_cluster(request.path, at=at),   # (a GET form: its fields replace this query)
            "timebar_fields": [(k, v) for k, values in back.lists() for v in values],
            "timebar_presets": [(label, _moved(request, back, ago(seconds)))
                                for label, seconds in (("5 min ago", 300), ("1 h ago", 3600), ("1 day ago", 86400))]}
@@ -222,20 +228,16 @@ def with_at(request, value: str) -> str:
     return f"{request.path}?{query.urlencode()}"
 
 
-def query_param() -> dict:
-    """{"at": …} while pinned (links of the page keep it), else {}."""
-    at = asof.current()
+def page_at(context) -> asof.At | None:
+    """The page's past moment in a template's context (`at`, which context() puts there), or
+    None (live; or an `at` of something else, e.g. a time in a pushed fragment's context)."""
+    at = context.get("at")
+    return at if isinstance(at, asof.At) else None
+
+
+def query_param(at: asof.At | None) -> dict:
+    """{"at": …} on a page as of `at` (links of the page keep it), else {}."""
     return {PARAM: at.asked} if at is not None else {}
-
-
-def add_at(url: str) -> str:
-    """`url` with the pinned `at` (unchanged when live)."""
-    at = asof.current()
-    if at is None or not url or re.search(rf"[?&]{PARAM}=", url):
-        return url
-    url, hash_, fragment = url.partition("#")
-    joiner = "" if url.endswith(("?", "&")) else ("&" if "?" in url else "?")
-    return f"{url}{joiner}{urlencode({PARAM: at.asked})}{hash_}{fragment}"
 
 
 def ago(seconds: int) -> str:

@@ -35,7 +35,7 @@ from django.views.decorators.http import require_safe
 
 from dashboard.access import clusters
 from dashboard.access.principals import Principal
-from dashboard.kube import asof, lists, revlog, store
+from dashboard.kube import asof, context as request_context, lists, revlog, store
 from dashboard.kube.storage import rows as stored_rows
 from dashboard.kube.errors import ApiError
 from dashboard.kube.meta import now as utcnow
@@ -57,10 +57,10 @@ PAGE_SIZES = (50, 100, 500, 1000)   # the "Per page" choices
 # Shared helpers
 
 
-def ws_url(view: str, rv: int | str | None, **params: str) -> str:
+def ws_url(view: str, rv: int | str | None, at: asof.At | None = None, **params: str) -> str:
     """The page's websocket address: what it shows and the revision it was rendered at ("": a
-    page as of a past moment has no socket, timetravel.py)."""
-    if asof.current() is not None:
+    page as of a past moment, `at`, has no socket, timetravel.py)."""
+    if at is not None:
         return ""
     query = {"view": view, **{k: v for k, v in params.items() if v}}
     if not clusters.is_local():
@@ -84,7 +84,7 @@ def share_url(principal: Principal, kind: str, filters: "Filters") -> str:
     if shared_namespaces(principal, filters.namespace, kind) is None or kinds.by_kind(kind).form is None:
         return ""   # (nor a read-only feed: a share link opens a kind's pages)
     view = filters.query(page=str(filters.page) if filters.page > 1 else "", warnings="")   # (a link shares no warnings filter; `at` it keeps)
-    return cluster_scope.in_cluster(f"/share/new/?kind={kind}" + (f"&{view}" if view else ""))
+    return cluster_scope.in_cluster(f"/share/new/?kind={kind}" + (f"&{view}" if view else ""), at=filters.at)
 
 
 @dataclass
@@ -101,16 +101,18 @@ class Filters:
     warnings: str = ""  # "1h": only the objects with warnings in the last hour (web/warnings.py)
     default_sort: str = ""   # the list's order when the address names none (kinds.KindWeb.default_sort)
     chosen: tuple = ()  # the chosen columns (?columns=, web/columns.py; (): the kind's own)
+    at: asof.At | None = None   # a page as of a past moment (?at=: the request's context, timetravel.py)
 
     # What is wrong with the address's view settings: (the filter field, what to say).
     errors: tuple = ()
 
     @classmethod
-    def from_request(cls, request, web: kinds.KindWeb | None = None) -> "Filters":
+    def from_request(cls, request, web: kinds.KindWeb | None = None, at: asof.At | None = None) -> "Filters":
         """The view an address asks for. Each setting is one parameter (the last one, if
         repeated: views.canonical_redirect then drops the rest); a value that is no setting of
         this list (an unknown sort, a page size or page that is no number) is an error the
-        page says, never silently another view."""
+        page says, never silently another view. `at`: the page's past moment (the request's
+        context's, timetravel.py; None: live)."""
         g = request.GET
         errors = []
 
@@ -161,7 +163,7 @@ class Filters:
         return cls(namespace=last("namespace"), label_selector=last("labelSelector"), warnings=warned, chosen=chosen,
                    q=last("q"), state=state, columns=tuple(columns), limit=min(limit, MAX_PAGE_SIZE),
                    continue_token="" if sort else last("continue"), sort=sort, page=page if sort else 1,
-                   default_sort=default, errors=tuple(errors))
+                   default_sort=default, errors=tuple(errors), at=at)
 
     def canonical(self) -> str:
         """This view's one address (its query string): each setting once, defaults left out."""
@@ -182,7 +184,7 @@ class Filters:
                   "sort": self.sort or "namespace", list_columns.PARAM: ",".join(self.chosen)}
         if self.limit != PAGE_SIZE:
             params["limit"] = str(self.limit)
-        params.update(timetravel.query_param())   # a page as of a past moment: its links stay there
+        params.update(timetravel.query_param(self.at))   # a page as of a past moment: its links stay there
         params.update(extra)
         if (params["sort"] or "namespace") == (self.default_sort or "namespace"):
             params["sort"] = ""   # the list's default order: no parameter
@@ -196,7 +198,7 @@ def canonical_redirect(request, filters: Filters):
     canonical = filters.canonical()
     if given == sorted(parse_qsl(canonical)):
         return None
-    return redirect(cluster_scope.in_cluster(request.path + (f"?{canonical}" if canonical else "")))
+    return redirect(cluster_scope.in_cluster(request.path + (f"?{canonical}" if canonical else ""), at=filters.at))
 
 
 def fetch_sorted(web: kinds.KindWeb, namespaces: list[str | None], selector, q: str, sort: str, page: int,
@@ -245,7 +247,7 @@ class KindListView(View):
         if all_clusters.wants_all(request):   # `?cluster=*`: the list across every cluster (issue 40)
             return all_clusters_list.list_page(request, page, principal, base_context(request, principal, page.plural),
                                                Filters)
-        filters = Filters.from_request(request, page)
+        filters = Filters.from_request(request, page, request_context.of(request).at)
         if export.requested(request):   # ?format=csv|json|yaml: the whole view as a file
             return export.download(request, page, principal, filters)
         if not filters.errors:
@@ -261,7 +263,7 @@ class KindListView(View):
                    sort_options=[(s.key, s.label) for s in page.all_sorts()])
         ctx.update(list_columns.page_context(page, filters, ctx))   # ?columns=: the cells, headers, sorts
         ctx["can_create"] = page.form is not None and may_create_somewhere(principal, filters.namespace, page.kind) \
-            and asof.current() is None
+            and filters.at is None
         if not ctx["can_create"] and not clusters.is_local():   # why not, in the read-only note
             ctx["write_refusal"] = scope.write_refusal(principal, "create", filters.namespace or None, page.kind)
         namespaces = list_scope(principal, filters.namespace, page.kind)
@@ -280,21 +282,21 @@ class KindListView(View):
             ctx["error_field"] = "labelSelector"
             return render(request, page.list_template, ctx, status=400)
         # ?warnings=1h: the objects (existing, in this view) with warnings in the last hour.
-        keys = warnings.warned_keys(page.kind, asof.current().moment if asof.current() else utcnow(),
+        keys = warnings.warned_keys(page.kind, filters.at.moment if filters.at else utcnow(),
                                     namespaces) if filters.warnings else None
         state = page.view_filter(filters.state, dict(filters.columns))
         if filters.sort:
             return self.sorted(request, ctx, filters, namespaces, selector, principal, keys, state)
         try:
             fetched = fetch(page.kind, namespaces, selector, filters.q, filters.limit, filters.continue_token,
-                            keys, state)
+                            keys, state, at=filters.at)
         except ApiError as exc:
             # A garbage or compacted continue token: say so, and offer the first page.
             ctx["error"] = ("This page of results has expired; start again from the first page."
                             if exc.code == 410 else "This link's page position is not valid.")
             ctx["first_page"] = "?" + filters.query()
             return render(request, page.list_template, ctx, status=exc.code if exc.code in (400, 410) else 400)
-        now = cluster_scope.moment()
+        now = cluster_scope.moment(at=filters.at)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
         warnings.annotate(page.kind, ctx["items"], now)
         ctx["rv"] = fetched.resource_version
@@ -318,7 +320,7 @@ class KindListView(View):
                     fetched.resource_version, *prev)}) if prev else filters.query())
         paged = bool(fetched.next_token or filters.continue_token)
         rows = [o["metadata"] for o in fetched.objects]
-        ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
+        ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, filters.at, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
                                state=filters.state, **dict(filters.columns), paged="1" if paged else "", columns=",".join(filters.chosen),
                                first=f"{rows[0]['namespace']}/{rows[0]['name']}" if paged and rows else "",
@@ -330,7 +332,7 @@ class KindListView(View):
 
     def sorted(self, request, ctx, filters: Filters, namespaces, selector, principal, keys, state):
         """A list in another order than (namespace, name): numbered pages of the current state."""
-        page, now = self.web, cluster_scope.moment()
+        page, now = self.web, cluster_scope.moment(at=filters.at)
         fetched, total = fetch_sorted(page, namespaces, selector, filters.q, filters.sort, filters.page,
                                       filters.limit, now, keys, state)
         ctx.update(p.page_context(page.kind, fetched.objects, now))
@@ -349,7 +351,7 @@ class KindListView(View):
         if filters.page > 1:
             ctx["first_page"] = "?" + filters.query()
             ctx["prev_url"] = "?" + filters.query(page=str(filters.page - 1) if filters.page > 2 else "")
-        ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, namespace=filters.namespace,
+        ctx["ws_url"] = ws_url(page.plural, fetched.resource_version, filters.at, namespace=filters.namespace,
                                labelSelector=filters.label_selector, q=filters.q, warnings=filters.warnings,
                                state=filters.state, sort=filters.sort, **dict(filters.columns), columns=",".join(filters.chosen),
                                page=str(filters.page), limit=str(filters.limit), offset=str(ctx.get("offset", "")))
@@ -381,8 +383,9 @@ class DetailView(View):
         principal = page_principal(request)
         if not principal.can("get", namespace, page.kind):
             return forbidden_page(request, principal, page.plural, namespace)
+        at = request_context.of(request).at
         try:
-            obj = store.get(page.resource, namespace, name) if asof.current() is None else shadowed(page, namespace, name)
+            obj = store.get(page.resource, namespace, name) if at is None else shadowed(page, namespace, name)
         except ApiError as exc:
             if exc.code == 404:
                 return deleted_page(request, principal, page, namespace, name)
@@ -394,18 +397,18 @@ class DetailView(View):
             raise Http404(f"{page.kind} {namespace}/{name} not found")
         if request.GET.get("download") == "yaml":
             return yaml_download(obj)
-        now = cluster_scope.moment()
+        now = cluster_scope.moment(at=at)
         ctx = base_context(request, principal, page.plural)
         rv = obj["metadata"].get("resourceVersion", "")
         ctx.update(item=p.present(page.kind, obj, now), yaml=p.object_yaml(obj), rv=rv,
-                   ws_url=ws_url(page.detail_view, rv, namespace=namespace, name=name),
+                   ws_url=ws_url(page.detail_view, rv, at, namespace=namespace, name=name),
                    # edit / delete / actions: the role, and on a followed cluster its write mode and
                    # what it answers an access review for this user (scope.write_refusal)
                    write_refusal=scope.write_refusal(principal, "update", namespace, page.kind)
-                   if asof.current() is None else "This page is as of a past moment: nothing can be changed from it.")
+                   if at is None else "This page is as of a past moment: nothing can be changed from it.")
         ctx["can_edit"] = ctx["write_refusal"] is None
         if page.detail_context is not None:
-            ctx.update(page.detail_context(namespace, name, now))
+            ctx.update(page.detail_context(namespace, name, now, at))
         return render(request, page.detail_template, ctx)
 
 
@@ -424,7 +427,8 @@ def absent_page(request, principal: Principal, web: kinds.KindWeb, namespace: st
     ctx.update(title=f"{web.kind} {namespace}/{name} did not exist then",
                message=f"{web.kind} {namespace}/{name} did not exist at {ctx['at_clock']} (not yet created, or "
                        "deleted by then). Its History shows when it did.",
-               history_url=timetravel.add_at(cluster_scope.in_cluster(f"{web.detail_url(namespace, name)}history/")))
+               history_url=cluster_scope.in_cluster(f"{web.detail_url(namespace, name)}history/",
+                                                    at=request_context.of(request).at))
     return render(request, "web/error.html", ctx, status=404)
 
 
@@ -531,12 +535,14 @@ def overview(request):
     # The revision first: the cards show at least this state, so replaying events after it
     # can only repeat a change, never miss one.
     rv = store.current_revision()
-    now = cluster_scope.moment() if asof.current() is not None else utcnow()
+    at = request_context.of(request).at
+    now = cluster_scope.moment(at=at) if at is not None else utcnow()
     only = overview_namespaces(principal, namespace)
-    cards = namespace_cards(cluster_scope.moment(now), only)
+    cards = namespace_cards(cluster_scope.moment(now, at=at), only)
     ctx = base_context(request, principal, "overview")
     ctx.update(cards=cards, rv=rv, filters=Filters(namespace=namespace), namespaces=known_namespaces(principal),
-               ws_url=ws_url("overview", rv, namespace=namespace),
-               totals=p.overview_totals(cards), warnings=warnings.overview(cluster_scope.moment(now), only, namespace),
-               cluster_rows=cluster_rows(principal, now, cards, namespace))
+               ws_url=ws_url("overview", rv, at, namespace=namespace),
+               totals=p.overview_totals(cards),
+               warnings=warnings.overview(cluster_scope.moment(now, at=at), only, namespace),
+               cluster_rows=cluster_rows(principal, now, cards, namespace, at))
     return render(request, "web/overview.html", ctx)

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 from django import template
 
 from dashboard.access import clusters
-from dashboard.web import cluster_scope, kinds, scope
+from dashboard.web import cluster_scope, kinds, scope, timetravel
 
 from .. import pins, saving
 from ..models import Pin, SavedView
@@ -57,7 +57,7 @@ def pinned_panel(context):
     request, principal, user = _user(context)
     if user is None:
         return {"show": False}
-    return {"show": True, "pinned": pins.panel_items(user, principal), "oob": False}
+    return {"show": True, "pinned": pins.panel_items(user, principal, at=timetravel.page_at(context)), "oob": False}
 
 
 @register.inclusion_tag("saved/_palette.html", takes_context=True)

@@ -1,6 +1,7 @@
 """The page's cluster in templates: {% load incluster %}, then
 
-    {{ url|in_cluster }}        a link that stays in the page's cluster (cluster_scope.in_cluster)
+    {% in_cluster url %}        a link that stays in the page's cluster (cluster_scope.in_cluster),
+                                and at the page's moment (`at` in the context: a page as of then)
     {% cluster_field %}         the same for a GET form: a hidden cluster input (nothing when local),
                                 and `at` on a page as of a past moment
     {% cluster_header as cx %}  the header's selector and the stale banner (base.html)
@@ -16,21 +17,20 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from dashboard.access import clusters
-from dashboard.kube import asof
-
-from .. import cluster_scope, scope
+from .. import cluster_scope, scope, timetravel
 
 register = template.Library()
 
 
-@register.filter
-def in_cluster(url):
-    return cluster_scope.in_cluster(str(url))
+@register.simple_tag(takes_context=True)
+def in_cluster(context, url):
+    """(A tag, not a filter: the page's moment is in the template's context, issue 38.)"""
+    return cluster_scope.in_cluster(str(url), at=timetravel.page_at(context))
 
 
-@register.simple_tag
-def cluster_field():
-    at = asof.current()   # (a page as of a past moment: its filters stay there too, issue 38)
+@register.simple_tag(takes_context=True)
+def cluster_field(context):
+    at = timetravel.page_at(context)   # (a page as of a past moment: its filters stay there too, issue 38)
     kept = format_html('<input type="hidden" name="at" value="{}">', at.asked) if at is not None else ""
     name = clusters.current()
     if name == clusters.LOCAL:
@@ -96,7 +96,7 @@ def nav_url(context, url):
     url = str(url)
     if namespace:
         url = f"{url}{'&' if '?' in url else '?'}{urlencode({'namespace': namespace})}"
-    return cluster_scope.in_cluster(url)
+    return cluster_scope.in_cluster(url, at=timetravel.page_at(context))
 
 
 @register.simple_tag(takes_context=True)

@@ -5,7 +5,7 @@ from urllib.parse import urlencode
 from django import template
 from django.utils.html import format_html
 
-from dashboard.web import kinds
+from dashboard.web import kinds, timetravel
 from dashboard.web.cluster_scope import in_cluster
 
 register = template.Library()
@@ -26,7 +26,8 @@ def sort_th(context, key: str, label: str, css: str = ""):
         return format_html('<th scope="col"{}>{}</th>', cls, label)
     aria = format_html(' aria-sort="{}"', s["aria"]) if s["aria"] else ""
     filters = context.get("filters")
-    href = in_cluster("?" + (filters.query(sort=s["next"]) if filters is not None else f"sort={s['next']}"))
+    href = in_cluster("?" + (filters.query(sort=s["next"]) if filters is not None else f"sort={s['next']}"),
+                      at=timetravel.page_at(context))
     return format_html('<th scope="col"{}{}><a href="{}" class="sort">{}<span class="sort-arrow" aria-hidden="true">{}</span>'
                        '</a></th>', cls, aria, href, label, _ARROW[s["aria"]])
 
@@ -48,7 +49,7 @@ def meta_cell(context, item, column):
     if column.meta != "label":
         return format_html('<td{}><span class="mono">{}</span></td>', attrs, found)
     query = {"labelSelector": f"{column.meta_key}={found}", "columns": ",".join(context.get("chosen_columns") or ())}
-    href = in_cluster("?" + urlencode({k: v for k, v in query.items() if v}))
+    href = in_cluster("?" + urlencode({k: v for k, v in query.items() if v}), at=timetravel.page_at(context))
     return format_html('<td{}><a class="mono" href="{}" title="Only the objects with {}={}">{}</a></td>', attrs, href,
                        column.meta_key, found, found)
 
