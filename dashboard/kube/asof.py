@@ -7,7 +7,8 @@ the same name holding every object as it stood at R: the newest logged revision 
 key, unless that revision is its deletion. SQLite and PostgreSQL both resolve an unqualified
 name to the connection's temporary table first, so every query of the pages runs unchanged
 against the past (its rows point at the old revisions, whose JSON is what they show). The
-revision log itself is not shadowed: history reads stay exact.
+revision log is shadowed only by a view of all of it that gives those revisions their full text
+where it is stored as a delta (kube/delta.py): history reads stay exact.
 
 Nothing is written to the real tables; the temporary tables are dropped when the block ends
 (and vanish with the connection if it breaks). While pinned, `moment()` is the instant the
