@@ -39,6 +39,10 @@ def _story(minutes: int = 10, start_minute: int = 0):
         store.create(lease_res, NS, lease("leader", holder="node-a", ns=NS, duration=40))
         store.create(job_res, NS, job("steps", ns=NS, completions=100, parallelism=2))
     t0 = asof.written_at(revlog.last_logged()) - timedelta(hours=3) + timedelta(minutes=start_minute)
+    if start_minute == 0:
+        Revision.everywhere.update(created=t0 - timedelta(seconds=10))   # (created just before)
+    else:
+        t0 = asof.written_at(revlog.last_logged()) + timedelta(seconds=10)
     for tick in range(minutes * 6):
         moment = t0 + timedelta(seconds=10 * tick)
 
@@ -151,3 +155,28 @@ def test_later_rounds_and_the_history_cut_keep_every_kept_state_exact(db):
             assert orjson.dumps(obj).decode() == written[rv]
         assert [t for _, _, n, _, t in asof.state_at(kind, middle) if n == name] == \
             [revlog.text_as_of(kind, NS, name, middle)]
+
+
+def test_history_page_and_changes_over_the_compacted_past(db, login):
+    written = _story()
+    with override_settings(KUBEDASH_RETAIN_REVISIONS=0, KUBEDASH_RETAIN_SECONDS=0):
+        compaction.compact(keep=0, keep_seconds=0)
+    client = login("admin")
+    kept = sorted(rv for rv, _, _, _ in revlog.object_revisions("Lease", NS, "leader", 1000))
+    stored = dict(Revision.everywhere.filter(rv__in=kept).values_list("rv", "object"))
+    holders = [orjson.loads(written[rv])["spec"]["holderIdentity"] for rv in kept]
+    at = next(rv for rv in kept if delta.is_delta(stored[rv]) and orjson.loads(written[rv])["spec"]["holderIdentity"] == "node-b")
+    # History as of a delta-stored revision: every kept revision up to it, the renew times exact.
+    r = client.get(f"/leases/{NS}/leader/history/?at=rv:{at}")
+    html = unescape(r.content.decode())
+    assert r.status_code == 200 and '["{",{' not in html
+    shown = {int(rv) for rv in re.findall(r'id="rev-(\d+)"', html)}
+    assert shown and max(shown) == at and shown <= set(kept)
+    for rv in shown:
+        assert orjson.loads(written[rv])["spec"]["renewTime"][:19] in html
+    # /changes/ from a delta-stored revision holding node-a to one holding node-b: the holder diff.
+    start = max(rv for rv, h in zip(kept, holders) if h == "node-a" and delta.is_delta(stored[rv]))
+    r = client.get(f"/changes/?from=rv:{start}&to=rv:{at}&kind=Lease")
+    html = unescape(r.content.decode())
+    assert r.status_code == 200 and "spec.holderIdentity" in html and "node-a" in html and "node-b" in html
+    assert "1 lease changed holder" in html
