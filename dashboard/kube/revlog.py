@@ -238,12 +238,20 @@ def drop_before_history(point: int) -> int:
         cursor.execute(f"SELECT object FROM kube_revision WHERE rv IN ({keep}) AND object LIKE %s",
                        [point, delta.MARK + "%"])
         bases = sorted({delta.base_of(text) for (text,) in cursor.fetchall()})
-        spare = f" AND rv NOT IN ({', '.join(['%s'] * len(bases))})" if bases else ""
-        cursor.execute(f"DELETE FROM kube_revision WHERE rv <= %s AND rv NOT IN (SELECT * FROM ({keep}) k){spare}",
-                       [point, point, *bases])
-        removed = cursor.rowcount
+        removed, low = 0, 0
+        # (in rv ranges holding at most SPARED bases each: a statement's parameters are bounded)
+        for chunk in [bases[i:i + SPARED] for i in range(0, len(bases), SPARED)] + [[]]:
+            high = chunk[-1] if chunk else point
+            spare = f" AND rv NOT IN ({', '.join(['%s'] * len(chunk))})" if chunk else ""
+            cursor.execute(f"DELETE FROM kube_revision WHERE rv > %s AND rv <= %s "
+                           f"AND rv NOT IN (SELECT * FROM ({keep}) k){spare}", [low, high, point, *chunk])
+            removed += cursor.rowcount
+            low = high
         cursor.execute("DELETE FROM kube_revision WHERE rv <= %s AND type = %s", [point, DELETED])
         return removed + cursor.rowcount
+
+
+SPARED = 1000
 
 
 def full_texts(texts: list[str]) -> list[str]:

@@ -137,7 +137,7 @@ def test_pages_as_of_a_compacted_moment_show_the_kept_states(db, login):
     assert store.get(by_kind("Lease"), NS, "leader")["spec"]["holderIdentity"] == "node-b"
 
 
-def test_later_rounds_and_the_history_cut_keep_every_kept_state_exact(db):
+def test_later_rounds_and_the_history_cut_keep_every_kept_state_exact(db, monkeypatch):
     written = _story(minutes=5)
     with override_settings(KUBEDASH_RETAIN_REVISIONS=0, KUBEDASH_RETAIN_SECONDS=0):
         compaction.compact(keep=0, keep_seconds=0)
@@ -149,7 +149,13 @@ def test_later_rounds_and_the_history_cut_keep_every_kept_state_exact(db):
     assert sum(delta.is_delta(Revision.everywhere.get(rv=rv).object) for rv in heads[:-1]) >= len(heads) // 2
     # Cut the pages' history in the middle: what stays reads back exactly, deltas and their bases.
     middle = heads[len(heads) // 2]
-    revlog.drop_before_history(middle)
+    monkeypatch.setattr(revlog, "SPARED", 1)   # (the cut's ranges, one base each)
+    before = Revision.everywhere.count()
+    spared = {delta.base_of(t) for t in Revision.everywhere.filter(rv__gt=middle).values_list("object", flat=True)
+              if delta.is_delta(t)}
+    assert any(b <= middle for b in spared)   # (some delta above the cut names a revision below it)
+    assert revlog.drop_before_history(middle) > 0 and Revision.everywhere.count() < before
+    assert spared <= set(Revision.everywhere.values_list("rv", flat=True))   # (every delta's base kept)
     for kind, name in (("Lease", "leader"), ("Job", "steps")):
         for rv, _, obj, _ in revlog.object_revisions(kind, NS, name, 1000):
             assert orjson.dumps(obj).decode() == written[rv]
