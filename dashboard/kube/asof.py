@@ -175,7 +175,8 @@ def pinned(at: At):
                     cursor.execute(f"SET LOCAL search_path TO pg_temp, {cursor.fetchone()[0]}")
                 _fill(at, [], on_commit_drop=True)
                 yield at
-                _drop_shadow(LOG)   # (before its table goes at COMMIT; after an error, ROLLBACK takes both)
+                if not connection.needs_rollback:   # (else ROLLBACK takes both)
+                    _drop_shadow(LOG)   # (before its table goes at COMMIT)
             return
         tables: list[str] = []
         with _search_path_changed():
