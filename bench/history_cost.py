@@ -12,8 +12,10 @@ fields, resourceVersion and managedFields' time changed; write times spread over
 window, so compaction and thinning see the ages they would), and measures:
 
   1. history bytes: the log's rows and object bytes (and SQLite's file after VACUUM / PostgreSQL's
-     pg_total_relation_size), per simulated hour and extrapolated to a day, before and after
-     thinning (compaction with a watch window of 0: everything past it is thinned);
+     pg_total_relation_size, with the indexes' share), scaled from the simulated window to a day:
+     before thinning, after thinning alone (compaction.thin), and after compaction with a watch
+     window of 0 (everything past it thinned, the kept revisions stored as deltas: kube/delta.py),
+     against the issue's target of 200 MB a day;
   2. the Leases list of all of them as of --back-minutes ago (?at=) against the live list, in
      the same run (Django's test client in this process: the page's own work, no server);
   3. /changes/ over the whole simulated window: time to the complete answer (the page is not
@@ -68,6 +70,8 @@ def micro(moment: datetime) -> str:
 
 
 def log_size() -> dict:
+    """The log's rows, object text bytes, and disk bytes (the table and its indexes; of those, the
+    indexes' where the database tells: PostgreSQL, or SQLite built with dbstat)."""
     from django.db import connection
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(object)), 0) FROM kube_revision")
@@ -77,10 +81,16 @@ def log_size() -> dict:
             pages = cursor.fetchone()[0]
             cursor.execute("PRAGMA page_size")
             disk = pages * cursor.fetchone()[0]
+            try:
+                cursor.execute("SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN "
+                               "(SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kube_revision')")
+                indexes = cursor.fetchone()[0]
+            except Exception:   # (no dbstat in this SQLite)
+                indexes = None
         else:
-            cursor.execute("SELECT pg_total_relation_size('kube_revision')")
-            disk = cursor.fetchone()[0]
-    return {"rows": rows, "text": text, "disk": disk}
+            cursor.execute("SELECT pg_total_relation_size('kube_revision'), pg_indexes_size('kube_revision')")
+            disk, indexes = cursor.fetchone()
+    return {"rows": rows, "text": text, "disk": disk, "indexes": indexes}
 
 
 def vacuum() -> None:
@@ -192,20 +202,57 @@ def main() -> int:
         live = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}"))
         past = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}&at={at}"))
         changes = timed(lambda: client.get(f"/changes/?from={start.strftime('%Y-%m-%dT%H:%M:%SZ')}"), repeat=1)
+        from dashboard.kube import store
         began = time.perf_counter()
-        removed = compaction.compact(keep=0, keep_seconds=0)
+        removed = compaction.thin(0, store.current_revision())   # (thinning alone, as before deltas)
         thin_seconds = time.perf_counter() - began
+        vacuum()
+        thinned = log_size()
+        began = time.perf_counter()
+        compaction.compact(keep=0, keep_seconds=0)   # (thinning again finds nothing: the deltas)
+        compact_seconds = time.perf_counter() - began
         vacuum()
         after = log_size()
         past_thinned = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}&at={at}"))
+        live_after = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}"))
         mb = 1024 * 1024
-        print(f"{'':28}{'rows':>12}{'JSON MB':>10}{'disk MB':>10}{'disk MB/day':>13}")
-        for label, size in (("before thinning", before), ("after thinning", after)):
-            print(f"{label:28}{size['rows']:>12,}{size['text'] / mb:>10.1f}{size['disk'] / mb:>10.1f}"
-                  f"{size['disk'] / mb * per_day:>13.0f}")
-        print(f"thinning removed {removed:,} revisions in {thin_seconds:.1f} s")
+        print(f"{'':30}{'rows':>12}{'JSON MB':>10}{'disk MB':>10}{'of it index':>13}{'B/row':>8}"
+              f"{'disk MB/day':>13}")
+        for label, size in (("before thinning", before), ("after thinning", thinned),
+                            ("after thinning + deltas", after)):
+            index = "?" if size["indexes"] is None else f"{size['indexes'] / mb:.1f}"
+            print(f"{label:30}{size['rows']:>12,}{size['text'] / mb:>10.1f}{size['disk'] / mb:>10.1f}{index:>13}"
+                  f"{size['disk'] / max(size['rows'], 1):>8.0f}{size['disk'] / mb * per_day:>13.0f}")
+        ceiling = 200
+        # The window's full revisions (each key's creation and head, a keyframe every 6 h) weigh far
+        # more in 10 simulated minutes than in a day: the steady state per day, from the measured
+        # parts: every kept revision's row cost (disk less text), plus the texts of a day's deltas
+        # and of 2 + 4 full texts per key (head, creation, keyframes), scaled from this window.
+        from django.db import connection
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT SUM(CASE WHEN object LIKE %s THEN 1 ELSE 0 END), "
+                           "SUM(CASE WHEN object LIKE %s THEN LENGTH(object) ELSE 0 END), COUNT(*), "
+                           "COUNT(DISTINCT kind || '/' || namespace || '/' || name) FROM kube_revision", ["=%", "=%"])
+            n_delta, delta_text, n_rows, keys = cursor.fetchone()
+        n_delta, delta_text = n_delta or 0, delta_text or 0
+        full_text = (after["text"] - delta_text) / max(n_rows - n_delta, 1)
+        per_row = (after["disk"] - after["text"]) / max(n_rows, 1)
+        kept_a_day = (n_rows - keys) * per_day   # (the window's creations are not a day's load)
+        steady = kept_a_day * (per_row + delta_text / max(n_delta, 1)) + keys * 6 * full_text
+        print(f"deltas: {n_delta:,} of {n_rows:,} rows, {delta_text / max(n_delta, 1):.0f} B of text each "
+              f"(full texts {full_text:.0f} B); row cost beside its text {per_row:.0f} B")
+        print(f"steady state a day: {kept_a_day:,.0f} kept revisions x ({per_row:.0f} + "
+              f"{delta_text / max(n_delta, 1):.0f}) B + {keys:,} keys x 6 full texts = {steady / mb:.0f} MB "
+              f"= {steady / mb / ceiling:.2f}x the target (of it rows without their text: "
+              f"{kept_a_day * per_row / mb:.0f} MB)")
+        print(f"after thinning + deltas: {after['disk'] / mb * per_day:.0f} MB a day = "
+              f"{after['disk'] / mb * per_day / ceiling:.2f}x the target's {ceiling} MB "
+              f"(thinning alone {thinned['disk'] / mb * per_day / ceiling:.2f}x)")
+        print(f"thinning removed {removed:,} revisions in {thin_seconds:.1f} s; compaction (deltas) "
+              f"{compact_seconds:.1f} s")
         print(f"Leases list ({limit}): live {live * 1000:.0f} ms, as of {args.back_minutes} min back "
-              f"{past * 1000:.0f} ms ({past / live:.2f}x), after thinning {past_thinned * 1000:.0f} ms")
+              f"{past * 1000:.0f} ms ({past / live:.2f}x); after thinning + deltas: live {live_after * 1000:.0f} ms, "
+              f"as of then {past_thinned * 1000:.0f} ms ({past_thinned / live_after:.2f}x)")
         print(f"/changes/ over {args.minutes} min: {changes * 1000:.0f} ms to the whole answer")
         print("(per day: the simulated window's bytes scaled to 24 h; past the watch window only the thinned "
               "figure applies)")

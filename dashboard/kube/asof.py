@@ -7,7 +7,8 @@ the same name holding every object as it stood at R: the newest logged revision 
 key, unless that revision is its deletion. SQLite and PostgreSQL both resolve an unqualified
 name to the connection's temporary table first, so every query of the pages runs unchanged
 against the past (its rows point at the old revisions, whose JSON is what they show). The
-revision log itself is not shadowed: history reads stay exact.
+revision log is shadowed only by a view of all of it that gives those revisions their full text
+where it is stored as a delta (kube/delta.py): history reads stay exact.
 
 Nothing is written to the real tables; the temporary tables are dropped when the block ends
 (and vanish with the connection if it breaks). Which moment a request is pinned to is not kept
@@ -25,7 +26,7 @@ from datetime import datetime
 import orjson
 from django.db import connection, transaction
 
-from . import registry
+from . import registry, revlog
 from .models import Revision
 from .storage import rows
 
@@ -37,14 +38,16 @@ class At:
     asked: str          # the `at` parameter as given (links keep it)
 
 
-def state_at(kind: str, rv: int, table: str | None = None) -> list[tuple[str, str, str, int, str]]:
+def state_at(kind: str, rv: int, table: str | None = None,
+             decoded: list[tuple[int, str]] | None = None) -> list[tuple[str, str, str, int, str]]:
     """(cluster, namespace, name, rv, object text) of every object of `kind` (every cluster) as
     it stood at revision rv: each key's newest logged revision <= rv, deleted ones left out.
 
     The keys that can have existed then are those with a typed row now (`table`, the real one,
     read before it is shadowed) and those deleted since (the kube_rev_deleted index); each one's
     revision is one probe of kube_rev_key. So the cost grows with the objects, not with the
-    length of the history (a renewal every 2 s writes a million revisions a week)."""
+    length of the history (a renewal every 2 s writes a million revisions a week). The texts are
+    full; `decoded`, if given, gets (rv, full text) of those stored as deltas (kube/delta.py)."""
     table = table or registry.by_kind(kind).model._meta.db_table
     sql = (f"SELECT r.cluster, r.namespace, r.name, r.rv, r.object FROM ("
            f" SELECT cluster, namespace, name FROM {connection.ops.quote_name(table)}"
@@ -54,7 +57,11 @@ def state_at(kind: str, rv: int, table: str | None = None) -> list[tuple[str, st
            " WHERE r.type <> 'DELETED' ORDER BY r.cluster, r.namespace, r.name")
     with connection.cursor() as cursor:
         cursor.execute(sql, [kind, rv, kind, rv])
-        return cursor.fetchall()
+        found = cursor.fetchall()
+    texts = revlog.full_texts([row[4] for row in found])   # (past the watch window, most are deltas)
+    if decoded is not None:
+        decoded += [(row[3], text) for row, text in zip(found, texts) if text is not row[4]]
+    return [(*row[:4], text) for row, text in zip(found, texts)]
 
 
 def _create_shadow(table: str, on_commit_drop: bool = False) -> None:
@@ -70,10 +77,34 @@ def _create_shadow(table: str, on_commit_drop: bool = False) -> None:
         cursor.execute(f"CREATE INDEX {q(table + '_asof_key')} ON {q(table)} (cluster, namespace, name)")
 
 
+LOG, TEXTS = "kube_revision", "kube_revision_asof"
+
+
+def _shadow_log(texts: list[tuple[int, str]], on_commit_drop: bool = False) -> None:
+    """Shadow the log with a view of it in which the revisions the shadowed rows point at have
+    their full text: the pages read an object's JSON by joining its row to the log, and past the
+    watch window a revision's text may be stored as a delta (kube/delta.py). Made on every pin, so
+    a query planned against the view is never reused against the plain log (dropping it
+    invalidates such plans on PostgreSQL)."""
+    q = connection.ops.quote_name
+    main, temp = ("main", "temp") if connection.vendor == "sqlite" else (q(_schema(LOG)), "pg_temp")
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMP TABLE {q(TEXTS)} (rv bigint PRIMARY KEY, object text NOT NULL)"
+                       + (" ON COMMIT DROP" if on_commit_drop else ""))
+        for i in range(0, len(texts), 500):
+            chunk = texts[i:i + 500]
+            cursor.execute(f"INSERT INTO {temp}.{q(TEXTS)} (rv, object) VALUES "
+                           + ", ".join(["(%s, %s)"] * len(chunk)), [v for pair in chunk for v in pair])
+        cursor.execute(f"CREATE TEMP VIEW {q(LOG)} AS SELECT r.rv, r.cluster, r.kind, r.namespace, r.name, r.type, "
+                       f"COALESCE(d.object, r.object) AS object, r.created, r.upstream_rv FROM {main}.{q(LOG)} r "
+                       f"LEFT JOIN {temp}.{q(TEXTS)} d ON d.rv = r.rv")
+
+
 def _drop_shadow(table: str) -> None:
     temp = "temp" if connection.vendor == "sqlite" else "pg_temp"
+    what = "VIEW" if table == LOG else "TABLE"
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {temp}.{connection.ops.quote_name(table)}")
+        cursor.execute(f"DROP {what} IF EXISTS {temp}.{connection.ops.quote_name(table)}")
 
 
 def _schema(table: str) -> str:
@@ -111,7 +142,7 @@ def _drop_all(tables: list[str]) -> None:
     """Drop the shadow tables; if that fails, close the connection (its temporary tables go with
     it): a connection that kept one would show the past as the present to its next request."""
     try:
-        for table in tables:
+        for table in reversed(tables):   # (the log's view before the table it reads)
             _drop_shadow(table)
     except Exception:
         connection.close()
@@ -134,6 +165,8 @@ def pinned(at: At):
                 cursor.execute(f"SET LOCAL search_path TO pg_temp, {cursor.fetchone()[0]}")
             _fill(at, [], on_commit_drop=True)
             yield at
+            if not connection.needs_rollback:   # (else ROLLBACK takes both)
+                _drop_shadow(LOG)   # (before its table goes at COMMIT)
         return
     tables: list[str] = []
     with _search_path_changed():
@@ -145,17 +178,23 @@ def pinned(at: At):
 
 
 def _fill(at: At, tables: list[str], on_commit_drop: bool = False) -> None:
-    """Create and fill the shadow of every typed table (appending each to `tables` once made)."""
+    """Create and fill the shadow of every typed table (appending each to `tables` once made),
+    then the log's (_shadow_log)."""
+    texts: list[tuple[int, str]] = []   # (rv, full text) of the rows' revisions stored as deltas
     for res in registry.all_resources():
         table = res.model._meta.db_table
         if table in tables:
             continue
-        then = state_at(res.kind, at.rv, table)   # (read from the real table: before it is shadowed)
+        then = state_at(res.kind, at.rv, table, texts)   # (read from the real table: before it is shadowed)
         _create_shadow(table, on_commit_drop)
         tables.append(table)
         head = rows.statements(res.model)["insert_head"]
         rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))
                                 for cluster, ns, name, rv, text in then])
+    if LOG not in tables:
+        tables.append(TEXTS)
+        _shadow_log(texts, on_commit_drop)
+        tables.append(LOG)
 
 
 def _loads(text: str) -> dict:

@@ -9,7 +9,9 @@ The revisions themselves are kept longer, for the pages' history (?at=, /changes
   one per KUBEDASH_HISTORY_THIN_SECONDS per object; every other revision is kept, and so is each
   key's newest revision at or below the point (lists at a revision above it read it);
 - past KUBEDASH_HISTORY_SECONDS, everything goes except each key's newest revision (the state
-  every later moment builds on: a live object's current revision among them).
+  every later moment builds on: a live object's current revision among them);
+- the revisions kept past the watch window (but each key's newest there) are stored as deltas
+  against a full revision of the same key (kube/delta.py): a renewal is ~150 bytes, not ~1 KB.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import orjson
 from django.conf import settings
 from django.db import transaction
 
-from . import asof, registry, revlog, store
+from . import asof, delta, registry, revlog, store
 from .meta import now
 from .models import CompactionState
 
@@ -72,7 +74,7 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0, history_secon
     moment = now()
     # (a binary search: the plain query would read back through a week of revisions every round)
     history = min(point, asof.newest_at(moment - timedelta(seconds=history_seconds)))
-    doomed = thinnable(max(thinned_rv, history_rv, history), point)
+    doomed, deltas = plan(max(thinned_rv, history_rv, history), point, floor=history)
     with transaction.atomic():
         state, _ = CompactionState.objects.select_for_update().get_or_create(pk=1)
         if (state.compacted_rv, state.history_rv, state.thinned_rv) != (compacted, history_rv, thinned_rv):
@@ -82,6 +84,7 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0, history_secon
             removed += revlog.drop_before_history(history)
             state.history_rv, state.history_at = history, revlog_time(history) or moment
         removed += revlog.delete_revisions(doomed)
+        revlog.store_deltas(deltas)
         state.thinned_rv, state.thinned_at = point, revlog_time(point) or moment
         state.compacted_rv, state.compacted_at = point, moment
         state.save(update_fields=["compacted_rv", "compacted_at", "history_rv", "history_at", "thinned_rv",
@@ -128,27 +131,86 @@ def thinnable(after: int, upto: int, every: int | None = None) -> list[int]:
     """In (after, upto]: the heartbeat-only revisions (without_heartbeats equal to the key's
     previous revision's) written less than `every` seconds after the key's last kept one; never
     a key's newest revision at or below upto."""
+    return plan(after, upto, every)[0]
+
+
+KEYFRAME_SECONDS = 6 * 3600   # a key's deltas name a base at most this much older
+
+
+def plan(after: int, upto: int, every: int | None = None, floor: int = 0) -> tuple[list[int], list[tuple[int, str]]]:
+    """What compaction does to (after, upto]: the revisions thinning deletes (thinnable), and
+    (rv, delta text) for the kept ones stored as deltas (kube/delta.py).
+
+    Deltas: each key's revisions at or below upto, but its newest there (the head: lists above
+    the compaction point and the writes read it), are stored as a delta against the key's newest
+    full revision before them (a keyframe), unless that is more than KEYFRAME_SECONDS older, at
+    or below `floor` (this round's history cut may delete it), or the delta is not at most half
+    the text: then the revision stays full and is the next ones' keyframe. The previous round's
+    head (the key's newest at or below `after`) is decided the same way now. Nothing names a
+    head, so turning it into a delta breaks nothing; a keyframe is never thinned (only revisions
+    in (after, upto] are) and outlives the deltas naming it (revlog.drop_before_history)."""
     every = settings.KUBEDASH_HISTORY_THIN_SECONDS if every is None else every
-    if upto <= after or every <= 0:
-        return []
+    if upto <= after:
+        return [], []
     doomed: list[int] = []
+    deltas: list[tuple[int, str]] = []
     for res in registry.all_resources():
         key, kept_at, kept_shape, pending = None, None, None, None
+        kept: list[tuple] = []   # this key's kept revisions (rv, type, text, created), in order
         for rv, cluster, ns, name, event, text, created in revlog.key_revisions(res.kind, after, upto):
             if (cluster, ns, name) != key:
+                if key is not None:   # (the previous key's: its newest, if pending, is kept)
+                    deltas.extend(_deltas(res.kind, key, kept + ([pending] if pending else []), floor))
                 key = (cluster, ns, name)
                 before = revlog.last_at_or_below(res.kind, cluster, ns, name, after)
+                kept = [before] if before else []
                 kept_at = before[3] if before else None
-                kept_shape = without_heartbeats(orjson.loads(before[2])) if before and before[1] != "DELETED" else None
+                kept_shape = without_heartbeats(orjson.loads(revlog.full_texts([before[2]])[0])) \
+                    if before and before[1] != "DELETED" else None
                 pending = None
             shape = without_heartbeats(orjson.loads(text)) if event == "MODIFIED" else None
             if pending is not None:   # the previous one was thinnable and is not the key's newest
-                doomed.append(pending)
+                if every > 0:
+                    doomed.append(pending[0])
+                else:
+                    kept.append(pending)
                 pending = None
             if shape is not None and shape == kept_shape and kept_at is not None \
                     and (created - kept_at).total_seconds() < every:
-                pending = rv   # goes unless it is the key's newest in the range
+                pending = (rv, event, text, created)   # goes unless it is the key's newest in the range
                 continue
+            kept.append((rv, event, text, created))
             kept_at, kept_shape = created, shape if shape is not None else (
                 None if event == "DELETED" else without_heartbeats(orjson.loads(text)))
-    return doomed
+        if key is not None:
+            deltas.extend(_deltas(res.kind, key, kept + ([pending] if pending else []), floor))
+    return doomed, deltas
+
+
+def _deltas(kind: str, key: tuple, kept: list[tuple], floor: int) -> list[tuple[int, str]]:
+    """(rv, delta text) for kept[:-1] (one key's kept revisions in order, the head last; kept[0]
+    may be the previous round's head): see plan()."""
+    out: list[tuple[int, str]] = []
+    frame = None   # (rv, text, created) of the keyframe the next revision may name
+    if kept and not delta.is_delta(kept[0][2]):
+        prior = revlog.last_at_or_below(kind, *key, kept[0][0] - 1)
+        if prior is not None and prior[1] != "DELETED":
+            base = delta.base_of(prior[2]) if delta.is_delta(prior[2]) else prior[0]
+            hit = prior if base == prior[0] else revlog.last_at_or_below(kind, *key, base)
+            frame = (hit[0], hit[2], hit[3]) if hit and hit[0] == base else None
+    for rv, event, text, created in kept[:-1]:
+        if delta.is_delta(text):
+            continue   # (decided in an earlier round)
+        if event != "MODIFIED":
+            frame = None if event == "DELETED" else (rv, text, created)
+            continue
+        stored = None
+        if frame is not None and frame[0] > floor and (created - frame[2]).total_seconds() <= KEYFRAME_SECONDS:
+            stored = delta.encode(text, frame[0], frame[1])
+            if stored is not None and len(stored) * 2 > len(text):
+                stored = None
+        if stored is None:
+            frame = (rv, text, created)
+        else:
+            out.append((rv, stored))
+    return out

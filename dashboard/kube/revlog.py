@@ -17,6 +17,7 @@ from django.db import connection
 
 from dashboard.access import clusters
 
+from . import delta
 from .models import CompactionState, Revision
 
 ADDED, MODIFIED, DELETED = Revision.ADDED, Revision.MODIFIED, Revision.DELETED
@@ -74,14 +75,14 @@ def object_at(kind: str, namespace: str, name: str, rv: int) -> dict | None:
     """The object written at exactly revision rv, if that revision is still logged."""
     text = (Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv=rv)
             .values_list("object", flat=True).first())
-    return orjson.loads(text) if text else None
+    return orjson.loads(full_texts([text])[0]) if text else None
 
 
 def text_as_of(kind: str, namespace: str, name: str, rv: int) -> str | None:
     """One key's object text as it stood at revision rv (None if absent then)."""
     hit = (Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv__lte=rv)
            .order_by("-rv").values_list("type", "object").first())
-    return None if hit is None or hit[0] == DELETED else hit[1]
+    return None if hit is None or hit[0] == DELETED else full_texts([hit[1]])[0]
 
 
 def keys_written_after(kind: str, rv: int, namespace: str | None) -> set[tuple[str, str]]:
@@ -137,7 +138,8 @@ def history(kind: str, namespace: str, name: str, newest: int,
         rows = rows.filter(rv__lte=upto)
     rows = list(rows.order_by("-rv").values_list("type", "object", "created")[:newest])
     rows.reverse()
-    return [(event, orjson.loads(obj), created) for event, obj, created in rows]
+    texts = full_texts([obj for _, obj, _ in rows])
+    return [(event, orjson.loads(obj), created) for (event, _, created), obj in zip(rows, texts)]
 
 
 LogEntry = tuple[int, str, dict, datetime]   # rv, event type, object, write time
@@ -150,8 +152,9 @@ def object_revisions(kind: str, namespace: str, name: str, limit: int, before: i
     rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv__gt=after)
     if before is not None:
         rows = rows.filter(rv__lt=before)
-    rows = rows.order_by("-rv").values_list("rv", "type", "object", "created")[:limit]
-    return [(rv, event, orjson.loads(obj), created) for rv, event, obj, created in rows]
+    rows = list(rows.order_by("-rv").values_list("rv", "type", "object", "created")[:limit])
+    texts = full_texts([obj for _, _, obj, _ in rows])
+    return [(rv, event, orjson.loads(obj), created) for (rv, event, _, created), obj in zip(rows, texts)]
 
 
 def revision_numbers(kind: str, namespace: str, name: str, limit: int, offset: int = 0) -> list[int]:
@@ -228,14 +231,47 @@ def neighbours(rv: int, kinds: Iterable[str] = (), namespace: str = "", name: st
 def drop_before_history(point: int) -> int:
     """Past the pages' history: delete every revision at or below `point` except each key's
     newest one there (the state at `point`, which every later moment builds on), and that one
-    too when it is a deletion. Returns how many went."""
+    too when it is a deletion; when that one is a delta, its base stays (it and the deltas above
+    `point` that name it need it: kube/delta.py). Returns how many went."""
     keep = ("SELECT MAX(rv) FROM kube_revision WHERE rv <= %s GROUP BY cluster, kind, namespace, name")
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM kube_revision WHERE rv <= %s AND rv NOT IN (SELECT * FROM ({keep}) k)",
-                       [point, point])
-        removed = cursor.rowcount
+        cursor.execute(f"SELECT object FROM kube_revision WHERE rv IN ({keep}) AND object LIKE %s",
+                       [point, delta.MARK + "%"])
+        bases = sorted({delta.base_of(text) for (text,) in cursor.fetchall()})
+        removed, low = 0, 0
+        # (in rv ranges holding at most SPARED bases each: a statement's parameters are bounded)
+        for chunk in [bases[i:i + SPARED] for i in range(0, len(bases), SPARED)] + [[]]:
+            high = chunk[-1] if chunk else point
+            spare = f" AND rv NOT IN ({', '.join(['%s'] * len(chunk))})" if chunk else ""
+            cursor.execute(f"DELETE FROM kube_revision WHERE rv > %s AND rv <= %s "
+                           f"AND rv NOT IN (SELECT * FROM ({keep}) k){spare}", [low, high, point, *chunk])
+            removed += cursor.rowcount
+            low = high
         cursor.execute("DELETE FROM kube_revision WHERE rv <= %s AND type = %s", [point, DELETED])
         return removed + cursor.rowcount
+
+
+SPARED = 1000
+
+
+def full_texts(texts: list[str]) -> list[str]:
+    """Logged object texts with each delta replaced by the full text it stands for (one query for
+    all their bases; a base is always a full text: kube/delta.py)."""
+    bases = {delta.base_of(t) for t in texts if delta.is_delta(t)}
+    if not bases:
+        return texts
+    found = {}
+    ordered = sorted(bases)
+    for i in range(0, len(ordered), 500):
+        found.update(Revision.everywhere.filter(rv__in=ordered[i:i + 500]).values_list("rv", "object"))
+    return [delta.decode(t, found[delta.base_of(t)]) if delta.is_delta(t) else t for t in texts]
+
+
+def store_deltas(texts: list[tuple[int, str]]) -> None:
+    """Replace these revisions' object texts (rv, delta text): compaction's storing of kept
+    revisions past the watch window as deltas."""
+    with connection.cursor() as cursor:
+        cursor.executemany("UPDATE kube_revision SET object = %s WHERE rv = %s", [(t, rv) for rv, t in texts])
 
 
 def key_revisions(kind: str, after: int, upto: int):
@@ -247,7 +283,8 @@ def key_revisions(kind: str, after: int, upto: int):
 
 
 def last_at_or_below(kind: str, cluster: str, namespace: str, name: str, rv: int):
-    """(rv, type, object text, created) of one key's newest revision at or below rv, or None."""
+    """(rv, type, object text, created) of one key's newest revision at or below rv, or None
+    (the text as stored: a delta's too, see kube/delta.py)."""
     return (Revision.everywhere.filter(cluster=cluster, kind=kind, namespace=namespace, name=name, rv__lte=rv)
             .order_by("-rv").values_list("rv", "type", "object", "created").first())
 
