@@ -44,7 +44,8 @@ def iso(moment: datetime | None) -> str:
     """What the browser parses (Date.parse wants at most milliseconds)."""
     if moment is None:
         return ""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    text = moment.astimezone(UTC).isoformat()   # (cut: isoformat(timespec=…) costs twice as much)
+    return text[:23] + "Z" if moment.microsecond else text[:19] + ".000Z"
 
 
 # A time as stored (kube/formats.py: UTC, "Z", no or six fractional digits): its `iso` is the text cut.

@@ -232,6 +232,8 @@ def test_csv_cells_with_commas_quotes_and_line_breaks_are_quoted_as_csv_writes_t
 def test_a_stored_times_export_text_is_its_iso_time():
     """present.iso_text (an export's time cells, read from the stored text) says what
     iso(parse_time(…)) says, for stored forms and any other."""
+    from datetime import timezone
+
     from dashboard.kube.formats import parse_time
     from dashboard.web.present import iso, iso_text
 
@@ -239,3 +241,6 @@ def test_a_stored_times_export_text_is_its_iso_time():
                   "0001-01-01T00:00:00Z", "2026-11-29T10:33:03.1Z", "2026-11-29T12:33:03.5+02:00",
                   "2026-11-29T10:33:03", "garbage", "", None, 17):
         assert iso_text(value) == iso(parse_time(value)), value
+    for moment in (parse_time("2026-11-29T10:33:03Z"), parse_time("2026-11-29T10:33:03.999999Z"),
+                   parse_time("2026-11-29T12:33:03.000500+02:00")):   # (milliseconds cut, as isoformat cuts them)
+        assert iso(moment) == moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
