@@ -235,7 +235,7 @@ def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now, colum
 
     def line(text: bytes) -> str:   # (per row: one parse, the cells, one line; no writer call)
         item = item_of(loads(text), now)
-        return csv_line([v if type(v) is str else csv_value(v) for v in [get(item) for get in gets]])
+        return csv_line([v if type(v := get(item)) is str else csv_value(v) for get in gets])
 
     for batch in batches:   # (one piece per batch read)
         yield "".join(map(line, batch)).encode()
