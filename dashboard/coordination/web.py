@@ -14,7 +14,7 @@ from dashboard.kube import asof, revlog, store
 from dashboard.kube.formats import human_duration, parse_time
 from dashboard.web import kinds
 from dashboard.web.forms import ObjectForm, count_field, parse_time_text, put, field_text, time_field
-from dashboard.web.present import ago, base_item, clock, countdown, iso
+from dashboard.web.present import ago, base_item, clock, countdown, iso, iso_text
 
 from . import strategy
 from .actions import do_release_lease
@@ -285,12 +285,12 @@ def export_lease(obj: dict, now: datetime) -> dict:
     its cost, for a 10,000-row CSV (web/export.py)."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
-    expires = lease_expiry(spec)
+    expires = lease_expiry(spec) if holder else None   # (only a holder's lease has a state by time)
     return {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
             "state_text": STATE_TEXT[lease_state(holder, expires, now)], "holder": holder,
-            "renewed_at": iso(parse_time(spec.get("renewTime"))), "expires_at": iso(expires) if holder else "",
-            "duration_seconds": spec.get("leaseDurationSeconds"), "acquired_at": iso(parse_time(spec.get("acquireTime"))),
-            "transitions": spec.get("leaseTransitions"), "created_at": iso(parse_time(meta.get("creationTimestamp"))),
+            "renewed_at": iso_text(spec.get("renewTime")), "expires_at": iso(expires) if holder else "",
+            "duration_seconds": spec.get("leaseDurationSeconds"), "acquired_at": iso_text(spec.get("acquireTime")),
+            "transitions": spec.get("leaseTransitions"), "created_at": iso_text(meta.get("creationTimestamp")),
             "label_map": meta.get("labels") or {}, "annotation_map": meta.get("annotations") or {}}
 
 

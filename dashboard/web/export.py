@@ -213,19 +213,28 @@ def csv_value(value) -> str:
     return str(value)
 
 
+def csv_line(cells: list[str]) -> str:
+    """A row as csv.writer (QUOTE_MINIMAL, CRLF) writes it, joined directly when no cell needs
+    quoting (no comma, quote or line break in any: the row holds exactly the separating commas),
+    which is most rows and several times cheaper than the writer."""
+    text = ",".join(cells)
+    if (len(cells) > 1 and text.count(",") == len(cells) - 1 and '"' not in text
+            and "\n" not in text and "\r" not in text):
+        return text + "\r\n"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n").writerow(cells)
+    return out.getvalue()
+
+
 def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now, columns=None) -> Iterator[bytes]:
     fields = [f for c in (columns or web.all_columns()) for f in c.fields]
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow([header for header, _ in fields])
-    yield out.getvalue().encode()   # (the first byte leaves before the first batch is read)
-    out.seek(0)
-    out.truncate()
-    item_of = web.export_item or web.present
-    for batch in batches:
-        for obj in (orjson.loads(text) for text in batch):
-            item = item_of(obj, now)
-            writer.writerow([csv_value(get(item)) for _, get in fields])
-        yield out.getvalue().encode()
-        out.seek(0)
-        out.truncate()
+    gets = [get for _, get in fields]
+    yield csv_line([header for header, _ in fields]).encode()   # (the first byte leaves before the first batch is read)
+    item_of, loads = web.export_item or web.present, orjson.loads
+
+    def line(text: bytes) -> str:   # (per row: one parse, the cells, one line; no writer call)
+        item = item_of(loads(text), now)
+        return csv_line([v if type(v := get(item)) is str else csv_value(v) for get in gets])
+
+    for batch in batches:   # (one piece per batch read)
+        yield "".join(map(line, batch)).encode()

@@ -121,8 +121,9 @@ class Column:
 
 def column(key: str, label: str, *fields: tuple[str, str | Callable[[dict], Any]], sort: str = "",
            css: str = "", width: str = "minmax(7em, 1fr)", min_em: float = 7, required: bool = False) -> Column:
-    """A Column whose fields name the presented item's keys (or give a function of it)."""
-    return Column(key, label, tuple((header, get if callable(get) else (lambda item, k=get: item.get(k)))
+    """A Column whose fields name the presented item's keys (or give a function of it); a key
+    is read by item.get in C (methodcaller: no Python call per cell of a 10,000-row export)."""
+    return Column(key, label, tuple((header, get if callable(get) else operator.methodcaller("get", get))
                                     for header, get in fields), sort, css, width, min_em, required)
 
 

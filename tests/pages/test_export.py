@@ -207,3 +207,40 @@ def test_a_followed_clusters_export_and_the_cluster_limits(login, transactional_
     assert [r["Name"] for r in csv_rows(viewer.get("/leases/?namespace=team-a&format=csv"))] == ["local-one"]
     limited = login("viewer", clusters=["local"])
     assert limited.get("/leases/?namespace=team-a&format=csv&cluster=prod").status_code in (403, 404)
+
+
+def test_csv_cells_with_commas_quotes_and_line_breaks_are_quoted_as_csv_writes_them(login):
+    """Most rows are joined directly (web/export.csv_line); a cell that needs quoting is written
+    by the csv module, and the file reads back to the same values."""
+    note = 'first, "second"\nthird\r\nend'
+    add_lease("q", "plain", holder="node-a")
+    obj = lease("quoted", holder='a "holder", with a comma', ns="q", annotations={"note": note})
+    store.create(by_kind("Lease"), "q", obj)
+    r = login("viewer").get("/leases/?namespace=q&columns=" + quote("name,holder,annotation:note") + "&format=csv")
+    text = body(r).decode()
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert [(row["Name"], row["Holder"], row["annotation:note"]) for row in rows] == \
+        [("plain", "node-a", ""), ("quoted", 'a "holder", with a comma', note)]
+    expected = io.StringIO()
+    writer = csv.writer(expected, lineterminator="\r\n")
+    writer.writerow(["Namespace", "Name", "Holder", "annotation:note"])
+    writer.writerow(["q", "plain", "node-a", ""])
+    writer.writerow(["q", "quoted", 'a "holder", with a comma', note])
+    assert text == expected.getvalue()   # byte for byte what csv.writer writes
+
+
+def test_a_stored_times_export_text_is_its_iso_time():
+    """present.iso_text (an export's time cells, read from the stored text) says what
+    iso(parse_time(…)) says, for stored forms and any other."""
+    from datetime import timezone
+
+    from dashboard.kube.formats import parse_time
+    from dashboard.web.present import iso, iso_text
+
+    for value in ("2026-11-29T10:33:03.123456Z", "2026-11-29T10:33:03.999999Z", "2026-11-29T10:33:03Z",
+                  "0001-01-01T00:00:00Z", "2026-11-29T10:33:03.1Z", "2026-11-29T12:33:03.5+02:00",
+                  "2026-11-29T10:33:03", "garbage", "", None, 17):
+        assert iso_text(value) == iso(parse_time(value)), value
+    for moment in (parse_time("2026-11-29T10:33:03Z"), parse_time("2026-11-29T10:33:03.999999Z"),
+                   parse_time("2026-11-29T12:33:03.000500+02:00")):   # (milliseconds cut, as isoformat cuts them)
+        assert iso(moment) == moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
