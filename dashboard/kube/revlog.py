@@ -273,3 +273,34 @@ def change_times(limit: int, kinds: Iterable[str] = (), namespace: str = "", nam
     """When the newest `limit` writes of these kinds / namespace / name were made, in the current cluster."""
     rows = _of(kinds, namespace, name)
     return list(rows.order_by("-rv").values_list("created", flat=True)[:limit])
+
+
+def keys_written_since(kind: str, table: str, cluster: str, after: int, namespaces: Iterable[str] = (),
+                       name: str = "") -> list[tuple[str, str]]:
+    """(namespace, name) of every object of `kind` in `cluster` that may have been written after
+    rv `after`, in order: those with a typed row now (`table`) and those deleted since (the
+    kube_rev_deleted index). Any key written after `after` is one of them (/changes/ walks them)."""
+    q = connection.ops.quote_name
+    where, params = "cluster = %s", [cluster]
+    namespaces = list(namespaces)
+    if namespaces:
+        where += f" AND namespace IN ({', '.join(['%s'] * len(namespaces))})"
+        params += namespaces
+    if name:
+        where += " AND name = %s"
+        params.append(name)
+    sql = (f"SELECT namespace, name FROM {q(table)} WHERE {where} UNION SELECT namespace, name FROM kube_revision"
+           f" WHERE type = 'DELETED' AND kind = %s AND rv > %s AND {where} ORDER BY namespace, name")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, kind, after, *params])
+        return cursor.fetchall()
+
+
+def written_between(kind: str, cluster: str, namespace: str, name: str, after: int, upto: int) -> tuple[int, int]:
+    """(how many revisions, the newest one) of one key in (after, upto]: (0, 0) when none (one
+    range of the kube_rev_key index, its rows never read)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*), MAX(rv) FROM kube_revision WHERE cluster = %s AND kind = %s AND namespace = %s"
+                       " AND name = %s AND rv > %s AND rv <= %s", [cluster, kind, namespace, name, after, upto])
+        count, newest = cursor.fetchone()
+    return count, newest or 0

@@ -277,6 +277,52 @@ def test_changes_lists_exactly_the_window(story, login):
     assert page(client, "/changes/?from=nonsense")[0] == 400
 
 
+def test_changes_streams_its_rows_then_the_counts_and_pages(story, login, monkeypatch):
+    """/changes/ is streamed: its head (the form) comes before any row, each row of the page as it
+    is found, the counts and totals (of the whole window) last; page 2 holds the rest."""
+    from dashboard.web import changes_views
+
+    monkeypatch.setattr(changes_views, "PAGE", 2)
+    client = login("admin")
+    path = f"/changes/?from=rv:{story['before']}&to=rv:{story['between']}"
+    r = client.get(path)
+    assert r.status_code == 200 and r.streaming
+    pieces = [piece.decode() for piece in r.streaming_content]
+    assert 'name="from"' in pieces[0] and "change-group" not in pieces[0]
+    assert sum("change-group" in piece for piece in pieces) == 2 and "change-counts" in pieces[-1]
+    first = unescape("".join(pieces))
+    counts = re.findall(r"<li>(\d+ [^<]+)</li>", first)
+    for said in ("1 lease changed holder", "1 job failed", "1 Endpoints object changed readiness", "1 lease deleted"):
+        assert said in counts, counts   # (the whole window's, not the page's)
+    assert "4 objects created, changed or deleted; objects 1–2 shown" in first
+    nxt = re.search(r'href="(\?[^"]*page=2[^"]*)">Next page', first).group(1)
+    second = page(client, f"/changes/{nxt}")[1]
+    assert "Previous page" in second and "Next page" not in second
+    assert len(groups(first)) == len(groups(second)) == 2
+    assert {**groups(first), **groups(second)} == {"leader": "changed", "web": "changed", "batch": "changed",
+                                                   "doomed": "deleted"}
+    assert "Nothing was written in this window." in page(client, f"/changes/?from=rv:{story['after']}")[1]
+
+
+def test_changes_streamed_through_the_real_server(kube_server):
+    """Through `manage.py serve` (its lanes, the heavy child): the page is sent in chunks, and
+    holds the change."""
+    ns = "tt-changes"
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+    status, _, made = kube_server.request("POST", path, lease("leader", holder="node-a", ns=ns, duration=3600))
+    assert status == 201, made
+    current = kube_server.request("GET", f"{path}/leader")[2]
+    current["spec"]["holderIdentity"] = "node-b"
+    assert kube_server.request("PUT", f"{path}/leader", current)[0] == 200
+    cookie = {"Cookie": f"sessionid={kube_server.session('tt-changes', 'viewer')}"}
+    status, headers, body = kube_server.request(
+        "GET", f"/changes/?from=rv:{made['metadata']['resourceVersion']}&namespace={ns}", headers=cookie)
+    text = unescape(body.decode())
+    assert status == 200, text[:300]
+    assert {k.lower(): v for k, v in dict(headers).items()}.get("transfer-encoding") == "chunked"
+    assert groups(text) == {"leader": "changed"} and "1 lease changed holder" in text and "node-b" in text
+
+
 def test_history_offers_comparing_two_revisions(story, login):
     client = login("admin")
     html = page(client, f"/leases/{NS}/leader/history/")[1]
