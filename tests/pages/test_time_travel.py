@@ -365,6 +365,48 @@ def test_a_followed_cluster_travels_too(login):
     assert "kubedash began following prod at" in html
 
 
+def test_a_gap_in_following_is_marked_and_shows_nothing_as_current(login):
+    """A followed cluster's spans not followed (between two FollowSpans): the time bar marks
+    them, and a page as of a moment inside one says so and computes its states as last known
+    (the Lease renewed just before the gap is held then, not guessed expired 30 s later)."""
+    from django.utils import timezone
+
+    from dashboard.follow.models import Cluster, FollowSpan
+    from dashboard.kube import mirror as kmirror
+
+    now = timezone.now()
+    gap_from, gap_to = now - timedelta(seconds=120), now - timedelta(seconds=20)
+    prod = Cluster.objects.create(name="prod", server="https://prod.example:6443", credentials=b"x",
+                                  state=Cluster.LIVE, heartbeat_at=now, last_event_at=now,
+                                  created=now - timedelta(seconds=300))
+    FollowSpan.objects.create(cluster=prod, since=now - timedelta(seconds=290), until=gap_from)
+    FollowSpan.objects.create(cluster=prod, since=gap_to, until=now)
+    obj = lease("prod-lease", holder="prod-a", ns="team-a", duration=5)
+    obj["spec"]["renewTime"] = micro(gap_from - timedelta(seconds=1))
+    obj["metadata"].update(uid="u-1", creationTimestamp="2026-01-02T03:04:05Z", resourceVersion="100")
+    kmirror.mirror("prod", [kmirror.Mirrored(by_kind("Lease"), "team-a", "prod-lease", obj)])
+    Revision.everywhere.filter(cluster="prod").update(created=gap_from - timedelta(seconds=1))
+    client = login("admin")
+    live = page(client, "/leases/?cluster=prod")[1]
+    marks = re.findall(r'class="timebar-gap"[^>]*data-gap-from="([^"]+)"><span class="vh">([^<]+)<', live)
+    assert [text for _, text in marks] == [f"Not followed between {gap_from:%Y-%m-%d %H:%M:%S} UTC and "
+                                           f"{gap_to:%Y-%m-%d %H:%M:%S} UTC"], marks
+    inside = (gap_from + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, html = page(client, "/leases/?cluster=prod", inside)
+    assert code == 200 and "Not followed between" in html and "no state is shown as current for that span" in html
+    assert re.search(r'id="lease-team-a--prod-lease".*?data-state-label>held<', html, re.S), "guessed expired"
+    # Inside a span: the bar marks the gap, the banner says nothing of it; the local pages have no gaps.
+    followed = (gap_from - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    html = page(client, "/leases/?cluster=prod", followed)[1]
+    assert "timebar-gap" in html and "no state is shown as current" not in html
+    assert "timebar-gap" not in page(client, "/leases/")[1]
+    # After the last span, while the cluster is not current: not followed until now.
+    Cluster.objects.filter(pk=prod.pk).update(state=Cluster.STALE)
+    FollowSpan.objects.filter(since=gap_to).update(until=now - timedelta(seconds=10))
+    html = page(client, "/leases/?cluster=prod", (now - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))[1]
+    assert "and now: no state is shown as current" in html
+
+
 def test_a_page_in_thinned_time_says_so(story, login):
     client = login("admin")
     call_command("compact", keep=0, keep_seconds=0)
