@@ -183,9 +183,10 @@ def _page(w: Window, page: int, base: dict, head: str, middle: str, tail: str):
         for fact in own + [what]:
             facts[(web.kind, fact)] = facts.get((web.kind, fact), 0) + 1
         if first <= total <= last:
-            with clusters.within(w.cluster):   # (its links: cluster_scope.in_cluster)
-                group = _group(w, web, ns, name, revisions, before, after, what, own)
-                yield render_to_string("web/changes.html#group", {"g": group}).encode()
+            with clusters.within(w.cluster):   # (its links: cluster_scope.in_cluster; no yield inside)
+                row = render_to_string("web/changes.html#group", {"g": _group(w, web, ns, name, revisions, before,
+                                                                              after, what, own)})
+            yield row.encode()
     order = {web.kind: i for i, web in enumerate(kinds.registered())}
     summary = {"total": total, "first_row": first, "last_row": min(last, total), "counts": [
         f"{n} {kinds.by_kind(k).noun if n == 1 else kinds.by_kind(k).list_noun} {fact}"
@@ -195,4 +196,5 @@ def _page(w: Window, page: int, base: dict, head: str, middle: str, tail: str):
     if page > 1:
         summary["prev_url"] = "?" + urlencode({**base, **({"page": page - 1} if page > 2 else {})})
     with clusters.within(w.cluster):
-        yield (middle + render_to_string("web/changes.html#summary", summary) + tail).encode()
+        end = middle + render_to_string("web/changes.html#summary", summary) + tail
+    yield end.encode()
