@@ -296,11 +296,25 @@ def keys_written_since(kind: str, table: str, cluster: str, after: int, namespac
         return cursor.fetchall()
 
 
-def written_between(kind: str, cluster: str, namespace: str, name: str, after: int, upto: int) -> tuple[int, int]:
-    """(how many revisions, the newest one) of one key in (after, upto]: (0, 0) when none (one
-    range of the kube_rev_key index, its rows never read)."""
+def key_window(kind: str, cluster: str, namespace: str, name: str, after: int, upto: int) -> tuple[int, int, int]:
+    """One key's (revisions in (after, upto], the newest of them, its newest at or below `after`):
+    (0, 0, …) when none; 0 for no revision. Ranges of the kube_rev_key index, the rows never read;
+    plain SQL (asked for every key of a /changes/ window: the ORM's query building cost more
+    than the query)."""
+    key = "cluster = %s AND kind = %s AND namespace = %s AND name = %s"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*), MAX(rv) FROM kube_revision WHERE cluster = %s AND kind = %s AND namespace = %s"
-                       " AND name = %s AND rv > %s AND rv <= %s", [cluster, kind, namespace, name, after, upto])
-        count, newest = cursor.fetchone()
-    return count, newest or 0
+        cursor.execute(f"SELECT COUNT(*), MAX(rv), (SELECT MAX(rv) FROM kube_revision WHERE {key} AND rv <= %s)"
+                       f" FROM kube_revision WHERE {key} AND rv > %s AND rv <= %s",
+                       [cluster, kind, namespace, name, after, cluster, kind, namespace, name, after, upto])
+        count, newest, before = cursor.fetchone()
+    return count, newest or 0, before or 0
+
+
+def logged(rvs: Iterable[int]) -> dict[int, tuple[str, str]]:
+    """{rv: (event type, object JSON text)} of these revisions (those still logged)."""
+    rvs = [rv for rv in rvs if rv]
+    if not rvs:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT rv, type, object FROM kube_revision WHERE rv IN ({', '.join(['%s'] * len(rvs))})", rvs)
+        return {rv: (kind, text) for rv, kind, text in cursor.fetchall()}
