@@ -42,7 +42,7 @@ from dashboard.kube.mirror import Mirrored
 from . import admit, destination
 from .failures import (Gone, NotAList, Refused, Silent, Upstream, collection_path,  # noqa: F401 (re-exported)
                        describe as _describe)
-from .models import Cluster
+from .models import Cluster, FollowSpan
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +297,7 @@ class ClusterFollower:
         self.event_at = None        # the last change read (to write)
         self.heard_at = None        # the last word from the cluster, as last written
         self.written_at = 0.0       # when the row was last written (monotonic)
+        self.span = None            # the FollowSpan open while the copy is live (its id)
 
     def start(self) -> None:
         self.threads = [threading.Thread(target=r.run, name=f"follow-{self.name}-{r.res.plural}{r.selector and '-'}"
@@ -471,7 +472,25 @@ class ClusterFollower:
             fields["heard_at"] = self.heard_at = heard
         if fields:
             Cluster.objects.filter(name=self.name).update(**fields)
+        self.record_span(live)
         self.state, self.written_at = state, now
+
+    def record_span(self, live: bool) -> None:
+        """The span in which the copy is live (FollowSpan, the time bar's "not followed" gaps):
+        opened when it becomes live, moved on with each heartbeat; once it is not, ended where
+        every kind was last heard from (what came after that is not known), never before it began."""
+        moment = timezone.now()
+        heard = min((r.heard_at for r in self.reflectors if r.heard_at is not None), default=None)
+        if live and self.span is None:
+            self.span = FollowSpan.objects.create(cluster_id=self.row_id, since=moment, until=moment).pk
+        elif live:
+            FollowSpan.objects.filter(pk=self.span).update(until=moment)
+        elif self.span is not None:
+            span = FollowSpan.objects.filter(pk=self.span).first()
+            if span is not None and heard is not None and heard < span.until:
+                span.until = max(span.since, heard)
+                span.save(update_fields=["until"])
+            self.span = None
 
 
 def _status_error(code: int, data: bytes) -> Exception:

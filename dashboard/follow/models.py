@@ -64,6 +64,47 @@ class Cluster(models.Model):
         now = now or timezone.now()
         return now if self.is_current(now) else min(now, self.known_at)
 
+    def gaps(self, start, end) -> list[tuple]:
+        """(from, to) of each span in [start, end] in which kubedash was not following this
+        cluster (no FollowSpan covers it: before it first was live, between two spans, and
+        after the last one unless the copy is current now); `to` None: until now."""
+        out, known = [], max(start, self.created)
+        for since, until in self.spans.filter(until__gte=start, since__lte=end).order_by("since").values_list(
+                "since", "until"):
+            if since > known:
+                out.append((known, since))
+            known = max(known, until)
+        if known < end and not self.is_current():
+            out.append((known, None))
+        return out
+
+    def gap_at(self, moment) -> tuple | None:
+        """The gap (from, to) that `moment` lies in (to None: until now), or None: followed then,
+        or before kubedash was told to follow it (`created`)."""
+        if moment < self.created or self.spans.filter(since__lte=moment, until__gte=moment).exists():
+            return None
+        after = self.spans.filter(since__gt=moment).order_by("since").values_list("since", flat=True).first()
+        if after is None and self.is_current():
+            return None   # (after the open span's last heartbeat, which lags by at most HEARTBEAT_SECONDS)
+        before = self.spans.filter(until__lt=moment).order_by("-until").values_list("until", flat=True).first()
+        return (before or self.created, after)
+
+
+class FollowSpan(models.Model):
+    """A span in which kubedash's copy of a followed cluster was current: its follower watched
+    every kind and heard from it (Cluster.LIVE). Written by the follower (follow/informer.py):
+    opened when the copy becomes live, `until` moved on with each heartbeat, and set back to the
+    last word heard when it stops being live (silent, disconnected, relisting after a 410). A
+    process that dies leaves its last heartbeat. Outside the spans the cluster was not followed:
+    a page as of a moment there says so and shows nothing as current (web/timetravel.py)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="spans")
+    since = models.DateTimeField()
+    until = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster", "since"], name="follow_span_since")]
+
 
 class UserCredentials(models.Model):
     """One user's own kubeconfig for a cluster in `own-credentials` mode: the same rules as the

@@ -310,3 +310,51 @@ def change_times(limit: int, kinds: Iterable[str] = (), namespace: str = "", nam
     """When the newest `limit` writes of these kinds / namespace / name were made, in the current cluster."""
     rows = _of(kinds, namespace, name)
     return list(rows.order_by("-rv").values_list("created", flat=True)[:limit])
+
+
+def keys_written_since(kind: str, table: str, cluster: str, after: int, namespaces: Iterable[str] = (),
+                       name: str = "") -> list[tuple[str, str]]:
+    """(namespace, name) of every object of `kind` in `cluster` that may have been written after
+    rv `after`, in order: those with a typed row now (`table`) and those deleted since (the
+    kube_rev_deleted index). Any key written after `after` is one of them (/changes/ walks them)."""
+    q = connection.ops.quote_name
+    where, params = "cluster = %s", [cluster]
+    namespaces = list(namespaces)
+    if namespaces:
+        where += f" AND namespace IN ({', '.join(['%s'] * len(namespaces))})"
+        params += namespaces
+    if name:
+        where += " AND name = %s"
+        params.append(name)
+    sql = (f"SELECT namespace, name FROM {q(table)} WHERE {where} UNION SELECT namespace, name FROM kube_revision"
+           f" WHERE type = 'DELETED' AND kind = %s AND rv > %s AND {where} ORDER BY namespace, name")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, kind, after, *params])
+        return cursor.fetchall()
+
+
+def key_window(kind: str, cluster: str, namespace: str, name: str, after: int, upto: int) -> tuple[int, int, int]:
+    """One key's (revisions in (after, upto], the newest of them, its newest at or below `after`):
+    (0, 0, …) when none; 0 for no revision. Ranges of the kube_rev_key index, the rows never read;
+    plain SQL (asked for every key of a /changes/ window: the ORM's query building cost more
+    than the query)."""
+    key = "cluster = %s AND kind = %s AND namespace = %s AND name = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*), MAX(rv), (SELECT MAX(rv) FROM kube_revision WHERE {key} AND rv <= %s)"
+                       f" FROM kube_revision WHERE {key} AND rv > %s AND rv <= %s",
+                       [cluster, kind, namespace, name, after, cluster, kind, namespace, name, after, upto])
+        count, newest, before = cursor.fetchone()
+    return count, newest or 0, before or 0
+
+
+def logged(rvs: Iterable[int]) -> dict[int, tuple[str, str]]:
+    """{rv: (event type, object JSON text)} of these revisions (those still logged; a delta's
+    full text: full_texts)."""
+    rvs = [rv for rv in rvs if rv]
+    if not rvs:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT rv, type, object FROM kube_revision WHERE rv IN ({', '.join(['%s'] * len(rvs))})", rvs)
+        rows = cursor.fetchall()
+    texts = full_texts([text for _, _, text in rows])
+    return {rv: (kind, text) for (rv, kind, _), text in zip(rows, texts)}

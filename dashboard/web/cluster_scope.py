@@ -98,7 +98,11 @@ def moment(now=None, cached: bool = False, at=None):
     if not cached or time.monotonic() - read_at > ROW_CACHE_SECONDS:
         row = followed(name)
         _rows[name] = (time.monotonic(), row)
-    return row.moment(now) if row is not None else now
+    if row is None:
+        return now
+    if at is not None and (gap := row.gap_at(now)) is not None:
+        return gap[0]   # (not followed then: its states as last known, never guessed past that)
+    return row.moment(now)
 
 
 def staleness(row, now=None) -> dict | None:

@@ -13,7 +13,7 @@ of <time> — not live" with "Back to now". Every write route refuses a request 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -167,13 +167,20 @@ def context(request) -> dict:
     out["changes_query"] = urlencode({"from": since.strftime("%Y-%m-%dT%H:%M:%SZ"),
                                       "to": at.asked if at is not None else "",
                                       **{k: v for k, v in back.items() if k in ("namespace", "labelSelector")}})
+    followed = None if clusters.is_local() else cluster_scope.followed(clusters.current())
+    if followed is not None:   # the spans in which kubedash was not following it, on the slider
+        out["timebar_gaps"] = _gaps(followed, out["slider_min"], out["slider_max"])
     if at is None:
         return out
-    if not clusters.is_local():   # a followed cluster: nothing is known of it before kubedash followed it
-        followed = cluster_scope.followed(clusters.current())
-        if followed is not None and at.moment < followed.created:
+    if followed is not None:   # nothing is known of it before kubedash followed it, nor in a gap
+        gap = followed.gap_at(at.moment)
+        if at.moment < followed.created:
             out["not_followed"] = (f"kubedash began following {followed.name} at "
                                    f"{followed.created.strftime('%Y-%m-%d %H:%M:%S UTC')}: what it held before is not known.")
+        elif gap is not None:
+            out["not_followed"] = (f"Not followed between {_clock(gap[0])} and {_clock(gap[1]) if gap[1] else 'now'}: "
+                                   f"no state is shown as current for that span ({followed.name} as last known, "
+                                   f"at {_clock(gap[0])}).")
     thinned = thinned_until()
     out.update(at=at, at_param=at.asked, at_iso=at.moment.isoformat().replace("+00:00", "Z"),
                at_clock=at.moment.strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -181,6 +188,24 @@ def context(request) -> dict:
                thinned=thinned is not None and at.moment < thinned,
                thinned_clock=thinned.strftime("%Y-%m-%d %H:%M") if thinned else "",
                thin_seconds=settings.KUBEDASH_HISTORY_THIN_SECONDS)
+    return out
+
+
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _gaps(followed, low: int, high: int) -> list[dict]:
+    """The slider's "not followed" spans (Cluster.gaps) within its range (epoch seconds), as
+    percentages of its width, each with its words."""
+    span = max(high - low, 1)
+    out = []
+    for begin, end in followed.gaps(datetime.fromtimestamp(low, UTC), datetime.fromtimestamp(high, UTC)):
+        left = max(begin.timestamp(), low)
+        right = min(end.timestamp(), high) if end else high
+        out.append({"left": round(100 * (left - low) / span, 2), "width": round(max(100 * (right - left) / span, 0.3), 2),
+                    "from_iso": begin.isoformat().replace("+00:00", "Z"), "text": f"Not followed between {_clock(begin)} "
+                    f"and {_clock(end) if end else 'now'}"})
     return out
 
 

@@ -3,8 +3,11 @@ Kubernetes-compatible API), the server under test follows it (`manage.py follow 
 maintenance leader's informers) and serves the copy under /clusters/prod, read-only."""
 from __future__ import annotations
 
+import re
 import subprocess
 import time
+from datetime import UTC, datetime
+from html import unescape
 
 import pytest
 
@@ -340,6 +343,34 @@ def test_restart_and_compaction_upstream_converge(upstream, here):
     assert "l02" not in expected and expected["new4"] == "b" and expected["l04"] == "changed-offline"
     eventually(lambda: holders(here, "/clusters/prod") == expected, 60, "the copy to converge after the relist")
     eventually(lambda: "live" in follow_state(here), 30, "prod to be live again")
+
+
+def test_a_gap_in_following_is_marked_on_the_time_bar(upstream, here):
+    """While the upstream is down kubedash is not following prod: once it is live again the span
+    is recorded (follow.models.FollowSpan, by the follower), the time bar of prod's pages marks
+    it, and a page as of a moment inside it says "not followed between …", nothing as current."""
+    eventually(lambda: "live" in follow_state(here), 60, "prod to be live")
+    killed = datetime.now(UTC)
+    upstream.kill()
+    eventually(lambda: "stale" in follow_state(here), 30, "prod to be reported stale")
+    stale = datetime.now(UTC)
+    upstream.start()
+    eventually(lambda: "live" in follow_state(here), 60, "prod to be live again")
+    cookie = {"Cookie": f"sessionid={here.session('gap-viewer', 'viewer')}"}
+
+    def page(path: str) -> str:
+        status, _, body = here.request("GET", path, headers=cookie)
+        assert status == 200, (path, status)
+        return unescape(body.decode())
+
+    clock = "%Y-%m-%d %H:%M:%S UTC"
+    gaps = [(datetime.strptime(a, clock).replace(tzinfo=UTC), datetime.strptime(b, clock).replace(tzinfo=UTC))
+            for a, b in re.findall(r'<span class="vh">Not followed between ([^<]+?) and ([^<]+?)</span>',
+                                   page("/leases/?namespace=team&cluster=prod"))]
+    assert any(a <= killed and b >= stale for a, b in gaps), (killed, stale, gaps)
+    html = page(f"/leases/?namespace=team&cluster=prod&at={stale.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}")
+    assert "— not live" in html and "Not followed between" in html and "no state is shown as current" in html
+    assert "l01" in html   # (prod as last known, before the gap)
 
 
 def test_one_process_follows(here):

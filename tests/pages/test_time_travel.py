@@ -6,6 +6,8 @@ share link keeping it; compaction keeping the pages' history while the API's old
 and thinning keeping every holder change but renewals only once a minute."""
 from __future__ import annotations
 
+import contextvars
+import http.client
 import re
 from datetime import timedelta
 from html import unescape
@@ -277,6 +279,61 @@ def test_changes_lists_exactly_the_window(story, login):
     assert page(client, "/changes/?from=nonsense")[0] == 400
 
 
+def test_changes_streams_its_rows_then_the_counts_and_pages(story, login, monkeypatch):
+    """/changes/ is streamed: its head (the form) comes before any row, each row of the page as it
+    is found, the counts and totals (of the whole window) last; page 2 holds the rest. Each
+    piece may be read on another thread (the server's heavy child): no context spans two."""
+    from dashboard.web import changes_views
+
+    monkeypatch.setattr(changes_views, "PAGE", 2)
+    client = login("admin")
+    path = f"/changes/?from=rv:{story['before']}&to=rv:{story['between']}"
+    r = client.get(path)
+    assert r.status_code == 200 and r.streaming
+    pieces, body = [], iter(r.streaming_content)
+    while True:   # (each piece in a context of its own, as the heavy child's pool threads read them)
+        try:
+            pieces.append(contextvars.Context().run(next, body).decode())
+        except StopIteration:
+            break
+    assert 'name="from"' in pieces[0] and "change-group" not in pieces[0]
+    assert sum("change-group" in piece for piece in pieces) == 2 and "change-counts" in pieces[-1]
+    first = unescape("".join(pieces))
+    counts = re.findall(r"<li>(\d+ [^<]+)</li>", first)
+    for said in ("1 lease changed holder", "1 job failed", "1 Endpoints object changed readiness", "1 lease deleted"):
+        assert said in counts, counts   # (the whole window's, not the page's)
+    assert "4 objects created, changed or deleted; objects 1–2 shown" in first
+    nxt = re.search(r'href="(\?[^"]*page=2[^"]*)">Next page', first).group(1)
+    second = page(client, f"/changes/{nxt}")[1]
+    assert "Previous page" in second and "Next page" not in second
+    assert len(groups(first)) == len(groups(second)) == 2
+    assert {**groups(first), **groups(second)} == {"leader": "changed", "web": "changed", "batch": "changed",
+                                                   "doomed": "deleted"}
+    assert "Nothing was written in this window." in page(client, f"/changes/?from=rv:{story['after']}")[1]
+
+
+def test_changes_streamed_through_the_real_server(kube_server):
+    """Through `manage.py serve` (its lanes, the heavy child, whose pool threads read each piece
+    in a context of their own): the page is sent in chunks, whole, and holds the change."""
+    ns = "tt-changes"
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
+    status, _, made = kube_server.request("POST", path, lease("leader", holder="node-a", ns=ns, duration=3600))
+    assert status == 201, made
+    current = kube_server.request("GET", f"{path}/leader")[2]
+    current["spec"]["holderIdentity"] = "node-b"
+    assert kube_server.request("PUT", f"{path}/leader", current)[0] == 200
+    # As a browser asks (a session, no bearer token: the pages' full middleware, the heavy child).
+    conn = http.client.HTTPConnection("127.0.0.1", kube_server.http_port, timeout=30)
+    conn.request("GET", f"/changes/?from=rv:{made['metadata']['resourceVersion']}&namespace={ns}",
+                 headers={"Cookie": f"sessionid={kube_server.session('tt-changes', 'viewer')}", "Accept": "text/html"})
+    response = conn.getresponse()
+    text = unescape(response.read().decode())   # (a broken stream raises here: IncompleteRead)
+    conn.close()
+    assert response.status == 200, text[:300]
+    assert response.getheader("Transfer-Encoding") == "chunked" and text.rstrip().endswith("</html>")
+    assert groups(text) == {"leader": "changed"} and "1 lease changed holder" in text and "node-b" in text
+
+
 def test_history_offers_comparing_two_revisions(story, login):
     client = login("admin")
     html = page(client, f"/leases/{NS}/leader/history/")[1]
@@ -317,6 +374,48 @@ def test_a_followed_cluster_travels_too(login):
     Cluster.objects.filter(name="prod").update(created=timezone.now())
     html = page(client, "/leases/?cluster=prod", f"rv:{then}")[1]
     assert "kubedash began following prod at" in html
+
+
+def test_a_gap_in_following_is_marked_and_shows_nothing_as_current(login):
+    """A followed cluster's spans not followed (between two FollowSpans): the time bar marks
+    them, and a page as of a moment inside one says so and computes its states as last known
+    (the Lease renewed just before the gap is held then, not guessed expired 30 s later)."""
+    from django.utils import timezone
+
+    from dashboard.follow.models import Cluster, FollowSpan
+    from dashboard.kube import mirror as kmirror
+
+    now = timezone.now()
+    gap_from, gap_to = now - timedelta(seconds=120), now - timedelta(seconds=20)
+    prod = Cluster.objects.create(name="prod", server="https://prod.example:6443", credentials=b"x",
+                                  state=Cluster.LIVE, heartbeat_at=now, last_event_at=now,
+                                  created=now - timedelta(seconds=300))
+    FollowSpan.objects.create(cluster=prod, since=now - timedelta(seconds=290), until=gap_from)
+    FollowSpan.objects.create(cluster=prod, since=gap_to, until=now)
+    obj = lease("prod-lease", holder="prod-a", ns="team-a", duration=5)
+    obj["spec"]["renewTime"] = micro(gap_from - timedelta(seconds=1))
+    obj["metadata"].update(uid="u-1", creationTimestamp="2026-01-02T03:04:05Z", resourceVersion="100")
+    kmirror.mirror("prod", [kmirror.Mirrored(by_kind("Lease"), "team-a", "prod-lease", obj)])
+    Revision.everywhere.filter(cluster="prod").update(created=gap_from - timedelta(seconds=1))
+    client = login("admin")
+    live = page(client, "/leases/?cluster=prod")[1]
+    marks = re.findall(r'class="timebar-gap"[^>]*data-gap-from="([^"]+)"><span class="vh">([^<]+)<', live)
+    assert [text for _, text in marks] == [f"Not followed between {gap_from:%Y-%m-%d %H:%M:%S} UTC and "
+                                           f"{gap_to:%Y-%m-%d %H:%M:%S} UTC"], marks
+    inside = (gap_from + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, html = page(client, "/leases/?cluster=prod", inside)
+    assert code == 200 and "Not followed between" in html and "no state is shown as current for that span" in html
+    assert re.search(r'id="lease-team-a--prod-lease".*?data-state-label>held<', html, re.S), "guessed expired"
+    # Inside a span: the bar marks the gap, the banner says nothing of it; the local pages have no gaps.
+    followed = (gap_from - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    html = page(client, "/leases/?cluster=prod", followed)[1]
+    assert "timebar-gap" in html and "no state is shown as current" not in html
+    assert "timebar-gap" not in page(client, "/leases/")[1]
+    # After the last span, while the cluster is not current: not followed until now.
+    Cluster.objects.filter(pk=prod.pk).update(state=Cluster.STALE)
+    FollowSpan.objects.filter(since=gap_to).update(until=now - timedelta(seconds=10))
+    html = page(client, "/leases/?cluster=prod", (now - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))[1]
+    assert "and now: no state is shown as current" in html
 
 
 def test_a_page_in_thinned_time_says_so(story, login):
