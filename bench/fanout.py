@@ -20,7 +20,9 @@ events delivered of expected (plus missing / duplicate / out of order), writes/s
 server's own ceiling, delivery latency (from the write's response to the event's arrival) p50
 and p99, and kubedash's p99 against the bare server's, with the issue's 2x ceiling; and each
 server's CPU per delivered event (the phase's whole server CPU, writes included, over the events
-delivered: a figure the rest of the machine's load hardly moves, unlike the latencies).
+delivered: a figure the rest of the machine's load hardly moves, unlike the latencies); `closed`
+counts watches the server ended (overflow), `unknown` events of no write of the phase (a previous
+phase's, arriving after its drain gave up).
 """
 from __future__ import annotations
 
@@ -217,7 +219,7 @@ def show(name: str, d: dict) -> None:
     print(f"{name:<14} {d['delivered']:>8}/{d['expected']:<8} {d['missing']:>7} {d['dupes']:>5} {d['out_of_order']:>5} "
           f"{d['rate']:>8.1f} {d['x_ceiling']:>6.2f} {fmt(d['p50_ms']):>8} {fmt(d['p99_ms']):>8} {fmt(d['max_ms']):>8} "
           f"{d['server_cpu']:>6.2f}c {d['client_cpu']:>6.2f}c {d['writer_cpu']:>6.2f}c {d['other_cpu']:>6.2f}c "
-          f"{d['load']:>5} {d['us_per_event']:>6.2f}")
+          f"{d['load']:>5} {d['us_per_event']:>6.2f} {d['closed']:>6} {d['unknown']:>7}")
 
 
 def main() -> int:
@@ -301,7 +303,7 @@ def main() -> int:
 
         print(f"\n{'phase':<14} {'delivered/expected':>17} {'missing':>7} {'dupes':>5} {'order':>5} {'writes/s':>8} "
               f"{'x ceil':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'server':>7} {'client':>7} {'writer':>7} "
-              f"{'other':>7} {'load':>5} {'µs/ev':>6}")
+              f"{'other':>7} {'load':>5} {'µs/ev':>6} {'closed':>6} {'unknown':>7}")
         for r in range(args.rounds):
             for (name, bench), child in zip(servers, children):
                 d = fan_phase(bench, child, plan, args.rate, args.duration, ceilings[name])

@@ -321,12 +321,12 @@ class Hub:
         key = (sub.cluster, sub.resource.kind, sub.namespace)
         group = getattr(sub, "broadcast", None)   # (a direct subscriber that joined one)
         if group is not None:
-            if sub not in group.members:
-                return
+            groups = self.broadcasts.get(key)
+            if not groups or groups.get(group.key) is not group or sub not in group.members:
+                return   # (ended already, or of a hub restarted since)
             group.remove(sub)
             if not group.members:
-                groups = self.broadcasts[key]
-                groups.pop(group.key, None)
+                del groups[group.key]
                 if not groups:
                     del self.broadcasts[key]
         else:

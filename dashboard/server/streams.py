@@ -145,7 +145,9 @@ class StreamSubscriber(Subscriber):
         if self.matching is not None or self.names or self.field_selector is not None or self.buffer is not None \
                 or self.start_rv > hub.last_rv:
             return
-        self._write()
+        written = self._write()
+        if written:
+            self.counter.inc(written)
         if not self.closed:
             self.broadcast = hub.join(self, self.shared, self._new_broadcast)
 
