@@ -257,14 +257,16 @@ class Broadcast:
     object made.
 
     Like the hub's flush, one writes to at most FLUSH_SLICE members per loop turn, the rest in the
-    next turns; a flush that comes meanwhile frames its lines and adds them to what each place
-    still needs (`ranges`), so every member gets every frame once and in order. A member that joins
-    gets only what is flushed after it joined (add: it has the rest); one that needs a line of its
-    own in order (a bookmark) takes its share at once (catch_up). Bounded as StreamSubscriber is:
-    a member whose socket holds more than `limit` lines' worth of unsent bytes is closed.
+    next turns, in order of place: a flush that comes meanwhile frames its lines and adds them to
+    what each place still needs (`segments`: the places not written yet get both frames in one
+    send, after which those written already get the new one), so every member gets every frame
+    once, in order, and none waits behind later flushes. A member that joins gets only what is
+    flushed after it joined (add: it has the rest); one that needs a line of its own in order (a
+    bookmark) takes its share at once (catch_up). Bounded as StreamSubscriber is: a member whose
+    socket holds more than `limit` lines' worth of unsent bytes is closed.
     """
 
-    __slots__ = ("key", "encode", "counter", "limit", "members", "pending", "snap", "joined", "ranges", "cursor",
+    __slots__ = ("key", "encode", "counter", "limit", "members", "pending", "snap", "joined", "segments",
                  "lines", "size", "resuming")
 
     def __init__(self, key, encode, counter, limit: int):
@@ -272,12 +274,11 @@ class Broadcast:
         self.members: dict[StreamSubscriber, None] = {}   # (an ordered set)
         self.pending: list[bytes] = []   # lines offered since the last flush
         # The flush under way: the members as it began (snap; those joined since are appended at
-        # the next merge), and ranges of places [(first place, frame, events)]: what each place
-        # from that one to the next range's still needs; the places before cursor have it all.
+        # the next merge) and, in the order they are written, [first place, end, frame(s), events]:
+        # what the places from first to end still need (first moves on as they are written).
         self.snap: list = []
         self.joined: list = []
-        self.ranges: list[tuple[int, bytes, int]] = []
-        self.cursor = 0
+        self.segments: list[list] = []
         self.lines = self.size = 0   # lines framed and their bytes: a line's average size
         self.resuming = False
 
@@ -285,7 +286,7 @@ class Broadcast:
         if self.pending:
             self._merge()   # (what is pending sub has: it is framed for the others only)
         self.members[sub] = None
-        if self.ranges:
+        if self.segments:
             self.joined.append(sub)
 
     def remove(self, sub: StreamSubscriber) -> None:
@@ -308,29 +309,40 @@ class Broadcast:
         frame, n = b"%x\r\n%b\r\n" % (len(data), data), len(lines)
         self.lines += n
         self.size += len(data)
-        if not self.ranges:
-            self.snap, self.joined, self.cursor = list(self.members), [], 0
-            self.ranges = [(0, frame, n)]
+        if not self.segments:
+            self.snap, self.joined = list(self.members), []
+            if self.snap:
+                self.segments = [[0, len(self.snap), frame, n]]
             return
-        cursor = self.cursor
-        ranges = [(0, frame, n)] if cursor else []   # the places done so far need this frame only
-        ranges += [(max(start, cursor), data + frame, k + n) for start, data, k in self.ranges]
+        # Places still owed something get this frame after it; the others (written already) this
+        # frame alone, after them; then the members joined since.
+        taken = sorted((seg[0], seg[1]) for seg in self.segments)
+        for seg in self.segments:
+            seg[2] += frame
+            seg[3] += n
+        at = 0
+        for first, end in taken:
+            if first > at:
+                self.segments.append([at, first, frame, n])
+            at = max(at, end)
+        if at < len(self.snap):
+            self.segments.append([at, len(self.snap), frame, n])
         if self.joined:
-            ranges.append((len(self.snap), frame, n))
+            self.segments.append([len(self.snap), len(self.snap) + len(self.joined), frame, n])
             self.snap += self.joined
             self.joined = []
-        self.ranges, self.cursor = ranges, 0
 
     def _send(self) -> int:
-        ranges, snap = self.ranges, self.snap
-        if not ranges:
+        segments, snap = self.segments, self.snap
+        if not segments:
             return 0
-        place, end = self.cursor, min(self.cursor + FLUSH_SLICE, len(snap))
         limit = self.limit * self.size / self.lines   # unsent bytes of more than `limit` lines
-        written = 0
-        for r, (start, frame, n) in enumerate(ranges):
-            stop = min(ranges[r + 1][0], end) if r + 1 < len(ranges) else end
-            for sub in snap[place:stop] if place < stop else ():
+        budget, written = FLUSH_SLICE, 0
+        while segments and budget > 0:
+            seg = segments[0]
+            first, end, frame, n = seg
+            stop = min(end, first + budget)
+            for sub in snap[first:stop]:
                 if sub.closed:
                     continue
                 behind = sub.writer.write_frame(frame)
@@ -340,16 +352,14 @@ class Broadcast:
                     if behind > limit:
                         sub.overflow()
                 written += n
-            place = max(place, stop)
-            if place >= end:
-                break
-        if end >= len(snap):
-            self.ranges, self.snap, self.joined, self.cursor = [], [], [], 0
-            return written
-        self.cursor = end
-        while len(ranges) > 1 and ranges[1][0] <= end:
-            del ranges[0]
-        if not self.resuming:
+            budget -= stop - first
+            if stop >= end:
+                del segments[0]
+            else:
+                seg[0] = stop
+        if not segments:
+            self.snap, self.joined = [], []
+        elif not self.resuming:
             # The rest in the next loop turn: requests wait for one slice of sends, not for all.
             self.resuming = True
             hub.loop.call_soon(self._resume)
@@ -367,15 +377,17 @@ class Broadcast:
         flushes as a member joined since. Returns the events written."""
         if self.pending:
             self._merge()
-        if not self.ranges:
+        if not self.segments:
             return 0
         try:
-            place = self.snap.index(sub, self.cursor)
+            place = self.snap.index(sub)
         except ValueError:
-            return 0    # written already, or joined since the flush began
-        for start, frame, n in reversed(self.ranges):
-            if start <= place:
+            return 0    # joined since the flush began: owed nothing yet
+        for first, end, frame, n in self.segments:
+            if first <= place < end:
                 break
+        else:
+            return 0    # written already
         self.snap[place] = GONE
         self.joined.append(sub)
         behind = sub.writer.write_frame(frame)
