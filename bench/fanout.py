@@ -18,7 +18,11 @@ two get the fan-out phase in turn (kubedash, bare, kubedash, ...: --rounds each)
 the same load from the rest of the machine. Prints, per phase and as the median over rounds:
 events delivered of expected (plus missing / duplicate / out of order), writes/s against that
 server's own ceiling, delivery latency (from the write's response to the event's arrival) p50
-and p99, and kubedash's p99 against the bare server's, with the issue's 2x ceiling.
+and p99, and kubedash's p99 against the bare server's, with the issue's 2x ceiling; and each
+server's CPU per delivered event (the phase's whole server CPU, writes included, over the events
+delivered: a figure the rest of the machine's load hardly moves, unlike the latencies); `closed`
+counts watches the server ended (overflow), `unknown` events of no write of the phase (a previous
+phase's, arriving after its drain gave up).
 """
 from __future__ import annotations
 
@@ -197,16 +201,17 @@ class BareServer:
 
 def fan_phase(bench: Bench, child: Child, plan: list[dict], rate: float, duration: float, ceiling: dict) -> dict:
     bench.dump(child)   # (resets the client's records)
-    wall0 = time.monotonic()
+    wall0, cpu0 = time.monotonic(), bench.server.cpu_seconds()
     writes = bench.write_phase(rate, duration, child)
     drained = bench.drain(child, expected_events(writes, plan))
     wall = time.monotonic() - wall0
+    cpu = bench.server.cpu_seconds() - cpu0
     w = write_stats(writes, rate)
     d = delivery_stats(writes, bench.dump(child), plan, wall - drained)
     d.update(rate=w["rate"], x_ceiling=w["rate"] / max(ceiling["rate"], 1e-9), write_p99_ms=w["p99_ms"],
              server_cpu=w["server_cpu"], client_cpu=w["client_cpu"], writer_cpu=w["writer_cpu"],
              other_cpu=w["other_cpu"], drained=drained,
-             load=open("/proc/loadavg").read().split()[0])
+             load=open("/proc/loadavg").read().split()[0], us_per_event=cpu / max(d["delivered"], 1) * 1e6)
     return d
 
 
@@ -214,7 +219,7 @@ def show(name: str, d: dict) -> None:
     print(f"{name:<14} {d['delivered']:>8}/{d['expected']:<8} {d['missing']:>7} {d['dupes']:>5} {d['out_of_order']:>5} "
           f"{d['rate']:>8.1f} {d['x_ceiling']:>6.2f} {fmt(d['p50_ms']):>8} {fmt(d['p99_ms']):>8} {fmt(d['max_ms']):>8} "
           f"{d['server_cpu']:>6.2f}c {d['client_cpu']:>6.2f}c {d['writer_cpu']:>6.2f}c {d['other_cpu']:>6.2f}c "
-          f"{d['load']:>5}")
+          f"{d['load']:>5} {d['us_per_event']:>6.2f} {d['closed']:>6} {d['unknown']:>7}")
 
 
 def main() -> int:
@@ -298,7 +303,7 @@ def main() -> int:
 
         print(f"\n{'phase':<14} {'delivered/expected':>17} {'missing':>7} {'dupes':>5} {'order':>5} {'writes/s':>8} "
               f"{'x ceil':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'server':>7} {'client':>7} {'writer':>7} "
-              f"{'other':>7} {'load':>5}")
+              f"{'other':>7} {'load':>5} {'µs/ev':>6} {'closed':>6} {'unknown':>7}")
         for r in range(args.rounds):
             for (name, bench), child in zip(servers, children):
                 d = fan_phase(bench, child, plan, args.rate, args.duration, ceilings[name])
@@ -324,11 +329,14 @@ def main() -> int:
     complete = all(d["missing"] == 0 and d["dupes"] == 0 and d["out_of_order"] == 0 and d["closed"] == 0 for d in k)
     kx = statistics.median(d["x_ceiling"] for d in k)
     print(f"\nmedians: kubedash p99 {fmt(k99)} ms, bare p99 {fmt(b99)} ms; per round {', '.join(f'{x:.2f}x' for x in ratios)}")
+    cpu = {name: statistics.median(d["us_per_event"] for d in ds) for name, ds in rows.items()}
+    print("server CPU per delivered event (median): " + ", ".join(f"{name} {us:.2f} µs" for name, us in cpu.items()))
     if args.old:
         o = rows[f"old {args.old}"]
         o99 = statistics.median(d["p99_ms"] for d in o)
         print(f"old {args.old}: p99 {fmt(o99)} ms ({o99 / b99:.2f}x bare), writes/s "
-              f"{statistics.median(d['x_ceiling'] for d in o):.2f}x its ceiling")
+              f"{statistics.median(d['x_ceiling'] for d in o):.2f}x its ceiling; CPU per event "
+              f"{cpu['kubedash'] / cpu[f'old {args.old}']:.2f}x old's")
     missed = print_targets([
         ("every event delivered once, in order (kubedash)",
          f"{sum(d['delivered'] for d in k)}/{sum(d['expected'] for d in k)}", complete),

@@ -113,10 +113,14 @@ class DirectChunkWriter:
     def write(self, data: bytes) -> int:
         """Write data as one chunk; returns the bytes still queued for the socket, or -1 when
         the response is over (finished or disconnected) and nothing was written."""
+        return self.write_frame(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def write_frame(self, frame: bytes) -> int:
+        """write() of bytes framed already (one or more whole chunks: a frame built once and
+        written to many watchers); the same answer."""
         request = self.request
         if request.finished or request._disconnected:
             return -1
-        frame = b"%x\r\n%b\r\n" % (len(data), data)
         t = self.tcp
         if t is None:   # TLS: through its transport; what is queued is the TCP transport's beneath
             self.transport.write(frame)

@@ -6,7 +6,9 @@ thread, and hands them to the loop; dispatch() offers each to the subscribers of
 through bounded queues: one DB query per batch of revisions, never one per watcher. A
 subscriber that falls too far behind is closed; its client resumes from the last
 resourceVersion it saw. Watch streams served by kubedash's HTTP server skip the queue: their
-subscriber (server/streams.py) writes straight to the connection, flushed by the hub.
+subscriber (server/streams.py) writes straight to the connection, flushed by the hub; once
+caught up, the plain ones (no selector, one shared format) join a broadcast of their scope,
+which encodes and frames each event once for all of them (join()).
 
 Selector semantics: a watcher with a label or field selector keeps the set of keys it has
 reported as matching, so an object that stops matching is sent as DELETED and one that starts
@@ -192,9 +194,10 @@ class Subscriber:
             queue.get_nowait()
         queue.put_nowait((CLOSE, final))
 
-    def attach(self, encode, counter) -> bool:
+    def attach(self, encode, counter, shared=None) -> bool:
         """Write this watcher's events straight to its connection from now on (encode: (type,
-        LogEntry) -> bytes; counter: its events' metric)? Only a server's subscriber can (its
+        LogEntry) -> bytes; counter: its events' metric; shared: a key naming encode's format
+        when every watcher with that key gets the same bytes, else None)? Only a server's subscriber can (its
         request context's stream makes it); this one's events come through `queue`. A subscriber that
         attaches also has sent(events, size), final, and hand_over(clock, guard), which gives
         it the rest of the stream once caught up (watch_views.py; server/streams.py has the
@@ -223,6 +226,9 @@ class Hub:
         # (cluster, kind, namespace or None for all namespaces) -> subscribers: an event is
         # offered only to the watchers of its cluster and kind that watch its namespace or all.
         self.subscribers: dict[tuple[str, str, str | None], set[Subscriber]] = {}
+        # The same scopes -> format key -> broadcast (server/streams.py): watchers that take every
+        # event of the scope in one format, offered each event once for all of them (join()).
+        self.broadcasts: dict[tuple[str, str, str | None], dict] = {}
         self.count = 0      # subscribers registered: at 0 the follower rests (reads nothing)
         self.last_rv = 0    # the newest revision dispatched (on the loop)
         self._follower: notify.Follower | None = None
@@ -257,7 +263,7 @@ class Hub:
                 return
             if self._follower is not None:
                 self._follower.stop()
-            self.subscribers, self.count = {}, 0
+            self.subscribers, self.broadcasts, self.count = {}, {}, 0
             self._dirty = []
             self.guards, self.expiring = {}, set()
             self.last_rv = await sync_to_async(store.current_revision)()
@@ -286,14 +292,50 @@ class Hub:
                 metrics.hub_dispatched(self.last_rv)
         return self.last_rv
 
-    def unregister(self, sub: Subscriber) -> None:
-        key = (sub.cluster, sub.resource.kind, sub.namespace)
-        subs = self.subscribers.get(key)
+    def join(self, sub: Subscriber, key, make):
+        """Offer sub's events through the broadcast of its scope and format `key` (make(): a new
+        one) from now on, no longer one by one; returns it, or None if sub is not registered.
+        Only for a watcher that takes every event of its scope after the last one dispatched,
+        as the others of that key do (the broadcast's add() keeps what they have pending from it)."""
+        scope = (sub.cluster, sub.resource.kind, sub.namespace)
+        subs = self.subscribers.get(scope)
         if subs is None or sub not in subs:
-            return
+            return None
+        groups = self.broadcasts.setdefault(scope, {})
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = make()
         subs.discard(sub)
         if not subs:
-            del self.subscribers[key]
+            del self.subscribers[scope]
+        group.add(sub)
+        return group
+
+    def every_subscriber(self) -> list[Subscriber]:
+        """Every registered subscriber, in a broadcast or not."""
+        subs = [sub for group in self.subscribers.values() for sub in group]
+        subs += [sub for groups in self.broadcasts.values() for group in groups.values() for sub in group.members]
+        return subs
+
+    def unregister(self, sub: Subscriber) -> None:
+        key = (sub.cluster, sub.resource.kind, sub.namespace)
+        group = getattr(sub, "broadcast", None)   # (a direct subscriber that joined one)
+        if group is not None:
+            groups = self.broadcasts.get(key)
+            if not groups or groups.get(group.key) is not group or sub not in group.members:
+                return   # (ended already, or of a hub restarted since)
+            group.remove(sub)
+            if not group.members:
+                del groups[group.key]
+                if not groups:
+                    del self.broadcasts[key]
+        else:
+            subs = self.subscribers.get(key)
+            if subs is None or sub not in subs:
+                return
+            subs.discard(sub)
+            if not subs:
+                del self.subscribers[key]
         self.count -= 1
         if not self.count and self._follower is not None:
             # Nobody here to offer revisions to: the follower stops reading the log (at 1,000
@@ -365,14 +407,18 @@ class Hub:
             if ev.rv <= self.last_rv:
                 continue  # a follower replaced by a newer one may hand over a batch already seen
             for scope in ((ev.cluster, ev.kind, None), (ev.cluster, ev.kind, ev.namespace)):
+                groups = self.broadcasts.get(scope)
+                if groups:
+                    for group in tuple(groups.values()):
+                        group.offer(ev)
                 for sub in tuple(self.subscribers.get(scope, ())):
                     sub.offer(ev)
             self.last_rv = ev.rv
         if self.count:   # (a batch read before the follower came to rest: the gauge stays +Inf)
             metrics.hub_dispatched(self.last_rv)
 
-    def schedule_flush(self, sub: Subscriber) -> None:
-        """A direct subscriber (server/streams.py) has events to write: flush() it with every
+    def schedule_flush(self, sub) -> None:
+        """A direct subscriber or a broadcast (server/streams.py) has events to write: flush() it with every
         other such watcher, this loop turn or, if the last flush was less than
         FLUSH_INTERVAL_SECONDS ago, that long after it (sub.counter counts what it wrote)."""
         if not self._dirty:

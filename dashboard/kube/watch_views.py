@@ -219,6 +219,15 @@ class _Encoder:
         self.partial = version if shape == "PartialObjectMetadata" else None
         self.first = True
 
+    @property
+    def shared(self):
+        """A key naming this encoder's format when its lines depend on the event alone (the same
+        bytes for every watcher with that key: they share them, hub.join), else None (a Table's
+        rows: its first one has the columns, and their ages are computed as it is sent)."""
+        if self.table is not None:
+            return None
+        return self.res.group, self.res.version, self.res.kind, self.partial
+
     def event(self, kind: str, ev: LogEntry) -> bytes:
         if self.table is None and self.partial is None:
             if self.res.storage is not None:   # another version of the stored kind
@@ -325,7 +334,7 @@ async def _stream(request, res, sub: Subscriber, options: dict, initial: list[by
         yield b""  # send the headers now: clients learn the watch is established
         # From here on, events go straight to the connection when the server allows it
         # (Daphne, HTTP/1.1 chunked): appended by the hub's dispatch, flushed by the hub (hub.py).
-        direct = sub.attach(enc.event, WATCH_EVENTS.labels(res.group, res.version, res.kind))
+        direct = sub.attach(enc.event, WATCH_EVENTS.labels(res.group, res.version, res.kind), enc.shared)
         if initial:
             data = b"".join(enc.added(text) for text in initial)
             if direct:

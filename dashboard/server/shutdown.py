@@ -89,9 +89,8 @@ def _close_keepalive(close_idle: bool) -> int:
 
 
 def _end_streams() -> None:
-    for subs in list(hub.subscribers.values()):
-        for sub in list(subs):
-            sub.close()
+    for sub in hub.every_subscriber():
+        sub.close()
 
 
 def _busy(server) -> int:

@@ -6,8 +6,10 @@ watch_subscriber) is a StreamSubscriber made here for that request: the hub's di
 each event's line to it and the hub flushes it (at most every FLUSH_INTERVAL_SECONDS) through a
 StreamWriter, one chunk and usually one send() per flush, however many events piled up. Once
 caught up, the view hands the stream to it and the request's application returns: the
-subscriber's timer, close() and the connection's end drive the rest. Anything else (no writer
-yet, another server) uses the Subscriber's queue and the view's loop.
+subscriber's timer, close() and the connection's end drive the rest; a plain one (every event of
+its scope, in a format others share) then joins its scope's Broadcast, which encodes and frames
+each flush once and writes those bytes to every member. Anything else (no writer yet, another
+server) uses the Subscriber's queue and the view's loop.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from daphne.http_protocol import WebRequest
 from django.conf import settings
 
 from dashboard.compat.twisted import DirectChunkWriter, disconnected, queued_bytes
-from dashboard.kube.hub import LogEntry, Subscriber, hub
+from dashboard.kube.hub import FLUSH_SLICE, LogEntry, Subscriber, hub
 from dashboard.kube.metrics import WATCH_TERMINATED
 
 
@@ -69,7 +71,7 @@ class StreamSubscriber(Subscriber):
     """
 
     __slots__ = ("writer", "open_writer", "encode", "counter", "limit", "out", "final", "clock", "guard", "timer",
-                 "ended", "events_written", "bytes_written")
+                 "ended", "events_written", "bytes_written", "shared", "broadcast")
 
     def __init__(self, open_writer, **fields):
         super().__init__(**fields)
@@ -86,12 +88,14 @@ class StreamSubscriber(Subscriber):
         self.ended = False
         self.events_written = 0
         self.bytes_written = 0
+        self.shared = None     # encode's format key when others may share its bytes (attach)
+        self.broadcast: Broadcast | None = None   # joined once handed over (plain watchers only)
 
-    def attach(self, encode, counter) -> bool:
+    def attach(self, encode, counter, shared=None) -> bool:
         writer = self.open_writer() if not self.closed else None
         if writer is None:
             return False
-        self.writer, self.encode, self.counter = writer, encode, counter
+        self.writer, self.encode, self.counter, self.shared = writer, encode, counter, shared
         self.open_writer = None
         self.limit = settings.KUBEDASH_WATCH_QUEUE_SIZE   # (a settings lookup costs a µs: not per event)
         self.out = []
@@ -123,12 +127,34 @@ class StreamSubscriber(Subscriber):
         if len(out) == 1:
             hub.schedule_flush(self)
         elif len(out) > self.limit:
-            written = self.flush()
+            written = self._write()
             if written:
                 self.counter.inc(written)
 
     def flush(self) -> int:
-        """Write what is pending; returns the number of events written."""
+        """Write what is pending; returns the number of events written. (The hub's flush: a
+        plain watcher handed over joins its broadcast here, outside the hub's dispatch.)"""
+        n = self._write()
+        if self.clock is not None and self.shared is not None and self.broadcast is None and not self.closed:
+            self._join()
+        return n
+
+    def _join(self) -> None:
+        """From now on, this watcher's events come through its scope's broadcast, if it takes
+        every event of the scope after the last one dispatched (its own pending ones written first)."""
+        if self.matching is not None or self.names or self.field_selector is not None or self.buffer is not None \
+                or self.start_rv > hub.last_rv:
+            return
+        written = self._write()
+        if written:
+            self.counter.inc(written)
+        if not self.closed:
+            self.broadcast = hub.join(self, self.shared, self._new_broadcast)
+
+    def _new_broadcast(self) -> "Broadcast":
+        return Broadcast(self.shared, self.encode, self.counter, self.limit)
+
+    def _write(self) -> int:
         out = self.out
         if not out or self.closed:
             return 0
@@ -161,6 +187,8 @@ class StreamSubscriber(Subscriber):
         self.clock, self.guard = clock, guard
         if not self.writer.request.hand_over(self):
             return self.end()   # the connection was lost meanwhile
+        if self.shared is not None:
+            self._join()
         self._arm(asyncio.get_running_loop())
 
     def _arm(self, loop) -> None:
@@ -173,7 +201,8 @@ class StreamSubscriber(Subscriber):
         loop = asyncio.get_running_loop()
         bookmark, ended = self.clock(loop.time())
         if bookmark is not None or ended:
-            written = self.flush()      # what the hub has pending goes first
+            # what the hub has pending for it goes first
+            written = self.flush() if self.broadcast is None else self.broadcast.catch_up(self)
             if bookmark is not None and not self.closed and self.writer.write(bookmark) >= 0:
                 written += 1
             if written:
@@ -209,6 +238,164 @@ class StreamSubscriber(Subscriber):
         if final is not None and self.writer.write(final) >= 0:
             self.counter.inc()
         self.writer.finish()
+
+
+class _Gone:
+    """A broadcast's place whose watcher took its share already (Broadcast.catch_up)."""
+
+    __slots__ = ()
+    closed = True
+
+
+GONE = _Gone()
+
+
+class Broadcast:
+    """The handed-over watchers of one scope (cluster, kind, namespace) that take every event of
+    it in one format (hub.join): each event is encoded once, each flush's lines framed once as one
+    chunk, and that frame written to every member's socket - per watcher, one send and no Python
+    object made.
+
+    Like the hub's flush, one writes to at most FLUSH_SLICE members per loop turn, the rest in the
+    next turns, in order of place: a flush that comes meanwhile frames its lines and adds them to
+    what each place still needs (`segments`: the places not written yet get both frames in one
+    send, after which those written already get the new one), so every member gets every frame
+    once, in order, and none waits behind later flushes. A member that joins gets only what is
+    flushed after it joined (add: it has the rest); one that needs a line of its own in order (a
+    bookmark) takes its share at once (catch_up). Bounded as StreamSubscriber is: a member whose
+    socket holds more than `limit` lines' worth of unsent bytes is closed.
+    """
+
+    __slots__ = ("key", "encode", "counter", "limit", "members", "pending", "snap", "joined", "segments",
+                 "lines", "size", "resuming")
+
+    def __init__(self, key, encode, counter, limit: int):
+        self.key, self.encode, self.counter, self.limit = key, encode, counter, limit
+        self.members: dict[StreamSubscriber, None] = {}   # (an ordered set)
+        self.pending: list[bytes] = []   # lines offered since the last flush
+        # The flush under way: the members as it began (snap; those joined since are appended at
+        # the next merge) and, in the order they are written, [first place, end, frame(s), events]:
+        # what the places from first to end still need (first moves on as they are written).
+        self.snap: list = []
+        self.joined: list = []
+        self.segments: list[list] = []
+        self.lines = self.size = 0   # lines framed and their bytes: a line's average size
+        self.resuming = False
+
+    def add(self, sub: StreamSubscriber) -> None:
+        if self.pending:
+            self._merge()   # (what is pending sub has: it is framed for the others only)
+        self.members[sub] = None
+        if self.segments:
+            self.joined.append(sub)
+
+    def remove(self, sub: StreamSubscriber) -> None:
+        del self.members[sub]   # (a place of it in the flush under way is skipped: sub.closed)
+
+    def offer(self, ev: LogEntry) -> None:
+        if not self.pending:
+            hub.schedule_flush(self)
+        self.pending.append(self.encode(ev.type, ev))
+
+    def flush(self) -> int:
+        """(The hub's flush) frame what is pending; write to the next slice of members."""
+        if self.pending:
+            self._merge()
+        return self._send()
+
+    def _merge(self) -> None:
+        lines, self.pending = self.pending, []
+        data = lines[0] if len(lines) == 1 else b"".join(lines)
+        frame, n = b"%x\r\n%b\r\n" % (len(data), data), len(lines)
+        self.lines += n
+        self.size += len(data)
+        if not self.segments:
+            self.snap, self.joined = list(self.members), []
+            if self.snap:
+                self.segments = [[0, len(self.snap), frame, n]]
+            return
+        # Places still owed something get this frame after it; the others (written already) this
+        # frame alone, after them; then the members joined since.
+        taken = sorted((seg[0], seg[1]) for seg in self.segments)
+        for seg in self.segments:
+            seg[2] += frame
+            seg[3] += n
+        at = 0
+        for first, end in taken:
+            if first > at:
+                self.segments.append([at, first, frame, n])
+            at = max(at, end)
+        if at < len(self.snap):
+            self.segments.append([at, len(self.snap), frame, n])
+        if self.joined:
+            self.segments.append([len(self.snap), len(self.snap) + len(self.joined), frame, n])
+            self.snap += self.joined
+            self.joined = []
+
+    def _send(self) -> int:
+        segments, snap = self.segments, self.snap
+        if not segments:
+            return 0
+        limit = self.limit * self.size / self.lines   # unsent bytes of more than `limit` lines
+        budget, written = FLUSH_SLICE, 0
+        while segments and budget > 0:
+            seg = segments[0]
+            first, end, frame, n = seg
+            stop = min(end, first + budget)
+            for sub in snap[first:stop]:
+                if sub.closed:
+                    continue
+                behind = sub.writer.write_frame(frame)
+                if behind:
+                    if behind < 0:
+                        continue
+                    if behind > limit:
+                        sub.overflow()
+                written += n
+            budget -= stop - first
+            if stop >= end:
+                del segments[0]
+            else:
+                seg[0] = stop
+        if not segments:
+            self.snap, self.joined = [], []
+        elif not self.resuming:
+            # The rest in the next loop turn: requests wait for one slice of sends, not for all.
+            self.resuming = True
+            hub.loop.call_soon(self._resume)
+        return written
+
+    def _resume(self) -> None:
+        self.resuming = False
+        written = self._send()
+        if written:
+            self.counter.inc(written)
+
+    def catch_up(self, sub: StreamSubscriber) -> int:
+        """Write now what sub is still due of the flush under way (and of what is pending), so a
+        line of its own can follow in order; its place is skipped from now on and it takes later
+        flushes as a member joined since. Returns the events written."""
+        if self.pending:
+            self._merge()
+        if not self.segments:
+            return 0
+        try:
+            place = self.snap.index(sub)
+        except ValueError:
+            return 0    # joined since the flush began: owed nothing yet
+        for first, end, frame, n in self.segments:
+            if first <= place < end:
+                break
+        else:
+            return 0    # written already
+        self.snap[place] = GONE
+        self.joined.append(sub)
+        behind = sub.writer.write_frame(frame)
+        if behind < 0:
+            return 0
+        if behind > self.limit * self.size / self.lines:
+            sub.overflow()
+        return n
 
 
 class StreamWriter(DirectChunkWriter):

@@ -35,12 +35,15 @@ def ns():
 class RawWatch:
     """A watch over a raw socket (HTTP/1.1 chunked, decoded here), for many at once."""
 
-    def __init__(self, port: int, path: str, token: str, rcvbuf: int | None = None, version: str = "1.1"):
+    def __init__(self, port: int, path: str, token: str, rcvbuf: int | None = None, version: str = "1.1",
+                 accept: str | None = None):
         self.sock = socket.socket()
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(f"GET {path} HTTP/{version}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+        extra = f"Accept: {accept}\r\n" if accept else ""
+        self.sock.sendall(f"GET {path} HTTP/{version}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n{extra}\r\n"
+                          .encode())
         self.file = self.sock.makefile("rb")
         self.chunked = False
         while True:
@@ -162,6 +165,103 @@ def test_more_watchers_than_one_flush_slice_all_get_every_event_in_order(one_wor
             assert [e["object"]["metadata"]["name"] for e in got] == [f"s{i}" for i in range(20)]
             rvs = [rv_of(e) for e in got]
             assert rvs == sorted(set(rvs))
+    finally:
+        for w in watches:
+            w.close()
+
+
+PARTIAL = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+
+
+def test_watchers_opened_while_writes_go_on_get_exactly_their_events(one_worker_server, ns):
+    """Plain watchers share each event's bytes (a broadcast per scope and format) once caught up;
+    ones opened while writes go on, in every format and with selectors, still get exactly the
+    events after their starting point, each once and in order."""
+    server = one_worker_server
+    token = server.admin_token
+    created: list[tuple[int, str, str]] = []   # (rv, name, color)
+    done = threading.Event()
+
+    def writer():
+        i = 0
+        while not done.is_set() and i < 2000:
+            color = ("red", "blue")[i % 2]
+            status, _, body = server.request("POST", leases(ns), lease(f"j{i}", ns=ns, labels={"color": color}))
+            assert status == 201, body
+            created.append((rv_of({"object": body}), f"j{i}", color))
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    opened = []   # (watch, start rv, shape, selector)
+    try:
+        for k in range(24):
+            _, _, listed = server.request("GET", leases(ns))
+            start = int(listed["metadata"]["resourceVersion"])
+            shape = ("plain", "plain", "partial", "red")[k % 4]
+            query = f"watch=true&resourceVersion={start}" + ("&labelSelector=color%3Dred" if shape == "red" else "")
+            opened.append((RawWatch(server.http_port, f"{leases(ns)}?{query}", token,
+                                    accept=PARTIAL if shape == "partial" else None), start, shape))
+            time.sleep(0.05)
+    finally:
+        done.set()
+        thread.join()
+    try:
+        for w, start, shape in opened:
+            want = [(rv, name) for rv, name, color in sorted(created)
+                    if rv > start and (shape != "red" or color == "red")]
+            got = []
+            for _ in want:
+                ev = w.next()
+                assert ev is not None, f"{shape} watch from {start} ended after {len(got)} events"
+                # (A selector's watch from a resourceVersion under back-to-back writes may call a
+                # new object MODIFIED: its starting list is not exact then - lists.list_objects
+                # gives up after 5 reads; not the fan-out's to judge here.)
+                assert shape == "red" or ev["type"] == "ADDED", (shape, start, len(got), ev)
+                if shape == "partial":
+                    assert ev["object"]["kind"] == "PartialObjectMetadata" and "spec" not in ev["object"]
+                got.append((rv_of(ev), ev["object"]["metadata"]["name"]))
+            assert got == want, f"{shape} watch from {start}"
+    finally:
+        for w, _, _ in opened:
+            w.close()
+
+
+def test_bookmarks_never_run_ahead_of_the_events_of_a_shared_flush(one_worker_server, ns):
+    """More watchers than one flush slice, with bookmarks (every second here) while writes go
+    on: a watcher's bookmark comes after every event up to its resourceVersion, never before
+    one (its share of the flush under way is written first)."""
+    server = one_worker_server
+    token = server.admin_token
+    _, _, listed = server.request("GET", leases(ns))
+    start = listed["metadata"]["resourceVersion"]
+    watches = [RawWatch(server.http_port, f"{leases(ns)}?watch=true&allowWatchBookmarks=true&resourceVersion={start}",
+                        token) for _ in range(240)]
+    rvs = []
+    try:
+        until = time.monotonic() + 3.5   # (bookmarks every second: a few land among the writes)
+        i = 0
+        while time.monotonic() < until:
+            status, _, body = server.request("POST", leases(ns), lease(f"b{i}", ns=ns))
+            assert status == 201, body
+            rvs.append(rv_of({"object": body}))
+            i += 1
+        bookmarks = 0
+        for w in watches:
+            seen, last = [], 0
+            while len(seen) < len(rvs):
+                ev = w.next()
+                assert ev is not None
+                rv = rv_of(ev)
+                if ev["type"] == "BOOKMARK":
+                    bookmarks += 1
+                    assert rv >= last, "a bookmark never goes back"
+                else:
+                    assert rv > last, "an event after a bookmark (or event) of its revision or newer"
+                    seen.append(rv)
+                last = rv
+            assert seen == rvs
+        assert bookmarks, "bookmarks were sent while the writes went on"
     finally:
         for w in watches:
             w.close()
