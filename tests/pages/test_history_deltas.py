@@ -183,6 +183,6 @@ def test_history_page_and_changes_over_the_compacted_past(db, login):
     # /changes/ from a delta-stored revision holding node-a to one holding node-b: the holder diff.
     start = max(rv for rv, h in zip(kept, holders) if h == "node-a" and delta.is_delta(stored[rv]))
     r = client.get(f"/changes/?from=rv:{start}&to=rv:{at}&kind=Lease")
-    html = unescape(r.content.decode())
+    html = unescape(b"".join(r.streaming_content).decode())   # (/changes/ is streamed)
     assert r.status_code == 200 and "spec.holderIdentity" in html and "node-a" in html and "node-b" in html
     assert "1 lease changed holder" in html
