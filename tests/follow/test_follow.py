@@ -350,6 +350,7 @@ def test_a_gap_in_following_is_marked_on_the_time_bar(upstream, here):
     is recorded (follow.models.FollowSpan, by the follower), the time bar of prod's pages marks
     it, and a page as of a moment inside it says "not followed between …", nothing as current."""
     eventually(lambda: "live" in follow_state(here), 60, "prod to be live")
+    known = holders(here, "/clusters/prod")   # (what prod held before the gap; earlier tests change it)
     killed = datetime.now(UTC)
     upstream.kill()
     eventually(lambda: "stale" in follow_state(here), 30, "prod to be reported stale")
@@ -370,7 +371,8 @@ def test_a_gap_in_following_is_marked_on_the_time_bar(upstream, here):
     assert any(a <= killed and b >= stale for a, b in gaps), (killed, stale, gaps)
     html = page(f"/leases/?namespace=team&cluster=prod&at={stale.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}")
     assert "— not live" in html and "Not followed between" in html and "no state is shown as current" in html
-    assert "l01" in html   # (prod as last known, before the gap)
+    shown = set(re.findall(r">(l\d\d|new\d)<", html))   # (the rows' name links)
+    assert shown == set(known), (sorted(shown), sorted(known))   # (prod as last known, before the gap)
 
 
 def test_one_process_follows(here):
