@@ -123,6 +123,7 @@ class Engine:
     # --- the thread
 
     def start(self) -> None:
+        revision_committed.disconnect(dispatch_uid="notifications-engine")   # (an engine not stopped: this one rung)
         revision_committed.connect(self._ring, weak=False, dispatch_uid="notifications-engine")
         self.thread = threading.Thread(target=self._run, name="notifications-engine", daemon=True)
         self.thread.start()
