@@ -3,8 +3,8 @@
     .venv/bin/python bench/notify.py [--duration 15] [--connections 4] [--rules 100] [--changes 200]
 
 One throw-away server (`manage.py serve`, one worker, SQLite, maintenance on: that worker is the
-leader, so it both serves the renewals and evaluates the rules), in the same run, after 2 s of
-renewals not counted (a warm-up: the first run's CPU per renewal was higher, whatever it was):
+leader, so it both serves the renewals and evaluates the rules), in the same run, once the server
+is idle after its start (settle()) and 2 s of renewals not counted:
   1. wrk's kubelet-style renewals (bench/lease_renew.lua) with no rule;
   2. the same with --rules rules (half lease-unheld --for 30, half lease-holder-changed, all over
      the renewed Leases' namespace, to a webhook): every renewal is evaluated by every rule, none
@@ -93,6 +93,18 @@ def wait_for(check, timeout: float, what: str):
     raise SystemExit(f"timed out waiting for {what}")
 
 
+def settle(server: NotifyServer, idle_cores: float = 0.05, timeout: float = 60) -> None:
+    """Wait until the server's start-up work (the maintenance leader's first rounds, the heavy
+    child) is done: its CPU below idle_cores for a second. Measured from its start, the first
+    scenario's CPU per renewal was 2-4x the next ones', which made rules look free."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = server.cpu_seconds()
+        time.sleep(1)
+        if server.cpu_seconds() - before < idle_cores:
+            return
+
+
 def delays(server: NotifyServer, receiver: Receiver, changes: int) -> list[float]:
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/merge-patch+json"}
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
@@ -130,7 +142,8 @@ def main() -> int:
         server.start()
         seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(args.connections)])
         seed_leases(server, LATENCY_NS, ["moving"])
-        scenario_renew(wrk, server, args.connections, 2)   # warm-up, not counted (the first run paid for it)
+        settle(server)
+        scenario_renew(wrk, server, args.connections, 2)   # warm-up, not counted
         alone = scenario_renew(wrk, server, args.connections, args.duration)
         alone.scenario = "renew, no rule"
         half = args.rules // 2
