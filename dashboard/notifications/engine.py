@@ -49,9 +49,10 @@ from .rules import KINDS, READS
 log = logging.getLogger(__name__)
 
 BATCH = 2000              # revisions read at once
-# After a read, the next waits this long: commits meanwhile are read together (a renewal storm
-# costs a few reads a second); a lone commit is read at once. Other processes' commits (nothing
-# rings this thread for them) are read at least every POLL_SECONDS.
+# After a read that found several revisions (commits keep coming), the next waits this long: the
+# commits meanwhile are read together (a renewal storm costs a few reads a second); a commit after
+# a quiet read is read at once. Other processes' commits (nothing rings this thread for them) are
+# read at least every POLL_SECONDS.
 GATHER_SECONDS = 0.05
 POLL_SECONDS = 0.25
 RULE_FIELDS = ("pk", "name", "kind", "cluster", "namespace", "selector", "for_seconds", "below_percent", "reason",
@@ -107,6 +108,7 @@ class Engine:
         self.index: dict[tuple[str, str], dict[str, list[LoadedRule]]] = {}
         self.after = 0                              # the last revision read
         self.read_at = 0.0                          # (monotonic) when the log was last read
+        self.busy = False                           # that read found several revisions
         self.stamp = None                           # rules_stamp() of the loaded rules
         self.access_after = 0                       # the last access notice read
         # (cluster, kind, ns, name) -> (content, expires) of the object as last evaluated by every rule
@@ -173,14 +175,15 @@ class Engine:
         elif self.doorbell.wait(max(0.0, wait)):
             self.doorbell.clear()
             gather = self.read_at + GATHER_SECONDS - time.monotonic()
-            if gather > 0 and not self.stopped.is_set():
+            if self.busy and gather > 0 and not self.stopped.is_set():
                 self.stopped.wait(gather)
 
     def _follow(self) -> None:
         """Evaluate the revisions committed since the last read (every cluster's: one log)."""
-        self.read_at = time.monotonic()
+        self.read_at, self.busy = time.monotonic(), False
         while not self.stopped.is_set():
             rows = revlog.read_after(self.after, BATCH)
+            self.busy = self.busy or len(rows) > 1
             for rv, kind, namespace, name, type_, text, cluster in rows:
                 self.on_revision(rv, cluster, kind, namespace, name, type_, text)
             if rows:
