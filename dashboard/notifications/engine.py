@@ -1,9 +1,13 @@
 """Rule evaluation, in the maintenance leader only, from the change stream (no polling of objects).
 
-The Engine subscribes to this process's watch hub (kube/hub.py: the committed revisions of every
-process, as watches and pages get them) for each (cluster, kind) its rules read, takes a snapshot
-of the current objects, and from then on evaluates each revision as it arrives. Time-derived
-states (a lease's expiry, a --for window, a Job without progress) are timers in this thread.
+The Engine takes a snapshot of the objects its rules read, then follows the revision log itself
+(every process's commits, every cluster's), in batches: a commit in this process rings it, and it
+reads at most every GATHER_SECONDS, so a stream of renewals wakes it a few times a second, not once
+per commit (and this process's watch hub may rest). Rules are indexed by (cluster, kind, namespace):
+a revision meets only the rules that can see it. A revision whose content, as the rules' kinds read
+it (rules.READS), is what they last evaluated decides nothing and is skipped (a renewal of a held
+lease). Time-derived states (a lease's expiry, a --for window, a Job without progress) are timers
+in this thread.
 
 Each decision (an episode opening or closing, a lease's new holder) is one transaction: the
 rule's Episode row for the object, the outbox rows for its channels and the owner's in-app
@@ -16,11 +20,9 @@ the persisted episodes and the current objects: what changed while no one led is
 """
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import logging
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,41 +32,35 @@ import orjson
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 
 from dashboard.access import clusters
+from dashboard.access.models import AccessChange, GroupBinding
 from dashboard.access.principals import Principal
 from dashboard.kube import registry, revlog, store
 from dashboard.kube.errors import ApiError
-from dashboard.kube.hub import Subscriber, hub
 from dashboard.kube.outage import Outage
+from dashboard.kube.storage import revision_committed
 from dashboard.kube.revlog import DELETED
 from dashboard.kube.selectors import parse_label_selector
 
 from . import conf, messages, metrics, owners
 from .messages import FIRING, RESOLVED
 from .models import Episode, Rule
-from .rules import KINDS
+from .rules import KINDS, READS
 
 log = logging.getLogger(__name__)
 
-RESUBSCRIBE = object()    # the engine's queue overflowed or the hub closed a subscription: start again
-QUEUE_LIMIT = 200_000     # revisions waiting for the engine before it starts again from a snapshot
+BATCH = 2000              # revisions read at once
+# After a read that found several revisions (commits keep coming), the next waits this long: the
+# commits meanwhile are read together (a renewal storm costs a few reads a second); a commit after
+# a quiet read is read at once. Other processes' commits (nothing rings this thread for them) are
+# read at least every POLL_SECONDS.
+GATHER_SECONDS = 0.05
+POLL_SECONDS = 0.25
+RULE_FIELDS = ("pk", "name", "kind", "cluster", "namespace", "selector", "for_seconds", "below_percent", "reason",
+               "owner_id", "owner_group", "muted_until", "created")
 
 
 def utcnow() -> datetime:
     return datetime.now(dt_timezone.utc)
-
-
-@dataclass(eq=False, slots=True)
-class EngineSubscriber(Subscriber):
-    """A hub subscriber whose events go straight to the engine's thread."""
-
-    sink: object = None
-
-    def _deliver(self, ev) -> None:
-        if self.sink.qsize() >= QUEUE_LIMIT:
-            self.closed = True
-            self.sink.put(RESUBSCRIBE)
-            return
-        self.sink.put(ev)
 
 
 @dataclass
@@ -92,16 +88,31 @@ def load_rules() -> list[LoadedRule]:
     return out
 
 
+def rules_stamp() -> tuple:
+    """What the loaded rules depend on, in three small reads (no principal built): the rules, their
+    channels, the group bindings (a group's rights, a member's). Compared at every reload: the
+    rules and their owners' rights are loaded again only when it changed (or an owner's access did)."""
+    return (tuple(Rule.objects.order_by("pk").values_list(*RULE_FIELDS)),
+            tuple(Rule.channels.through.objects.order_by("pk").values_list("rule_id", "channel_id")),
+            tuple(GroupBinding.objects.order_by("group").values_list("group", "role", "namespaces", "clusters")))
+
+
 class Engine:
-    def __init__(self, loop: asyncio.AbstractEventLoop, wake_sender=lambda: None):
-        self.loop = loop
+    def __init__(self, wake_sender=lambda: None):
         self.wake_sender = wake_sender
-        self.events: queue.Queue = queue.Queue()
+        self.doorbell = threading.Event()
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
         self.rules: dict[int, LoadedRule] = {}
-        self.by_scope: dict[tuple[str, str], list[LoadedRule]] = {}
-        self.subscribers: list[EngineSubscriber] = []
+        # (cluster, kind) -> namespace ("": the rules of every namespace) -> rules: the index
+        self.index: dict[tuple[str, str], dict[str, list[LoadedRule]]] = {}
+        self.after = 0                              # the last revision read
+        self.read_at = 0.0                          # (monotonic) when the log was last read
+        self.busy = False                           # that read found several revisions
+        self.stamp = None                           # rules_stamp() of the loaded rules
+        self.access_after = 0                       # the last access notice read
+        # (cluster, kind, ns, name) -> (content, expires) of the object as last evaluated by every rule
+        self.evaluated: dict[tuple, tuple] = {}
         self.episodes: dict[tuple, Episode] = {}    # (rule id, cluster, kind, ns, name) -> its row
         self.memory: dict[tuple, dict] = {}         # same key -> this process's windows (bad/good since, progress)
         self.timers: list = []                      # heap of (when, seq, key)
@@ -114,14 +125,21 @@ class Engine:
     # --- the thread
 
     def start(self) -> None:
+        revision_committed.disconnect(dispatch_uid="notifications-engine")   # (an engine not stopped: this one rung)
+        revision_committed.connect(self._ring, weak=False, dispatch_uid="notifications-engine")
         self.thread = threading.Thread(target=self._run, name="notifications-engine", daemon=True)
         self.thread.start()
 
     def stop(self) -> None:
+        revision_committed.disconnect(dispatch_uid="notifications-engine")
         self.stopped.set()
-        self.events.put(None)
+        self.doorbell.set()
         if self.thread is not None:
             self.thread.join(timeout=10)
+
+    def _ring(self, sender, **kwargs) -> None:
+        """(On commit, in the committing thread) a revision to read: one Event.set()."""
+        self.doorbell.set()
 
     def _run(self) -> None:
         close_old_connections()
@@ -133,111 +151,101 @@ class Engine:
                 except Exception as err:   # noqa: BLE001 - the database, or a bug: logged, started again
                     self.health.failed(err, trace=not isinstance(err, DatabaseError))
                     connection.close()
-                    self.episodes.clear()   # re-read: a transaction may not have committed
+                    # Start again from the episodes and a snapshot: a transaction may not have committed.
+                    self.episodes.clear()
+                    self.rules, self.stamp = {}, None
                     self.stopped.wait(1)
                     self.reloaded_at = 0.0
         finally:
-            self._unsubscribe()
             connection.close()
 
     def _step(self, reload_seconds: float) -> None:
         if time.monotonic() - self.reloaded_at >= reload_seconds:
             self.reload()
+        if self.rules:
+            self._follow()
+        self._run_timers()
         wait = reload_seconds - (time.monotonic() - self.reloaded_at)
+        if self.rules:
+            wait = min(wait, POLL_SECONDS)
         if self.timers:
             wait = min(wait, (self.timers[0][0] - utcnow()).total_seconds())
-        try:
-            item = self.events.get(timeout=max(0.0, wait))
-        except queue.Empty:
-            item = None
-        batch = [item] if item is not None else []
-        while len(batch) < 500:
-            try:
-                batch.append(self.events.get_nowait())
-            except queue.Empty:
-                break
-        for item in batch:
-            if item is RESUBSCRIBE:
-                self.reloaded_at = 0.0
-                self.rules = {}   # (every rule "changed": subscribe and take the snapshot again)
+        if not self.rules:
+            self.stopped.wait(max(0.0, wait))   # (not the doorbell: with no rule, commits wake nobody)
+        elif self.doorbell.wait(max(0.0, wait)):
+            self.doorbell.clear()
+            gather = self.read_at + GATHER_SECONDS - time.monotonic()
+            if self.busy and gather > 0 and not self.stopped.is_set():
+                self.stopped.wait(gather)
+
+    def _follow(self) -> None:
+        """Evaluate the revisions committed since the last read (every cluster's: one log)."""
+        self.read_at, self.busy = time.monotonic(), False
+        while not self.stopped.is_set():
+            rows = revlog.read_after(self.after, BATCH)
+            self.busy = self.busy or len(rows) > 1
+            for rv, kind, namespace, name, type_, text, cluster in rows:
+                self.on_revision(rv, cluster, kind, namespace, name, type_, text)
+            if rows:
+                self.after = rows[-1][0]
+            if len(rows) < BATCH:
                 return
-            if item is not None:
-                self.on_revision(item)
-        self._run_timers()
 
     # --- rules and subscriptions
 
+    def _owners_access_changed(self) -> bool:
+        """Did an access notice (access/signals.py) name a rule's owner since the last look?"""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id, subject FROM {AccessChange._meta.db_table} WHERE id > %s ORDER BY id",
+                           [self.access_after])
+            rows = cursor.fetchall()
+        if not rows:
+            return False
+        self.access_after = rows[-1][0]
+        owners_ = {f"user:{lr.rule.owner_id}" for lr in self.rules.values() if not lr.rule.owner_group}
+        return any(subject in owners_ for _, subject in rows)
+
     def reload(self) -> None:
         self.reloaded_at = time.monotonic()
+        stamp = rules_stamp()
+        if self._owners_access_changed() or stamp != self.stamp:
+            self.stamp = None
+        if self.stamp is not None:
+            return   # nothing the rules or their owners' rights depend on changed: nothing read again
         loaded = {lr.rule.pk: lr for lr in load_rules()}
         old = {pk: lr.signature() for pk, lr in self.rules.items()}
-        if {pk: lr.signature() for pk, lr in loaded.items()} == old and (self.subscribers or not loaded):
+        self.stamp = stamp
+        if {pk: lr.signature() for pk, lr in loaded.items()} == old and (self.index or not loaded):
             return
         for pk in set(old) - set(loaded) | {pk for pk in loaded if pk in old and loaded[pk].signature() != old[pk]}:
             for key in [k for k in self.memory if k[0] == pk]:
                 del self.memory[key]
         self.rules = loaded
-        self.by_scope = {}
+        self.index, self.evaluated = {}, {}
         for lr in loaded.values():
-            self.by_scope.setdefault((lr.rule.cluster, KINDS[lr.rule.kind].watches), []).append(lr)
-        self._unsubscribe()
+            scope = (lr.rule.cluster, KINDS[lr.rule.kind].watches)
+            self.index.setdefault(scope, {}).setdefault(lr.rule.namespace, []).append(lr)
         self.episodes = {(e.rule_id, e.cluster, e.kind, e.namespace, e.name): e for e in Episode.objects.all()}
         metrics.RULES.set(len(loaded))
         if not loaded:
-            return   # no rule: no subscription, the hub may rest (nothing costs)
-        self._subscribe()
+            return   # no rule: nothing read (nothing costs)
         self._snapshot()
-        self._release()
-
-    def _subscribe(self) -> None:
-        self.events = queue.Queue()
-        self.subscribers = [EngineSubscriber(resource=registry.by_kind(kind), cluster=cluster, sink=self.events)
-                            for cluster, kind in self.by_scope]
-
-        async def register():
-            await hub.start()
-            for sub in self.subscribers:
-                hub.register(sub)
-
-        asyncio.run_coroutine_threadsafe(register(), self.loop).result(timeout=30)
-
-    def _release(self) -> None:
-        async def release():
-            for sub in self.subscribers:
-                sub.release_buffer()
-
-        asyncio.run_coroutine_threadsafe(release(), self.loop).result(timeout=30)
-
-    def _unsubscribe(self) -> None:
-        subs, self.subscribers = self.subscribers, []
-        if not subs or self.loop.is_closed():
-            return
-
-        async def unregister():
-            for sub in subs:
-                hub.unregister(sub)
-
-        try:
-            asyncio.run_coroutine_threadsafe(unregister(), self.loop).result(timeout=10)
-        except (RuntimeError, TimeoutError, asyncio.TimeoutError):
-            pass
 
     def _snapshot(self) -> None:
         """Every rule against the current objects (what changed while nobody evaluated it)."""
-        self.floor = store.current_revision()
+        self.floor = self.after = store.current_revision()
         self.seen = {}
         now = utcnow()
-        for (cluster, kind), rules in self.by_scope.items():
+        for cluster, kind in self.index:
             res = registry.by_kind(kind)
             with clusters.within(cluster):
                 rows = list(revlog.with_current(res.model.objects.all(), "namespace", "name", "current_id"))
             present = set()
             for namespace, name, rv, text in rows:
                 self.seen[(cluster, kind, namespace, name)] = rv
-                obj = orjson.loads(text)
                 present.add((namespace, name))
-                for lr in rules:
-                    self.evaluate(lr, cluster, kind, namespace, name, obj, now, rv)
+                self.evaluate_object(self.rules_for(cluster, kind, namespace), cluster, kind, namespace, name,
+                                     orjson.loads(text), now, rv)
             # Episodes of objects gone meanwhile: resolved (or forgotten).
             for key in [k for k in self.episodes if k[1] == cluster and k[2] == kind and (k[3], k[4]) not in present]:
                 lr = self.rules.get(key[0])
@@ -246,16 +254,43 @@ class Engine:
 
     # --- evaluation
 
-    def on_revision(self, ev) -> None:
-        key = (ev.cluster, ev.kind, ev.namespace, ev.name)
-        if ev.rv <= self.floor or ev.rv <= self.seen.get(key, 0):
+    def rules_for(self, cluster: str, kind: str, namespace: str) -> list[LoadedRule]:
+        """The rules that can see an object there: its namespace's and every namespace's."""
+        by_ns = self.index.get((cluster, kind))
+        if by_ns is None:
+            return []
+        own, every = by_ns.get(namespace), by_ns.get("")
+        return (own + every if every else own) if own else (every or [])
+
+    def on_revision(self, rv, cluster, kind, namespace, name, type_, text) -> None:
+        rules = self.rules_for(cluster, kind, namespace)
+        if not rules:
+            return   # no rule can see it: not even parsed
+        key = (cluster, kind, namespace, name)
+        if rv <= self.floor or rv <= self.seen.get(key, 0):
             return   # already in the snapshot
         self.seen.pop(key, None)
         metrics.EVALUATED.inc()
-        obj = None if ev.type == DELETED else ev.obj
-        now = utcnow()
-        for lr in self.by_scope.get((ev.cluster, ev.kind), ()):
-            self.evaluate(lr, ev.cluster, ev.kind, ev.namespace, ev.name, obj, now, ev.rv)
+        self.evaluate_object(rules, cluster, kind, namespace, name, None if type_ == DELETED else orjson.loads(text),
+                             utcnow(), rv)
+
+    def evaluate_object(self, rules, cluster, kind, namespace, name, obj, now, rv) -> None:
+        """Every rule that can see the object; none when it reads as it did when they last did
+        (content equal, and a held lease held at least as long as then: nothing a rule decides
+        from can have changed; its timers are set)."""
+        key = (cluster, kind, namespace, name)
+        reading = READS.get(kind)
+        if obj is None or reading is None:
+            self.evaluated.pop(key, None)
+        else:
+            content, expires = reading(obj)
+            last = self.evaluated.get(key)
+            if last is not None and last[0] == content and (
+                    last[1] == expires or (last[1] is not None and expires is not None and now < last[1] <= expires)):
+                return
+            self.evaluated[key] = (content, expires)
+        for lr in rules:
+            self.evaluate(lr, cluster, kind, namespace, name, obj, now, rv)
 
     def in_scope(self, lr: LoadedRule, cluster: str, namespace: str, obj: dict) -> bool:
         rule = lr.rule
@@ -368,6 +403,7 @@ class Engine:
                 self._timer(flips, key)
                 continue
             due.add(key)
+            self.evaluated.pop(key[1:], None)   # (evaluated from its current state below: the next write is news)
         objects: dict[tuple, dict | None] = {}   # each object read once, whatever the rules due on it
         for key in due:
             rule_id, cluster, kind, namespace, name = key
@@ -423,6 +459,7 @@ class Engine:
             # Another evaluator wrote this decision (a takeover's overlap): take its rows as they are.
             log.warning("notifications: %s on %s/%s decided elsewhere; re-reading", rule.name, namespace, name)
             self.episodes = {(e.rule_id, e.cluster, e.kind, e.namespace, e.name): e for e in Episode.objects.all()}
+            self.evaluated.pop(key[1:], None)
             return
         self.episodes[key] = ep
         if state is not None:

@@ -5,6 +5,7 @@ and local users in a Django group of that name (as saved views count them: saved
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 
 from dashboard.access.models import GroupBinding, Profile
 from dashboard.access.principals import Grant, Principal, principal_for, widest
@@ -23,8 +24,15 @@ def rule_principal(rule) -> Principal:
 
 def group_members(group: str) -> list[int]:
     """The active users in `group` (ids, sorted)."""
-    # (Profile.groups is a JSON list: read in Python, as SQLite has no JSON "contains".)
-    ids = {p.user_id for p in Profile.objects.exclude(groups=[]).only("user_id", "groups") if group in (p.groups or ())}
+    # Only the profiles that can hold it are read. Profile.groups is a JSON list: PostgreSQL finds
+    # them itself; SQLite has no JSON "contains", so those whose JSON text holds the name (a name
+    # that JSON writes as is), checked exactly here.
+    profiles = Profile.objects.exclude(groups=[])
+    if connection.features.supports_json_field_contains:
+        profiles = profiles.filter(groups__contains=[group])
+    elif group.isascii() and group.isprintable() and '"' not in group and "\\" not in group:
+        profiles = profiles.filter(groups__icontains=group)
+    ids = {user_id for user_id, groups in profiles.values_list("user_id", "groups") if group in (groups or ())}
     ids |= set(get_user_model().objects.filter(groups__name=group).values_list("pk", flat=True))
     return sorted(get_user_model().objects.filter(pk__in=ids, is_active=True).values_list("pk", flat=True))
 

@@ -159,6 +159,29 @@ def warning_event(obj, rule, now, memory) -> Check:
                   "count": obj.get("count") or 1})
 
 
+def _labels(obj: dict):
+    return (obj.get("metadata") or {}).get("labels")
+
+
+def lease_reading(obj: dict):
+    """What the Lease kinds read (holder, duration, labels for selectors) and, held, until when:
+    a renewal moves only that later, which changes no rule's state (engine.evaluate_object)."""
+    spec = _spec(obj)
+    holder = spec.get("holderIdentity") or ""
+    duration = spec.get("leaseDurationSeconds")
+    duration = duration if isinstance(duration, int) else None
+    return (holder, duration, _labels(obj)), _expiry(spec.get("renewTime"), duration) if holder else None
+
+
+# Per object kind: (content the rule kinds read, held-until or None). The same content decides
+# the same (time-derived changes are timers). Events: always evaluated (each is news).
+READS = {
+    "Lease": lease_reading,
+    "Job": lambda obj: ((_status(obj), _labels(obj)), None),
+    "Endpoints": lambda obj: ((obj.get("subsets"), _labels(obj)), None),
+}
+
+
 KINDS = {k.name: k for k in (
     Kind("lease-holder-changed", "Lease", "a Lease's holder changed (from → to)", change=holder_change),
     Kind("lease-unheld", "Lease", "a Lease has no holder, or expired, for --for seconds",

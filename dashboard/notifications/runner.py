@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 class Notifier:
     def __init__(self, loop: asyncio.AbstractEventLoop | None, leading=lambda: True):
-        self.loop = loop   # the serving process's event loop (its watch hub's)
+        self.loop = loop   # the serving process's event loop: rules are evaluated only in a serving process
         self.leading = leading   # asked before every try: a process that stopped leading sends nothing more
         self.engine: Engine | None = None
         self.sender: Sender | None = None
@@ -24,7 +24,7 @@ class Notifier:
             self.sender = Sender(self.leading)
             self.sender.start()
             if self.loop is not None:
-                self.engine = Engine(self.loop, wake_sender=self.sender.ring)
+                self.engine = Engine(wake_sender=self.sender.ring)
                 self.engine.start()
             log.warning("notifications: this process evaluates the rules and sends the outbox")
         elif not leading and self.sender is not None:

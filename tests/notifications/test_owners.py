@@ -130,3 +130,31 @@ def test_the_owner_choice_is_labelled_and_axe_clean(chromium, server):
         assert axe_violations(page) == []
     finally:
         ctx.close()
+
+
+@pytest.mark.django_db
+def test_a_groups_members_are_exactly_its_members_whatever_the_name():
+    # (owners.py reads only the profiles that can hold the group: on SQLite by their JSON text,
+    # which LIKE matches case-insensitively and as a substring, then checked exactly.)
+    from django.contrib.auth.models import Group
+
+    from dashboard.access.tokens import ensure_user
+    from dashboard.notifications.owners import group_members
+
+    def member(name, groups):
+        user = ensure_user(name, "viewer")
+        user.kube_profile.groups = groups
+        user.kube_profile.save()
+        return user.pk
+
+    ops = member("m-ops", ["ops", "dev"])
+    upper = member("m-upper", ["OPS"])
+    member("m-longer", ["ops-team", "devops"])
+    odd = member("m-odd", ['é "quoted" \\ 50%_x'])
+    local = ensure_user("m-local", "viewer")
+    local.groups.add(Group.objects.get_or_create(name="ops")[0])
+    assert group_members("ops") == sorted([ops, local.pk])
+    assert group_members("OPS") == [upper]
+    assert group_members('é "quoted" \\ 50%_x') == [odd]
+    assert group_members("50%_x") == [] and group_members("op") == []
+

@@ -1,6 +1,7 @@
 """Each rule kind firing and resolving on a real server, from the commits it decides on: --for and
 --below, flapping within --for as one episode, a limited owner told nothing of other namespaces.
 One webhook receives everything; each test works in a namespace of its own (its rule's scope)."""
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -62,6 +63,35 @@ def test_lease_unheld_fires_after_expiry_plus_for_and_resolves_when_held(server,
     wait_states(hook, "unheld", ["firing", "resolved"])
     fired, resolved = [m for m in hook.received if m["rule"] == "unheld"]
     assert fired["id"] != resolved["id"] and fired["id"].rsplit("-", 2)[0] == resolved["id"].rsplit("-", 2)[0]
+
+
+def test_a_held_leases_renewals_decide_nothing_until_they_stop(server, hook):
+    # Renewals of a held lease are skipped by the engine (their content, as the rules read it,
+    # only moves the expiry later); past the first expiry they were renewed beyond, the lease is
+    # still held (the timer set then reads it again). A holder change is the barrier: every
+    # renewal before it was evaluated when its message is out.
+    notify(server, "rule add renewed-unheld --when lease-unheld --to rules-hook --namespace renewed",
+           "rule add renewed-moved --when lease-holder-changed --to rules-hook --namespace renewed")
+
+    def renew(holder):
+        write(server, "PATCH", "Lease", "renewed", "l1", {"spec": {"holderIdentity": holder,
+                                                                   "renewTime": micro(datetime.now(timezone.utc))}})
+
+    write(server, "POST", "Lease", "renewed", "l1", {**lease("l1", ns="renewed", holder="a", duration=5),
+                                                      "spec": {"holderIdentity": "a", "leaseDurationSeconds": 5,
+                                                               "renewTime": micro(datetime.now(timezone.utc))}})
+    started = time.monotonic()
+    while time.monotonic() - started < 7:   # past the first expiry (5 s)
+        renew("a")
+        time.sleep(0.5)
+    renew("b")
+    wait_states(hook, "renewed-moved", ["firing"])
+    assert states(hook, "renewed-unheld") == []
+    # Its renewals stop: it expires (5 s), fires once; renewed again, it resolves.
+    wait_states(hook, "renewed-unheld", ["firing"])
+    renew("b")
+    wait_states(hook, "renewed-unheld", ["firing", "resolved"])
+    assert states(hook, "renewed-moved") == ["firing"]
 
 
 def test_job_failed_fires_and_resolves_when_the_job_goes(server, hook):
