@@ -383,11 +383,10 @@ class Broadcast:
             place = self.snap.index(sub)
         except ValueError:
             return 0    # joined since the flush began: owed nothing yet
-        for first, end, frame, n in self.segments:
-            if first <= place < end:
-                break
-        else:
+        owed = next((seg for seg in self.segments if seg[0] <= place < seg[1]), None)
+        if owed is None:
             return 0    # written already
+        _, _, frame, n = owed
         self.snap[place] = GONE
         self.joined.append(sub)
         behind = sub.writer.write_frame(frame)
