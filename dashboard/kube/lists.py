@@ -126,7 +126,7 @@ def list_objects(res: Resource, q: ListQuery, at: asof.At | None = None) -> List
             if not revlog.changed_between([res.kind], snapshot, _NEWEST, q.namespace or ""):
                 return page
             snapshot = current_revision()
-        return page
+        # (written to all the while: that last snapshot, exactly)
     return _page_at(res, q, snapshot, start, exact=True)
 
 
