@@ -6,7 +6,7 @@ resourceVersion: the ceiling, same server, same run), optionally A/B against ano
     .venv/bin/python bench/exact_lists.py [--objects 3000] [--rounds 9] [--base /path/to/checkout]
 
 --base: a second server runs that checkout's code on its own copy of the same data, and the
-rounds ask the two in turn (A B A B: the same load for both). Prints each request's median and
+rounds ask the two in turn (A B, B A, ...: the same load for both). Prints each request's median and
 spread (min-max) in ms, the exact page's ratio to the most-recent page (ceiling 1.1x, exit 1 if
 above), and with --base each figure's ratio this/base.
 """
@@ -82,8 +82,9 @@ def main() -> int:
                 server.start()
                 seed(server.port, server.token, args.objects)
                 one_round(server)   # warm-up
-            for _ in range(args.rounds):
-                for name, server in servers.items():
+            for i in range(args.rounds):
+                # (A B, then B A: neither always asked first)
+                for name, server in (list(servers.items()) if i % 2 == 0 else list(servers.items())[::-1]):
                     results[name].append(one_round(server))
         finally:
             for server in servers.values():

@@ -175,11 +175,13 @@ def _page_at(res: Resource, q: ListQuery, snapshot: int, start, exact: bool = Fa
     want = q.limit + 1 if q.limit else None   # one more than the page: is there more?
     matched: list[tuple[tuple[str, str], str]] = []
     boundary = None   # the last row read when the page filled up (None: all were read)
+    logged: set[tuple[str, str]] = set()   # rows read from the log at the snapshot
     for i, row in enumerate(rows.iterator(chunk_size=2000)):
         yielding.every(i)
         key, labels, text = (row[0], row[1]), (row[2] if selector else None), row[-1]
         if exact and row[-2] > snapshot:
             labels, text = None, revlog.text_as_of(res.kind, key[0], key[1], snapshot)
+            logged.add(key)
             if text is None:
                 continue
         if not _matches(res, q, labels, text, None):
@@ -191,7 +193,7 @@ def _page_at(res: Resource, q: ListQuery, snapshot: int, start, exact: bool = Fa
     written: set[tuple[str, str]] = set()
     if exact:
         written = revlog.keys_written_after(res.kind, snapshot, q.namespace)
-        have = {key for key, _ in matched}
+        have = logged.union(key for key, _ in matched)
         restored = []
         for key in sorted(written):
             if (key in have or (start is not None and key <= tuple(start))
