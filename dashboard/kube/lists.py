@@ -85,14 +85,6 @@ def _snapshot_revision(q: ListQuery) -> tuple[int, bool]:
     return current, False
 
 
-def _history_at(res: Resource, rv: int, namespace: str | None) -> dict[tuple[str, str], str | None]:
-    """For keys written after rv: their object text at rv (None if absent then)."""
-    out: dict[tuple[str, str], str | None] = {}
-    for ns, name in revlog.keys_written_after(res.kind, rv, namespace):
-        out[(ns, name)] = revlog.text_as_of(res.kind, ns, name, rv)
-    return out
-
-
 def _matches(res: Resource, q: ListQuery, labels: dict | None, text: str | None, obj: dict | None) -> bool:
     if q.label_selector is not None and not q.label_selector.empty:
         if labels is None:
@@ -124,30 +116,24 @@ def list_objects(res: Resource, q: ListQuery, at: asof.At | None = None) -> List
             raise gone("The resourceVersion for the provided list is too old.")
     if at is not None:
         # A page as of a past moment (asof.pinned): the shadowed typed rows are the snapshot.
-        return _page_at(res, q, snapshot, start, {})
+        return _page_at(res, q, snapshot, start)
     if not exact:
         # "The most recent" state: any recent snapshot will do. When writes land while the rows
         # are read, take a newer snapshot and read again, rather than rebuild the old one from
         # the log key by key (a follower's batch of thousands of objects made that seconds).
         for _ in range(3):
-            page = _page_at(res, q, snapshot, start, {})
+            page = _page_at(res, q, snapshot, start)
             if not revlog.changed_between([res.kind], snapshot, _NEWEST, q.namespace or ""):
                 return page
             snapshot = current_revision()
-    # Keys written after the snapshot come from the log; the rest from the typed table. A write
-    # that lands while the rows are read (another process) changes the set of such keys: then
-    # read again, so the page is exactly the snapshot.
-    for _ in range(5):
-        overrides = _history_at(res, snapshot, q.namespace)
-        page = _page_at(res, q, snapshot, start, overrides)
-        if revlog.keys_written_after(res.kind, snapshot, q.namespace) == set(overrides):
-            break
-    return page
+        # (written to all the while: that last snapshot, exactly)
+    return _page_at(res, q, snapshot, start, exact=True)
 
 
-def _rows(res: Resource, q: ListQuery, after):
+def _rows(res: Resource, q: ListQuery, after, revision: bool = False):
     """The typed table's rows for the query after the key `after` (or from the first), in key
-    order: (namespace, name, [labels,] stored text); labels only when a label selector asks."""
+    order: (namespace, name, [labels,] [revision,] stored text); labels only when a label
+    selector asks, the row's current revision when `revision` asks."""
     rows = res.model.objects.all()
     if q.namespace is not None:
         rows = rows.filter(namespace=q.namespace)
@@ -161,6 +147,8 @@ def _rows(res: Resource, q: ListQuery, after):
         if pushed is not None:
             rows = rows.filter(pushed)
         columns = ("namespace", "name", "labels")
+    if revision:
+        columns += ("current_id",)
     return revlog.with_current(rows.order_by("namespace", "name"), *columns)
 
 
@@ -175,45 +163,56 @@ def _after_key(res: Resource, q: ListQuery, after) -> Q | RawSQL:
                   " > (%s, %s)", tuple(after), output_field=BooleanField())
 
 
-def _page_at(res: Resource, q: ListQuery, snapshot: int, start, overrides: dict) -> ListPage:
-    rows = _rows(res, q, start)
-
-    extra = sorted(k for k, text in overrides.items() if text is not None
-                   and (q.namespace is None or k[0] == q.namespace)
-                   and (start is None or k > tuple(start))
-                   and (not q.names or k[1] in q.names))
-
-    def candidates() -> Iterator[tuple[tuple[str, str], dict | None, str]]:
-        pending = iter(extra)
-        nxt = next(pending, None)
-        for row in rows.iterator(chunk_size=2000):
-            key = (row[0], row[1])
-            while nxt is not None and nxt <= key:
-                yield nxt, None, overrides[nxt]
-                nxt = next(pending, None)
-            if key in overrides:
-                continue  # served from the log (or absent at the snapshot)
-            yield key, (row[2] if len(row) == 4 else None), row[-1]
-        while nxt is not None:
-            yield nxt, None, overrides[nxt]
-            nxt = next(pending, None)
-
-    items: list[bytes] = []
-    last_key = None
-    more = False
-    for i, (key, labels, text) in enumerate(candidates()):
+def _page_at(res: Resource, q: ListQuery, snapshot: int, start, exact: bool = False) -> ListPage:
+    """One page from the typed rows; `exact`: exactly as of `snapshot`, whatever is written
+    meanwhile. A row whose current revision is above the snapshot was written after it: its
+    text then comes from the log (None: created since). Rows that are gone (deleted since) or
+    that the pushed-down label selector hides (relabelled since) are among the keys the log
+    holds writes of after the snapshot, read once the rows are (so a write that lands
+    meanwhile is in it). No retry: the page is exact by construction."""
+    selector = q.label_selector is not None and not q.label_selector.empty
+    rows = _rows(res, q, start, revision=exact)
+    want = q.limit + 1 if q.limit else None   # one more than the page: is there more?
+    matched: list[tuple[tuple[str, str], str]] = []
+    boundary = None   # the last row read when the page filled up (None: all were read)
+    logged: set[tuple[str, str]] = set()   # rows read from the log at the snapshot
+    for i, row in enumerate(rows.iterator(chunk_size=2000)):
         yielding.every(i)
+        key, labels, text = (row[0], row[1]), (row[2] if selector else None), row[-1]
+        if exact and row[-2] > snapshot:
+            labels, text = None, revlog.text_as_of(res.kind, key[0], key[1], snapshot)
+            logged.add(key)
+            if text is None:
+                continue
         if not _matches(res, q, labels, text, None):
             continue
-        if q.limit and len(items) >= q.limit:
-            more = True
+        matched.append((key, text))
+        if want and len(matched) >= want:
+            boundary = key
             break
-        items.append(text.encode() if isinstance(text, str) else text)
-        last_key = key
+    written: set[tuple[str, str]] = set()
+    if exact:
+        written = revlog.keys_written_after(res.kind, snapshot, q.namespace)
+        have = logged.union(key for key, _ in matched)
+        restored = []
+        for key in sorted(written):
+            if (key in have or (start is not None and key <= tuple(start))
+                    or (boundary is not None and key > boundary) or (q.names and key[1] not in q.names)):
+                continue
+            text = revlog.text_as_of(res.kind, key[0], key[1], snapshot)
+            if text is not None and _matches(res, q, None, text, None):
+                restored.append((key, text))
+        if restored:
+            matched = sorted(matched + restored, key=lambda m: m[0])
+    more = bool(q.limit) and len(matched) > q.limit
+    if more:
+        matched = matched[:q.limit]
+    items = [text.encode() if isinstance(text, str) else text for _, text in matched]
+    last_key = matched[-1][0] if matched else None
     token = encode_continue(snapshot, *last_key) if more and last_key else ""
     remaining = None
     if token and _unselective(q):
-        remaining = _count_after(res, q, last_key, overrides)
+        remaining = _count_after(res, q, snapshot, last_key, written)
     return ListPage(items=items, resource_version=snapshot, continue_token=token, remaining=remaining)
 
 
@@ -290,7 +289,8 @@ def _unselective(q: ListQuery) -> bool:
             and (q.field_selector is None or q.field_selector.empty) and not q.names)
 
 
-def _count_after(res: Resource, q: ListQuery, last_key: tuple[str, str], overrides: dict) -> int:
+def _count_after(res: Resource, q: ListQuery, snapshot: int, last_key: tuple[str, str],
+                 written: set[tuple[str, str]]) -> int:
     """How many objects the snapshot holds after last_key: the typed rows, corrected for the
     keys written since the snapshot (absent then, or created since)."""
     after = res.model.objects.all()
@@ -298,10 +298,11 @@ def _count_after(res: Resource, q: ListQuery, last_key: tuple[str, str], overrid
         after = after.filter(namespace=q.namespace)
     after = after.filter(Q(namespace__gt=last_key[0]) | Q(namespace=last_key[0], name__gt=last_key[1]))
     count = after.count()
-    later = [k for k in overrides if k > last_key and (q.namespace is None or k[0] == q.namespace)]
+    later = [k for k in written if k > last_key and (q.namespace is None or k[0] == q.namespace)]
     if later:
         now_live = set(after.filter(name__in={k[1] for k in later}).values_list("namespace", "name"))
-        count += sum((overrides[k] is not None) - (k in now_live) for k in later)
+        count += sum((revlog.text_as_of(res.kind, k[0], k[1], snapshot) is not None) - (k in now_live)
+                     for k in later)
     return count
 
 

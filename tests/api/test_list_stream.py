@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import threading
 from urllib.parse import quote
 
 import orjson
@@ -141,6 +142,84 @@ def test_streamed_list_errors_are_statuses(server):
     assert status == 400 and orjson.loads(body)["kind"] == "Status"
     status, _, body = raw_get(server, ALL_LEASES + "?resourceVersion=99999999&resourceVersionMatch=Exact")
     assert status == 504 and orjson.loads(body)["reason"] == "Timeout"
+
+
+def test_lists_at_a_revision_while_writes_go_on_are_that_revision(server):
+    """A list at a resourceVersion (paged by continue tokens, streamed whole, with a label
+    selector) while another client creates, relabels and deletes objects back to back shows
+    exactly the state at that revision: the writer's answers replayed up to it."""
+    churn = "/apis/coordination.k8s.io/v1/namespaces/churn/leases"
+    done = threading.Event()
+    writes: list[tuple[int, str, dict | None]] = []   # in order: (rv or 0 for a delete, name, object)
+    live: list[str] = []
+    failures: list = []
+
+    def put(status, body, name):
+        assert status in (200, 201), body
+        writes.append((int(body["metadata"]["resourceVersion"]), name, body))
+
+    def writer():
+        try:
+            for n in range(400):
+                if done.is_set() and n >= 24:
+                    return
+                name = f"c{n:03}"
+                put(*server.request("POST", churn, lease(name, ns="churn", labels={"color": ("red", "blue")[n % 2]}))[::2],
+                    name)
+                live.append(name)
+                if len(live) > 8:
+                    old = live[n % 5]
+                    _, _, body = server.request("GET", f"{churn}/{old}")
+                    color = {"red": "blue", "blue": "red"}[body["metadata"]["labels"]["color"]]
+                    put(*server.request("PATCH", f"{churn}/{old}", {"metadata": {"labels": {"color": color}}},
+                                        content_type="application/merge-patch+json")[::2], old)
+                    gone_name = live.pop(0)
+                    status, _, body = server.request("DELETE", f"{churn}/{gone_name}")
+                    assert status == 200, body
+                    writes.append((0, gone_name, None))
+        except BaseException as exc:   # (seen by the test below)
+            failures.append(exc)
+
+    def state_at(index: int, red: bool) -> list[tuple[str, str]]:
+        objects: dict[str, dict] = {}
+        for _, name, obj in writes[:index + 1]:
+            if obj is None:
+                objects.pop(name)
+            else:
+                objects[name] = obj
+        return [(name, obj["metadata"]["resourceVersion"]) for name, obj in sorted(objects.items())
+                if not red or obj["metadata"]["labels"]["color"] == "red"]
+
+    def listed(rv: int, query: str) -> list[tuple[str, str]]:
+        out, token = [], ""
+        while True:
+            at = f"continue={token}" if token else f"resourceVersion={rv}&resourceVersionMatch=Exact"
+            status, _, body = raw_get(server, f"{churn}?{at}{query}")
+            assert status == 200, body
+            page = orjson.loads(body)
+            out += [(i["metadata"]["name"], i["metadata"]["resourceVersion"]) for i in page["items"]]
+            token = page["metadata"].get("continue", "")
+            if not token:
+                return out
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        checked = 0
+        while checked < 12 and thread.is_alive():
+            index = max((i for i, w in enumerate(list(writes)) if w[0]), default=None)
+            if index is None or index < 10:
+                done.wait(0.01)   # (the writer's first writes)
+                continue
+            rv = writes[index][0]
+            for query, red in (("&limit=3", False), ("", False), ("&limit=2&labelSelector=color%3Dred", True)):
+                assert listed(rv, query) == state_at(index, red), (query, index)
+            checked += 1
+    finally:
+        done.set()
+        thread.join()
+    assert not failures, failures
+    assert checked == 12
 
 
 # ---------------------------------------------------------------------------------------------
