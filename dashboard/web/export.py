@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import io
+import operator
 import re
 from contextlib import nullcontext
 from datetime import datetime
@@ -226,14 +227,33 @@ def csv_line(cells: list[str]) -> str:
     return out.getvalue()
 
 
+def _item_key(get) -> str | None:
+    """The item key a column field reads when it is kinds.column's methodcaller("get", key)."""
+    if type(get) is operator.methodcaller:
+        args = get.__reduce__()[1]
+        if len(args) == 2 and args[0] == "get" and type(args[1]) is str:
+            return args[1]
+    return None
+
+
 def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now, columns=None) -> Iterator[bytes]:
     fields = [f for c in (columns or web.all_columns()) for f in c.fields]
     gets = [get for _, get in fields]
     yield csv_line([header for header, _ in fields]).encode()   # (the first byte leaves before the first batch is read)
     item_of, loads = web.export_item or web.present, orjson.loads
+    keys = [_item_key(get) for get in gets]
+    # Every field a key of the item (the kind's own columns; not label ones): one itemgetter
+    # reads a row's cells in C, rather than a Python step per cell (a third of a 10,000-row
+    # export's cell time). An item without one of the keys (.get's None) takes the cell path.
+    row = operator.itemgetter(*keys) if len(keys) > 1 and None not in keys else None
 
     def line(text: bytes) -> str:   # (per row: one parse, the cells, one line; no writer call)
         item = item_of(loads(text), now)
+        if row is not None:
+            try:
+                return csv_line([v if type(v) is str else csv_value(v) for v in row(item)])
+            except KeyError:
+                pass
         return csv_line([v if type(v := get(item)) is str else csv_value(v) for get in gets])
 
     for batch in batches:   # (one piece per batch read)

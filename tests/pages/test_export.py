@@ -181,6 +181,25 @@ def test_a_kinds_export_item_reads_as_its_presenter_for_every_column(db):
                 assert get(exported) == get(presented), (obj["metadata"]["name"], header)
 
 
+def test_a_leases_exported_expiry_is_its_presented_one_across_a_minute_and_a_year(db):
+    """The export's expiry (the renewal's text with the seconds changed while within its minute,
+    else the time computed) equals the page's, whatever renewal and duration."""
+    from dashboard.web import kinds
+
+    web = kinds.by_kind("Lease")
+    now = utcnow()
+    cases = [("2026-11-22T03:00:44.123456Z", 15), ("2026-11-22T03:00:45.123456Z", 15), ("2026-12-31T23:59:59.000000Z", 1),
+             ("2026-11-22T03:00:59.999999Z", 1), ("2026-11-22T03:00:10.000999Z", 49), ("2026-11-22T03:00:10.000000Z", 86400 * 400)]
+    for i, (renewed, duration) in enumerate(cases):
+        obj = lease(f"x{i}", ns="exp", duration=duration)
+        obj["spec"]["renewTime"] = renewed
+        obj = store.create(by_kind("Lease"), "exp", obj).object
+        presented, exported = web.present(obj, now), web.export_item(obj, now)
+        assert exported["expires_at"] == presented["expires_at"], (renewed, duration)
+        assert exported["state_text"] == presented["state_text"], (renewed, duration)
+    assert web.export_item(store.get(by_kind("Lease"), "exp", "x1"), now)["expires_at"] == "2026-11-22T03:01:00.123Z"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_followed_clusters_export_and_the_cluster_limits(login, transactional_db):
     """`?cluster=` exports that cluster's copy (read at its own revisions), sorted too; a user
