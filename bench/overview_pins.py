@@ -16,27 +16,11 @@ Prints the median CPU ms of each (runs of `loops` calls) and each one's ratio to
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def setup(data_dir: str) -> None:
-    os.environ.update(KUBEDASH_DATA_DIR=data_dir, DJANGO_SETTINGS_MODULE="dashboard.settings")
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.pop("REDIS_URL", None)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+from table import setup   # (an in-process Django on SQLite in data_dir, migrated: table.py's)
 
 
 def lease(ns: str, name: str) -> dict:
