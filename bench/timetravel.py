@@ -18,12 +18,13 @@ within 2x the live one (the ratio of the medians, and the worst round's).
 
 `renewals`: a throw-away `manage.py serve` (one worker, the defaults: the heavy child on) with
 --leases Leases that wrk's kubelet-style renewals (bench/lease_renew.lua) then keep changing.
---rounds rounds of three --duration s wrk runs, interleaved (each first in turn): renewals alone;
+--rounds rounds of four --duration s wrk runs, interleaved (each first in turn): renewals alone;
 renewals while one logged-in browser session scrubs the time bar (loops
 `/leases/?limit=N&at=<moment>` at a random moment of the history written so far, as the time
-bar's slider and step buttons fetch the page); and, the control, renewals beside a busy loop per
-CPU at SCHED_IDLE (bench/api.py: what sharing the machine costs renewals beside any heavy work,
-at best). Target: renewals beside the scrubber >= 0.9x their rate alone; p99s printed beside.
+bar's slider and step buttons fetch the page); and two controls: renewals beside the same loop of
+the live page (the same page on the same lane, the heavy child, without time travel), and beside a
+busy loop per CPU at SCHED_IDLE (bench/api.py: what sharing the machine costs renewals beside any
+heavy work, at best). Target: renewals beside the scrubber >= 0.9x their rate alone; p99s printed beside.
 
 Traffic goes only to 127.0.0.1 (and the given PostgreSQL server); every phase is bounded.
 """
@@ -42,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import backend_name, machine, pct, print_targets, request  # noqa: E402
+from common import backend_name, machine, pct, print_targets, proc_cpu_seconds, request  # noqa: E402
 
 LIST_MAX_RATIO = 2.0       # the as-of list / the live list
 RENEW_MIN_RATIO = 0.9      # renewals beside a scrubber / renewals alone
@@ -128,9 +129,10 @@ class Scrubber(threading.Thread):
     """One logged-in browser session loading the Leases list as of random moments in [since, now]
     (what the time bar's slider and step buttons fetch), back to back on one keep-alive connection."""
 
-    def __init__(self, port: int, cookie: str, since: datetime, limit: int):
+    def __init__(self, port: int, cookie: str, since: datetime, limit: int, travel: bool = True):
         super().__init__(daemon=True)
         self.port, self.cookie, self.since, self.limit = port, cookie, since, limit
+        self.travel = travel   # (False: the live page, the control: the same page on the same lane, now)
         self.stopping = threading.Event()
         self.times: list[float] = []
         self.rejected = 0
@@ -148,9 +150,9 @@ class Scrubber(threading.Thread):
         try:
             while not self.stopping.is_set():
                 began = time.perf_counter()
-                status, body = request(self.port, "GET", f"/leases/?limit={self.limit}&at={self.moment()}",
-                                       headers=headers, conn=conn)
-                if status == 200 and b"not live" in body:
+                path = f"/leases/?limit={self.limit}" + (f"&at={self.moment()}" if self.travel else "")
+                status, body = request(self.port, "GET", path, headers=headers, conn=conn)
+                if status == 200 and (b"not live" in body) == self.travel:
                     self.times.append(time.perf_counter() - began)
                 elif status == 429:
                     self.rejected += 1
@@ -184,10 +186,10 @@ def renewals_bench(args) -> int:
               f"{backend_name(args.database, '')}")
         print(f"# {machine()}; load average {loadavg()}")
         scenario_renew(wrk, server, c, 2)   # (warm up; history for the scrubber to travel through)
-        alone, beside, spun, pages = [], [], [], []
+        alone, beside, live, spun, pages = [], [], [], [], []
 
-        def scrubbed():
-            scrubber = Scrubber(server.port, cookie, since, args.leases + c + 1)
+        def scrubbed(travel: bool = True):
+            scrubber = Scrubber(server.port, cookie, since, args.leases + c + 1, travel)
             scrubber.start()
             time.sleep(0.5)   # (its first page under way)
             try:
@@ -197,37 +199,59 @@ def renewals_bench(args) -> int:
                 scrubber.join(120)
             if scrubber.failed:
                 raise SystemExit(scrubber.failed)
-            pages.extend(scrubber.times)
+            if travel:
+                pages.extend(scrubber.times)
             result.extra["scrubber"] = scrubber
             return result
 
+        def worker_cpu(run):
+            """run(), its result given the worker's own CPU ms per renewal (not its heavy child's: what
+            the scrubber costs the process that serves renewals; other load on the machine moves it least)."""
+            before = proc_cpu_seconds(server.proc.pid)
+            result = run()
+            result.extra["worker_ms"] = (proc_cpu_seconds(server.proc.pid) - before) * 1000 / max(
+                result.rate * args.duration, 1)
+            return result
+
         arms = [(alone, lambda: scenario_renew(wrk, server, c, args.duration)), (beside, scrubbed),
+                (live, lambda: scrubbed(travel=False)),
                 (spun, lambda: scenario_renew_beside_idle_spinners(wrk, server, c, args.duration))]
         for i in range(args.rounds):
-            for out, run in arms[i % 3:] + arms[:i % 3]:   # (interleaved: each arm first in turn)
-                out.append(run())
-            a, b, s = alone[-1], beside[-1], spun[-1]
+            for out, run in arms[i % 4:] + arms[:i % 4]:   # (interleaved: each arm first in turn)
+                out.append(worker_cpu(run))
+            a, b, v, s = alone[-1], beside[-1], live[-1], spun[-1]
             scrubber = b.extra["scrubber"]
             print(f"round {i + 1}: alone {a.rate:.0f}/s p99 {a.p99_ms:.1f} ms; beside the scrubber {b.rate:.0f}/s "
                   f"p99 {b.p99_ms:.1f} ms ({b.rate / a.rate:.2f}x; {len(scrubber.times)} pages, "
-                  f"{scrubber.rejected} 429s); beside idle spinners {s.rate:.0f}/s ({s.rate / a.rate:.2f}x); "
-                  f"non-2xx {a.non_2xx}/{b.non_2xx}/{s.non_2xx}; load average {loadavg()}", flush=True)
+                  f"{scrubber.rejected} 429s); beside live pages {v.rate:.0f}/s ({v.rate / a.rate:.2f}x; "
+                  f"{len(v.extra['scrubber'].times)} pages); beside idle spinners {s.rate:.0f}/s ({s.rate / a.rate:.2f}x); "
+                  f"worker CPU per renewal {a.extra['worker_ms']:.2f} / {b.extra['worker_ms']:.2f} / "
+                  f"{v.extra['worker_ms']:.2f} / {s.extra['worker_ms']:.2f} ms; "
+                  f"non-2xx {a.non_2xx}/{b.non_2xx}/{v.non_2xx}/{s.non_2xx}; load average {loadavg()}", flush=True)
         ratio = sum(b.rate for b in beside) / sum(a.rate for a in alone)
         worst = min(b.rate / a.rate for a, b in zip(alone, beside))
         ceiling = sum(s.rate for s in spun) / sum(a.rate for a in alone)
+        live_ratio = sum(v.rate for v in live) / sum(a.rate for a in alone)
+        cpu_alone = statistics.median(a.extra["worker_ms"] for a in alone)
+        cpu_beside = statistics.median(b.extra["worker_ms"] for b in beside)
         p99_alone = statistics.median(a.p99_ms for a in alone)
         p99_beside = statistics.median(b.p99_ms for b in beside)
         pages.sort()
         print(f"\nrenewals: alone {statistics.mean(a.rate for a in alone):.0f}/s, beside the scrubber "
-              f"{statistics.mean(b.rate for b in beside):.0f}/s: {ratio:.2f}x (worst round {worst:.2f}x); p99 "
+              f"{statistics.mean(b.rate for b in beside):.0f}/s: {ratio:.2f}x (worst round {worst:.2f}x); beside live "
+              f"pages {live_ratio:.2f}x, beside idle spinners {ceiling:.2f}x; p99 "
               f"(median of rounds) {p99_alone:.1f} ms alone, {p99_beside:.1f} ms beside; as-of pages: "
-              f"{len(pages)}, median {pct(pages, 50) * 1000:.0f} ms, p99 {pct(pages, 99) * 1000:.0f} ms; "
+              f"{len(pages)}, median {pct(pages, 50) * 1000:.0f} ms, p99 {pct(pages, 99) * 1000:.0f} ms; worker CPU "
+              f"per renewal (medians) {cpu_alone:.2f} ms alone, {cpu_beside:.2f} ms beside; "
               f"load average {loadavg()}")
         return print_targets([("renewals beside a scrubber / alone (all rounds)", f"{ratio:.2f}x",
                                ratio >= RENEW_MIN_RATIO),
                               ("… worst round", f"{worst:.2f}x", None),
+                              ("control: beside the live page looped / alone", f"{live_ratio:.2f}x", None),
                               ("control: beside idle spinners / alone", f"{ceiling:.2f}x", None),
-                              ("renewal p99 beside / alone (medians)", f"{p99_beside / p99_alone:.2f}x", None)], 48, 8)
+                              ("renewal p99 beside / alone (medians)", f"{p99_beside / p99_alone:.2f}x", None),
+                              ("worker CPU per renewal beside / alone (medians)", f"{cpu_beside / cpu_alone:.2f}x",
+                               None)], 48, 8)
     finally:
         server.stop()
         shutil.rmtree(data, ignore_errors=True)

@@ -456,6 +456,39 @@ def test_compaction_prunes_follow_spans_before_the_history_cut(login):
     assert FollowSpan.prune(days[3]) == 0
 
 
+def test_a_page_as_of_then_has_the_heavy_lanes_pause_points(login, monkeypatch):
+    """Filling the past's tables (asof._fill) and rendering a page's rows pause every
+    yielding.ROWS rows: in the heavy child those are where its Pacer lets renewals go first
+    (docs/BENCHMARKS.md, "Time travel under load"), as a long list's reading does."""
+    from dashboard.kube import yielding
+
+    res = by_kind("Lease")
+    for i in range(300):
+        store.create(res, NS, lease(f"many-{i:03d}", holder="a", ns=NS))
+    then = f"rv:{store.current_revision()}"
+    store.create(res, NS, lease("later", holder="a", ns=NS))
+    where = []
+    monkeypatch.setattr(yielding, "pause", lambda: where.append(_caller_outside(yielding.__file__)))
+    with asof.pinned(asof.At(rv=int(then[3:]), moment=asof.written_at(int(then[3:])), asked=then)):
+        pass
+    assert "_fill" in where, where
+    where.clear()
+    code, html = page(login("admin"), f"/leases/?namespace={NS}&limit=500", then)
+    assert code == 200 and len(rows(html)) == 300 and "later" not in rows(html)
+    assert {"_fill", "page_context", "render"} <= set(where), where
+
+
+def _caller_outside(path: str) -> str:
+    """The name of the innermost function on the stack that is not in `path` (nor a generator
+    expression's frame)."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame.f_code.co_filename == path or frame.f_code.co_name.startswith("<"):
+        frame = frame.f_back
+    return frame.f_code.co_name
+
+
 def test_a_page_in_thinned_time_says_so(story, login):
     client = login("admin")
     call_command("compact", keep=0, keep_seconds=0)
