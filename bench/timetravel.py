@@ -4,7 +4,7 @@
                                               [--back-hours 6] [--watch-seconds 300] [--rounds 5]
                                               [--database postgres://…]
     .venv/bin/python bench/timetravel.py renewals [--connections 4] [--duration 5] [--rounds 5]
-                                                  [--leases 1000] [--database postgres://…]
+                                                  [--leases 1000] [--database postgres://…] [--ref PATH]
 
 `list`: a throw-away database (SQLite in a temp dir, or a fresh PostgreSQL database) gets
 --leases Leases and --hours of their renewals written straight into the revision log with
@@ -24,7 +24,10 @@ renewals while one logged-in browser session scrubs the time bar (loops
 bar's slider and step buttons fetch the page); and two controls: renewals beside the same loop of
 the live page (the same page on the same lane, the heavy child, without time travel), and beside a
 busy loop per CPU at SCHED_IDLE (bench/api.py: what sharing the machine costs renewals beside any
-heavy work, at best). Target: renewals beside the scrubber >= 0.9x their rate alone; p99s printed beside.
+heavy work, at best). Target: renewals beside the scrubber >= 0.9x their rate alone; p99s printed beside, and the
+worker's own CPU per renewal (its process, not its heavy child). --ref PATH: an A/B, the checkout
+at PATH served too (its own server and database), its renewals alone and beside the scrubber
+taking their turns in the same rounds.
 
 Traffic goes only to 127.0.0.1 (and the given PostgreSQL server); every phase is bounded.
 """
@@ -172,39 +175,41 @@ def renewals_bench(args) -> int:
     if wrk is None:
         print(WRK_MISSING)
         return 2
-    data = Path(tempfile.mkdtemp(prefix="kubedash-timetravel-bench-"))
-    server = Server(data, database=args.database)
+    c = args.connections
+    roots = {"": None, **({"ref ": Path(args.ref).resolve()} if args.ref else {})}   # (label: checkout)
+    dirs = {label: Path(tempfile.mkdtemp(prefix="kubedash-timetravel-bench-")) for label in roots}
+    servers = {label: Server(dirs[label], database=args.database, root=root) for label, root in roots.items()}
     try:
-        server.start()
-        since = datetime.now(timezone.utc)
-        c = args.connections
-        seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(c + 1)])
-        seed_leases(server, "bench-history", [f"lease-{i:05d}" for i in range(args.leases)])
-        cookie = log_in(server.port)
-        print(f"# timetravel renewals: {c} connections renewing, {args.rounds} rounds of {args.duration:g} s alone "
-              f"and beside a time-bar scrubber (/leases/?limit={args.leases + c + 1}&at=…); one worker, "
-              f"{backend_name(args.database, '')}")
+        cookies, since = {}, datetime.now(timezone.utc)
+        for label, server in servers.items():
+            server.start()
+            seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(c + 1)])
+            seed_leases(server, "bench-history", [f"lease-{i:05d}" for i in range(args.leases)])
+            cookies[label] = log_in(server.port)
+            scenario_renew(wrk, server, c, 2)   # (warm up; history for the scrubber to travel through)
+        print(f"# timetravel renewals: {c} connections renewing, {args.rounds} rounds of {args.duration:g} s wrk runs "
+              f"(/leases/?limit={args.leases + c + 1}&at=…); one worker, {backend_name(args.database, '')}"
+              + (f"; A/B against the checkout at {args.ref} (\"ref\")" if args.ref else ""))
         print(f"# {machine()}; load average {loadavg()}")
-        scenario_renew(wrk, server, c, 2)   # (warm up; history for the scrubber to travel through)
-        alone, beside, live, spun, pages = [], [], [], [], []
 
-        def scrubbed(travel: bool = True):
+        def renew(server):
+            return scenario_renew(wrk, server, c, args.duration)
+
+        def scrubbed(server, cookie, travel: bool = True):
             scrubber = Scrubber(server.port, cookie, since, args.leases + c + 1, travel)
             scrubber.start()
             time.sleep(0.5)   # (its first page under way)
             try:
-                result = scenario_renew(wrk, server, c, args.duration)
+                result = renew(server)
             finally:
                 scrubber.stopping.set()
                 scrubber.join(120)
             if scrubber.failed:
                 raise SystemExit(scrubber.failed)
-            if travel:
-                pages.extend(scrubber.times)
-            result.extra["scrubber"] = scrubber
+            result.extra["pages"] = scrubber.times
             return result
 
-        def worker_cpu(run):
+        def worker_cpu(server, run):
             """run(), its result given the worker's own CPU ms per renewal (not its heavy child's: what
             the scrubber costs the process that serves renewals; other load on the machine moves it least)."""
             before = proc_cpu_seconds(server.proc.pid)
@@ -213,48 +218,57 @@ def renewals_bench(args) -> int:
                 result.rate * args.duration, 1)
             return result
 
-        arms = [(alone, lambda: scenario_renew(wrk, server, c, args.duration)), (beside, scrubbed),
-                (live, lambda: scrubbed(travel=False)),
-                (spun, lambda: scenario_renew_beside_idle_spinners(wrk, server, c, args.duration))]
+        arms = []   # (name, run)
+        for label, server in servers.items():
+            cookie = cookies[label]
+            arms += [(f"{label}alone", lambda s=server: renew(s)),
+                     (f"{label}beside the scrubber", lambda s=server, k=cookie: scrubbed(s, k))]
+            if not label:
+                arms += [("beside the live page looped", lambda s=server, k=cookie: scrubbed(s, k, travel=False)),
+                         ("beside idle spinners", lambda s=server: scenario_renew_beside_idle_spinners(wrk, s, c,
+                                                                                                        args.duration))]
+        results: dict[str, list] = {name: [] for name, _ in arms}
+        owner = {name: servers["ref " if name.startswith("ref ") else ""] for name, _ in arms}
         for i in range(args.rounds):
-            for out, run in arms[i % 4:] + arms[:i % 4]:   # (interleaved: each arm first in turn)
-                out.append(worker_cpu(run))
-            a, b, v, s = alone[-1], beside[-1], live[-1], spun[-1]
-            scrubber = b.extra["scrubber"]
-            print(f"round {i + 1}: alone {a.rate:.0f}/s p99 {a.p99_ms:.1f} ms; beside the scrubber {b.rate:.0f}/s "
-                  f"p99 {b.p99_ms:.1f} ms ({b.rate / a.rate:.2f}x; {len(scrubber.times)} pages, "
-                  f"{scrubber.rejected} 429s); beside live pages {v.rate:.0f}/s ({v.rate / a.rate:.2f}x; "
-                  f"{len(v.extra['scrubber'].times)} pages); beside idle spinners {s.rate:.0f}/s ({s.rate / a.rate:.2f}x); "
-                  f"worker CPU per renewal {a.extra['worker_ms']:.2f} / {b.extra['worker_ms']:.2f} / "
-                  f"{v.extra['worker_ms']:.2f} / {s.extra['worker_ms']:.2f} ms; "
-                  f"non-2xx {a.non_2xx}/{b.non_2xx}/{v.non_2xx}/{s.non_2xx}; load average {loadavg()}", flush=True)
-        ratio = sum(b.rate for b in beside) / sum(a.rate for a in alone)
-        worst = min(b.rate / a.rate for a, b in zip(alone, beside))
-        ceiling = sum(s.rate for s in spun) / sum(a.rate for a in alone)
-        live_ratio = sum(v.rate for v in live) / sum(a.rate for a in alone)
-        cpu_alone = statistics.median(a.extra["worker_ms"] for a in alone)
-        cpu_beside = statistics.median(b.extra["worker_ms"] for b in beside)
-        p99_alone = statistics.median(a.p99_ms for a in alone)
-        p99_beside = statistics.median(b.p99_ms for b in beside)
-        pages.sort()
-        print(f"\nrenewals: alone {statistics.mean(a.rate for a in alone):.0f}/s, beside the scrubber "
-              f"{statistics.mean(b.rate for b in beside):.0f}/s: {ratio:.2f}x (worst round {worst:.2f}x); beside live "
-              f"pages {live_ratio:.2f}x, beside idle spinners {ceiling:.2f}x; p99 "
-              f"(median of rounds) {p99_alone:.1f} ms alone, {p99_beside:.1f} ms beside; as-of pages: "
-              f"{len(pages)}, median {pct(pages, 50) * 1000:.0f} ms, p99 {pct(pages, 99) * 1000:.0f} ms; worker CPU "
-              f"per renewal (medians) {cpu_alone:.2f} ms alone, {cpu_beside:.2f} ms beside; "
-              f"load average {loadavg()}")
-        return print_targets([("renewals beside a scrubber / alone (all rounds)", f"{ratio:.2f}x",
-                               ratio >= RENEW_MIN_RATIO),
-                              ("… worst round", f"{worst:.2f}x", None),
-                              ("control: beside the live page looped / alone", f"{live_ratio:.2f}x", None),
-                              ("control: beside idle spinners / alone", f"{ceiling:.2f}x", None),
-                              ("renewal p99 beside / alone (medians)", f"{p99_beside / p99_alone:.2f}x", None),
-                              ("worker CPU per renewal beside / alone (medians)", f"{cpu_beside / cpu_alone:.2f}x",
-                               None)], 48, 8)
+            k = i % len(arms)
+            for name, run in arms[k:] + arms[:k]:   # (interleaved: each arm first in turn)
+                results[name].append(worker_cpu(owner[name], run))
+            line = []
+            for name, _ in arms:
+                r = results[name][-1]
+                base = results["ref alone" if name.startswith("ref ") else "alone"][-1]
+                pages = f", {len(r.extra['pages'])} pages" if "pages" in r.extra else ""
+                line.append(f"{name} {r.rate:.0f}/s ({r.rate / base.rate:.2f}x{pages}) p99 {r.p99_ms:.0f} ms "
+                            f"worker {r.extra['worker_ms']:.2f} ms/renewal")
+            print(f"round {i + 1}: " + "; ".join(line) + f"; load average {loadavg()}", flush=True)
+
+        def ratio(name: str) -> float:
+            base = "ref alone" if name.startswith("ref ") else "alone"
+            return sum(r.rate for r in results[name]) / sum(r.rate for r in results[base])
+
+        print()
+        for name, _ in arms:
+            rs = results[name]
+            pages = sorted(t for r in rs for t in r.extra.get("pages", ()))
+            shown = (f"; pages {len(pages)}, median {pct(pages, 50) * 1000:.0f} ms, p99 {pct(pages, 99) * 1000:.0f} ms"
+                     if pages else "")
+            print(f"{name:32} {statistics.mean(r.rate for r in rs):6.0f}/s  {ratio(name):.2f}x alone  worst round "
+                  f"{min(r.rate / b.rate for r, b in zip(rs, results['ref alone' if name.startswith('ref ') else 'alone'])):.2f}x"
+                  f"  p99 (median) {statistics.median(r.p99_ms for r in rs):5.1f} ms  worker CPU/renewal (median) "
+                  f"{statistics.median(r.extra['worker_ms'] for r in rs):.2f} ms{shown}")
+        print(f"load average {loadavg()}")
+        beside = ratio("beside the scrubber")
+        targets = [("renewals beside a scrubber / alone (all rounds)", f"{beside:.2f}x", beside >= RENEW_MIN_RATIO),
+                   ("control: beside the live page looped / alone", f"{ratio('beside the live page looped'):.2f}x", None),
+                   ("control: beside idle spinners / alone", f"{ratio('beside idle spinners'):.2f}x", None)]
+        if args.ref:
+            targets.append(("ref: beside a scrubber / alone", f"{ratio('ref beside the scrubber'):.2f}x", None))
+        return print_targets(targets, 48, 8)
     finally:
-        server.stop()
-        shutil.rmtree(data, ignore_errors=True)
+        for server in servers.values():
+            server.stop()
+        for folder in dirs.values():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     renewals.add_argument("--rounds", type=int, default=5)
     renewals.add_argument("--leases", type=int, default=1000, help="Leases on the scrubbed page (default 1000)")
     renewals.add_argument("--database", default="", help="a PostgreSQL server URL (default: SQLite)")
+    renewals.add_argument("--ref", default="", metavar="PATH",
+                          help="A/B: also serve the checkout at PATH (`git archive <commit> | tar -x -C PATH`), "
+                               "its renewals alone and beside the scrubber in the same rounds")
     args = parser.parse_args(argv)
     return list_bench(args) if args.part == "list" else renewals_bench(args)
 
