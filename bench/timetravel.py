@@ -17,17 +17,17 @@ Django's test client in this process (the page's own work, no server). Target: t
 within 2x the live one (the ratio of the medians, and the worst round's).
 
 `renewals`: a throw-away `manage.py serve` (one worker, the defaults: the heavy child on) with
---leases Leases that wrk's kubelet-style renewals (bench/lease_renew.lua) then keep changing.
+--leases Leases, and wrk's kubelet-style renewals (bench/lease_renew.lua) of a few more.
 --rounds rounds of four --duration s wrk runs, interleaved (each first in turn): renewals alone;
 renewals while one logged-in browser session scrubs the time bar (loops
-`/leases/?limit=N&at=<moment>` at a random moment of the history written so far, as the time
-bar's slider and step buttons fetch the page); and two controls: renewals beside the same loop of
-the live page (the same page on the same lane, the heavy child, without time travel), and beside a
-busy loop per CPU at SCHED_IDLE (bench/api.py: what sharing the machine costs renewals beside any
-heavy work, at best). Target: renewals beside the scrubber >= 0.9x their rate alone; p99s printed beside, and the
-worker's own CPU per renewal (its process, not its heavy child). --ref PATH: an A/B, the checkout
-at PATH served too (its own server and database), its renewals alone and beside the scrubber
-taking their turns in the same rounds.
+`/leases/?limit=N&at=<moment>` at a random moment since the Leases were written, as the time
+bar's slider and step buttons fetch the page); and two controls: renewals beside the same loop
+of the live page (the same page on the same lane, the heavy child, without time travel), and
+beside a busy loop per CPU at SCHED_IDLE (bench/api.py: what sharing the machine costs renewals
+beside any heavy work, at best). Target: renewals beside the scrubber >= 0.9x their rate alone;
+printed beside: p99s, and the worker's own CPU per renewal (its process, not its heavy child).
+--ref PATH: an A/B, the checkout at PATH served too (its own server and database), its renewals
+alone and beside the scrubber taking their turns in the same rounds.
 
 Traffic goes only to 127.0.0.1 (and the given PostgreSQL server); every phase is bounded.
 """
@@ -180,11 +180,12 @@ def renewals_bench(args) -> int:
     dirs = {label: Path(tempfile.mkdtemp(prefix="kubedash-timetravel-bench-")) for label in roots}
     servers = {label: Server(dirs[label], database=args.database, root=root) for label, root in roots.items()}
     try:
-        cookies, since = {}, datetime.now(timezone.utc)
+        cookies, since = {}, {}
         for label, server in servers.items():
             server.start()
             seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(c + 1)])
             seed_leases(server, "bench-history", [f"lease-{i:05d}" for i in range(args.leases)])
+            since[label] = datetime.now(timezone.utc) + timedelta(seconds=1)   # (every page: all the Leases)
             cookies[label] = log_in(server.port)
             scenario_renew(wrk, server, c, 2)   # (warm up; history for the scrubber to travel through)
         print(f"# timetravel renewals: {c} connections renewing, {args.rounds} rounds of {args.duration:g} s wrk runs "
@@ -195,8 +196,8 @@ def renewals_bench(args) -> int:
         def renew(server):
             return scenario_renew(wrk, server, c, args.duration)
 
-        def scrubbed(server, cookie, travel: bool = True):
-            scrubber = Scrubber(server.port, cookie, since, args.leases + c + 1, travel)
+        def scrubbed(server, label, travel: bool = True):
+            scrubber = Scrubber(server.port, cookies[label], since[label], args.leases + c + 1, travel)
             scrubber.start()
             time.sleep(0.5)   # (its first page under way)
             try:
@@ -220,11 +221,10 @@ def renewals_bench(args) -> int:
 
         arms = []   # (name, run)
         for label, server in servers.items():
-            cookie = cookies[label]
             arms += [(f"{label}alone", lambda s=server: renew(s)),
-                     (f"{label}beside the scrubber", lambda s=server, k=cookie: scrubbed(s, k))]
+                     (f"{label}beside the scrubber", lambda s=server, k=label: scrubbed(s, k))]
             if not label:
-                arms += [("beside the live page looped", lambda s=server, k=cookie: scrubbed(s, k, travel=False)),
+                arms += [("beside the live page looped", lambda s=server, k=label: scrubbed(s, k, travel=False)),
                          ("beside idle spinners", lambda s=server: scenario_renew_beside_idle_spinners(wrk, s, c,
                                                                                                         args.duration))]
         results: dict[str, list] = {name: [] for name, _ in arms}
