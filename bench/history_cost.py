@@ -21,8 +21,8 @@ window, so compaction and thinning see the ages they would), and measures:
   3. /changes/ over the whole simulated window (streamed): time to its first byte, to its first
      row and to the whole answer, against the live Leases list in the same run (the ceiling).
 
-Renewal throughput while someone scrubs the time bar needs a live server under load
-(bench/api.py's scenario 4 with ?at= pages as the expensive load): not measured here.
+Renewal throughput while someone scrubs the time bar, and the list as of 6 hours back:
+bench/timetravel.py.
 Only 127.0.0.1 / the given database are touched; everything is bounded by the arguments.
 """
 from __future__ import annotations

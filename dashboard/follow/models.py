@@ -105,6 +105,16 @@ class FollowSpan(models.Model):
     class Meta:
         indexes = [models.Index(fields=["cluster", "since"], name="follow_span_since")]
 
+    @classmethod
+    def prune(cls, before) -> int:
+        """Delete the spans that ended before the pages' history starts (`before`: compaction cut
+        it there) and are not needed to say when a gap after the cut began (Cluster.gap_at): each
+        one followed by a later span that began before the cut. So a span that straddles the cut
+        stays, and so does the last span before it when none straddles. Returns how many went."""
+        later = cls.objects.filter(cluster=models.OuterRef("cluster"), since__lte=before,
+                                   until__gt=models.OuterRef("until"))
+        return cls.objects.filter(until__lt=before).filter(models.Exists(later)).delete()[0]
+
 
 class UserCredentials(models.Model):
     """One user's own kubeconfig for a cluster in `own-credentials` mode: the same rules as the

@@ -26,7 +26,7 @@ from datetime import datetime
 import orjson
 from django.db import connection, transaction
 
-from . import registry, revlog
+from . import registry, revlog, yielding
 from .models import Revision
 from .storage import rows
 
@@ -189,8 +189,8 @@ def _fill(at: At, tables: list[str], on_commit_drop: bool = False) -> None:
         _create_shadow(table, on_commit_drop)
         tables.append(table)
         head = rows.statements(res.model)["insert_head"]
-        rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))
-                                for cluster, ns, name, rv, text in then])
+        rows.insert_many(head, [(cluster, ns, name, *rows.row_params(res, _loads(text), rv))   # (the heavy
+                                for cluster, ns, name, rv, text in yielding.paced(then)])   # lane's pauses)
     if LOG not in tables:
         tables.append(TEXTS)
         _shadow_log(texts, on_commit_drop)

@@ -20,10 +20,16 @@ from datetime import timedelta
 import orjson
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 
 from . import asof, delta, registry, revlog, store
 from .meta import now
 from .models import CompactionState
+
+
+# Sent in compaction's transaction when the pages' history is cut; kwargs: `before`, the time it
+# now starts at. Apps that keep records of that history (follow's FollowSpans) prune theirs.
+history_cut = Signal()
 
 
 def compaction_point(keep: int | None = None, keep_seconds: int | None = None) -> int:
@@ -83,6 +89,7 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0, history_secon
         if history > state.history_rv:
             removed += revlog.drop_before_history(history)
             state.history_rv, state.history_at = history, revlog_time(history) or moment
+            history_cut.send(sender=compact, before=state.history_at)
         removed += revlog.delete_revisions(doomed)
         revlog.store_deltas(deltas)
         state.thinned_rv, state.thinned_at = point, revlog_time(point) or moment

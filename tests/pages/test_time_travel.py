@@ -418,6 +418,77 @@ def test_a_gap_in_following_is_marked_and_shows_nothing_as_current(login):
     assert "and now: no state is shown as current" in html
 
 
+def test_compaction_prunes_follow_spans_before_the_history_cut(login):
+    """When compaction cuts the pages' history, the FollowSpans that ended before the cut go
+    (follow/models.py FollowSpan.prune), but a span straddling the cut stays, and so does the last
+    one before it when none straddles: a page as of a moment in the gap after the cut still says
+    when that gap began."""
+    from django.utils import timezone
+
+    from dashboard.follow.models import Cluster, FollowSpan
+
+    now = timezone.now()
+    days = [now - timedelta(days=d) for d in range(11)]   # (days[3]: 3 days ago)
+    res = by_kind("Lease")
+    store.create(res, NS, lease("old", holder="a", ns=NS))
+    Revision.everywhere.filter(rv=revlog.last_logged()).update(created=days[3])
+    store.create(res, NS, lease("new", holder="a", ns=NS))   # (written now)
+    made = {"created": days[10], "credentials": b"x", "state": Cluster.LIVE, "heartbeat_at": now}
+    prod = Cluster.objects.create(name="prod", server="https://prod.example:6443", **made)
+    stage = Cluster.objects.create(name="stage", server="https://stage.example:6443", **made)
+    spans = {
+        "prod-oldest": (prod, days[9], days[8]), "prod-old": (prod, days[6], days[5]),
+        "prod-straddles": (prod, days[4], days[1]), "prod-now": (prod, now - timedelta(hours=6), now),
+        "stage-oldest": (stage, days[9], days[8]), "stage-last-before": (stage, days[6], days[5]),
+        "stage-now": (stage, days[1], now),
+    }
+    ids = {label: FollowSpan.objects.create(cluster=c, since=a, until=b).pk for label, (c, a, b) in spans.items()}
+
+    call_command("compact", keep=0, keep_seconds=0, history_seconds=2 * 24 * 3600)
+
+    assert revlog.history_horizon()[1] == days[3]   # (the cut: when the newest revision before it was written)
+    left = {label for label, pk in ids.items() if FollowSpan.objects.filter(pk=pk).exists()}
+    assert left == {"prod-straddles", "prod-now", "stage-last-before", "stage-now"}, left
+    # In stage's gap after the cut, the gap still begins where following stopped, not at `created`.
+    assert stage.gap_at(days[2]) == (days[5], days[1])
+    assert prod.gap_at(days[2]) is None
+    # A later cut with nothing before it newer: no more go (the last one before the cut stays).
+    assert FollowSpan.prune(days[3]) == 0
+
+
+def test_a_page_as_of_then_has_the_heavy_lanes_pause_points(login, monkeypatch):
+    """Filling the past's tables (asof._fill) and rendering a page's rows pause every
+    yielding.ROWS rows: in the heavy child those are where its Pacer lets renewals go first
+    (docs/BENCHMARKS.md, "Time travel under load"), as a long list's reading does."""
+    from dashboard.kube import yielding
+
+    res = by_kind("Lease")
+    for i in range(300):
+        store.create(res, NS, lease(f"many-{i:03d}", holder="a", ns=NS))
+    then = f"rv:{store.current_revision()}"
+    store.create(res, NS, lease("later", holder="a", ns=NS))
+    where = []
+    monkeypatch.setattr(yielding, "pause", lambda: where.append(_caller_outside(yielding.__file__)))
+    with asof.pinned(asof.At(rv=int(then[3:]), moment=asof.written_at(int(then[3:])), asked=then)):
+        pass
+    assert "_fill" in where, where
+    where.clear()
+    code, html = page(login("admin"), f"/leases/?namespace={NS}&limit=500", then)
+    assert code == 200 and len(rows(html)) == 300 and "later" not in rows(html)
+    assert {"_fill", "page_context", "render"} <= set(where), where
+
+
+def _caller_outside(path: str) -> str:
+    """The name of the innermost function on the stack that is not in `path` (nor a generator
+    expression's frame)."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame.f_code.co_filename == path or frame.f_code.co_name.startswith("<"):
+        frame = frame.f_back
+    return frame.f_code.co_name
+
+
 def test_a_page_in_thinned_time_says_so(story, login):
     client = login("admin")
     call_command("compact", keep=0, keep_seconds=0)
