@@ -3,6 +3,7 @@
     .venv/bin/python bench/postgres.py --database postgres://postgres@127.0.0.1:5432/
                                        [--duration 10] [--connections 4] [--jobs 3000]
                                        [--processes 1 2 4] [--writers 16] [--env NAME=VALUE ...]
+                                       [--capacity-rounds 3] [--compare NAME=VALUE ...]
                                        [--own-postgres [--pg-cpus 1] [--app-cpus 0]]
 
 Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua as in bench/api.py):
@@ -16,7 +17,11 @@ Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua 
      for renewals under heavy work, against which the Table run is also shown;
   3. write capacity: PostgreSQL with --processes app processes (`serve --workers N`), --writers
      wrk connections each renewing its own Lease: renewals (= writes) per second, x one process's,
-     and how much of the run the revision lock was held (pg_locks sampled every 10 ms).
+     how much of the run the revision lock was held (pg_locks sampled every 10 ms) and what the
+     server's sessions waited for (pg_stat_activity); then SQLite at the default worker count,
+     the same round's ceiling. --capacity-rounds rounds (medians); --compare NAME=VALUE runs each
+     process count also with those settings, interleaved A B / B A (e.g. KUBEDASH_GROUP_COMMIT=1
+     against --env KUBEDASH_GROUP_COMMIT=0).
 --own-postgres: instead of the machine's PostgreSQL service (--database then only names where its
 settings are read from), a throw-away cluster of the same major version with the service's
 durability and memory settings (OwnCluster.COPIED), in a temporary directory on the service's
@@ -168,6 +173,68 @@ class LockSampler(threading.Thread):
                 f"by wait: {waits or 'none'}")
 
 
+def write_capacity(args, wrk: str) -> dict:
+    """Part 3: per round, each process count (and --compare's variant beside it, interleaved),
+    then SQLite at the default worker count as the same round's ceiling; medians of the rounds.
+    Answers {n: Result} (the base settings' medians, ratios x 1 process) and "sqlite"."""
+    variants = {"base": dict(args.env)}
+    if args.compare:
+        variants["compare"] = {**args.env, **args.compare}
+    runs: dict[tuple, list[Result]] = {}
+    default = os.cpu_count() or 1
+    print(f"\nwrite capacity: {args.writers} connections renewing their own Lease; {args.capacity_rounds} "
+          f"round(s); variants {variants}")
+    for round_ in range(args.capacity_rounds):
+        order = list(variants) if round_ % 2 == 0 else list(reversed(variants))   # (A B, then B A)
+        for n in args.processes:
+            for variant in order:
+                runs.setdefault((variant, n), []).append(capacity_run(args, wrk, variants[variant], n, args.database,
+                                                                      f"PostgreSQL {variant}: {n} process(es)"))
+        runs.setdefault(("sqlite", default), []).append(
+            capacity_run(args, wrk, dict(args.env), default, "", f"SQLite: {default} process(es)"))
+    print(f"\nmedians of {args.capacity_rounds} round(s) (x the same variant's 1 process; SQLite x itself):")
+    medians = {key: median_result(results) for key, results in runs.items()}
+    for (variant, _), r in medians.items():
+        one = medians.get((variant, 1)) if variant != "sqlite" else r
+        r.ratio = r.rate / one.rate if one is not None and one.rate else None
+    print_results(list(medians.values()))
+    if args.compare:
+        for n in args.processes:
+            a, b = medians[("base", n)], medians[("compare", n)]
+            pairs = [f"{x.rate:.0f}/{y.rate:.0f}" for x, y in zip(runs[("base", n)], runs[("compare", n)])]
+            print(f"  {n} process(es): compare x base {fmt_ratio(b.rate / a.rate if a.rate else None)} "
+                  f"(rounds, base/compare writes/s: {', '.join(pairs)})")
+    chosen = "compare" if args.compare else "base"
+    answer: dict = {n: medians[(chosen, n)] for n in args.processes}
+    answer["sqlite"] = medians[("sqlite", default)]
+    return answer
+
+
+def capacity_run(args, wrk: str, env: dict, n: int, database: str, name: str) -> Result:
+    s = BenchServer(Path(tempfile.mkdtemp(prefix="kubedash-bench-pg-")), workers=n, database=database)
+    s.env.update(env)
+    s.start()
+    sampler = LockSampler(s.env["DATABASE_URL"]) if database else None
+    try:
+        seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(args.writers)])
+        scenario_renew(wrk, s, args.writers, 1)   # warm up every path
+        if sampler is not None:
+            sampler.start()
+        r = scenario_renew(wrk, s, args.writers, args.duration)
+        r.scenario = name
+        print_results([r], header=False)
+        if sampler is not None:
+            sampler.stopping.set()
+            sampler.join(5)
+            print(f"  {sampler.summary()}")
+        print(f"  (load average {load_average()})")
+        return r
+    finally:
+        if sampler is not None:
+            sampler.stopping.set()
+        stop(s)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", required=True, metavar="URL", help="postgres://USER@HOST:PORT/ (a fresh "
@@ -180,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE")
     parser.add_argument("--skip", nargs="*", default=[], choices=["loaded", "capacity"])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the first part (default 3)")
+    parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=VALUE", help="write capacity: also "
+                        "run with these settings added, interleaved (an A/B; the targets then judge this one)")
+    parser.add_argument("--capacity-rounds", type=int, default=1, help="write capacity: rounds (default 1)")
     parser.add_argument("--own-postgres", action="store_true", help="a throw-away cluster pinned to --pg-cpus "
                         "(the module's docstring) instead of the service at --database")
     parser.add_argument("--pg-cpus", default="1", help="with --own-postgres: its CPUs (taskset -c; default 1)")
@@ -201,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args) -> int:
     args.env = dict(item.split("=", 1) for item in args.env)
+    args.compare = dict(item.split("=", 1) for item in args.compare)
     wrk = shutil.which("wrk")
     if wrk is None:
         print(WRK_MISSING, file=sys.stderr)
@@ -263,25 +334,7 @@ def run(args) -> int:
 
     capacity: dict[int, Result] = {}
     if "capacity" not in args.skip:
-        print(f"\nwrite capacity: {args.writers} connections renewing their own Lease, PostgreSQL")
-        for n in args.processes:
-            s = server(args, workers=n, database=args.database)
-            sampler = LockSampler(s.env["DATABASE_URL"])
-            try:
-                seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(args.writers)])
-                scenario_renew(wrk, s, args.writers, 1)   # warm up every path
-                sampler.start()
-                r = scenario_renew(wrk, s, args.writers, d)
-                sampler.stopping.set()
-                sampler.join(5)
-                r.scenario = f"PostgreSQL: {n} app process(es)"
-                capacity[n] = r
-                r.ratio = r.rate / capacity[args.processes[0]].rate if capacity[args.processes[0]].rate else None
-                print_results([r], header=n == args.processes[0])
-                print(f"  {sampler.summary()} (load average {load_average()})")
-            finally:
-                sampler.stopping.set()
-                stop(s)
+        capacity = write_capacity(args, wrk)
 
     print("\n(ratios: PostgreSQL alone x SQLite alone; beside idle spinners and under Tables x the same backend "
           "alone; capacity x 1 process)")
@@ -300,6 +353,13 @@ def run(args) -> int:
         ]
     for n, r in capacity.items():
         targets.append((f"writes/s with {n} app process(es) (reported)", f"{r.rate:.0f}/s {fmt_ratio(r.ratio)}", None))
+    default = os.cpu_count() or 1
+    if default in capacity and 1 in capacity:
+        r = capacity[default]
+        targets.append((f"default workers ({default}) x 1 process >= 1.0", fmt_ratio(r.ratio), (r.ratio or 0) >= 1.0))
+        if "sqlite" in capacity:
+            ratio = r.rate / capacity["sqlite"].rate if capacity["sqlite"].rate else 0
+            targets.append((f"default workers ({default}) x SQLite's >= 0.6", fmt_ratio(ratio), ratio >= 0.6))
     print_targets(targets, 52, 22)
     print(f"load average at the end {load_average()}")
     return 0

@@ -5,8 +5,9 @@ hands its update to the holder, who commits every queued update with its own in 
 kube_write(statement): statement is one of postgresql.py's conditional updates, its parameters
 bound (it answers (revision, typed rows) or no row). With the lock free, the caller runs the
 queued updates, then its own, in its transaction. Else it queues its update (an unlogged row,
-committed at once and without a WAL flush), waits for the lock, and finds its update done by the
-holder ("handed") or runs the queue itself ("own"). A queued update that raises fails alone (a
+committed at once and without a WAL flush), waits for the holder to let go (in shared mode: the
+waiters wake together, not one grant and wake-up after another) and finds its update done by
+the holder ("handed"), or else takes the lock and runs the queue itself ("own"). A queued update that raises fails alone (a
 subtransaction): its owner is told "failed" and runs it again by itself. The lock's key is
 postgresql.py's REVISION_LOCK."""
 
@@ -56,9 +57,16 @@ BEGIN
     END IF;
     INSERT INTO kube_write_queue (statement) VALUES (statement) RETURNING id INTO mine;
     COMMIT;   -- (unlogged: no WAL flush) now the holder's next scan sees it
-    PERFORM pg_advisory_xact_lock(7411);
+    -- Wait for the holder in shared mode: when it lets go, every waiter is woken at once (not
+    -- one exclusive grant, one wake-up after another) and most find their update done.
+    PERFORM pg_advisory_xact_lock_shared(7411);
     SELECT q.done, q.rv, q.failed INTO item FROM kube_write_queue q WHERE q.id = mine;
     outcome := 'handed';
+    IF NOT item.done THEN   -- (queued after the holder's scan) hold the lock and run the queue
+        COMMIT;
+        PERFORM pg_advisory_xact_lock(7411);
+        SELECT q.done, q.rv, q.failed INTO item FROM kube_write_queue q WHERE q.id = mine;
+    END IF;
     IF NOT item.done THEN
         -- (a row left by a session that died before it was answered: done, never read)
         DELETE FROM kube_write_queue WHERE done AND queued_at < now() - interval '10 minutes';
