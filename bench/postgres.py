@@ -3,6 +3,8 @@
     .venv/bin/python bench/postgres.py --database postgres://postgres@127.0.0.1:5432/
                                        [--duration 10] [--connections 4] [--jobs 3000]
                                        [--processes 1 2 4] [--writers 16] [--env NAME=VALUE ...]
+                                       [--capacity-rounds 3] [--compare NAME=VALUE ...]
+                                       [--own-postgres [--pg-cpus 1] [--app-cpus 0]]
 
 Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua as in bench/api.py):
   1. SQLite, one worker: Lease renewals alone (the ceiling the issue compares against);
@@ -15,14 +17,26 @@ Starts throw-away servers (bench/common.py's BenchServer, wrk's lease_renew.lua 
      for renewals under heavy work, against which the Table run is also shown;
   3. write capacity: PostgreSQL with --processes app processes (`serve --workers N`), --writers
      wrk connections each renewing its own Lease: renewals (= writes) per second, x one process's,
-     and how much of the run the revision lock was held (pg_locks sampled every 10 ms).
+     how much of the run the revision lock was held (pg_locks sampled every 10 ms) and what the
+     server's sessions waited for (pg_stat_activity); then SQLite at the default worker count,
+     the same round's ceiling. --capacity-rounds rounds (medians); --compare NAME=VALUE runs each
+     process count also with those settings, interleaved A B / B A (e.g. KUBEDASH_GROUP_COMMIT=1
+     against --env KUBEDASH_GROUP_COMMIT=0).
+--own-postgres: instead of the machine's PostgreSQL service (--database then only names where its
+settings are read from), a throw-away cluster of the same major version with the service's
+durability and memory settings (OwnCluster.COPIED), in a temporary directory on the service's
+disk, on a free port, started under `taskset -c --pg-cpus`; the benchmark itself, and so the app
+processes and wrk it starts, runs on --app-cpus (issue 42: PostgreSQL on a core of its own).
 Prints each figure against its ceiling and the issue's targets. `--env` passes settings to every
 server (e.g. KUBEDASH_FAST_LANE_THREADS=1 to compare against the single fast-lane thread).
 """
 from __future__ import annotations
 
 import argparse
+import glob
+import os
 import shutil
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -32,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import (RENEW_NS, WRK_MISSING, Result, fmt_ratio, print_results, scenario_renew,  # noqa: E402
                  scenario_renew_beside_idle_spinners, scenario_renew_under_tables, seed_jobs, seed_leases)
-from common import BenchServer, machine, print_targets  # noqa: E402
+from common import BenchServer, free_port, machine, print_targets  # noqa: E402
 
 LOADED_MIN_RATIO = 0.8        # renewals under the Table loop / alone (issue 28, PostgreSQL too)
 LOADED_MAX_P99_RATIO = 2.0
@@ -41,6 +55,58 @@ PG_MIN_RATIO = 0.7            # PostgreSQL renewals / SQLite's, same run
 
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+class OwnCluster:
+    """A throw-away PostgreSQL cluster (initdb, pg_ctl) as the service's user, pinned to cpus, with
+    the service's settings that bear on a write's cost (read from `source`, the service's URL)."""
+
+    COPIED = ("fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "wal_level", "wal_buffers",
+              "shared_buffers", "max_connections", "commit_delay", "commit_siblings", "max_wal_size",
+              "checkpoint_timeout", "work_mem", "wal_writer_delay", "huge_pages")
+    USER = "postgres"   # initdb and the server refuse to run as root
+
+    def __init__(self, source: str, cpus: str):
+        import psycopg
+
+        with psycopg.connect(source, autocommit=True) as conn:
+            self.version = conn.execute("SHOW server_version_num").fetchone()[0][:2]
+            self.settings = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
+                                              [list(self.COPIED)]).fetchall())
+            self.service_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        found = glob.glob(f"/usr/lib/postgresql/{self.version}/bin/initdb")
+        if not found:
+            raise SystemExit(f"--own-postgres: no initdb for PostgreSQL {self.version} in /usr/lib/postgresql")
+        self.bin = Path(found[0]).parent
+        self.cpus, self.port = cpus, free_port()
+        # The service's disk (the WAL flush's cost is the disk's), not a tmpfs /tmp.
+        parent = Path(self.service_dir).parent if os.access(Path(self.service_dir).parent, os.W_OK) else None
+        self.dir = Path(tempfile.mkdtemp(prefix="kubedash-bench-pgcluster-", dir=parent))
+        self.url = f"postgres://{self.USER}@127.0.0.1:{self.port}/"
+
+    def _as_user(self, *cmd: str) -> list[str]:
+        return ["runuser", "-u", self.USER, "--", *cmd] if os.geteuid() == 0 else list(cmd)
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, self.USER)
+        data = self.dir / "data"
+        subprocess.run(self._as_user(str(self.bin / "initdb"), "-D", str(data), "-U", self.USER, "--auth=trust",
+                                     "--no-instructions"), check=True, capture_output=True)
+        options = " ".join([f"-p {self.port}", "-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self.dir}",
+                            *(f"-c {name}={value}" for name, value in sorted(self.settings.items()))])
+        subprocess.run(["taskset", "-c", self.cpus,
+                        *self._as_user(str(self.bin / "pg_ctl"), "-D", str(data), "-l", str(self.dir / "log"), "-w",
+                                       "-o", options, "start")], check=True, capture_output=True)
+
+    def stop(self) -> None:
+        subprocess.run(self._as_user(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate",
+                                     "-w", "stop"), capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(self.settings.items()))
+        return f"own PostgreSQL {self.version} cluster on port {self.port} (CPUs {self.cpus}; {shown})"
 
 
 def server(args, workers: int = 1, database: str = "") -> BenchServer:
@@ -74,6 +140,7 @@ class LockSampler(threading.Thread):
         super().__init__(daemon=True)
         self.url, self.stopping = url, threading.Event()
         self.samples = self.held = self.waiting = 0
+        self.waits: dict[str, int] = {}   # the server's sessions by what they wait for ("CPU": active, none)
         self.failed = ""
 
     def run(self) -> None:
@@ -89,14 +156,83 @@ class LockSampler(threading.Thread):
                     self.samples += 1
                     self.held += 1 if granted else 0
                     self.waiting += waiting
+                    for (what,) in conn.execute(
+                            "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity "
+                            "WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()"):
+                        self.waits[what] = self.waits.get(what, 0) + 1
         except Exception as err:  # noqa: BLE001 - a probe: report it, never fail the benchmark
             self.failed = repr(err)
 
     def summary(self) -> str:
         if not self.samples:
             return f"revision lock: no samples ({self.failed or 'none taken'})"
+        waits = ", ".join(f"{what} {n / self.samples:.2f}"
+                          for what, n in sorted(self.waits.items(), key=lambda kv: -kv[1])[:5])
         return (f"revision lock held in {100 * self.held / self.samples:.0f}% of {self.samples} samples, "
-                f"{self.waiting / self.samples:.2f} writers waiting on average")
+                f"{self.waiting / self.samples:.2f} writers waiting on average; active sessions on average "
+                f"by wait: {waits or 'none'}")
+
+
+def write_capacity(args, wrk: str) -> dict:
+    """Part 3: per round, each process count (and --compare's variant beside it, interleaved),
+    then SQLite at the default worker count as the same round's ceiling; medians of the rounds.
+    Answers {n: Result} (the base settings' medians, ratios x 1 process) and "sqlite"."""
+    variants = {"base": dict(args.env)}
+    if args.compare:
+        variants["compare"] = {**args.env, **args.compare}
+    runs: dict[tuple, list[Result]] = {}
+    default = os.cpu_count() or 1
+    print(f"\nwrite capacity: {args.writers} connections renewing their own Lease; {args.capacity_rounds} "
+          f"round(s); variants {variants}")
+    for round_ in range(args.capacity_rounds):
+        order = list(variants) if round_ % 2 == 0 else list(reversed(variants))   # (A B, then B A)
+        for n in args.processes:
+            for variant in order:
+                runs.setdefault((variant, n), []).append(capacity_run(args, wrk, variants[variant], n, args.database,
+                                                                      f"PostgreSQL {variant}: {n} process(es)"))
+        runs.setdefault(("sqlite", default), []).append(
+            capacity_run(args, wrk, dict(args.env), default, "", f"SQLite: {default} process(es)"))
+    print(f"\nmedians of {args.capacity_rounds} round(s) (x the same variant's 1 process; SQLite x itself):")
+    medians = {key: median_result(results) for key, results in runs.items()}
+    for (variant, _), r in medians.items():
+        one = medians.get((variant, 1)) if variant != "sqlite" else r
+        r.ratio = r.rate / one.rate if one is not None and one.rate else None
+    print_results(list(medians.values()))
+    if args.compare:
+        for n in args.processes:
+            a, b = medians[("base", n)], medians[("compare", n)]
+            pairs = [f"{x.rate:.0f}/{y.rate:.0f}" for x, y in zip(runs[("base", n)], runs[("compare", n)])]
+            print(f"  {n} process(es): compare x base {fmt_ratio(b.rate / a.rate if a.rate else None)} "
+                  f"(rounds, base/compare writes/s: {', '.join(pairs)})")
+    chosen = "compare" if args.compare else "base"
+    answer: dict = {n: medians[(chosen, n)] for n in args.processes}
+    answer["sqlite"] = medians[("sqlite", default)]
+    return answer
+
+
+def capacity_run(args, wrk: str, env: dict, n: int, database: str, name: str) -> Result:
+    s = BenchServer(Path(tempfile.mkdtemp(prefix="kubedash-bench-pg-")), workers=n, database=database)
+    s.env.update(env)
+    s.start()
+    sampler = LockSampler(s.env["DATABASE_URL"]) if database else None
+    try:
+        seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(args.writers)])
+        scenario_renew(wrk, s, args.writers, 1)   # warm up every path
+        if sampler is not None:
+            sampler.start()
+        r = scenario_renew(wrk, s, args.writers, args.duration)
+        r.scenario = name
+        print_results([r], header=False)
+        if sampler is not None:
+            sampler.stopping.set()
+            sampler.join(5)
+            print(f"  {sampler.summary()}")
+        print(f"  (load average {load_average()})")
+        return r
+    finally:
+        if sampler is not None:
+            sampler.stopping.set()
+        stop(s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +247,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE")
     parser.add_argument("--skip", nargs="*", default=[], choices=["loaded", "capacity"])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the first part (default 3)")
+    parser.add_argument("--compare", nargs="*", default=[], metavar="NAME=VALUE", help="write capacity: also "
+                        "run with these settings added, interleaved (an A/B; the targets then judge this one)")
+    parser.add_argument("--capacity-rounds", type=int, default=1, help="write capacity: rounds (default 1)")
+    parser.add_argument("--own-postgres", action="store_true", help="a throw-away cluster pinned to --pg-cpus "
+                        "(the module's docstring) instead of the service at --database")
+    parser.add_argument("--pg-cpus", default="1", help="with --own-postgres: its CPUs (taskset -c; default 1)")
+    parser.add_argument("--app-cpus", default="0", help="with --own-postgres: the CPUs of the app processes and "
+                        "wrk (default 0)")
     args = parser.parse_args(argv)
+    if not args.own_postgres:
+        return run(args)
+    cluster = OwnCluster(args.database, args.pg_cpus)
+    cluster.start()
+    try:
+        os.sched_setaffinity(0, {int(c) for c in args.app_cpus.split(",")})   # (inherited by all started here)
+        print(cluster.describe())
+        args.database = cluster.url
+        return run(args)
+    finally:
+        cluster.stop()
+
+
+def run(args) -> int:
     args.env = dict(item.split("=", 1) for item in args.env)
+    args.compare = dict(item.split("=", 1) for item in args.compare)
     wrk = shutil.which("wrk")
     if wrk is None:
         print(WRK_MISSING, file=sys.stderr)
@@ -175,25 +334,7 @@ def main(argv: list[str] | None = None) -> int:
 
     capacity: dict[int, Result] = {}
     if "capacity" not in args.skip:
-        print(f"\nwrite capacity: {args.writers} connections renewing their own Lease, PostgreSQL")
-        for n in args.processes:
-            s = server(args, workers=n, database=args.database)
-            sampler = LockSampler(s.env["DATABASE_URL"])
-            try:
-                seed_leases(s, RENEW_NS, [f"renew-{i}" for i in range(args.writers)])
-                scenario_renew(wrk, s, args.writers, 1)   # warm up every path
-                sampler.start()
-                r = scenario_renew(wrk, s, args.writers, d)
-                sampler.stopping.set()
-                sampler.join(5)
-                r.scenario = f"PostgreSQL: {n} app process(es)"
-                capacity[n] = r
-                r.ratio = r.rate / capacity[args.processes[0]].rate if capacity[args.processes[0]].rate else None
-                print_results([r], header=n == args.processes[0])
-                print(f"  {sampler.summary()} (load average {load_average()})")
-            finally:
-                sampler.stopping.set()
-                stop(s)
+        capacity = write_capacity(args, wrk)
 
     print("\n(ratios: PostgreSQL alone x SQLite alone; beside idle spinners and under Tables x the same backend "
           "alone; capacity x 1 process)")
@@ -212,6 +353,13 @@ def main(argv: list[str] | None = None) -> int:
         ]
     for n, r in capacity.items():
         targets.append((f"writes/s with {n} app process(es) (reported)", f"{r.rate:.0f}/s {fmt_ratio(r.ratio)}", None))
+    default = os.cpu_count() or 1
+    if default in capacity and 1 in capacity:
+        r = capacity[default]
+        targets.append((f"default workers ({default}) x 1 process >= 1.0", fmt_ratio(r.ratio), (r.ratio or 0) >= 1.0))
+        if "sqlite" in capacity:
+            ratio = r.rate / capacity["sqlite"].rate if capacity["sqlite"].rate else 0
+            targets.append((f"default workers ({default}) x SQLite's >= 0.6", fmt_ratio(ratio), ratio >= 0.6))
     print_targets(targets, 52, 22)
     print(f"load average at the end {load_average()}")
     return 0

@@ -152,10 +152,10 @@ KUBEDASH_LIST_STREAM_BATCH = int(os.environ.get("KUBEDASH_LIST_STREAM_BATCH", "1
 # PostgreSQL: current objects each process keeps for the next update (kube/storage/objcache.py: a PUT
 # naming the cached resourceVersion is computed without reading); 0: always read (the baseline).
 KUBEDASH_UPDATE_CACHE = int(os.environ.get("KUBEDASH_UPDATE_CACHE", "1024"))
-# PostgreSQL: group commit (kube/storage/groupcommit.py): a process's updates waiting for the
-# revision lock at the same time commit as one message. Off by default until it shows a gain
-# (docs/BENCHMARKS.md, issue 42: not measurable on the loaded machine it was built on).
-KUBEDASH_GROUP_COMMIT = _env_bool("KUBEDASH_GROUP_COMMIT", False)
+# PostgreSQL: group commit (kube/storage/postgresql.py, migration 0006): an update that finds the
+# revision lock taken is handed to its holder, of any process, and commits with its write (one
+# WAL flush for all). 0: each update commits alone (docs/BENCHMARKS.md, issue 42).
+KUBEDASH_GROUP_COMMIT = _env_bool("KUBEDASH_GROUP_COMMIT", True)
 
 # Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
 # leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.

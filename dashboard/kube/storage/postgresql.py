@@ -3,11 +3,12 @@ one statement; an update is computed outside the lock and written by one conditi
 
 guaranteed_update first tries optimistically: it reads (or takes objcache.py's copy at the
 revision the request names: kube's GuaranteedUpdate from its watch cache), computes, and writes
-with one simple-query message that takes the lock, writes only if the typed row still holds the
-revision it read, and commits (one round trip, its own implicit transaction; with
-KUBEDASH_GROUP_COMMIT the writes of this process waiting at the same time share that message and
-its commit: groupcommit.py). The lock is then
-held for that statement alone, not for the read, the Python work and four round trips. The
+with one message that takes the lock, writes only if the typed row still holds the revision it
+read, and commits (one round trip). The lock is then held for that statement and its commit's
+WAL flush alone, not for the read, the Python work and four round trips. With
+KUBEDASH_GROUP_COMMIT (group commit) the message is `CALL kube_write(...)` (migration 0006): a
+writer that finds the lock taken queues its update and the holder, of whichever process, commits
+it with its own: writers across processes share one transaction and one WAL flush. The
 message may also check the caller's token (TokenCheck: kube/views.py serves a renewal before
 its token is checked, and throws away any answer but a confirmed write). After OPTIMISTIC_TRIES
 lost races, for a create or a delete, inside a transaction, for a dry run, or with server-side
@@ -24,12 +25,12 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
+from prometheus_client import Counter
 
 from ..errors import ApiError
 from ..models import Revision
 from ..registry import Resource
 from . import objcache, rows
-from .groupcommit import GroupCommit
 from .interface import (MODIFIED, RV_FIELD, Change, Key, Preconditions, Storage, TokenCheck, TryUpdate, Unconfirmed,
                         log_row, numbered)
 
@@ -39,8 +40,11 @@ LOCK = f"SELECT pg_advisory_xact_lock({REVISION_LOCK})"
 
 OPTIMISTIC_TRIES = 3
 
-# This process's one-message updates, committed together when they wait at the same time.
-GROUP = GroupCommit(LOCK)
+# Group commit's procedure (migration 0006): an update's bound statement in, (revision, outcome) out.
+QUEUED_WRITE = "CALL kube_write(%s, NULL, NULL)"
+GROUP_COMMITS = Counter("kubedash_group_commit", "PostgreSQL updates through group commit, by who committed "
+                        "them: own (in the writer's transaction, with any others queued), handed (in another "
+                        "session's), failed (raised in another's: run again alone)", ["what"])
 
 # The server ended the session (admin_shutdown: pg_terminate_backend, a smart or fast shutdown;
 # crash_shutdown; cannot_connect_now), or class 08, a connection exception: the server's words
@@ -87,7 +91,7 @@ def _conditional_update(model, token_sql: str = "") -> str:
     then a TokenCheck's, then _record_update's); else it writes nothing and answers no row. The
     second statement's snapshot is taken after the lock is held: it sees every write that
     committed before (a writer lets go of the lock only once it committed). Without the lock,
-    which goes in front of the message (GROUP's: once for every write waiting, groupcommit.py)."""
+    which goes in front of the message (or kube_write takes it: group commit)."""
     table = model._meta.db_table
     column = next(f.column for f in rows.statements(model)["fields"] if f.attname == "current_id")
     unchanged = f"AND EXISTS (SELECT 1 FROM {table} WHERE id = %s AND {column} = %s) "
@@ -186,9 +190,8 @@ class PostgreSQLStorage(Storage):
         statement = _conditional_update(res.model, token_check.sql if token_check is not None else "")
         params = [row_id, read_rv, *(token_check.params if token_check is not None else ()),
                   *_log_params(row), *_typed_values(res, obj), row_id]
-        if settings.KUBEDASH_GROUP_COMMIT:
-            hit = GROUP.run(statement, params)
-        else:
+        hit = self._group_commit(statement, params) if settings.KUBEDASH_GROUP_COMMIT else AGAIN
+        if hit is AGAIN:
             with connection.cursor() as cursor:
                 cursor.execute(f"{LOCK}; {statement}", params)
                 cursor.nextset()   # (the lock's result)
@@ -198,6 +201,20 @@ class PostgreSQLStorage(Storage):
                 raise Unconfirmed
             token_check.confirmed = True
         return None if hit is None else hit[0]
+
+    @staticmethod
+    def _group_commit(statement: str, params: list):
+        """The update through kube_write: (revision,) or None as the message's answer, or AGAIN
+        when it raised in another session's transaction (its owner runs it alone, so that its
+        error, if any, is its own and comes as PostgreSQL raised it)."""
+        with connection.cursor() as cursor:
+            # (one_message_updates: psycopg's ClientCursor, which binds on this side)
+            cursor.execute(QUEUED_WRITE, [cursor.cursor.mogrify(statement, params)])
+            rv, outcome = cursor.fetchone()
+        GROUP_COMMITS.labels(outcome).inc()
+        if outcome == "failed":
+            return AGAIN
+        return None if rv is None else (rv,)
 
     # -----------------------------------------------------------------------------------------
     # Writing, inside the locked transaction
