@@ -12,8 +12,8 @@ from typing import Callable, Iterable
 from django import forms
 
 from dashboard.kube import asof, revlog, store
-from dashboard.kube.lists import TimeText
 from dashboard.kube.formats import human_duration, parse_time
+from dashboard.kube.lists import TimeText
 from dashboard.web import kinds
 from dashboard.web.forms import ObjectForm, count_field, parse_time_text, put, field_text, time_field
 from dashboard.web.present import UTC, ago, base_item, clock, countdown, iso, iso_text, time_text_iso
