@@ -2,19 +2,21 @@
 the declaration that registers them with the pages (web.kinds, like an admin.ModelAdmin)."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Iterable
+from typing import Callable, Iterable
 
 from django import forms
 
 from dashboard.kube import asof, revlog, store
 from dashboard.kube.formats import human_duration, parse_time
+from dashboard.kube.lists import TimeText
 from dashboard.web import kinds
 from dashboard.web.forms import ObjectForm, count_field, parse_time_text, put, field_text, time_field
-from dashboard.web.present import ago, base_item, clock, countdown, iso, iso_text
+from dashboard.web.present import UTC, ago, base_item, clock, countdown, iso, iso_text, time_text_iso
 
 from . import strategy
 from .actions import do_release_lease
@@ -279,14 +281,13 @@ def overview_card(leases: Iterable[tuple[str, datetime | None, int | None]] | No
             "expiries": " ".join(map(str, sorted(expiries)))}
 
 
-def _later_iso(renewed_at: str, duration, expires: datetime | None) -> str:
-    """iso(expires) for expires = the renewal (`renewed_at`, its iso text) + `duration` whole
-    seconds: within the renewal's minute only the seconds differ, so the text is the renewal's
-    with them changed (isoformat was a fifth of a 10,000-row CSV export's cells); else iso."""
-    if expires is None:
-        return ""
+def _later_iso(renewed_at: str, duration: int, expires: Callable[[], datetime]) -> str:
+    """iso(expires()) for the expiry = the renewal (`renewed_at`, its iso text) + `duration`
+    whole seconds: within the renewal's minute only the seconds differ, so the text is the
+    renewal's with them changed (isoformat was a fifth of a 10,000-row CSV export's cells);
+    else iso of the expiry, computed only then."""
     second = int(renewed_at[17:19]) + duration
-    return f"{renewed_at[:17]}{second:02}{renewed_at[19:]}" if 0 <= second < 60 else iso(expires)
+    return f"{renewed_at[:17]}{second:02}{renewed_at[19:]}" if 0 <= second < 60 else iso(expires())
 
 
 def export_lease(obj: dict, now: datetime) -> dict:
@@ -299,10 +300,43 @@ def export_lease(obj: dict, now: datetime) -> dict:
     renewed_at = iso_text(spec.get("renewTime"))
     return {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
             "state_text": STATE_TEXT[lease_state(holder, expires, now)], "holder": holder,
-            "renewed_at": renewed_at, "expires_at": _later_iso(renewed_at, spec.get("leaseDurationSeconds"), expires),
+            "renewed_at": renewed_at,
+            "expires_at": "" if expires is None else _later_iso(renewed_at, spec["leaseDurationSeconds"], lambda: expires),
             "duration_seconds": spec.get("leaseDurationSeconds"), "acquired_at": iso_text(spec.get("acquireTime")),
             "transitions": spec.get("leaseTransitions"), "created_at": iso_text(meta.get("creationTimestamp")),
             "label_map": meta.get("labels") or {}, "annotation_map": meta.get("annotations") or {}}
+
+
+@functools.lru_cache(maxsize=64)
+def _held_after(now: datetime, duration: int) -> str:
+    """The renewal (as lists.TimeText's text) after which a lease of `duration` seconds is still
+    held at `now` (renewal + duration > now), compared as text: the same width, or one without
+    the fraction (a prefix: then at or before), in time order."""
+    return (now - timedelta(seconds=duration)).astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def typed_lease(values: tuple, now: datetime) -> dict:
+    """export_lease's item for the lease's own columns from its typed row (LEASE_TYPED's values
+    after web/export.TYPED_BASE's), no object parsed: the same values (a test holds the files equal)."""
+    ns, name, created, holder, duration, renewed, acquired, transitions = values
+    renewed_at = time_text_iso(renewed)
+    if not holder:
+        state, expires_at = "free", ""
+    elif renewed is None or duration is None:
+        state, expires_at = "unknown", ""
+    else:
+        state = "held" if renewed > _held_after(now, duration) else "expired"
+        expires_at = _later_iso(renewed_at, duration,
+                                lambda: expiry(datetime.fromisoformat(renewed).replace(tzinfo=UTC), duration))
+    return {"namespace": ns, "name": name, "state_text": STATE_TEXT[state], "holder": holder,
+            "renewed_at": renewed_at, "expires_at": expires_at, "duration_seconds": duration,
+            "acquired_at": time_text_iso(acquired), "transitions": transitions, "created_at": time_text_iso(created)}
+
+
+LEASE_TYPED = kinds.TypedExport(
+    ("holder_identity", "lease_duration_seconds", TimeText("renew_time"), TimeText("acquire_time"),
+     "lease_transitions"), typed_lease,
+    frozenset({"state_text", "holder", "renewed_at", "expires_at", "duration_seconds", "acquired_at", "transitions"}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,7 +440,7 @@ LEASE_PAGES = kinds.register(kinds.KindWeb(
     kind="Lease", plural="leases", detail_view="lease", title="Leases", heading="Leader holders",
     noun="lease", list_noun="leases",
     stylesheets=("coordination/leases.css",), scripts=("coordination/leases.js",),
-    present=present_lease, export_item=export_lease, count_by="state", form=LeaseForm,
+    present=present_lease, export_item=export_lease, typed_export=LEASE_TYPED, count_by="state", form=LeaseForm,
     overview=kinds.Overview(counts=overview_counts, card=overview_card, count_key="total", warn_key="expired"),
     change_facts=change_facts,
     create_initial={"duration": "15"},

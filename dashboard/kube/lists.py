@@ -15,7 +15,7 @@ from typing import Iterator
 import orjson
 from django.conf import settings
 from django.db import connection
-from django.db.models import BooleanField, Q
+from django.db.models import BooleanField, Func, Q, TextField
 from django.db.models.expressions import RawSQL
 
 from dashboard.access import clusters
@@ -130,10 +130,11 @@ def list_objects(res: Resource, q: ListQuery, at: asof.At | None = None) -> List
     return _page_at(res, q, snapshot, start, exact=True)
 
 
-def _rows(res: Resource, q: ListQuery, after, revision: bool = False):
+def _rows(res: Resource, q: ListQuery, after, revision: bool = False, typed: tuple = ()):
     """The typed table's rows for the query after the key `after` (or from the first), in key
     order: (namespace, name, [labels,] [revision,] stored text); labels only when a label
-    selector asks, the row's current revision when `revision` asks."""
+    selector asks, the row's current revision when `revision` asks; `typed` (columns or
+    expressions of the typed table): those values in place of the stored text (no join to the log)."""
     rows = res.model.objects.all()
     if q.namespace is not None:
         rows = rows.filter(namespace=q.namespace)
@@ -149,6 +150,8 @@ def _rows(res: Resource, q: ListQuery, after, revision: bool = False):
         columns = ("namespace", "name", "labels")
     if revision:
         columns += ("current_id",)
+    if typed:
+        return rows.order_by("namespace", "name").values_list(*columns, *typed)
     return revlog.with_current(rows.order_by("namespace", "name"), *columns)
 
 
@@ -220,26 +223,33 @@ def _page_at(res: Resource, q: ListQuery, snapshot: int, start, exact: bool = Fa
 # Streamed lists: a whole list (no limit) sent batch by batch, never held whole.
 
 
-def stream_objects(res: Resource, q: ListQuery) -> tuple[int, Iterator[list[bytes]]]:
+def stream_objects(res: Resource, q: ListQuery, typed: tuple = ()) -> tuple[int, Iterator[list]]:
     """A list without a limit as (its snapshot revision, batches of the item texts in order).
 
     Everything that can fail on the request's behalf (the revision, 410, a malformed continue
     token) fails here, before the caller sends a byte; the batches are read as they are taken.
     Unlike list_objects, which may move to a newer snapshot when writes land, the revision is
     fixed once its first byte is out, so each batch is made exactly that revision (_at_snapshot).
+
+    `typed` (columns or expressions of the kind's typed table, e.g. TimeText): an item whose
+    typed row shows the snapshot's object is then those values (a tuple), read in the same query
+    in place of its text; an item written since the snapshot is still its text from the log
+    (bytes): what the typed row holds is newer. (A CSV export: web/export.py.)
     """
     if q.limit:
         raise ValueError("a list with a limit is one page: list_objects")
+    if typed and not (q.field_selector is None or q.field_selector.empty):
+        raise ValueError("a field selector reads the objects: no typed values")
     snapshot, exact = _snapshot_revision(q)
     start = tuple(decode_continue(q.continue_token)[1:]) if q.continue_token else None
     if exact and snapshot < revlog.compacted_revision():
         if q.continue_token:
             raise _expired_continue(encode_continue(current_revision(), *start))
         raise gone("The resourceVersion for the provided list is too old.")
-    return snapshot, _at_snapshot(res, q, snapshot, start, clusters.current())
+    return snapshot, _at_snapshot(res, q, snapshot, start, clusters.current(), typed)
 
 
-def _at_snapshot(res: Resource, q: ListQuery, snapshot: int, after, cluster: str) -> Iterator[list[bytes]]:
+def _at_snapshot(res: Resource, q: ListQuery, snapshot: int, after, cluster: str, typed: tuple = ()) -> Iterator[list]:
     """The selected objects as of `snapshot`, after key `after`, one keyset batch at a time.
 
     A typed row shows the snapshot's object unless its key was written after the snapshot.
@@ -250,11 +260,13 @@ def _at_snapshot(res: Resource, q: ListQuery, snapshot: int, after, cluster: str
     """
     changed: set[tuple[str, str]] = set()
     seen, size = snapshot, settings.KUBEDASH_LIST_STREAM_BATCH
-    selective = not (q.label_selector is None or q.label_selector.empty) \
-        or not (q.field_selector is None or q.field_selector.empty)
+    labelled = not (q.label_selector is None or q.label_selector.empty)   # (_rows reads the labels then)
+    selective = labelled or not (q.field_selector is None or q.field_selector.empty)
+    width = 3 if labelled else 2   # the key (and labels) before a row's text or typed values
+    item = (lambda row: row[width:]) if typed else (lambda row: _bytes(row[-1]))
     while True:
         with clusters.within(cluster):
-            batch = list(_rows(res, q, after)[:size])
+            batch = list(_rows(res, q, after, typed=typed)[:size])
             writes = revlog.writes_after(res.kind, seen, q.namespace)
             changed.update((ns, name) for _, ns, name in writes)
             seen = max([seen, *(rv for rv, _, _ in writes)])
@@ -266,20 +278,43 @@ def _at_snapshot(res: Resource, q: ListQuery, snapshot: int, after, cluster: str
                 # The log no longer holds the snapshot (compaction overtook a slow reader): the
                 # rest cannot be shown; end the stream broken rather than send another state.
                 raise RuntimeError(f"list at revision {snapshot} compacted while it was sent")
-        # Rows are (namespace, name, [labels,] text); the common case (no write since the
-        # snapshot, no selector) is the batch as read.
-        rows = [row for row in batch if (row[0], row[1]) not in changed] if changed else batch
-        if logged:
-            rows += [(ns, name, None, text) for (ns, name), text in logged.items() if text is not None]
-            rows.sort(key=lambda row: (row[0], row[1]))
-        if selective:
-            rows = [row for row in rows if _matches(res, q, row[2] if len(row) == 4 else None, row[-1], None)]
-        out = [row[-1].encode() if isinstance(row[-1], str) else row[-1] for row in rows]
+        if not (changed or selective):   # the common case (no write since the snapshot): the batch as read
+            out = [item(row) for row in batch]
+        else:   # (namespace, name, labels or None, item), the log's texts in their place
+            rows = [(row[0], row[1], row[2] if labelled else None, item(row))
+                    for row in batch if (row[0], row[1]) not in changed]
+            if logged:
+                rows += [(ns, name, None, _bytes(text)) for (ns, name), text in logged.items() if text is not None]
+                rows.sort(key=lambda row: (row[0], row[1]))
+            if selective:
+                rows = [row for row in rows if _matches(res, q, row[2], row[3], None)]
+            out = [row[3] for row in rows]
         if out:
             yield out
         if last is None:
             return
         after = last
+
+
+def _bytes(text) -> bytes:
+    return text.encode() if isinstance(text, str) else text
+
+
+class TimeText(Func):
+    """A typed time column as text, UTC, `YYYY-MM-DD HH:MM:SS[.ffffff]` (six digits or none;
+    NULL stays NULL), read in a list's own query (stream_objects' `typed`): a datetime made per
+    row costs more than the rest of the row's read (web/present.time_text_iso cuts it to ISO)."""
+
+    output_field = TextField()
+
+    def as_sqlite(self, compiler, connection, **extra):
+        # The stored text itself (Django stores str() of the naive UTC datetime); as an expression
+        # the column has no declared type, so sqlite3 makes no datetime of it.
+        return self.as_sql(compiler, connection, template="(%(expressions)s || '')", **extra)
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection,
+                           template="to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')", **extra)
 
 
 def _unselective(q: ListQuery) -> bool:

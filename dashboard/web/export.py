@@ -89,13 +89,16 @@ def download(request, web: kinds.KindWeb, principal: Principal, filters) -> Http
     now = cluster_scope.moment(at=at)
     keys = warnings.warned_keys(web.kind, now, namespaces) if filters.warnings else None
     state = web.view_filter(filters.state, dict(filters.columns))
+    shown = columns.shown(web, filters.chosen) if fmt == "csv" else None   # (?columns=, else the kind's own)
     if filters.sort or at is not None:
         rv, batches = _sorted(web, namespaces, selector, filters.q, filters.sort or filters.default_sort or "namespace",
                               now, keys, state, at)
-    else:
-        rv, batches = _snapshot(web, namespaces, selector, filters.q, keys, state)
-    if fmt == "csv":   # the chosen columns (?columns=), else the kind's own
-        body = _csv(web, rv, batches, now, columns.shown(web, filters.chosen))
+        typed = None
+    else:   # a CSV's cells from the typed rows where they hold them (no state filter: it reads the objects)
+        typed = typed_export(web, shown) if shown and state is None else None
+        rv, batches = _snapshot(web, namespaces, selector, filters.q, keys, state, typed.columns if typed else ())
+    if fmt == "csv":
+        body = _csv(web, rv, batches, now, shown, typed.item if typed else None)
     else:
         body = {"json": _json, "yaml": _yaml}[fmt](web, rv, batches, now)
     response = StreamingHttpResponse(body, content_type=FORMATS[fmt])
@@ -109,25 +112,31 @@ def download(request, web: kinds.KindWeb, principal: Principal, filters) -> Http
 # The view's objects, batch by batch
 
 
-def _snapshot(web: kinds.KindWeb, namespaces, selector, q: str, keys, state) -> tuple[int, Iterator[list[bytes]]]:
-    """(namespace, name) order: every namespace of the view at one revision (the first's)."""
+def _snapshot(web: kinds.KindWeb, namespaces, selector, q: str, keys, state,
+              typed: tuple = ()) -> tuple[int, Iterator[list[bytes | tuple]]]:
+    """(namespace, name) order: every namespace of the view at one revision (the first's).
+    `typed`: items as the typed rows' values where they show the snapshot (lists.stream_objects;
+    they begin with namespace and name: TYPED_BASE), not with a state filter."""
     res = backend(web.resource)
     rv, streams = None, []
     for ns in namespaces:   # (the revision, and a 410, are decided here: before the first byte)
         query = lists.ListQuery(namespace=ns, label_selector=selector)
         if rv is not None:
             query.resource_version, query.resource_version_match = rv, "Exact"
-        rv, batches = lists.stream_objects(res, query)
+        rv, batches = lists.stream_objects(res, query, typed)
         streams.append(batches)
     needle, in_state = q.lower(), state_test(web.kind, state)
 
-    def kept(text: bytes) -> bool:
+    def kept(entry: bytes | tuple) -> bool:
         if not (needle or in_state or keys is not None):
             return True
-        obj = orjson.loads(text)
-        meta = obj["metadata"]
-        return ((not needle or needle in meta["name"].lower()) and (in_state is None or in_state(obj))
-                and (keys is None or (meta["namespace"], meta["name"]) in keys))
+        if type(entry) is tuple:
+            ns, name, obj = entry[0], entry[1], None
+        else:
+            obj = orjson.loads(entry)
+            ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        return ((not needle or needle in name.lower()) and (in_state is None or in_state(obj))
+                and (keys is None or (ns, name) in keys))
 
     def batches() -> Iterator[list[bytes]]:
         for stream in streams:
@@ -236,7 +245,29 @@ def _item_key(get) -> str | None:
     return None
 
 
-def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now, columns=None) -> Iterator[bytes]:
+# What every kind's typed export reads first, and the item keys it gives (NAME_COLUMN, AGE_COLUMN).
+TYPED_BASE = ("namespace", "name", lists.TimeText("creation_timestamp"))
+TYPED_BASE_KEYS = frozenset({"namespace", "name", "created_at"})
+
+
+def _typed_base_item(values: tuple, now: datetime) -> dict:
+    return {"namespace": values[0], "name": values[1], "created_at": p.time_text_iso(values[2])}
+
+
+def typed_export(web: kinds.KindWeb, columns) -> kinds.TypedExport | None:
+    """The kind's typed export (with TYPED_BASE's columns first) when it gives every item key
+    the columns' fields read (a label column, or a field computed from the item: None)."""
+    typed = web.typed_export
+    keys = {_item_key(get) for c in columns for _, get in c.fields}
+    if None in keys or not keys <= TYPED_BASE_KEYS | typed.keys:
+        return None
+    return kinds.TypedExport(TYPED_BASE + typed.columns, typed.item or _typed_base_item, TYPED_BASE_KEYS | typed.keys)
+
+
+def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes | tuple]], now, columns=None,
+         typed_item=None) -> Iterator[bytes]:
+    """`typed_item(values, now)`: the item of a batch's typed values (a tuple: typed_export);
+    an item still as text (written since the snapshot, or no typed values asked) is parsed."""
     fields = [f for c in (columns or web.all_columns()) for f in c.fields]
     gets = [get for _, get in fields]
     yield csv_line([header for header, _ in fields]).encode()   # (the first byte leaves before the first batch is read)
@@ -247,8 +278,8 @@ def _csv(web: kinds.KindWeb, rv: int, batches: Iterable[list[bytes]], now, colum
     # export's cell time). An item without one of the keys (.get's None) takes the cell path.
     row = operator.itemgetter(*keys) if len(keys) > 1 and None not in keys else None
 
-    def line(text: bytes) -> str:   # (per row: one parse, the cells, one line; no writer call)
-        item = item_of(loads(text), now)
+    def line(entry: bytes | tuple) -> str:   # (per row: its item, the cells, one line; no writer call)
+        item = typed_item(entry, now) if type(entry) is tuple else item_of(loads(entry), now)
         if row is not None:
             try:
                 return csv_line([v if type(v) is str else csv_value(v) for v in row(item)])

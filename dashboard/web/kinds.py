@@ -202,6 +202,20 @@ class Overview:
 
 
 @dataclass(frozen=True)
+class TypedExport:
+    """A CSV export's items from the typed rows, read in the list's own query instead of each
+    object's text (web/export.py; kube/lists.stream_objects' `typed`): `columns` of the kind's
+    typed table (or expressions: lists.TimeText for a time), and item(values, now) -> the
+    `keys` of the export item, the same values export_item gives them (a test holds them
+    equal). `values` begin with the namespace, the name and the creation time's text
+    (web/export.TYPED_BASE), every kind's; a kind's own columns follow."""
+
+    columns: tuple = ()
+    item: Callable[[tuple, datetime], dict] | None = None
+    keys: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class KindWeb:
     kind: str
     plural: str             # URL segment; the list page's URL name, websocket view and header item
@@ -253,6 +267,9 @@ class KindWeb:
     # What the CSV export's columns read from an object, when cheaper than `present` (the same
     # values for the columns' keys): (object, now) -> item.
     export_item: Callable[[dict, datetime], dict] | None = None
+    # The same items from the typed rows, for the columns whose keys it gives (export.TYPED_BASE's
+    # alone when not declared): no object parsed (web/export.py).
+    typed_export: TypedExport = TypedExport()
     # What changed (web/changes_views.py, issue 38): (object at the window's start, at its end;
     # either None: absent) -> what the headline counts of it ("changed holder"), beyond changed.
     change_facts: Callable[[dict | None, dict | None], list[str]] | None = None

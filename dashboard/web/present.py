@@ -61,6 +61,13 @@ def iso_text(value: Any) -> str:
     return iso(parse_time(value))
 
 
+def time_text_iso(text: str | None) -> str:
+    """iso() of a time as kube/lists.TimeText reads it from a typed row (a CSV export's cells)."""
+    if text is None:
+        return ""
+    return f"{text[:10]}T{text[11:23]}Z" if len(text) > 19 else f"{text[:10]}T{text[11:19]}.000Z"
+
+
 def clock(moment: datetime | None) -> str:
     """A compact absolute time for tables."""
     if moment is None:

@@ -16,7 +16,7 @@ import yaml
 from dashboard.kube import store
 from dashboard.kube.meta import now as utcnow
 from dashboard.kube.registry import by_kind
-from manifests import job, lease
+from manifests import endpoints, job, lease
 from page_helpers import create_link, visitor
 
 LEASES_API = "/apis/coordination.k8s.io/v1"
@@ -263,3 +263,90 @@ def test_a_stored_times_export_text_is_its_iso_time():
     for moment in (parse_time("2026-11-29T10:33:03Z"), parse_time("2026-11-29T10:33:03.999999Z"),
                    parse_time("2026-11-29T12:33:03.000500+02:00")):   # (milliseconds cut, as isoformat cuts them)
         assert iso(moment) == moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _CountingOrjson:
+    """export's orjson, counting the objects it parses."""
+
+    def __init__(self):
+        self.parsed = 0
+
+    def loads(self, text):
+        self.parsed += 1
+        return orjson.loads(text)
+
+    def __getattr__(self, name):
+        return getattr(orjson, name)
+
+
+def test_the_csv_from_the_typed_rows_is_byte_for_byte_the_csv_from_the_objects(login, monkeypatch, settings):
+    """A CSV's cells read from the typed rows in the snapshot's own query (kube/lists.TimeText,
+    KindWeb.typed_export) make the same file as the cells of each parsed object, for every
+    column set: the kind's own, chosen ones, label and annotation ones (those parse), quoting,
+    a name search and a label selector, several namespaces, Endpoints and Jobs (name and age
+    from the typed rows, their other columns parsed), and rows written after the snapshot (read
+    from the log as they stood, then parsed: nothing else is)."""
+    from dashboard.web import export
+
+    settings.KUBEDASH_LIST_STREAM_BATCH = 3   # (log rows within and across batches)
+    fresh = utcnow().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    specs = {   # name -> spec changes (lease(): renewed 2026-11-22T03:00:00.000000Z, 15 s: expired)
+        "web-held": {"renewTime": fresh, "leaseDurationSeconds": 3600, "acquireTime": "2026-11-22T02:59:58.123456Z"},
+        "web-expired": {"leaseTransitions": 4},
+        "web-free": {"holderIdentity": ""},
+        "web-no-renewal": {"renewTime": None},
+        "web-no-duration": {"leaseDurationSeconds": None},
+        "web-next-minute": {"renewTime": "2026-11-22T03:00:59.999999Z", "leaseDurationSeconds": 1},
+        "web-next-year": {"renewTime": "2026-12-31T23:59:30.000000Z", "leaseDurationSeconds": 45},
+        "web-whole-second": {"renewTime": "2026-11-22T03:00:44.000000Z"},   # (stored without a fraction)
+        "db-quoted": {"holderIdentity": 'a "holder", with a comma\nand a line'},
+        "db-to-change": {}, "db-to-delete": {},
+    }
+    for ns in ("tx-a", "tx-b"):
+        for name, spec in specs.items():
+            obj = lease(name, ns=ns, labels={"app": name.split("-")[0], "tier": "x.y"},
+                        annotations={"note": 'say "hi", then\r\nleave'})
+            obj["spec"].update(spec)
+            store.create(by_kind("Lease"), ns, obj)
+        store.create(by_kind("Endpoints"), ns, endpoints("svc-1", ns=ns, not_ready=("10.0.0.9",)))
+        store.create(by_kind("Job"), ns, job("j1", ns=ns, completions=2))
+    viewer = login("viewer")
+    cases = {   # the view -> the objects it parses from the typed rows: those written since (None: each)
+        "/leases/?namespace=tx-a": 2,
+        "/leases/": 4,   # (every namespace, at the first one's revision)
+        "/leases/?namespace=tx-a&columns=age,holder,expiry,name": 2,
+        "/leases/?namespace=tx-a&q=WEB&labelSelector=" + quote("app in (web,db)"): 2,   # (the search drops them)
+        "/leases/?namespace=tx-a&columns=" + quote("name,state,label:tier,annotation:note"): None,
+        "/leases/?namespace=tx-a&state=expired": None,
+        "/endpoints/?namespace=tx-a&columns=name,age": 1,
+        "/endpoints/?namespace=tx-a": None,
+        "/jobs/?columns=age,name": 2,
+        "/jobs/?namespace=tx-b": None,
+    }
+    typed, parsed = {}, {}
+    for view in cases:   # every response begun (its snapshot taken) before the writes below
+        typed[view] = viewer.get(view + "&format=csv" if "?" in view else view + "?format=csv")
+        with monkeypatch.context() as off:   # the cells of each object, parsed
+            off.setattr(export, "typed_export", lambda web, columns: None)
+            parsed[view] = viewer.get(view + "&format=csv" if "?" in view else view + "?format=csv")
+    for ns in ("tx-a", "tx-b"):
+        store.update(by_kind("Lease"), ns, "db-to-change",
+                     lambda o: {**o, "spec": {**o["spec"], "holderIdentity": "changed later"}})
+        store.delete(by_kind("Lease"), ns, "db-to-delete")
+        store.create(by_kind("Lease"), ns, lease("db-created-later", ns=ns))
+        store.update(by_kind("Job"), ns, "j1", lambda o: {**o, "metadata": {**o["metadata"], "labels": {"x": "y"}}})
+        store.delete(by_kind("Endpoints"), ns, "svc-1")
+
+    for view, from_log in cases.items():
+        counting = _CountingOrjson()
+        with monkeypatch.context() as spy:
+            spy.setattr(export, "orjson", counting)
+            text = body(typed[view])
+        assert text == body(parsed[view]), view
+        rows = list(csv.DictReader(io.StringIO(text.decode(), newline="")))
+        assert rows and "db-created-later" not in text.decode() and "changed later" not in text.decode(), view
+        if view.startswith("/leases/") and "q=" not in view:
+            assert {"db-to-change", "db-to-delete", "db-quoted"} <= {row["Name"] for row in rows}, view
+        # From the typed rows, only the objects written since the snapshot are parsed (the log's).
+        assert counting.parsed == from_log if from_log is not None else counting.parsed >= len(rows), \
+            (view, counting.parsed)
