@@ -146,6 +146,8 @@ class HeavyProcess:
         env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
         # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) is for the
         # serving process, which drains; the child ends when that process closes the socket.
+        # (A session is a scheduling group of its own too: the child lowers that group's nice,
+        # heavy_child.lower_priority.)
         self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()),
                                        str(self.nice), str(self.fast_load.fd), repr(self.duty)],
                                       pass_fds=[theirs.fileno(), self.fast_load.fd], env=env, start_new_session=True)
