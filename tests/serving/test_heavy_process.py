@@ -6,6 +6,7 @@ when its server does. Against a real `manage.py serve`; no timing assertions.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import signal
 import sqlite3
@@ -108,6 +109,34 @@ def test_tables_and_lists_are_answered_by_a_niced_child(heavy):
     # lowered as well (else it took as much CPU as the server, issue 42).
     if (ours := autogroup_of(server.proc.pid)) and (its := autogroup_of(child)):
         assert its[0] == ours[0] or its[1] > ours[1], (its, ours)
+
+
+def test_whole_lists_are_gzipped_for_clients_that_ask(heavy):
+    """A whole list (streamed from the child) comes gzipped to a client that accepts gzip, as
+    kube-apiserver's does (client-go asks by default): the same Table, a fraction of the bytes
+    through the serving process (issue 42); to other clients, and for pages, as before."""
+    server = heavy
+    ns = "gz-" + uuid.uuid4().hex[:6]
+    post_many(server, JOBS.format(ns=ns), [job(f"j{i}", ns=ns) for i in range(40)])
+    gz_status, gz_headers, packed = server.request("GET", JOBS.format(ns=ns),
+                                                   headers={"Accept": TABLE, "Accept-Encoding": "gzip"})
+    assert gz_status == 200 and gz_headers.get("Content-Encoding") == "gzip", gz_headers
+    assert "Accept-Encoding" in gz_headers.get("Vary", "")
+    status, headers, plain = server.request("GET", JOBS.format(ns=ns), headers={"Accept": TABLE})
+    assert status == 200 and "Content-Encoding" not in headers
+    unpacked = orjson.loads(gzip.decompress(packed))
+    assert unpacked["kind"] == "Table" and len(packed) < len(orjson.dumps(plain)) / 4
+    assert [r["cells"][0] for r in unpacked["rows"]] == [r["cells"][0] for r in plain["rows"]]
+    assert logged(server, "GET", JOBS.format(ns=ns), 2)[0]["lane"] == "expensive-process"
+    # JSON lists too; a page (the fast lane) is not compressed
+    status, headers, packed = server.request("GET", ALL_JOBS, headers={"Accept-Encoding": "gzip"})
+    assert status == 200 and headers.get("Content-Encoding") == "gzip"
+    assert len(orjson.loads(gzip.decompress(packed))["items"]) >= 40
+    status, headers, page = server.request("GET", f"{JOBS.format(ns=ns)}?limit=10", headers={"Accept-Encoding": "gzip"})
+    assert status == 200 and "Content-Encoding" not in headers and len(page["items"]) == 10
+    # an error is a plain Status, whatever the client accepts
+    status, headers, body = server.request("GET", f"{ALL_JOBS}?labelSelector=a%20in%20(", headers={"Accept-Encoding": "gzip"})
+    assert status == 400 and body["kind"] == "Status" and "Content-Encoding" not in headers
 
 
 def test_errors_and_pages_from_the_child(heavy):
