@@ -21,6 +21,7 @@ Traffic goes only to 127.0.0.1; every phase is bounded.
 from __future__ import annotations
 
 import argparse
+import gzip
 import http.client
 import json
 import os
@@ -60,19 +61,23 @@ class PoliteTableLoop(TableLoop):
     """A TableLoop that, answered 429, waits the Retry-After it was given (client-go does), and
     counts the Retry-After values it was given."""
 
-    def __init__(self, server):
+    def __init__(self, server, gzip_ok: bool = False):
         super().__init__(server)
         self.retry_afters: Counter = Counter()
+        self.gzip_ok = gzip_ok   # (client-go's default: Accept-Encoding gzip, the body decompressed)
 
     def run(self) -> None:
-        headers = {"Authorization": f"Bearer {self.server.token}", "Accept": TABLE_ACCEPT}
+        headers = {"Authorization": f"Bearer {self.server.token}", "Accept": TABLE_ACCEPT,
+                   **({"Accept-Encoding": "gzip"} if self.gzip_ok else {})}
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=120)
         try:
             while not self.stopping.is_set():
                 started = time.perf_counter()
                 conn.request("GET", ALL_JOBS, headers=headers)
                 response = conn.getresponse()
-                response.read()
+                body = response.read()
+                if response.getheader("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
                 if response.status == 200:
                     self.times.append(time.perf_counter() - started)
                 elif response.status == 429 and response.getheader("Retry-After"):
@@ -95,10 +100,10 @@ class Target:
         self.port, self.token = port, token
 
 
-def flood_client(port: int, token: str, clients: int) -> int:
+def flood_client(port: int, token: str, clients: int, gzip_ok: bool) -> int:
     """One flood client PROCESS (ProcessFlood starts it): `clients` PoliteTableLoops against
     127.0.0.1:port until its stdin closes, then one JSON line of what they got."""
-    loops = [PoliteTableLoop(Target(port, token)) for _ in range(clients)]
+    loops = [PoliteTableLoop(Target(port, token), gzip_ok) for _ in range(clients)]
     for loop in loops:
         loop.start()
     sys.stdin.read()   # (the parent closes it: stop)
@@ -119,20 +124,20 @@ class ProcessFlood:
     load 80 real clients make, which threads in this one process cannot: issue 42), or, with
     processes 0, as threads in this process (the harness before issue 42)."""
 
-    def __init__(self, target: Target, clients: int, processes: int):
-        self.target, self.clients, self.processes = target, clients, processes
+    def __init__(self, target: Target, clients: int, processes: int, gzip_ok: bool = False):
+        self.target, self.clients, self.processes, self.gzip_ok = target, clients, processes, gzip_ok
         self.procs: list[subprocess.Popen] = []
         self.loops: list[PoliteTableLoop] = []
 
     def start(self) -> None:
         if not self.processes:
-            self.loops = [PoliteTableLoop(self.target) for _ in range(self.clients)]
+            self.loops = [PoliteTableLoop(self.target, self.gzip_ok) for _ in range(self.clients)]
             for loop in self.loops:
                 loop.start()
             return
         shares = [self.clients // self.processes + (i < self.clients % self.processes) for i in range(self.processes)]
         self.procs = [subprocess.Popen([sys.executable, __file__, "--flood-client",
-                                        f"{self.target.port},{self.target.token},{n}"],
+                                        f"{self.target.port},{self.target.token},{n},{int(self.gzip_ok)}"],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                       for n in shares if n]
 
@@ -171,7 +176,8 @@ STATIC_SERVER = r"""
 import asyncio, os, sys, time
 body = open(sys.argv[1], "rb").read()
 rate = float(sys.argv[2])
-head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+encoding = b"Content-Encoding: %s\r\n" % sys.argv[3].encode() if sys.argv[3] else b""
+head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n" % (encoding, len(body))
 os.setpriority(os.PRIO_PROCESS, 0, 19)
 next_at = [time.monotonic()]
 class Static(asyncio.Protocol):
@@ -200,10 +206,10 @@ class StaticServer:
     at most `rate` answers a second, at nice 19: the flood clients receive what they received
     from kubedash, and kubedash does none of the work."""
 
-    def __init__(self, body: bytes, rate: float, work_dir: Path):
+    def __init__(self, body: bytes, encoding: str, rate: float, work_dir: Path):
         path = work_dir / "table.json"
         path.write_bytes(body)
-        self.proc = subprocess.Popen([sys.executable, "-c", STATIC_SERVER, str(path), repr(max(rate, 0.1))],
+        self.proc = subprocess.Popen([sys.executable, "-c", STATIC_SERVER, str(path), repr(max(rate, 0.1)), encoding],
                                      stdout=subprocess.PIPE, text=True)
         self.port = int(self.proc.stdout.readline())
 
@@ -212,12 +218,14 @@ class StaticServer:
         self.proc.wait()
 
 
-def table_bytes(server: BenchServer) -> bytes:
+def table_bytes(server: BenchServer, gzip_ok: bool) -> tuple[bytes, str]:
+    """A Table of every Job as the server sends it: (the body, its Content-Encoding or "")."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
     try:
-        conn.request("GET", ALL_JOBS, headers={"Authorization": f"Bearer {server.token}", "Accept": TABLE_ACCEPT})
+        conn.request("GET", ALL_JOBS, headers={"Authorization": f"Bearer {server.token}", "Accept": TABLE_ACCEPT,
+                                               **({"Accept-Encoding": "gzip"} if gzip_ok else {})})
         response = conn.getresponse()
-        return response.read()
+        return response.read(), response.getheader("Content-Encoding") or ""
     finally:
         conn.close()
 
@@ -260,12 +268,12 @@ def sliced(wrk: str, server: BenchServer, connections: int, duration: float, sli
 
 
 def flood(wrk: str, server: BenchServer, clients: int, processes: int, connections: int, duration: float,
-          target: Target | None = None):
+          target: Target | None = None, gzip_ok: bool = False):
     """Renewals while `clients` loop Tables (429s honoured) from `processes` client processes
     (0: threads here), against the server or, for the control, `target` (the static server).
     Returns (wrk's Result, lists, 429s, Retry-After values, failures, CPU seconds a second by
     role: serving / heavy / supervisor / clients)."""
-    load = ProcessFlood(target or Target(server.port, server.token), clients, processes)
+    load = ProcessFlood(target or Target(server.port, server.token), clients, processes, gzip_ok)
     load.start()
     time.sleep(1.0)
     groups = {**server_roles(server), "clients": load.pids()}
@@ -280,12 +288,13 @@ def flood(wrk: str, server: BenchServer, clients: int, processes: int, connectio
     return result, lists, rejected, retry_afters, failed, cores
 
 
-def relay_cost(server: BenchServer, seconds: float) -> tuple[float, int]:
+def relay_cost(server: BenchServer, seconds: float, gzip_ok: bool = False) -> tuple[float, int]:
     """The serving process's own CPU (not its heavy child's) while one client loops Tables for
     `seconds`, no renewals: what relaying (or, in `old`, serving) one Table costs the process the
-    renewals need. Returns (CPU ms a Table, Tables answered)."""
+    renewals need; `gzip_ok`: the client accepts gzip (client-go's default). Returns (CPU ms a
+    Table, Tables answered)."""
     pids = server.serving_pids()   # (with workers, any of them may take a Table)
-    loop = TableLoop(server)
+    loop = PoliteTableLoop(server, gzip_ok)
     before = sum(proc_cpu_seconds(pid) for pid in pids)
     loop.start()
     time.sleep(seconds)
@@ -320,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1",
                         help="serve's --workers: a number, or auto for serve's own default (the number of cores; "
                              "issue 42's harness); default 1")
+    parser.add_argument("--flood-gzip", action=argparse.BooleanOptionalAction, default=True,
+                        help="the flood's clients accept gzip and decompress, as client-go does (default); "
+                             "--no-flood-gzip: identity, as before issue 42")
     parser.add_argument("--flood-client", help=argparse.SUPPRESS)   # (PORT,TOKEN,N: one flood client process)
     parser.add_argument("--modes", nargs="+", default=["old", "new"],
                         help="old, new, new:N (heavy child at nice N), any of them @ref (served from --ref); "
@@ -330,8 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", type=Path, help="another kubedash checkout, for the modes ending @ref")
     args = parser.parse_args(argv)
     if args.flood_client:
-        port, token, clients = args.flood_client.split(",")
-        return flood_client(int(port), token, int(clients))
+        port, token, clients, gzip_ok = args.flood_client.split(",")
+        return flood_client(int(port), token, int(clients), gzip_ok == "1")
     workers = (os.cpu_count() or 1) if args.workers == "auto" else int(args.workers)
     wrk = shutil.which("wrk")
     if wrk is None:
@@ -382,17 +394,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.relay_rounds:
             print(f"\nthe serving process's CPU a Table (one client looping Tables, no renewals; {args.relay_rounds} "
                   f"alternating rounds of {duration:g} s):")
-            costs: dict[str, list[tuple[float, int]]] = {m: [] for m in args.modes}
+            costs: dict[tuple[str, bool], list[tuple[float, int]]] = {}
             for _ in range(args.relay_rounds):
                 for mode, server in servers.items():
-                    costs[mode].append(relay_cost(server, duration))
-            for mode in args.modes:
-                print(f"{mode:<8} " + "  ".join(f"{ms:6.2f} ms ({n} Tables)" for ms, n in costs[mode])
-                      + f"   load {loadavg()}")
+                    for gzip_ok in (False, True):
+                        costs.setdefault((mode, gzip_ok), []).append(relay_cost(server, duration, gzip_ok))
+            for (mode, gzip_ok), measured in costs.items():
+                print(f"{mode:<8} {'gzip' if gzip_ok else 'identity':<8} "
+                      + "  ".join(f"{ms:6.2f} ms ({n} Tables)" for ms, n in measured) + f"   load {loadavg()}")
 
         floods = {}
         if args.flood:
-            where = f"{args.flood_processes} client processes" if args.flood_processes else "threads of one process"
+            where = (f"{args.flood_processes} client processes" if args.flood_processes else "threads of one process") \
+                + (", Accept-Encoding gzip" if args.flood_gzip else ", identity")
             print(f"\nrenewals while {args.flood} clients ({where}) loop Table lists of {args.jobs} Jobs "
                   f"(Retry-After honoured); cores: CPU seconds a second of the serving process(es) / heavy "
                   f"child(ren) / flood clients / wrk; control: the same clients against a static server of the "
@@ -415,10 +429,10 @@ def main(argv: list[str] | None = None) -> int:
                             rate = floods[mode][-1][2] / (duration + 1) if floods.get(mode) else 20.0
                             if mode in statics:
                                 statics[mode].stop()
-                            statics[mode] = StaticServer(table_bytes(server), rate, dirs[0])
+                            statics[mode] = StaticServer(*table_bytes(server, args.flood_gzip), rate, dirs[0])
                             target = Target(statics[mode].port, server.token)
                         loaded, lists, rejected, retry_afters, failed, cores = flood(
-                            wrk, server, args.flood, args.flood_processes, c, duration, target)
+                            wrk, server, args.flood, args.flood_processes, c, duration, target, args.flood_gzip)
                         ratio = loaded.rate / alone.rate if alone.rate else 0.0
                         if side == "flood":
                             floods.setdefault(mode, []).append((ratio, alone, lists, loaded))
