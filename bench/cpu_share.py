@@ -93,6 +93,11 @@ class PoliteTableLoop(TableLoop):
             conn.close()
 
 
+# How long a stopping flood waits for its clients' lists in flight: up to 64 are queued at the
+# server, and a paced child on a busy machine takes seconds each; they are not counted.
+DRAIN_SECONDS = 2.0
+
+
 class Target:
     """Where flood clients send their Table lists: a port and a token (a BenchServer has both)."""
 
@@ -109,8 +114,9 @@ def flood_client(port: int, token: str, clients: int, gzip_ok: bool) -> int:
     sys.stdin.read()   # (the parent closes it: stop)
     for loop in loops:
         loop.stopping.set()
-    for loop in loops:
-        loop.join(120)
+    deadline = time.monotonic() + DRAIN_SECONDS
+    for loop in loops:   # (a list still queued at the server is not waited for: the process exits)
+        loop.join(max(0.0, deadline - time.monotonic()))
     retry_afters = sum((loop.retry_afters for loop in loops), Counter())
     print(json.dumps({"lists": sum(len(loop.times) for loop in loops),
                       "rejected": sum(loop.rejected for loop in loops),
@@ -149,8 +155,9 @@ class ProcessFlood:
         if not self.processes:
             for loop in self.loops:
                 loop.stopping.set()
-            for loop in self.loops:
-                loop.join(120)
+            deadline = time.monotonic() + DRAIN_SECONDS
+            for loop in self.loops:   # (daemon threads: one still waiting for its list is left behind)
+                loop.join(max(0.0, deadline - time.monotonic()))
             return (sum(len(loop.times) for loop in self.loops), sum(loop.rejected for loop in self.loops),
                     sum((loop.retry_afters for loop in self.loops), Counter()),
                     [loop.failed for loop in self.loops if loop.failed])
