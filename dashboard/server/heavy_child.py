@@ -128,33 +128,15 @@ def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor,
         conn.close()
 
 
-AUTOGROUP = "/proc/self/autogroup"
-
-
 def lower_priority(nice: str) -> None:
     """This process (and the threads it starts) `nice` steps lower, or SCHED_IDLE for "idle": it
     then runs only on a core nothing else wants, and a waking renewal preempts it at once.
-
-    Where the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP, on by default in most
-    distributions' kernels), a nice value only ranks a task within its session's group, and the
-    CPU is shared fairly between groups: this child, in a session of its own (heavy.py), took as
-    much CPU as its serving process at nice 19 and at SCHED_IDLE alike (issue 42). So its group
-    is lowered too (a group's nice: 19 for "idle", whose policy groups do not have)."""
+    (Below its serving process, whose session it shares, heavy.py: where the kernel groups tasks
+    by session, a nice value ranks a task only within its session's group.)"""
     if nice == "idle":
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     else:
         os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + int(nice)))
-    lower_autogroup(19 if nice == "idle" else os.getpriority(os.PRIO_PROCESS, 0))
-
-
-def lower_autogroup(nice: int) -> None:
-    """This process's autogroup to `nice` (its own: a session of its own); nothing where the
-    kernel has no autogroups (the file is missing, or autogrouping is off: then no effect)."""
-    try:
-        with open(AUTOGROUP, "w") as group:
-            group.write(str(nice))
-    except OSError:
-        pass   # (no autogroups, or a kernel that refuses: nothing to lower)
 
 
 def main(control_fd: int, nice: str, fast_load_fd: int, duty: float) -> None:
