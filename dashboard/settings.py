@@ -123,6 +123,8 @@ KUBEDASH_API_MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "dashboard.kube.schema_state.SchemaGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Whole lists gzipped for clients that accept it, where they are built (the heavy child).
+    "dashboard.kube.compression.ListGzipMiddleware",
 ]
 
 # Lanes (dashboard.server.lanes): the fast lane has one thread; the expensive lane a few.

@@ -144,11 +144,13 @@ class HeavyProcess:
         # Two malloc arenas, not 8 per core: the child's threads (one per connection, and its
         # pool) each took an arena of their own: 15-20 MB more RSS after Table loops.
         env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
-        # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) is for the
-        # serving process, which drains; the child ends when that process closes the socket.
+        # Its own process group: a terminal's Ctrl-C (sent to the whole foreground group) is for
+        # the serving process, which drains; the child ends when that process closes the socket.
+        # Not a session of its own: where the kernel groups tasks by session (autogroups), that
+        # made it a scheduling group of its own, whose nice 19 ranked it below nothing (issue 42).
         self._proc = subprocess.Popen([sys.executable, "-m", "dashboard.server.heavy_child", str(theirs.fileno()),
                                        str(self.nice), str(self.fast_load.fd), repr(self.duty)],
-                                      pass_fds=[theirs.fileno(), self.fast_load.fd], env=env, start_new_session=True)
+                                      pass_fds=[theirs.fileno(), self.fast_load.fd], env=env, process_group=0)
         theirs.close()
         self._control = ours
 

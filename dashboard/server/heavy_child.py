@@ -130,7 +130,9 @@ def serve_connection(conn: Connection, handlers: dict, work: ThreadPoolExecutor,
 
 def lower_priority(nice: str) -> None:
     """This process (and the threads it starts) `nice` steps lower, or SCHED_IDLE for "idle": it
-    then runs only on a core nothing else wants, and a waking renewal preempts it at once."""
+    then runs only on a core nothing else wants, and a waking renewal preempts it at once.
+    (Below its serving process, whose session it shares, heavy.py: where the kernel groups tasks
+    by session, a nice value ranks a task only within its session's group.)"""
     if nice == "idle":
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     else:
