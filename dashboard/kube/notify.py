@@ -37,9 +37,10 @@ log = logging.getLogger(__name__)
 # Access re-checks: a change is noticed within this (the follower reads AccessChange rows at
 # least this often; also how often deadlines - session, token, share-link expiry - are checked).
 ACCESS_POLL_SECONDS = 0.5
-# Resting with growth listeners, on SQLite: how often data_version is looked at (a few us each; the
-# awake follower's KUBEDASH_WATCH_FOLLOW_SECONDS would wake an idle worker hundreds of times a second).
-RESTING_FOLLOW_SECONDS = 0.1
+# Resting with growth listeners, on SQLite: how often data_version is looked at. A look is a few us;
+# the thread's wake-up around it ~0.2 ms of CPU (bench/notify.py's idle figures), so not the awake
+# follower's KUBEDASH_WATCH_FOLLOW_SECONDS: that would keep an idle worker busy.
+RESTING_FOLLOW_SECONDS = 0.25
 
 REDIS_CHANNEL = f"{settings.KUBEDASH_REDIS_PREFIX}:revisions"   # (one per deployment on a shared Redis)
 # Redis unreachable: one log line when publishing starts failing and one when it works again

@@ -6,8 +6,8 @@ reads at most every GATHER_SECONDS, so a stream of renewals wakes it a few times
 per commit (and this process's watch hub may rest). Another process's commit rings it through
 this process's watch-hub follower (kube/notify.listen_for_growth: Redis, SQLite's data_version, a
 poll of the revision counter while Redis is down), which reads no log for it, resting or not; a
-slow safety poll (KUBEDASH_WATCH_POLL_SECONDS) covers a lost ring. Rules are indexed by (cluster, kind, namespace):
-a revision meets only the rules that can see it. A revision whose content, as the rules' kinds read
+slow safety poll (KUBEDASH_WATCH_POLL_SECONDS) covers a lost ring. Rules are indexed by (cluster,
+kind, namespace): a revision meets only the rules that can see it. A revision whose content, as the rules' kinds read
 it (rules.READS), is what they last evaluated decides nothing and is skipped (a renewal of a held
 lease). Time-derived states (a lease's expiry, a --for window, a Job without progress) are timers
 in this thread.
@@ -127,19 +127,19 @@ class Engine:
         self.seen: dict[tuple, int] = {}            # (cluster, kind, ns, name) -> the snapshot's revision of it
         self.reloaded_at = 0.0
         self.health = Outage(log, "notifications: evaluating rules")
+        self.listening = False                      # rung by the hub's follower (_listen)
 
     # --- the thread
 
     def start(self) -> None:
         revision_committed.disconnect(dispatch_uid="notifications-engine")   # (an engine not stopped: this one rung)
         revision_committed.connect(self._ring, weak=False, dispatch_uid="notifications-engine")
-        notify.listen_for_growth(self.doorbell.set)
         self.thread = threading.Thread(target=self._run, name="notifications-engine", daemon=True)
         self.thread.start()
 
     def stop(self) -> None:
         revision_committed.disconnect(dispatch_uid="notifications-engine")
-        notify.stop_listening_for_growth(self.doorbell.set)
+        self._listen(False)
         self.stopped.set()
         self.doorbell.set()
         if self.thread is not None:
@@ -148,6 +148,13 @@ class Engine:
     def _ring(self, sender, **kwargs) -> None:
         """(On commit, in the committing thread) a revision to read: one Event.set()."""
         self.doorbell.set()
+
+    def _listen(self, on: bool) -> None:
+        """Be rung by the hub's follower for other processes' commits, or not: only while there are
+        rules (with none, an idle follower looks at nothing)."""
+        if on != self.listening:
+            self.listening = on
+            (notify.listen_for_growth if on else notify.stop_listening_for_growth)(self.doorbell.set)
 
     def _start_hub(self) -> None:
         """Start this process's watch hub (resting while nobody watches here), whose follower rings
@@ -247,6 +254,7 @@ class Engine:
             self.index.setdefault(scope, {}).setdefault(lr.rule.namespace, []).append(lr)
         self.episodes = {(e.rule_id, e.cluster, e.kind, e.namespace, e.name): e for e in Episode.objects.all()}
         metrics.RULES.set(len(loaded))
+        self._listen(bool(loaded))
         if not loaded:
             return   # no rule: nothing read (nothing costs)
         self._snapshot()
