@@ -69,9 +69,10 @@ def stir() -> None:
 
 
 def listen_for_growth(listener) -> None:
-    """Call listener() (no argument; quick and thread-safe: an Event.set) whenever this process's
-    follower learns that the revision log grew elsewhere, resting or not (once the hub is started:
-    hub.start()). The listener reads the log itself."""
+    """Call listener(rv) (quick and thread-safe: an Event.set) whenever this process's follower
+    learns that the revision log grew, resting or not (once the hub is started: hub.start()): rv is
+    its newest revision then, or None when unknown (a Redis message). The listener reads the log
+    itself; with rv it can tell an echo of what it has read, or was rung for, from news."""
     _growth_listeners.append(listener)
     stir()
 
@@ -81,9 +82,9 @@ def stop_listening_for_growth(listener) -> None:
         _growth_listeners.remove(listener)
 
 
-def _grew() -> None:
+def _grew(rv: int | None = None) -> None:
     for listener in tuple(_growth_listeners):
-        listener()
+        listener(rv)
 
 
 class Follower(threading.Thread):
@@ -159,8 +160,9 @@ class Follower(threading.Thread):
                         self._read_access()
                         continue
                     quiet = 0.0
-                    if self._read():
-                        _grew()
+                    newest = self._read()
+                    if newest:
+                        _grew(newest)
                     self._read_access()
                     for listener in self.hub.change_listeners:
                         listener(self.loop)
@@ -178,7 +180,7 @@ class Follower(threading.Thread):
         works it rings them from the loop: no look then.)"""
         if not _growth_listeners:
             look = None
-        elif self.storage.counts_commits:
+        elif self.storage.counts_commits:   # (then the counter, only when it changed: ~20 us)
             look, every = self.storage.data_version, RESTING_FOLLOW_SECONDS
         elif redis_lost or not settings.REDIS_URL:
             look, every = store.current_revision, ACCESS_POLL_SECONDS
@@ -197,21 +199,27 @@ class Follower(threading.Thread):
             reading.ok()
         if mark is None or mark != self.rest_mark:   # (the first look rings: nothing before it is missed)
             self.rest_mark = mark
-            _grew()
+            try:
+                newest = mark if look is store.current_revision else store.current_revision()
+            except Exception as err:  # (the listener reads, or fails, itself)
+                reading.failed(err, trace=True)
+                connection.close()
+                newest = None
+            _grew(newest)
         self._wait_resting(every)
 
     def _wait_resting(self, seconds: float) -> None:
         self.stirred.wait(seconds)
         self.stirred.clear()   # (wake() set it too: `resting` is read after this)
 
-    def _read(self) -> bool:
-        """Hand the revisions after `after` to the loop; did it find any?"""
-        found = False
+    def _read(self) -> int:
+        """Hand the revisions after `after` to the loop; the newest found, or 0."""
+        found = 0
         while not self.stopped and not self.resting:
             events = self.hub.read_new(self.after)
             if not events:
                 break
-            found = True
+            found = events[-1].rv
             self.after = events[-1].rv
             try:
                 self.loop.call_soon_threadsafe(self.hub.dispatch, events)

@@ -128,6 +128,7 @@ class Engine:
         self.reloaded_at = 0.0
         self.health = Outage(log, "notifications: evaluating rules")
         self.listening = False                      # rung by the hub's follower (_listen)
+        self.rung_rv = 0                            # the newest revision this process's commits rang for
 
     # --- the thread
 
@@ -145,16 +146,24 @@ class Engine:
         if self.thread is not None:
             self.thread.join(timeout=10)
 
-    def _ring(self, sender, **kwargs) -> None:
+    def _ring(self, sender, rv=None, **kwargs) -> None:
         """(On commit, in the committing thread) a revision to read: one Event.set()."""
+        if rv is not None and rv > self.rung_rv:
+            self.rung_rv = rv
         self.doorbell.set()
+
+    def _grown(self, rv: int | None) -> None:
+        """(The hub's follower) the log holds revisions up to rv: ring unless they are read or rung
+        for already (this process's own commits, which the follower sees too)."""
+        if rv is None or rv > max(self.after, self.rung_rv):
+            self.doorbell.set()
 
     def _listen(self, on: bool) -> None:
         """Be rung by the hub's follower for other processes' commits, or not: only while there are
         rules (with none, an idle follower looks at nothing)."""
         if on != self.listening:
             self.listening = on
-            (notify.listen_for_growth if on else notify.stop_listening_for_growth)(self.doorbell.set)
+            (notify.listen_for_growth if on else notify.stop_listening_for_growth)(self._grown)
 
     def _start_hub(self) -> None:
         """Start this process's watch hub (resting while nobody watches here), whose follower rings
