@@ -27,7 +27,8 @@ from django.db import connection
 from dashboard.access.models import AccessChange
 from dashboard.access.signals import access_changed
 
-from . import metrics, storage, store
+from . import metrics, storage
+from .models import RevisionCounter
 from .outage import Outage
 from .postgresql.base import await_on_the_loop, on_the_loop
 from .storage import revision_committed
@@ -183,7 +184,7 @@ class Follower(threading.Thread):
         elif self.storage.counts_commits:   # (then the counter, only when it changed: ~20 us)
             look, every = self.storage.data_version, RESTING_FOLLOW_SECONDS
         elif redis_lost or not settings.REDIS_URL:
-            look, every = store.current_revision, ACCESS_POLL_SECONDS
+            look, every = self._newest_revision, ACCESS_POLL_SECONDS
         else:
             look = None
         if look is None:
@@ -200,13 +201,21 @@ class Follower(threading.Thread):
         if mark is None or mark != self.rest_mark:   # (the first look rings: nothing before it is missed)
             self.rest_mark = mark
             try:
-                newest = mark if look is store.current_revision else store.current_revision()
+                newest = mark if look == self._newest_revision else self._newest_revision()
             except Exception as err:  # (the listener reads, or fails, itself)
                 reading.failed(err, trace=True)
                 connection.close()
                 newest = None
             _grew(newest)
         self._wait_resting(every)
+
+    @staticmethod
+    def _newest_revision() -> int:
+        """store.current_revision() in plain SQL: its ORM query building was most of a resting look."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT value FROM {RevisionCounter._meta.db_table} WHERE id = 1")
+            row = cursor.fetchone()
+        return row[0] if row else 0
 
     def _wait_resting(self, seconds: float) -> None:
         self.stirred.wait(seconds)
