@@ -1,6 +1,6 @@
 """Notifications' cost (issue 39): renewals with 100 rules vs none, and a notification's delay from its commit.
 
-    .venv/bin/python bench/notify.py [--duration 15] [--connections 4] [--rules 100] [--changes 200]
+    .venv/bin/python bench/notify.py [--duration 15] [--connections 4] [--rules 100] [--changes 200] [--idle 10]
 
 One throw-away server (`manage.py serve`, one worker, SQLite, maintenance on: that worker is the
 leader, so it both serves the renewals and evaluates the rules), in the same run, once the server
@@ -14,14 +14,18 @@ is idle after its start (settle()) and 2 s of renewals not counted:
      getting its message.
 Prints the renewals/s of 1 and 2 with their ratio (target >= 0.95), the server's CPU per renewal
 of 2 over 1 (reported: on a shared machine the rates swing, the CPU per renewal much less) and the
-delays' p50/p99 (target p99 <= 1 s). Traffic goes only to 127.0.0.1.
+delays' p50/p99 (target p99 <= 1 s). Also the idle server (no request for --idle seconds),
+without a rule (before 1) and with the rules (before 2): its CPU, and how often the rule engine's
+and the hub follower's threads ran (py-spy names them): what rules cost a worker nobody uses (reported). Traffic goes only to 127.0.0.1.
 """
 from __future__ import annotations
 
 import argparse
 import http.client
 import json
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import LEASES, RENEW_NS, WRK_MISSING, print_results, scenario_renew, seed_leases  # noqa: E402
-from common import BenchServer, machine, pct, request  # noqa: E402
+from common import BenchServer, child_pids, find_pyspy, machine, pct, request  # noqa: E402
 
 MIN_RATIO = 0.95
 MAX_P99_SECONDS = 1.0
@@ -105,6 +109,52 @@ def settle(server: NotifyServer, idle_cores: float = 0.05, timeout: float = 60) 
             return
 
 
+def thread_runs(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread of a process (by native id): (CPU ns, times it ran), from /proc's schedstat."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            run_ns, _, runs = (task / "schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue
+        out[int(task.name)] = (int(run_ns), int(runs))
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Python thread names by native id (py-spy dump), or {} without py-spy."""
+    spy = find_pyspy()
+    if not spy:
+        return {}
+    out = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60).stdout
+    return {int(tid): name for tid, name in re.findall(r'^Thread (\d+) \([^)]*\): "([^"]*)"', out, re.M)}
+
+
+IDLE_THREADS = ("notifications-engine", "watch-hub")   # the rule engine; its process's hub follower
+
+
+def idle_cost(server: NotifyServer, seconds: float) -> str:
+    """While nobody sends the server anything: its CPU (the kernel's ns, every thread and child)
+    and, for the engine's and the hub follower's threads, how often each ran and its CPU."""
+    pids = [server.proc.pid, *child_pids(server.proc.pid)]
+    names = thread_names(server.proc.pid)
+    before = {pid: thread_runs(pid) for pid in pids}
+    time.sleep(seconds)
+    after = {pid: thread_runs(pid) for pid in pids}
+    total = sum(ns - before[pid].get(tid, (0, 0))[0] for pid in pids for tid, (ns, _) in after[pid].items())
+    parts = [f"server {total / 1e6 / seconds:.2f} ms/s"]
+    mine = after[server.proc.pid]
+    for label in IDLE_THREADS:
+        tids = [tid for tid, name in names.items() if name == label and tid in mine]
+        if not tids:
+            parts.append(f"{label}: none")
+            continue
+        ns = sum(mine[t][0] - before[server.proc.pid].get(t, (0, 0))[0] for t in tids)
+        runs = sum(mine[t][1] - before[server.proc.pid].get(t, (0, 0))[1] for t in tids)
+        parts.append(f"{label} ran {runs / seconds:.1f}/s, {ns / 1e6 / seconds:.3f} ms/s")
+    return "; ".join(parts)
+
+
 def delays(server: NotifyServer, receiver: Receiver, changes: int) -> list[float]:
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/merge-patch+json"}
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
@@ -129,6 +179,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--rules", type=int, default=100)
     parser.add_argument("--changes", type=int, default=200)
+    parser.add_argument("--idle", type=float, default=10, help="seconds of no traffic measured, without and with rules")
     args = parser.parse_args()
     wrk = shutil.which("wrk")
     if not wrk:
@@ -143,6 +194,7 @@ def main() -> int:
         seed_leases(server, RENEW_NS, [f"renew-{i}" for i in range(args.connections)])
         seed_leases(server, LATENCY_NS, ["moving"])
         settle(server)
+        idle_alone = idle_cost(server, args.idle)
         scenario_renew(wrk, server, args.connections, args.duration)   # warm-up, not counted (as long as a
         # measured run: with 2 s the first measured run still ran 1.2x slower than the second, no rules at all)
         alone = scenario_renew(wrk, server, args.connections, args.duration)
@@ -156,6 +208,8 @@ def main() -> int:
                       f"rule add latency --when lease-holder-changed --namespace {LATENCY_NS} --to bench")
         wait_for(lambda: server.rules_loaded() >= args.rules + 1, 60, "the rules loaded by the leader")
         time.sleep(2)   # (their snapshot taken)
+        settle(server)
+        idle_ruled = idle_cost(server, args.idle)
         ruled = scenario_renew(wrk, server, args.connections, args.duration)
         ruled.scenario = f"renew, {args.rules} rules"
         ruled.ratio = ruled.rate / alone.rate if alone.rate else None
@@ -172,6 +226,8 @@ def main() -> int:
             # (the server's CPU per renewal: the figure a loaded machine disturbs least)
             print(f"server CPU per renewal with rules / without: "
                   f"{(ruled.cpu / ruled.rate) / (alone.cpu / alone.rate):.2f} (reported)")
+        print(f"idle {args.idle:.0f} s, no rule: {idle_alone} (reported)")
+        print(f"idle {args.idle:.0f} s, {args.rules + 1} rules: {idle_ruled} (reported)")
         print(f"delay p99: {p99:.3f} s (target <= {MAX_P99_SECONDS} s) {'ok' if ok_p99 else 'MISSED'}")
         return 0 if ok_ratio and ok_p99 else 1
     finally:

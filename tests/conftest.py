@@ -411,12 +411,13 @@ class ServerPair:
 
 
 @contextmanager
-def served_pair(tmp_path_factory, backend: str, *serve_args: str, bouncer=None, tls: bool = True, **env: str):
+def served_pair(tmp_path_factory, backend: str, *serve_args: str, bouncer=None, tls: bool = True, prepare=None,
+                **env: str):
     """Two single-worker `manage.py serve` processes of one deployment (a, b): one database
     ("sqlite": one file in a shared data dir, no Redis; "postgres": a fresh database, with the
     machine's Redis unless env names one; `bouncer`: reached through that PgBouncer only), one
-    secret key, one admin token; serve_args, tls and env as LiveServer takes them. Yields their
-    ServerPair."""
+    secret key, one admin token; serve_args, tls and env as LiveServer takes them; prepare(a),
+    if given, runs once the database is migrated, before either starts. Yields their ServerPair."""
     shared = {"DJANGO_SECRET_KEY": secrets.token_urlsafe(40)}   # one deployment signs sessions alike
     dbname = None
     if backend == "sqlite":
@@ -436,6 +437,8 @@ def served_pair(tmp_path_factory, backend: str, *serve_args: str, bouncer=None, 
                        label=label, tls=tls) for data_dir, label in zip(data_dirs, "ab"))
     try:
         migrate(a.env)
+        if prepare is not None:
+            prepare(a)
         with running(a, b):
             b.admin_token = a.admin_token   # (tokens live in the shared database)
             yield ServerPair(a, b, backend, dbname)

@@ -7,6 +7,13 @@ committed (storage: counts_commits, SQLite's `PRAGMA data_version`, polled every
 write taken by another worker process reaches this one without any service), or on a slow
 safety poll, it reads the new revisions and access notices and hands them, in order, to the hub
 on its event loop (hub.py).
+
+Growth listeners (listen_for_growth: the notifications engine, which reads the log itself) are
+rung whenever the follower learns that the log grew elsewhere: a Redis message, a read that found
+revisions and, while the hub rests (no watcher here: nothing is read), a cheap look that reads no
+log: SQLite's data_version every RESTING_FOLLOW_SECONDS or, where commits cannot be counted and
+nothing rings (Redis down or not configured), the revision counter every ACCESS_POLL_SECONDS.
+This process's own commits ring them directly (revision_committed).
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from dashboard.access.models import AccessChange
 from dashboard.access.signals import access_changed
 
 from . import metrics, storage
+from .models import RevisionCounter
 from .outage import Outage
 from .postgresql.base import await_on_the_loop, on_the_loop
 from .storage import revision_committed
@@ -30,6 +38,10 @@ log = logging.getLogger(__name__)
 # Access re-checks: a change is noticed within this (the follower reads AccessChange rows at
 # least this often; also how often deadlines - session, token, share-link expiry - are checked).
 ACCESS_POLL_SECONDS = 0.5
+# Resting with growth listeners, on SQLite: how often data_version is looked at. A look is a few us;
+# the thread's wake-up around it ~0.2 ms of CPU (bench/notify.py's idle figures), so not the awake
+# follower's KUBEDASH_WATCH_FOLLOW_SECONDS: that would keep an idle worker busy.
+RESTING_FOLLOW_SECONDS = 0.25
 
 REDIS_CHANNEL = f"{settings.KUBEDASH_REDIS_PREFIX}:revisions"   # (one per deployment on a shared Redis)
 # Redis unreachable: one log line when publishing starts failing and one when it works again
@@ -40,6 +52,7 @@ redis_lost = False   # the Redis doorbell is down: the follower polls the log in
 _current: Follower | None = None   # this process's follower (the hub's), rung by ring()
 _redis_lock = threading.Lock()
 _redis_client = None
+_growth_listeners: list = []   # see listen_for_growth()
 
 
 def ring() -> None:
@@ -47,6 +60,32 @@ def ring() -> None:
     follower = _current
     if follower is not None:
         follower.doorbell.set()
+
+
+def stir() -> None:
+    """A resting follower looks again at how to learn of growth (a listener came, Redis was lost)."""
+    follower = _current
+    if follower is not None:
+        follower.stirred.set()
+
+
+def listen_for_growth(listener) -> None:
+    """Call listener(rv) (quick and thread-safe: an Event.set) whenever this process's follower
+    learns that the revision log grew, resting or not (once the hub is started: hub.start()): rv is
+    its newest revision then, or None when unknown (a Redis message). The listener reads the log
+    itself; with rv it can tell an echo of what it has read, or was rung for, from news."""
+    _growth_listeners.append(listener)
+    stir()
+
+
+def stop_listening_for_growth(listener) -> None:
+    if listener in _growth_listeners:
+        _growth_listeners.remove(listener)
+
+
+def _grew(rv: int | None = None) -> None:
+    for listener in tuple(_growth_listeners):
+        listener(rv)
 
 
 class Follower(threading.Thread):
@@ -63,11 +102,11 @@ class Follower(threading.Thread):
         self.doorbell = threading.Event()
         self.stopped = False
         # Resting: no subscriber in this process, so nothing is read (hub.py's rest()/wake();
-        # the loop sets these). `awake` is clear while resting: the thread waits on it, not on
-        # every commit's doorbell.
+        # the loop sets these). The resting thread waits on `stirred`, not on every commit's
+        # doorbell: set by wake(), stop(), and what changes how it looks for growth (stir()).
         self.resting = False
-        self.awake = threading.Event()
-        self.awake.set()
+        self.stirred = threading.Event()
+        self.rest_mark = None   # resting: what the last look for growth saw (_rest)
         self.storage = storage.backend()
 
     def start(self) -> None:
@@ -77,18 +116,18 @@ class Follower(threading.Thread):
 
     def stop(self) -> None:
         self.stopped = True
-        self.awake.set()
+        self.stirred.set()
         self.doorbell.set()
 
     def rest(self) -> None:
         """(On the loop) stop reading until wake(): the log and access notices wait where they are."""
         self.resting = True
-        self.awake.clear()
+        self.rest_mark = None
 
     def wake(self) -> None:
         """(On the loop) read again, now, from where it stopped (or where the hub moved it)."""
         self.resting = False
-        self.awake.set()
+        self.stirred.set()
         self.doorbell.set()
 
     def run(self) -> None:
@@ -103,7 +142,7 @@ class Follower(threading.Thread):
         try:
             while not self.stopped and not self.loop.is_closed():
                 if self.resting:
-                    self.awake.wait(safety)   # (timed: a closed loop is noticed while resting too)
+                    self._rest(safety, reading)
                     continue
                 rung = self.doorbell.wait(interval)
                 self.doorbell.clear()
@@ -122,7 +161,9 @@ class Follower(threading.Thread):
                         self._read_access()
                         continue
                     quiet = 0.0
-                    self._read()
+                    newest = self._read()
+                    if newest:
+                        _grew(newest)
                     self._read_access()
                     for listener in self.hub.change_listeners:
                         listener(self.loop)
@@ -134,19 +175,69 @@ class Follower(threading.Thread):
         finally:
             connection.close()
 
-    def _read(self) -> None:
+    def _rest(self, safety: float, reading: Outage) -> None:
+        """Resting: nothing is read until wake(). With growth listeners, one cheap look whether
+        another process committed, ringing them if so; then wait for the next. (While Redis
+        works it rings them from the loop: no look then.)"""
+        if not _growth_listeners:
+            look = None
+        elif self.storage.counts_commits:   # (then the counter, only when it changed: ~20 us)
+            look, every = self.storage.data_version, RESTING_FOLLOW_SECONDS
+        elif redis_lost or not settings.REDIS_URL:
+            look, every = self._newest_revision, ACCESS_POLL_SECONDS
+        else:
+            look = None
+        if look is None:
+            self._wait_resting(safety)   # (timed: a closed loop is noticed)
+            return
+        try:
+            mark = look()
+        except Exception as err:  # the DB hiccuped: ring anyway (the listener reads, or fails, itself)
+            reading.failed(err, trace=True)
+            connection.close()
+            mark = None
+        else:
+            reading.ok()
+        if mark is None or mark != self.rest_mark:   # (the first look rings: nothing before it is missed)
+            self.rest_mark = mark
+            try:
+                newest = mark if look == self._newest_revision else self._newest_revision()
+            except Exception as err:  # (the listener reads, or fails, itself)
+                reading.failed(err, trace=True)
+                connection.close()
+                newest = None
+            _grew(newest)
+        self._wait_resting(every)
+
+    @staticmethod
+    def _newest_revision() -> int:
+        """store.current_revision() in plain SQL: its ORM query building was most of a resting look."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT value FROM {RevisionCounter._meta.db_table} WHERE id = 1")
+            row = cursor.fetchone()
+        return row[0] if row else 0
+
+    def _wait_resting(self, seconds: float) -> None:
+        self.stirred.wait(seconds)
+        self.stirred.clear()   # (wake() set it too: `resting` is read after this)
+
+    def _read(self) -> int:
+        """Hand the revisions after `after` to the loop; the newest found, or 0."""
+        found = 0
         while not self.stopped and not self.resting:
             events = self.hub.read_new(self.after)
             if not events:
-                return
+                break
+            found = events[-1].rv
             self.after = events[-1].rv
             try:
                 self.loop.call_soon_threadsafe(self.hub.dispatch, events)
             except RuntimeError:  # the loop closed
                 self.stopped = True
-                return
+                break
             if len(events) < self.hub.BATCH:
-                return
+                break
+        return found
 
     def _read_access(self) -> None:
         # (plain SQL: asked on every wake, i.e. after every commit anywhere; the ORM's query
@@ -181,13 +272,17 @@ async def listen_redis() -> None:
                 redis_lost = False
                 _subscription.ok()
                 ring()  # catch up on what committed while (re)subscribing
+                _grew()
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         ring()
+                        _grew()
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            redis_lost = True
+            if not redis_lost:
+                redis_lost = True
+                stir()   # (a resting follower polls from now on)
             metrics.REDIS_ERRORS.labels("subscribe").inc()
             _subscription.failed(err)
             await asyncio.sleep(1)

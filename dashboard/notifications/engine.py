@@ -3,8 +3,11 @@
 The Engine takes a snapshot of the objects its rules read, then follows the revision log itself
 (every process's commits, every cluster's), in batches: a commit in this process rings it, and it
 reads at most every GATHER_SECONDS, so a stream of renewals wakes it a few times a second, not once
-per commit (and this process's watch hub may rest). Rules are indexed by (cluster, kind, namespace):
-a revision meets only the rules that can see it. A revision whose content, as the rules' kinds read
+per commit (and this process's watch hub may rest). Another process's commit rings it through
+this process's watch-hub follower (kube/notify.listen_for_growth: Redis, SQLite's data_version, a
+poll of the revision counter while Redis is down), which reads no log for it, resting or not; a
+slow safety poll (KUBEDASH_WATCH_POLL_SECONDS) covers a lost ring. Rules are indexed by (cluster,
+kind, namespace): a revision meets only the rules that can see it. A revision whose content, as the rules' kinds read
 it (rules.READS), is what they last evaluated decides nothing and is skipped (a renewal of a held
 lease). Time-derived states (a lease's expiry, a --for window, a Job without progress) are timers
 in this thread.
@@ -20,6 +23,7 @@ the persisted episodes and the current objects: what changed while no one led is
 """
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import logging
@@ -29,13 +33,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone as dt_timezone
 
 import orjson
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 
 from dashboard.access import clusters
 from dashboard.access.models import AccessChange, GroupBinding
 from dashboard.access.principals import Principal
-from dashboard.kube import registry, revlog, store
+from dashboard.kube import notify, registry, revlog, store
 from dashboard.kube.errors import ApiError
+from dashboard.kube.hub import hub
 from dashboard.kube.outage import Outage
 from dashboard.kube.storage import revision_committed
 from dashboard.kube.revlog import DELETED
@@ -51,10 +57,9 @@ log = logging.getLogger(__name__)
 BATCH = 2000              # revisions read at once
 # After a read that found several revisions (commits keep coming), the next waits this long: the
 # commits meanwhile are read together (a renewal storm costs a few reads a second); a commit after
-# a quiet read is read at once. Other processes' commits (nothing rings this thread for them) are
-# read at least every POLL_SECONDS.
+# a quiet read is read at once.
 GATHER_SECONDS = 0.05
-POLL_SECONDS = 0.25
+HUB_START_SECONDS = 30    # how long starting this process's watch hub (its follower) may take
 RULE_FIELDS = ("pk", "name", "kind", "cluster", "namespace", "selector", "for_seconds", "below_percent", "reason",
                "owner_id", "owner_group", "muted_until", "created")
 
@@ -98,8 +103,9 @@ def rules_stamp() -> tuple:
 
 
 class Engine:
-    def __init__(self, wake_sender=lambda: None):
+    def __init__(self, wake_sender=lambda: None, loop: asyncio.AbstractEventLoop | None = None):
         self.wake_sender = wake_sender
+        self.loop = loop   # the watch hub's: its follower rings the engine for other processes' commits
         self.doorbell = threading.Event()
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
@@ -121,6 +127,8 @@ class Engine:
         self.seen: dict[tuple, int] = {}            # (cluster, kind, ns, name) -> the snapshot's revision of it
         self.reloaded_at = 0.0
         self.health = Outage(log, "notifications: evaluating rules")
+        self.listening = False                      # rung by the hub's follower (_listen)
+        self.rung_rv = 0                            # the newest revision this process's commits rang for
 
     # --- the thread
 
@@ -132,17 +140,45 @@ class Engine:
 
     def stop(self) -> None:
         revision_committed.disconnect(dispatch_uid="notifications-engine")
+        self._listen(False)
         self.stopped.set()
         self.doorbell.set()
         if self.thread is not None:
             self.thread.join(timeout=10)
 
-    def _ring(self, sender, **kwargs) -> None:
+    def _ring(self, sender, rv=None, **kwargs) -> None:
         """(On commit, in the committing thread) a revision to read: one Event.set()."""
+        if rv is not None and rv > self.rung_rv:
+            self.rung_rv = rv
         self.doorbell.set()
+
+    def _grown(self, rv: int | None) -> None:
+        """(The hub's follower) the log holds revisions up to rv: ring unless they are read or rung
+        for already (this process's own commits, which the follower sees too)."""
+        if rv is None or rv > max(self.after, self.rung_rv):
+            self.doorbell.set()
+
+    def _listen(self, on: bool) -> None:
+        """Be rung by the hub's follower for other processes' commits, or not: only while there are
+        rules (with none, an idle follower looks at nothing)."""
+        if on != self.listening:
+            self.listening = on
+            (notify.listen_for_growth if on else notify.stop_listening_for_growth)(self._grown)
+
+    def _start_hub(self) -> None:
+        """Start this process's watch hub (resting while nobody watches here), whose follower rings
+        the engine for other processes' commits; without it they wait for the safety poll."""
+        if self.loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(hub.start(), self.loop).result(HUB_START_SECONDS)
+        except Exception as err:   # noqa: BLE001 - the rules still run, other processes' commits later
+            log.warning("notifications: the watch hub did not start (%r): other processes' commits are read "
+                        "every %s s", err, settings.KUBEDASH_WATCH_POLL_SECONDS)
 
     def _run(self) -> None:
         close_old_connections()
+        self._start_hub()
         try:
             while not self.stopped.is_set():
                 try:
@@ -167,7 +203,7 @@ class Engine:
         self._run_timers()
         wait = reload_seconds - (time.monotonic() - self.reloaded_at)
         if self.rules:
-            wait = min(wait, POLL_SECONDS)
+            wait = min(wait, settings.KUBEDASH_WATCH_POLL_SECONDS)   # (a lost ring)
         if self.timers:
             wait = min(wait, (self.timers[0][0] - utcnow()).total_seconds())
         if not self.rules:
@@ -227,6 +263,7 @@ class Engine:
             self.index.setdefault(scope, {}).setdefault(lr.rule.namespace, []).append(lr)
         self.episodes = {(e.rule_id, e.cluster, e.kind, e.namespace, e.name): e for e in Episode.objects.all()}
         metrics.RULES.set(len(loaded))
+        self._listen(bool(loaded))
         if not loaded:
             return   # no rule: nothing read (nothing costs)
         self._snapshot()

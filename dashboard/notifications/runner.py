@@ -24,7 +24,7 @@ class Notifier:
             self.sender = Sender(self.leading)
             self.sender.start()
             if self.loop is not None:
-                self.engine = Engine(wake_sender=self.sender.ring)
+                self.engine = Engine(wake_sender=self.sender.ring, loop=self.loop)
                 self.engine.start()
             log.warning("notifications: this process evaluates the rules and sends the outbox")
         elif not leading and self.sender is not None:

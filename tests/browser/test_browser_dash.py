@@ -206,10 +206,14 @@ RECORD_ATTEMPTS = """
 (() => {
   const Native = window.WebSocket;
   window.__kdAttempts = [];
+  window.__kdLive = [];
   window.WebSocket = class extends Native {
     constructor(url, ...rest) {
       super(url, ...rest);
-      if (String(url).includes('/ws/live/')) window.__kdAttempts.push(performance.now());
+      if (String(url).includes('/ws/live/')) {
+        window.__kdAttempts.push(performance.now());
+        window.__kdLive.push(this);
+      }
     }
   };
 })();
@@ -225,6 +229,7 @@ def restartable(tmp_path):
 
 
 RESTART_LEASE_SECONDS = 20
+SOCKET_OPEN = 1   # (WebSocket.OPEN: a readyState)
 
 
 @pytest.mark.slow
@@ -272,20 +277,31 @@ def test_reconnect_after_a_restart_with_frozen_countdowns(chromium, restartable)
         wait_in_page(page, "window.__kdAttempts.length >= 10", "ten connection attempts while the server is down")
         attempts_while_down = page.evaluate("window.__kdAttempts.length")
         back = server.start()   # (the moment its port accepts connections again)
-        expect(status).to_have_text("Live", timeout=3000)
-        took = time.monotonic() - back
-        print(f"live again {took:.2f}s after the server was back")
-        assert took < 2.5, f"live again {took:.1f}s after the server was back"
-        # Within about a second of the server's return: while it was down, the page tried
-        # again every 0.5-1 s (the backoff's cap, jittered), never waiting longer.
+        # Live again by itself: the page's own signal ("Live": a socket opened and the server's
+        # catch-up done), bounded generously (a restarted server answers its first requests
+        # slowly on a loaded machine: 2.65 s was seen at load 14). What says "within about a
+        # second" is the cadence below, measured in the page.
+        expect(status).to_have_text("Live", timeout=WAIT_MS)
+        print(f"live again {time.monotonic() - back:.2f}s after the server was back (reported)")
+        # Through its socket, not a reload: the same document, and the one open socket is one
+        # the page opened after its attempts against the stopped server.
+        assert_not_reloaded(page)
+        states = page.evaluate("window.__kdLive.map(s => s.readyState)")
+        assert states.count(SOCKET_OPEN) == 1, states
+        assert states.index(SOCKET_OPEN) >= attempts_while_down, states
+        # While it was down, the page tried again every 0.5-1 s (the backoff's cap, jittered),
+        # never waiting longer: back within about a second of the server.
         times = page.evaluate("window.__kdAttempts")[1:attempts_while_down]   # [0]: the first connect
         gaps = [b - a for a, b in zip(times, times[1:])][3:]                  # past the doubling
         assert len(gaps) >= 4, times
         assert sum(gaps) / len(gaps) < 1100, f"attempts every {gaps} ms while down"
         expect(page.locator("#live-stale")).to_be_hidden()
         expect(page.get_by_role("button", name="Retry now")).to_be_hidden()
-        # Live again: time moves, and the lease (not renewed) is shown expired.
+        # Live again: time moves, and the lease (not renewed) is shown expired; its countdown runs.
         expect(row.locator("[data-state-label]")).to_have_text("expired")
+        ran = countdown.inner_text()
+        expect(countdown).not_to_have_text(ran)   # (a second later)
+        assert countdown.inner_text().startswith("expired "), countdown.inner_text()
         # And pushes arrive.
         api(server, "PATCH", leases_path("rs", "short"),
             {"spec": {"holderIdentity": "node-b", "renewTime": now_micro(), "leaseDurationSeconds": 60}},
