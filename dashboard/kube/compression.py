@@ -16,6 +16,8 @@ import zlib
 
 from django.utils.cache import patch_vary_headers
 
+from dashboard.access.middleware import EitherModeMiddleware
+
 GZIP_LEVEL = 1   # kube-apiserver's: most of the saving for a fraction of level 6's CPU
 ACCEPTS_GZIP = re.compile(r"\bgzip\b")
 
@@ -28,14 +30,17 @@ def gzipped(pieces):
     yield compressor.flush(zlib.Z_FINISH)
 
 
-class ListGzipMiddleware:
-    """A streamed whole list gzipped when the client accepts gzip (settings.KUBEDASH_API_MIDDLEWARE)."""
+class ListGzipMiddleware(EitherModeMiddleware):
+    """A streamed whole list gzipped when the client accepts gzip (settings.KUBEDASH_API_MIDDLEWARE).
+    Either mode: the async chain (watches) passes through it untouched but awaited."""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
+    def handle(self, request):
+        return self._gzipped(request, self.get_response(request))
 
-    def __call__(self, request):
-        response = self.get_response(request)
+    async def ahandle(self, request):
+        return self._gzipped(request, await self.get_response(request))
+
+    def _gzipped(self, request, response):
         if not (response.streaming and getattr(response, "compressible", False)) or response.has_header("Content-Encoding"):
             return response
         patch_vary_headers(response, ("Accept-Encoding",))
