@@ -123,16 +123,18 @@ def pack_spans(seconds: int | None = None) -> int:
 
 def plan_packs(after: int, upto: int, thinned: int, seconds: int) -> list[RevisionPack]:
     """The packs of the revisions in (after, upto]: per key, each run of MODIFIED revisions within
-    one span with no other revision of the key between them; never the key's newest revision,
-    nor one a delta above `upto` (up to `thinned`) names as its base (it stays a row)."""
+    one span with no other revision of the key between them; never the key's newest revision at
+    or below `thinned` (the next round's thinning and deltas start from it; the newest of all, which
+    the typed row and the writes read, is one), nor one a delta above `upto` (up to `thinned`)
+    names as its base: those stay rows."""
     named = revlog.delta_bases(upto, thinned)
     out: list[RevisionPack] = []
     key, rows = None, []
     for row in [*revlog.packable(after, upto), None]:
         if row is None or tuple(row[1:5]) != key:
             if key is not None and rows:
-                if not revlog.written_after(*key, rows[-1][0]):
-                    rows.pop()   # (the key's newest: the typed row and the writes read it)
+                if not revlog.written_between(*key, rows[-1][0], thinned):
+                    rows.pop()   # (its newest at or below the thinned point: the next thinning reads it)
                 out.extend(_packs(key, rows, named, seconds))
             if row is None:
                 break

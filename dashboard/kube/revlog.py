@@ -360,9 +360,10 @@ def packable(after: int, upto: int):
             .iterator(chunk_size=2000))
 
 
-def written_after(cluster: str, kind: str, namespace: str, name: str, rv: int) -> bool:
-    """Does the log hold a revision of this key above rv?"""
-    return Revision.everywhere.filter(cluster=cluster, kind=kind, namespace=namespace, name=name, rv__gt=rv).exists()
+def written_between(cluster: str, kind: str, namespace: str, name: str, after: int, upto: int) -> bool:
+    """Does the log hold a revision of this key in (after, upto]?"""
+    return Revision.everywhere.filter(cluster=cluster, kind=kind, namespace=namespace, name=name, rv__gt=after,
+                                      rv__lte=upto).exists()
 
 
 def delta_bases(after: int, upto: int) -> set[int]:
