@@ -187,8 +187,12 @@ def _key_log(kind: str, namespace: str, name: str, after: int = 0, before: int |
         rows = [(rv, event, text, at) for (rv, event, _, at), text in zip(rows, full_texts([r[2] for r in rows]))]
     else:
         rows = [(rv, event, None, at) for rv, event, _, at in rows]
-    packed = _unpacked(_packs(kind, namespace, name).filter(last_rv__gt=after, first_rv__lt=before), after, before,
-                       texts)
+    packs = _packs(kind, namespace, name).filter(last_rv__gt=after, first_rv__lt=before)
+    if limit is not None and len(rows) == limit:   # (the rows may be all it takes: the common case, live)
+        newest = packs.order_by("-first_rv").values_list("last_rv", flat=True).first()
+        if newest is None or newest < rows[-1][0]:
+            return rows
+    packed = _unpacked(packs, after, before, texts)
     out: list[KeyEntry] = []
     for entry in heapq.merge(rows, packed, key=lambda e: e[0], reverse=True):
         if out and out[-1][0] == entry[0]:
