@@ -268,6 +268,12 @@ def main() -> int:
         compact_seconds = time.perf_counter() - began
         vacuum()
         after = log_size()
+        from django.db import connection
+        with connection.cursor() as cursor:   # (the deltas' figures, before packing takes them)
+            cursor.execute("SELECT SUM(CASE WHEN object LIKE %s THEN 1 ELSE 0 END), "
+                           "SUM(CASE WHEN object LIKE %s THEN LENGTH(object) ELSE 0 END), COUNT(*), "
+                           "COUNT(DISTINCT kind || '/' || namespace || '/' || name) FROM kube_revision", ["=%", "=%"])
+            n_delta, delta_text, n_rows, keys = cursor.fetchone()
         past_thinned = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}&at={at}"))
         live_after = timed(lambda: client.get(f"/leases/?namespace=kube-node-lease&limit={limit}"))
         began = time.perf_counter()
@@ -291,12 +297,6 @@ def main() -> int:
         # more in 10 simulated minutes than in a day: the steady state per day, from the measured
         # parts: every kept revision's row cost (disk less text), plus the texts of a day's deltas
         # and of 2 + 4 full texts per key (head, creation, keyframes), scaled from this window.
-        from django.db import connection
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT SUM(CASE WHEN object LIKE %s THEN 1 ELSE 0 END), "
-                           "SUM(CASE WHEN object LIKE %s THEN LENGTH(object) ELSE 0 END), COUNT(*), "
-                           "COUNT(DISTINCT kind || '/' || namespace || '/' || name) FROM kube_revision", ["=%", "=%"])
-            n_delta, delta_text, n_rows, keys = cursor.fetchone()
         n_delta, delta_text = n_delta or 0, delta_text or 0
         full_text = (after["text"] - delta_text) / max(n_rows - n_delta, 1)
         per_row = (after["disk"] - after["text"]) / max(n_rows, 1)
@@ -324,7 +324,6 @@ def main() -> int:
         # few rows per object every day (its creation and its newest revision, and the deltas
         # of the hour still filling), not a day's cost.
         pack_day = packed["pack_disk"] / mb * per_day
-        from django.db import connection
         log_disk = packed["disk"] - (packed["pack_disk"] if connection.vendor == "sqlite" else 0)   # (SQLite: the file)
         print(f"after packing ({held:,} revisions into {packed['packs']:,} packs in {pack_seconds:.1f} s): log "
               f"{packed['rows']:,} rows {log_disk / mb:.1f} MB on disk; packs {packed['packed']:,} revisions, "
