@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
+from django.conf import settings
 from django.db import connection, transaction
 
 from . import registry, revlog
@@ -231,8 +232,8 @@ def _loads(text: str) -> dict:
 
 
 def written_at(rv: int) -> datetime | None:
-    """When revision rv (or the newest logged one below it) was written."""
-    return (Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first())
+    """When revision rv (or the newest logged one below it, packed or not) was written."""
+    return revlog.last_at_or_below_any(rv)
 
 
 NEAR = 5000   # revisions around the binary search's answer read to settle it exactly
@@ -258,5 +259,7 @@ def newest_at(moment: datetime) -> int:
         else:
             high = middle
     near = Revision.everywhere.filter(rv__gt=low - NEAR, rv__lte=low + NEAR, created__lte=moment)
-    return near.order_by("-rv").values_list("rv", flat=True).first() or 0
+    found = near.order_by("-rv").values_list("rv", flat=True).first() or 0
+    # (past the watch window most revisions are packed: kube/pack.py)
+    return max(found, revlog.newest_packed_at(moment, max(settings.KUBEDASH_HISTORY_PACK_SECONDS, 3600)))
 

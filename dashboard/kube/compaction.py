@@ -158,15 +158,15 @@ def _packs(key: tuple, rows: list[tuple], named: set[int], seconds: int) -> list
     for run in filter(None, runs):
         texts = revlog.full_texts([row[6] for row in run])
         entries, body = pack.encode([(row[0], row[7], row[8]) for row in run], texts)
-        out.append(RevisionPack(first_rv=run[0][0], last_rv=run[-1][0], count=len(run), cluster=cluster, kind=kind,
+        out.append(RevisionPack(first_rv=run[0][0], last_rv=run[-1][0], first_at=run[0][7], count=len(run),
+                                cluster=cluster, kind=kind,
                                 namespace=namespace, name=name, entries=entries, texts=body))
     return out
 
 
 def revlog_time(rv: int):
     """When the newest revision at or below rv was written (None: none is logged)."""
-    hit = revlog.last_at_or_below_any(rv)
-    return hit
+    return revlog.last_at_or_below_any(rv)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ class RevisionPack(models.Model):
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     last_rv = models.BigIntegerField()
+    first_at = models.DateTimeField()   # (when its first revision was written: ?at= a time finds its pack)
     count = models.IntegerField()
     entries = models.BinaryField()
     texts = models.BinaryField()
@@ -104,7 +105,8 @@ class RevisionPack(models.Model):
         base_manager_name = "everywhere"
         indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "first_rv"], name="kube_pack_key"),
                    # (the packs holding a revision: last_rv >= rv and first_rv <= rv, read from the index)
-                   models.Index(fields=["last_rv", "first_rv"], name="kube_pack_last")]
+                   models.Index(fields=["last_rv", "first_rv"], name="kube_pack_last"),
+                   models.Index(fields=["first_at"], name="kube_pack_time")]
 
 
 class ObjectRow(models.Model):

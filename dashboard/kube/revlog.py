@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Iterable, Iterator
 
 import orjson
@@ -428,8 +428,25 @@ def delete_revisions(rvs: list[int]) -> int:
 
 
 def last_at_or_below_any(rv: int) -> datetime | None:
-    """When the newest revision at or below rv (any cluster) was written (None: none)."""
-    return Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first()
+    """When the newest revision at or below rv (any cluster; a packed one too) was written (None: none)."""
+    found = [Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("rv", "created").first() or (0, None)]
+    below = RevisionPack.everywhere.filter(last_rv__lte=rv, last_rv__gt=found[0][0]).order_by("-last_rv")
+    found += [pack.entries(data)[-1][:2] for data in below.values_list("entries", flat=True)[:1]]
+    for data in RevisionPack.everywhere.filter(last_rv__gt=rv, first_rv__lte=rv).values_list("entries", flat=True):
+        # (the packs around rv: other objects' packs overlap, whatever the revisions found above)
+        found.append(max(e[:2] for e in pack.entries(data) if e[0] <= rv))
+    return max(found, key=lambda hit: hit[0])[1]
+
+
+def newest_packed_at(moment: datetime, span_seconds: int) -> int:
+    """The newest packed revision written at or before `moment` (0: none): in the packs begun
+    within a span before the latest one begun by then (a pack's revisions lie in one span)."""
+    packs = RevisionPack.everywhere.filter(first_at__lte=moment)
+    latest = packs.order_by("-first_at").values_list("first_at", flat=True).first()
+    if latest is None:
+        return 0
+    near = packs.filter(first_at__gt=latest - timedelta(seconds=span_seconds)).values_list("entries", flat=True)
+    return max((e[0] for data in near for e in pack.entries(data) if e[1] <= moment), default=0)
 
 
 def oldest_written() -> datetime | None:

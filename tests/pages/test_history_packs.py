@@ -86,6 +86,11 @@ def test_every_revision_reads_back_exactly_from_packs(db):
     every = sorted(written)
     for before, rv, after in zip(every, every[1:], every[2:]):
         assert revlog.neighbours(rv) == (before, after)
+    # A moment and a revision find each other (?at= a time or rv:), packed or not.
+    times = {rv: at for kind, name in KEYS for rv, _, _, at in revlog.object_revisions(kind, NS, name, 1000)}
+    for rv in packed[::3]:
+        assert asof.written_at(rv) == times[rv]
+        assert asof.newest_at(times[rv]) == max(r for r, at in times.items() if at <= times[rv])
     # The API's current objects are the typed rows' revisions, never packed.
     for kind, name in KEYS:
         assert store.get(by_kind(kind), NS, name)["metadata"]["resourceVersion"] == str(_written(kind, name, written)[-1])
@@ -100,7 +105,9 @@ def test_pages_travel_through_packed_time(db, login):
     assert len(in_pack) >= 10
     for rv in in_pack[::max(len(in_pack) // 5, 1)]:
         obj = orjson.loads(written[rv])
-        for path in (f"/leases/?namespace={NS}&at=rv:{rv}", f"/leases/{NS}/leader/?at=rv:{rv}"):
+        moment = asof.written_at(rv).strftime("%Y-%m-%dT%H:%M:%S.%fZ")   # (the time form finds it too)
+        for path in (f"/leases/?namespace={NS}&at=rv:{rv}", f"/leases/{NS}/leader/?at=rv:{rv}",
+                     f"/leases/{NS}/leader/?at={moment}"):
             r = client.get(path)
             html = unescape(r.content.decode())
             assert r.status_code == 200 and obj["spec"]["holderIdentity"] in html, path

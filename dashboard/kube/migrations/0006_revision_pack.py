@@ -39,6 +39,7 @@ class Migration(migrations.Migration):
                 ('namespace', models.CharField(max_length=253)),
                 ('name', models.CharField(max_length=253)),
                 ('last_rv', models.BigIntegerField()),
+                ('first_at', models.DateTimeField()),
                 ('count', models.IntegerField()),
                 ('entries', models.BinaryField()),
                 ('texts', models.BinaryField()),
@@ -46,7 +47,7 @@ class Migration(migrations.Migration):
             options={
                 'db_table': 'kube_revision_pack',
                 'base_manager_name': 'everywhere',
-                'indexes': [models.Index(fields=['cluster', 'kind', 'namespace', 'name', 'first_rv'], name='kube_pack_key'), models.Index(fields=['last_rv', 'first_rv'], name='kube_pack_last')],
+                'indexes': [models.Index(fields=['cluster', 'kind', 'namespace', 'name', 'first_rv'], name='kube_pack_key'), models.Index(fields=['last_rv', 'first_rv'], name='kube_pack_last'), models.Index(fields=['first_at'], name='kube_pack_time')],
             },
             managers=[
                 ('objects', django.db.models.manager.Manager()),
