@@ -19,6 +19,7 @@ The revisions themselves are kept longer, for the pages' history (?at=, /changes
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import chain
 
 import orjson
 from django.conf import settings
@@ -130,7 +131,7 @@ def plan_packs(after: int, upto: int, thinned: int, seconds: int) -> list[Revisi
     named = revlog.delta_bases(upto, thinned)
     out: list[RevisionPack] = []
     key, rows = None, []
-    for row in [*revlog.packable(after, upto), None]:
+    for row in chain(revlog.packable(after, upto), [None]):   # (streamed: an hour of texts is ~150 MB)
         if row is None or tuple(row[1:5]) != key:
             if key is not None and rows:
                 if not revlog.written_between(*key, rows[-1][0], thinned):
@@ -144,6 +145,7 @@ def plan_packs(after: int, upto: int, thinned: int, seconds: int) -> list[Revisi
 
 
 def _packs(key: tuple, rows: list[tuple], named: set[int], seconds: int) -> list[RevisionPack]:
+    """One key's packs of these revisions (packable's rows): see plan_packs."""
     runs: list[list[tuple]] = [[]]
     for row in rows:
         rv, event, created = row[0], row[5], row[7]
@@ -159,8 +161,8 @@ def _packs(key: tuple, rows: list[tuple], named: set[int], seconds: int) -> list
         texts = revlog.full_texts([row[6] for row in run])
         entries, body = pack.encode([(row[0], row[7], row[8]) for row in run], texts)
         out.append(RevisionPack(first_rv=run[0][0], last_rv=run[-1][0], first_at=run[0][7], count=len(run),
-                                cluster=cluster, kind=kind,
-                                namespace=namespace, name=name, entries=entries, texts=body))
+                                cluster=cluster, kind=kind, namespace=namespace, name=name, entries=entries,
+                                texts=body))
     return out
 
 
