@@ -524,9 +524,11 @@ def key_window(kind: str, cluster: str, namespace: str, name: str, after: int, u
     return count, newest or 0, before or 0
 
 
-def logged(rvs: Iterable[int]) -> dict[int, tuple[str, str]]:
+def logged(rvs: Iterable[int], key: tuple[str, str, str, str] | None = None) -> dict[int, tuple[str, str]]:
     """{rv: (event type, object JSON text)} of these revisions (those still logged; a delta's
-    full text: full_texts)."""
+    full text: full_texts; a packed one's from its pack, found by its object's key (cluster,
+    kind, namespace, name) when given:
+    /changes/ asks for two of every key, which the packs around each revision would not bound)."""
     rvs = [rv for rv in rvs if rv]
     if not rvs:
         return {}
@@ -536,6 +538,11 @@ def logged(rvs: Iterable[int]) -> dict[int, tuple[str, str]]:
     texts = full_texts([text for _, _, text in rows])
     found = {rv: (kind, text) for (rv, kind, _), text in zip(rows, texts)}
     for rv in set(rvs) - set(found):   # (packed: kube/pack.py)
+        if key is not None:
+            with clusters.within(key[0]):
+                hit = _key_log(*key[1:], after=rv - 1, before=rv + 1, limit=1)
+            found.update({rv: hit[0][1:3]} if hit else {})
+            continue
         for data, body in RevisionPack.everywhere.filter(last_rv__gte=rv, first_rv__lte=rv).values_list("entries", "texts"):
             rvs_there = [e[0] for e in pack.entries(data)]
             if rv in rvs_there:
