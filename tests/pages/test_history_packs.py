@@ -72,7 +72,8 @@ def test_every_revision_reads_back_exactly_from_packs(db):
             assert revlog.object_at(kind, NS, name, rv) == orjson.loads(written[rv])
             assert revlog.text_as_of(kind, NS, name, rv) == written[rv]
             assert [t for _, _, n, r, t in asof.state_at(kind, rv) if n == name] == [written[rv]]
-            assert revlog.logged([rv]) == {rv: ("ADDED" if i == 0 else "MODIFIED", written[rv])}
+            assert revlog.logged([rv]) == revlog.logged([rv], ("local", kind, NS, name)) == \
+                {rv: ("ADDED" if i == 0 else "MODIFIED", written[rv])}
         # The time bar's previous / next change of this object, and its marks.
         for before, rv, after in zip(rvs, rvs[1:], rvs[2:]):
             assert revlog.neighbours(rv, kinds=[kind], namespace=NS, name=name) == (before, after)
