@@ -75,8 +75,8 @@ def state_at(kind: str, rv: int, table: str | None = None,
         elif text is row[4]:
             out.append((cluster, ns, name, at, text))
             continue
-        if decoded is not None:
-            decoded.append((at, cluster, kind, ns, name, "MODIFIED", text, created, upstream))
+        if decoded is not None:   # (the log's columns, then whether the log lacks the row)
+            decoded.append((at, cluster, kind, ns, name, "MODIFIED", text, created, upstream, first in packed))
         out.append((cluster, ns, name, at, text))
     return out
 
@@ -102,9 +102,12 @@ def _shadow_log(texts: list[tuple], on_commit_drop: bool = False) -> None:
     there with their full text: the pages read an object's JSON by joining its row to the log,
     and past the watch window a revision's text may be stored as a delta (kube/delta.py) or the
     revision held in a pack (kube/pack.py). The view is the log without those rows, then a
-    temporary table of them whole (`texts`: the log's columns, in order): a UNION ALL of two
+    temporary table of them whole (`texts`: the log's columns in order, then whether the log lacks it): a UNION ALL of two
     plain SELECTs, which SQLite flattens into a join with the typed rows (a LEFT JOIN term would
-    make it read the whole log first). Made on every pin, so a query planned against the view is
+    make it read the whole log first). PostgreSQL plans a join with that NOT IN leg as a hash
+    join over the whole log, so there the first leg is the whole log with the text taken from the
+    temporary table by a scalar subquery (which SQLite, in turn, would materialise), and the
+    second only the packed ones (`packed`). Made on every pin, so a query planned against the view is
     never reused against the plain log (dropping it invalidates such plans on PostgreSQL)."""
     q = connection.ops.quote_name
     main, temp = ("main", "temp") if connection.vendor == "sqlite" else (q(_schema(LOG)), "pg_temp")
@@ -114,15 +117,22 @@ def _shadow_log(texts: list[tuple], on_commit_drop: bool = False) -> None:
                        "kind varchar(63) NOT NULL, namespace varchar(253) NOT NULL, name varchar(253) NOT NULL, "
                        "type varchar(8) NOT NULL, object text NOT NULL, created "
                        + ("datetime" if connection.vendor == "sqlite" else "timestamp with time zone")
-                       + " NOT NULL, upstream_rv varchar(64) NOT NULL)" + (" ON COMMIT DROP" if on_commit_drop else ""))
+                       + " NOT NULL, upstream_rv varchar(64) NOT NULL, packed boolean NOT NULL)"
+                       + (" ON COMMIT DROP" if on_commit_drop else ""))
         for i in range(0, len(texts), 200):
-            chunk = [(*row[:7], _stored_time(row[7]), row[8]) for row in texts[i:i + 200]]
-            cursor.execute(f"INSERT INTO {temp}.{q(TEXTS)} ({columns}) VALUES "
-                           + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk)),
+            chunk = [(*row[:7], _stored_time(row[7]), row[8], row[9]) for row in texts[i:i + 200]]
+            cursor.execute(f"INSERT INTO {temp}.{q(TEXTS)} ({columns}, packed) VALUES "
+                           + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk)),
                            [v for row in chunk for v in row])
-        cursor.execute(f"CREATE TEMP VIEW {q(LOG)} AS SELECT {columns} FROM {main}.{q(LOG)} r "
-                       f"WHERE r.rv NOT IN (SELECT rv FROM {temp}.{q(TEXTS)}) "
-                       f"UNION ALL SELECT {columns} FROM {temp}.{q(TEXTS)}")
+        if connection.vendor == "sqlite":
+            cursor.execute(f"CREATE TEMP VIEW {q(LOG)} AS SELECT {columns} FROM {main}.{q(LOG)} r "
+                           f"WHERE r.rv NOT IN (SELECT rv FROM {temp}.{q(TEXTS)}) "
+                           f"UNION ALL SELECT {columns} FROM {temp}.{q(TEXTS)}")
+        else:   # (PostgreSQL plans a join with a NOT IN leg as a hash join over the whole log)
+            cursor.execute(f"CREATE TEMP VIEW {q(LOG)} AS SELECT r.rv, r.cluster, r.kind, r.namespace, r.name, r.type, "
+                           f"COALESCE((SELECT d.object FROM {temp}.{q(TEXTS)} d WHERE d.rv = r.rv), r.object) AS object, "
+                           f"r.created, r.upstream_rv FROM {main}.{q(LOG)} r "
+                           f"UNION ALL SELECT {columns} FROM {temp}.{q(TEXTS)} WHERE packed")
 
 
 def _stored_time(value):
