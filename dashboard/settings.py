@@ -356,6 +356,9 @@ KUBEDASH_RETAIN_SECONDS = int(os.environ.get("KUBEDASH_RETAIN_SECONDS", "3600"))
 # to one per KUBEDASH_HISTORY_THIN_SECONDS per object). docs/OPERATIONS.md, "History".
 KUBEDASH_HISTORY_SECONDS = int(os.environ.get("KUBEDASH_HISTORY_SECONDS", str(7 * 24 * 3600)))
 KUBEDASH_HISTORY_THIN_SECONDS = int(os.environ.get("KUBEDASH_HISTORY_THIN_SECONDS", "60"))
+# Past the watch window, each object's kept revisions of one such span are packed into one row
+# (kube/pack.py: ~20 bytes a revision); 0 packs nothing.
+KUBEDASH_HISTORY_PACK_SECONDS = int(os.environ.get("KUBEDASH_HISTORY_PACK_SECONDS", "3600"))
 
 # Watch: bookmark interval, the floor of the randomized stream lifetime, per-watcher queue
 # bound (a watcher this far behind is closed and resumes), and the hub's safety poll.

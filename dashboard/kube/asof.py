@@ -8,7 +8,8 @@ key, unless that revision is its deletion. SQLite and PostgreSQL both resolve an
 name to the connection's temporary table first, so every query of the pages runs unchanged
 against the past (its rows point at the old revisions, whose JSON is what they show). The
 revision log is shadowed only by a view of all of it that gives those revisions their full text
-where it is stored as a delta (kube/delta.py): history reads stay exact.
+where it is stored as a delta (kube/delta.py), and adds those held in a pack (kube/pack.py): the
+rows' joins find them, history reads stay exact (revlog reads packs and skips such copies).
 
 Nothing is written to the real tables; the temporary tables are dropped when the block ends
 (and vanish with the connection if it breaks). Which moment a request is pinned to is not kept
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
+from django.conf import settings
 from django.db import connection, transaction
 
 from . import registry, revlog, yielding
@@ -39,29 +41,44 @@ class At:
 
 
 def state_at(kind: str, rv: int, table: str | None = None,
-             decoded: list[tuple[int, str]] | None = None) -> list[tuple[str, str, str, int, str]]:
+             decoded: list[tuple] | None = None) -> list[tuple[str, str, str, int, str]]:
     """(cluster, namespace, name, rv, object text) of every object of `kind` (every cluster) as
     it stood at revision rv: each key's newest logged revision <= rv, deleted ones left out.
 
     The keys that can have existed then are those with a typed row now (`table`, the real one,
     read before it is shadowed) and those deleted since (the kube_rev_deleted index); each one's
     revision is one probe of kube_rev_key. So the cost grows with the objects, not with the
-    length of the history (a renewal every 2 s writes a million revisions a week). The texts are
-    full; `decoded`, if given, gets (rv, full text) of those stored as deltas (kube/delta.py)."""
+    length of the history (a renewal every 2 s writes a million revisions a week). A key's newest
+    revision may be packed (kube/pack.py): its pack is the key's one with the greatest first_rv
+    <= rv (another probe), read when that is above the row found. The texts are full;
+    `decoded`, if given, gets the log rows (every column, in the log's order) of the revisions
+    whose text is not the row's own: stored as deltas (kube/delta.py) or packed."""
     table = table or registry.by_kind(kind).model._meta.db_table
-    sql = (f"SELECT r.cluster, r.namespace, r.name, r.rv, r.object FROM ("
+    sql = (f"SELECT r.cluster, r.namespace, r.name, r.rv, r.object, r.created, r.upstream_rv, ("
+           " SELECT MAX(p.first_rv) FROM kube_revision_pack p WHERE p.cluster = k.cluster AND p.kind = %s"
+           " AND p.namespace = k.namespace AND p.name = k.name AND p.first_rv <= %s) FROM ("
            f" SELECT cluster, namespace, name FROM {connection.ops.quote_name(table)}"
            " UNION SELECT cluster, namespace, name FROM kube_revision WHERE type = 'DELETED' AND kind = %s AND rv > %s"
            ") k JOIN kube_revision r ON r.rv = (SELECT MAX(x.rv) FROM kube_revision x WHERE x.cluster = k.cluster"
            " AND x.kind = %s AND x.namespace = k.namespace AND x.name = k.name AND x.rv <= %s)"
            " WHERE r.type <> 'DELETED' ORDER BY r.cluster, r.namespace, r.name")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [kind, rv, kind, rv])
+        cursor.execute(sql, [kind, rv, kind, rv, kind, rv])
         found = cursor.fetchall()
     texts = revlog.full_texts([row[4] for row in found])   # (past the watch window, most are deltas)
-    if decoded is not None:
-        decoded += [(row[3], text) for row, text in zip(found, texts) if text is not row[4]]
-    return [(*row[:4], text) for row, text in zip(found, texts)]
+    packed = revlog.packed_as_of([row[7] for row in found if row[7] and row[7] > row[3]], rv)
+    out = []
+    for row, text in zip(found, texts):
+        cluster, ns, name, at, _, created, upstream, first = row
+        if first in packed:   # (a (MODIFIED) revision after the row's, in a pack)
+            at, text, created, upstream = packed[first]
+        elif text is row[4]:
+            out.append((cluster, ns, name, at, text))
+            continue
+        if decoded is not None:   # (the log's columns, then whether the log lacks the row)
+            decoded.append((at, cluster, kind, ns, name, "MODIFIED", text, created, upstream, first in packed))
+        out.append((cluster, ns, name, at, text))
+    return out
 
 
 def _create_shadow(table: str, on_commit_drop: bool = False) -> None:
@@ -80,24 +97,47 @@ def _create_shadow(table: str, on_commit_drop: bool = False) -> None:
 LOG, TEXTS = "kube_revision", "kube_revision_asof"
 
 
-def _shadow_log(texts: list[tuple[int, str]], on_commit_drop: bool = False) -> None:
-    """Shadow the log with a view of it in which the revisions the shadowed rows point at have
-    their full text: the pages read an object's JSON by joining its row to the log, and past the
-    watch window a revision's text may be stored as a delta (kube/delta.py). Made on every pin, so
-    a query planned against the view is never reused against the plain log (dropping it
-    invalidates such plans on PostgreSQL)."""
+def _shadow_log(texts: list[tuple], on_commit_drop: bool = False) -> None:
+    """Shadow the log with a view of it in which the revisions the shadowed rows point at are
+    there with their full text: the pages read an object's JSON by joining its row to the log,
+    and past the watch window a revision's text may be stored as a delta (kube/delta.py) or the
+    revision held in a pack (kube/pack.py). The view is the log without those rows, then a
+    temporary table of them whole (`texts`: the log's columns in order, then whether the log lacks it): a UNION ALL of two
+    plain SELECTs, which SQLite flattens into a join with the typed rows (a LEFT JOIN term would
+    make it read the whole log first). PostgreSQL plans a join with that NOT IN leg as a hash
+    join over the whole log, so there the first leg is the whole log with the text taken from the
+    temporary table by a scalar subquery (which SQLite, in turn, would materialise), and the
+    second only the packed ones (`packed`). Made on every pin, so a query planned against the view is
+    never reused against the plain log (dropping it invalidates such plans on PostgreSQL)."""
     q = connection.ops.quote_name
     main, temp = ("main", "temp") if connection.vendor == "sqlite" else (q(_schema(LOG)), "pg_temp")
+    columns = "rv, cluster, kind, namespace, name, type, object, created, upstream_rv"
     with connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMP TABLE {q(TEXTS)} (rv bigint PRIMARY KEY, object text NOT NULL)"
+        cursor.execute(f"CREATE TEMP TABLE {q(TEXTS)} (rv bigint PRIMARY KEY, cluster varchar(63) NOT NULL, "
+                       "kind varchar(63) NOT NULL, namespace varchar(253) NOT NULL, name varchar(253) NOT NULL, "
+                       "type varchar(8) NOT NULL, object text NOT NULL, created "
+                       + ("datetime" if connection.vendor == "sqlite" else "timestamp with time zone")
+                       + " NOT NULL, upstream_rv varchar(64) NOT NULL, packed boolean NOT NULL)"
                        + (" ON COMMIT DROP" if on_commit_drop else ""))
-        for i in range(0, len(texts), 500):
-            chunk = texts[i:i + 500]
-            cursor.execute(f"INSERT INTO {temp}.{q(TEXTS)} (rv, object) VALUES "
-                           + ", ".join(["(%s, %s)"] * len(chunk)), [v for pair in chunk for v in pair])
-        cursor.execute(f"CREATE TEMP VIEW {q(LOG)} AS SELECT r.rv, r.cluster, r.kind, r.namespace, r.name, r.type, "
-                       f"COALESCE(d.object, r.object) AS object, r.created, r.upstream_rv FROM {main}.{q(LOG)} r "
-                       f"LEFT JOIN {temp}.{q(TEXTS)} d ON d.rv = r.rv")
+        for i in range(0, len(texts), 200):
+            chunk = [(*row[:7], _stored_time(row[7]), row[8], row[9]) for row in texts[i:i + 200]]
+            cursor.execute(f"INSERT INTO {temp}.{q(TEXTS)} ({columns}, packed) VALUES "
+                           + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk)),
+                           [v for row in chunk for v in row])
+        if connection.vendor == "sqlite":
+            cursor.execute(f"CREATE TEMP VIEW {q(LOG)} AS SELECT {columns} FROM {main}.{q(LOG)} r "
+                           f"WHERE r.rv NOT IN (SELECT rv FROM {temp}.{q(TEXTS)}) "
+                           f"UNION ALL SELECT {columns} FROM {temp}.{q(TEXTS)}")
+        else:   # (PostgreSQL plans a join with a NOT IN leg as a hash join over the whole log)
+            cursor.execute(f"CREATE TEMP VIEW {q(LOG)} AS SELECT r.rv, r.cluster, r.kind, r.namespace, r.name, r.type, "
+                           f"COALESCE((SELECT d.object FROM {temp}.{q(TEXTS)} d WHERE d.rv = r.rv), r.object) AS object, "
+                           f"r.created, r.upstream_rv FROM {main}.{q(LOG)} r "
+                           f"UNION ALL SELECT {columns} FROM {temp}.{q(TEXTS)} WHERE packed")
+
+
+def _stored_time(value):
+    """A write time as the log stores it (a raw cursor's read gives SQLite's text back as is)."""
+    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
 
 
 def _drop_shadow(table: str) -> None:
@@ -180,7 +220,7 @@ def pinned(at: At):
 def _fill(at: At, tables: list[str], on_commit_drop: bool = False) -> None:
     """Create and fill the shadow of every typed table (appending each to `tables` once made),
     then the log's (_shadow_log)."""
-    texts: list[tuple[int, str]] = []   # (rv, full text) of the rows' revisions stored as deltas
+    texts: list[tuple] = []   # the log rows of the rows' revisions stored as deltas or packed, text full
     for res in registry.all_resources():
         table = res.model._meta.db_table
         if table in tables:
@@ -202,8 +242,8 @@ def _loads(text: str) -> dict:
 
 
 def written_at(rv: int) -> datetime | None:
-    """When revision rv (or the newest logged one below it) was written."""
-    return (Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first())
+    """When revision rv (or the newest logged one below it, packed or not) was written."""
+    return revlog.last_at_or_below_any(rv)
 
 
 NEAR = 5000   # revisions around the binary search's answer read to settle it exactly
@@ -229,5 +269,7 @@ def newest_at(moment: datetime) -> int:
         else:
             high = middle
     near = Revision.everywhere.filter(rv__gt=low - NEAR, rv__lte=low + NEAR, created__lte=moment)
-    return near.order_by("-rv").values_list("rv", flat=True).first() or 0
+    found = near.order_by("-rv").values_list("rv", flat=True).first() or 0
+    # (past the watch window most revisions are packed: kube/pack.py)
+    return max(found, revlog.newest_packed_at(moment, max(settings.KUBEDASH_HISTORY_PACK_SECONDS, 3600)))
 

@@ -11,20 +11,24 @@ The revisions themselves are kept longer, for the pages' history (?at=, /changes
 - past KUBEDASH_HISTORY_SECONDS, everything goes except each key's newest revision (the state
   every later moment builds on: a live object's current revision among them);
 - the revisions kept past the watch window (but each key's newest there) are stored as deltas
-  against a full revision of the same key (kube/delta.py): a renewal is ~150 bytes, not ~1 KB.
+  against a full revision of the same key (kube/delta.py): a renewal is ~150 bytes, not ~1 KB;
+- once a span of KUBEDASH_HISTORY_PACK_SECONDS (an hour) lies wholly past the watch window, each
+  key's kept MODIFIED revisions in it (but its newest) are packed into one row (kube/pack.py):
+  ~20 bytes a revision instead of ~200 bytes of row and ~190 of delta.
 """
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import chain
 
 import orjson
 from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
 
-from . import asof, delta, registry, revlog, store
+from . import asof, delta, pack, registry, revlog, store
 from .meta import now
-from .models import CompactionState
+from .models import CompactionState, RevisionPack
 
 
 # Sent in compaction's transaction when the pages' history is cut; kwargs: `before`, the time it
@@ -96,13 +100,82 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0, history_secon
         state.compacted_rv, state.compacted_at = point, moment
         state.save(update_fields=["compacted_rv", "compacted_at", "history_rv", "history_at", "thinned_rv",
                                   "thinned_at"])
-        return removed
+    pack_spans()
+    return removed
+
+
+def pack_spans(seconds: int | None = None) -> int:
+    """Pack (kube/pack.py) the kept revisions of every span of `seconds` that ended before the
+    thinned point was written and is not packed yet; returns how many revisions went into packs.
+    Planned before the transaction, like thinning: revisions below the thinned point change
+    only by compaction, and the state's check catches another round."""
+    seconds = settings.KUBEDASH_HISTORY_PACK_SECONDS if seconds is None else seconds
+    seen = CompactionState.objects.filter(pk=1).values_list("thinned_rv", "packed_rv").first()
+    if seconds <= 0 or not seen or not (written := revlog_time(seen[0])):
+        return 0
+    thinned, packed = seen
+    end = pack.span_start(pack.span(written, seconds), seconds)   # (the thinned point's span is still filling)
+    upto = min(asof.newest_at(end - timedelta(microseconds=1)), thinned)
+    if upto <= packed:
+        return 0
+    packs = plan_packs(packed, upto, thinned, seconds)
+    with transaction.atomic():
+        state = CompactionState.objects.select_for_update().get(pk=1)
+        if state.packed_rv != packed or state.thinned_rv < upto:
+            return 0
+        held = revlog.store_packs(packs)
+        state.packed_rv = upto
+        state.save(update_fields=["packed_rv"])
+        return held
+
+
+def plan_packs(after: int, upto: int, thinned: int, seconds: int) -> list[RevisionPack]:
+    """The packs of the revisions in (after, upto]: per key, each run of MODIFIED revisions within
+    one span with no other revision of the key between them; never the key's newest revision at
+    or below `thinned` (the next round's thinning and deltas start from it; the newest of all, which
+    the typed row and the writes read, is one), nor one a delta above `upto` (up to `thinned`)
+    names as its base: those stay rows."""
+    named = revlog.delta_bases(upto, thinned)
+    out: list[RevisionPack] = []
+    key, rows = None, []
+    for row in chain(revlog.packable(after, upto), [None]):   # (streamed: an hour of texts is ~150 MB)
+        if row is None or tuple(row[1:5]) != key:
+            if key is not None and rows:
+                if not revlog.written_between(*key, rows[-1][0], thinned):
+                    rows.pop()   # (its newest at or below the thinned point: the next thinning reads it)
+                out.extend(_packs(key, rows, named, seconds))
+            if row is None:
+                break
+            key, rows = tuple(row[1:5]), []
+        rows.append(row)
+    return out
+
+
+def _packs(key: tuple, rows: list[tuple], named: set[int], seconds: int) -> list[RevisionPack]:
+    """One key's packs of these revisions (packable's rows): see plan_packs."""
+    runs: list[list[tuple]] = [[]]
+    for row in rows:
+        rv, event, created = row[0], row[5], row[7]
+        if event != "MODIFIED" or rv in named:
+            runs.append([])
+            continue
+        if runs[-1] and pack.span(runs[-1][-1][7], seconds) != pack.span(created, seconds):
+            runs.append([])
+        runs[-1].append(row)
+    out = []
+    cluster, kind, namespace, name = key
+    for run in filter(None, runs):
+        texts = revlog.full_texts([row[6] for row in run])
+        entries, body = pack.encode([(row[0], row[7], row[8]) for row in run], texts)
+        out.append(RevisionPack(first_rv=run[0][0], last_rv=run[-1][0], first_at=run[0][7], count=len(run),
+                                cluster=cluster, kind=kind, namespace=namespace, name=name, entries=entries,
+                                texts=body))
+    return out
 
 
 def revlog_time(rv: int):
     """When the newest revision at or below rv was written (None: none is logged)."""
-    hit = revlog.last_at_or_below_any(rv)
-    return hit
+    return revlog.last_at_or_below_any(rv)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,6 +267,12 @@ def plan(after: int, upto: int, every: int | None = None, floor: int = 0) -> tup
     return doomed, deltas
 
 
+def _same_span(a, b) -> bool:
+    """Are two write times in one packing span (a delta names a base packed with it: kube/pack.py)?"""
+    seconds = settings.KUBEDASH_HISTORY_PACK_SECONDS
+    return seconds <= 0 or pack.span(a, seconds) == pack.span(b, seconds)
+
+
 def _deltas(kind: str, key: tuple, kept: list[tuple], floor: int) -> list[tuple[int, str]]:
     """(rv, delta text) for kept[:-1] (one key's kept revisions in order, the head last; kept[0]
     may be the previous round's head): see plan()."""
@@ -212,7 +291,8 @@ def _deltas(kind: str, key: tuple, kept: list[tuple], floor: int) -> list[tuple[
             frame = None if event == "DELETED" else (rv, text, created)
             continue
         stored = None
-        if frame is not None and frame[0] > floor and (created - frame[2]).total_seconds() <= KEYFRAME_SECONDS:
+        if frame is not None and frame[0] > floor and (created - frame[2]).total_seconds() <= KEYFRAME_SECONDS \
+                and _same_span(frame[2], created):
             stored = delta.encode(text, frame[0], frame[1])
             if stored is not None and len(stored) * 2 > len(text):
                 stored = None

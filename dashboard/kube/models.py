@@ -50,6 +50,8 @@ class CompactionState(models.Model):
     history_at = models.DateTimeField(null=True)
     thinned_rv = models.BigIntegerField(default=0, db_default=0)
     thinned_at = models.DateTimeField(null=True)
+    # Kept revisions up to packed_rv were packed (kube/pack.py) where they could be.
+    packed_rv = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         db_table = "kube_compaction"
@@ -78,6 +80,33 @@ class Revision(models.Model):
         indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "rv"], name="kube_rev_key"),
                    # The deletions (few): the pages' past (kube/asof.py) finds the keys deleted since a moment.
                    models.Index(fields=["kind", "rv"], condition=models.Q(type="DELETED"), name="kube_rev_deleted")]
+
+
+class RevisionPack(models.Model):
+    """Kept revisions of one object past the watch window, several in one row (kube/pack.py:
+    the format; kube/revlog.py reads them beside the log's rows)."""
+
+    first_rv = models.BigIntegerField(primary_key=True)
+    cluster = cluster_column()
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    last_rv = models.BigIntegerField()
+    first_at = models.DateTimeField()   # (when its first revision was written: ?at= a time finds its pack)
+    count = models.IntegerField()
+    entries = models.BinaryField()
+    texts = models.BinaryField()
+
+    objects = InCluster()
+    everywhere = models.Manager()
+
+    class Meta:
+        db_table = "kube_revision_pack"
+        base_manager_name = "everywhere"
+        indexes = [models.Index(fields=["cluster", "kind", "namespace", "name", "first_rv"], name="kube_pack_key"),
+                   # (the packs holding a revision: last_rv >= rv and first_rv <= rv, read from the index)
+                   models.Index(fields=["last_rv", "first_rv"], name="kube_pack_last"),
+                   models.Index(fields=["first_at"], name="kube_pack_time")]
 
 
 class ObjectRow(models.Model):

@@ -9,16 +9,18 @@ answer each, like kine's log layer beside its SQL driver.
 """
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Iterable
+import heapq
+from bisect import bisect_left, bisect_right
+from datetime import datetime, timedelta
+from typing import Iterable, Iterator
 
 import orjson
 from django.db import connection
 
 from dashboard.access import clusters
 
-from . import delta
-from .models import CompactionState, Revision
+from . import delta, pack
+from .models import CompactionState, Revision, RevisionPack
 
 ADDED, MODIFIED, DELETED = Revision.ADDED, Revision.MODIFIED, Revision.DELETED
 
@@ -73,16 +75,14 @@ def newest_before(moment: datetime) -> int:
 
 def object_at(kind: str, namespace: str, name: str, rv: int) -> dict | None:
     """The object written at exactly revision rv, if that revision is still logged."""
-    text = (Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv=rv)
-            .values_list("object", flat=True).first())
-    return orjson.loads(full_texts([text])[0]) if text else None
+    hit = _key_log(kind, namespace, name, after=rv - 1, before=rv + 1, limit=1)
+    return orjson.loads(hit[0][2]) if hit else None
 
 
 def text_as_of(kind: str, namespace: str, name: str, rv: int) -> str | None:
     """One key's object text as it stood at revision rv (None if absent then)."""
-    hit = (Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv__lte=rv)
-           .order_by("-rv").values_list("type", "object").first())
-    return None if hit is None or hit[0] == DELETED else full_texts([hit[1]])[0]
+    hit = _key_log(kind, namespace, name, before=rv + 1, limit=1)
+    return None if not hit or hit[0][1] == DELETED else hit[0][2]
 
 
 def keys_written_after(kind: str, rv: int, namespace: str | None) -> set[tuple[str, str]]:
@@ -133,13 +133,8 @@ def history(kind: str, namespace: str, name: str, newest: int,
             upto: int | None = None) -> list[tuple[str, dict, datetime]]:
     """The newest `newest` writes of one object (at or below `upto`) as (event type, object,
     write time), oldest first."""
-    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name)
-    if upto is not None:
-        rows = rows.filter(rv__lte=upto)
-    rows = list(rows.order_by("-rv").values_list("type", "object", "created")[:newest])
-    rows.reverse()
-    texts = full_texts([obj for _, obj, _ in rows])
-    return [(event, orjson.loads(obj), created) for (event, _, created), obj in zip(rows, texts)]
+    rows = _key_log(kind, namespace, name, before=None if upto is None else upto + 1, limit=newest)
+    return [(event, orjson.loads(text), created) for _, event, text, created in reversed(rows)]
 
 
 LogEntry = tuple[int, str, dict, datetime]   # rv, event type, object, write time
@@ -149,22 +144,81 @@ def object_revisions(kind: str, namespace: str, name: str, limit: int, before: i
                      after: int = 0) -> list[LogEntry]:
     """One object's logged writes, newest first: at most `limit`, below `before`, above `after`
     (the history pages: one page of it, or what was written since the page was shown)."""
-    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv__gt=after)
-    if before is not None:
-        rows = rows.filter(rv__lt=before)
-    rows = list(rows.order_by("-rv").values_list("rv", "type", "object", "created")[:limit])
-    texts = full_texts([obj for _, _, obj, _ in rows])
-    return [(rv, event, orjson.loads(obj), created) for (rv, event, _, created), obj in zip(rows, texts)]
+    rows = _key_log(kind, namespace, name, after=after, before=before, limit=limit)
+    return [(rv, event, orjson.loads(text), created) for rv, event, text, created in rows]
 
 
 def revision_numbers(kind: str, namespace: str, name: str, limit: int, offset: int = 0) -> list[int]:
     """The rvs of one object's logged writes, newest first, from the offset-th (no objects read)."""
-    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name).order_by("-rv")
-    return list(rows.values_list("rv", flat=True)[offset:offset + limit])
+    return [e[0] for e in _key_log(kind, namespace, name, limit=offset + limit, texts=False)[offset:]]
 
 
 def count_revisions(kind: str, namespace: str, name: str) -> int:
-    return Revision.objects.filter(kind=kind, namespace=namespace, name=name).count()
+    packs = list(_packs(kind, namespace, name).values_list("first_rv", "last_rv", "count"))
+    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name).values_list("rv", flat=True)
+    return sum(c for _, _, c in packs) + sum(not _inside(rv, packs) for rv in rows)
+
+
+def _inside(rv: int, packs: list[tuple]) -> bool:
+    """Is rv within one of these packs' (first_rv, last_rv, …) ranges (a pinned page's copy of a
+    packed revision: kube/asof.py; a key's rows and packs never interleave: kube/pack.py)?"""
+    return any(first <= rv <= last for first, last, *_ in packs)
+
+
+# ---------------------------------------------------------------------------------------------
+# One object's revisions, rows and packs (kube/pack.py) together
+
+KeyEntry = tuple[int, str, str | None, datetime]   # rv, event type, full object text (None: not read), write time
+
+
+def _packs(kind: str, namespace: str, name: str):
+    return RevisionPack.objects.filter(kind=kind, namespace=namespace, name=name)
+
+
+def _key_log(kind: str, namespace: str, name: str, after: int = 0, before: int | None = None,
+             limit: int | None = None, texts: bool = True) -> list[KeyEntry]:
+    """One object's revisions in (after, before), newest first, at most `limit`: its rows and its
+    packs' entries merged (a revision in both, a pinned page's copy, once); texts full."""
+    before = before if before is not None else 2 ** 62
+    rows = Revision.objects.filter(kind=kind, namespace=namespace, name=name, rv__gt=after, rv__lt=before)
+    rows = rows.order_by("-rv").values_list("rv", "type", "object" if texts else "created", "created")
+    rows = list(rows[:limit] if limit is not None else rows)
+    if texts:
+        rows = [(rv, event, text, at) for (rv, event, _, at), text in zip(rows, full_texts([r[2] for r in rows]))]
+    else:
+        rows = [(rv, event, None, at) for rv, event, _, at in rows]
+    packs = _packs(kind, namespace, name).filter(last_rv__gt=after, first_rv__lt=before)
+    if limit is not None and len(rows) == limit:   # (the rows may be all it takes: the common case, live)
+        newest = packs.order_by("-first_rv").values_list("last_rv", flat=True).first()
+        if newest is None or newest < rows[-1][0]:
+            return rows
+    packed = _unpacked(packs, after, before, texts)
+    out: list[KeyEntry] = []
+    for entry in heapq.merge(rows, packed, key=lambda e: e[0], reverse=True):
+        if out and out[-1][0] == entry[0]:
+            continue
+        out.append(entry)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def _unpacked(packs, after: int, before: int, texts: bool = True, batch: int = 8) -> Iterator[KeyEntry]:
+    """The entries in (after, before) of these packs (a queryset), newest first, read `batch`
+    packs at a time (a caller that needs one revision decompresses one pack)."""
+    columns = ("first_rv", "entries", "texts") if texts else ("first_rv", "entries")
+    below = before
+    while True:
+        chunk = list(packs.filter(first_rv__lt=below).order_by("-first_rv").values_list(*columns)[:batch])
+        for _, data, *body in chunk:
+            entries = pack.entries(data)
+            bodies = pack.texts(body[0]) if texts else [None] * len(entries)
+            for (rv, at, _), text in reversed(list(zip(entries, bodies))):
+                if after < rv < before:
+                    yield rv, MODIFIED, text, at
+        if len(chunk) < batch:
+            return
+        below = chunk[-1][0]
 
 
 def horizon() -> tuple[int, datetime | None]:
@@ -207,9 +261,9 @@ def thinned_until() -> datetime | None:
     return hit
 
 
-def _of(kinds: Iterable[str], namespace: str, name: str):
-    """The current cluster's revisions of these kinds (all: empty), namespace and name (any: "")."""
-    rows = Revision.objects.all()
+def _of(kinds: Iterable[str], namespace: str, name: str, model=Revision):
+    """The current cluster's revisions (or packs) of these kinds (all: empty), namespace and name (any: "")."""
+    rows = model.objects.all()
     if kinds:
         rows = rows.filter(kind__in=list(kinds))
     if namespace:
@@ -222,17 +276,28 @@ def _of(kinds: Iterable[str], namespace: str, name: str):
 def neighbours(rv: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> tuple[int, int]:
     """(the newest revision below rv, the oldest above it) in the current cluster, of these kinds
     (all: empty) and this namespace / name (0: none): the time bar's previous and next change."""
-    rows = _of(kinds, namespace, name)
-    before = rows.filter(rv__lt=rv).order_by("-rv").values_list("rv", flat=True).first() or 0
-    after = rows.filter(rv__gt=rv).order_by("rv").values_list("rv", flat=True).first() or 0
-    return before, after
+    rows, packs = _of(kinds, namespace, name), _of(kinds, namespace, name, RevisionPack)
+    before = [rows.filter(rv__lt=rv).order_by("-rv").values_list("rv", flat=True).first() or 0,
+              packs.filter(last_rv__lt=rv).order_by("-last_rv").values_list("last_rv", flat=True).first() or 0]
+    after = [rows.filter(rv__gt=rv).order_by("rv").values_list("rv", flat=True).first(),
+             packs.filter(first_rv__gt=rv).order_by("first_rv").values_list("first_rv", flat=True).first()]
+    for data in packs.filter(last_rv__gte=rv, first_rv__lte=rv).values_list("entries", flat=True):   # (around rv)
+        rvs = [e[0] for e in pack.entries(data)]
+        i = bisect_left(rvs, rv)
+        before.append(rvs[i - 1] if i else 0)
+        j = bisect_right(rvs, rv)
+        after.append(rvs[j] if j < len(rvs) else None)
+    return max(before), min((a for a in after if a), default=0)
 
 
 def drop_before_history(point: int) -> int:
     """Past the pages' history: delete every revision at or below `point` except each key's
     newest one there (the state at `point`, which every later moment builds on), and that one
     too when it is a deletion; when that one is a delta, its base stays (it and the deltas above
-    `point` that name it need it: kube/delta.py). Returns how many went."""
+    `point` that name it need it: kube/delta.py). Packs (kube/pack.py) wholly at or below `point`
+    go too; the key's newest revision there, when one of them holds it, becomes a row again.
+    Returns how many went."""
+    _unpack_newest(point)
     keep = ("SELECT MAX(rv) FROM kube_revision WHERE rv <= %s GROUP BY cluster, kind, namespace, name")
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT object FROM kube_revision WHERE rv IN ({keep}) AND object LIKE %s",
@@ -252,6 +317,72 @@ def drop_before_history(point: int) -> int:
 
 
 SPARED = 1000
+
+
+def packed_as_of(firsts: list[int], rv: int) -> dict[int, tuple[int, str, datetime, str]]:
+    """{first_rv: (rv, full text, write time, upstream rv) of its newest revision at or below rv}
+    of these packs (the pages' past: kube/asof.py)."""
+    out = {}
+    for i in range(0, len(firsts), 200):
+        for first, data, body in RevisionPack.everywhere.filter(first_rv__in=firsts[i:i + 200]).values_list(
+                "first_rv", "entries", "texts"):
+            entries = pack.entries(data)
+            at = bisect_right([e[0] for e in entries], rv) - 1
+            out[first] = (entries[at][0], pack.texts(body)[at], entries[at][1], entries[at][2])
+    return out
+
+
+def _unpack_newest(point: int) -> None:
+    """Delete the packs wholly at or below `point`, after writing back as a row each key's newest
+    revision at or below it where one of them holds it (drop_before_history keeps that row)."""
+    gone = RevisionPack.everywhere.filter(last_rv__lte=point)
+    newest: dict[tuple, tuple] = {}
+    for first, last, cluster, kind, ns, name in gone.values_list("first_rv", "last_rv", "cluster", "kind", "namespace",
+                                                                 "name"):
+        if last > newest.get((cluster, kind, ns, name), (0,))[0]:
+            newest[(cluster, kind, ns, name)] = (last, first)
+    back = []
+    for (cluster, kind, ns, name), (last, first) in newest.items():
+        later = Revision.everywhere.filter(cluster=cluster, kind=kind, namespace=ns, name=name, rv__gt=last, rv__lte=point)
+        if later.exists() or RevisionPack.everywhere.filter(cluster=cluster, kind=kind, namespace=ns, name=name,
+                                                            first_rv__gt=last, first_rv__lte=point).exists():
+            continue
+        data, body = RevisionPack.everywhere.filter(first_rv=first).values_list("entries", "texts").get()
+        rv, at, up = pack.entries(data)[-1]
+        back.append(Revision(rv=rv, cluster=cluster, kind=kind, namespace=ns, name=name, type=MODIFIED,
+                             object=pack.texts(body)[-1], created=at, upstream_rv=up))
+    Revision.everywhere.bulk_create(back, batch_size=200)
+    gone.delete()
+
+
+def packable(after: int, upto: int):
+    """(rv, cluster, kind, namespace, name, type, object text, created, upstream rv) of every
+    revision in (after, upto], key by key and in revision order within a key (packing reads it)."""
+    return (Revision.everywhere.filter(rv__gt=after, rv__lte=upto)
+            .order_by("cluster", "kind", "namespace", "name", "rv")
+            .values_list("rv", "cluster", "kind", "namespace", "name", "type", "object", "created", "upstream_rv")
+            .iterator(chunk_size=2000))
+
+
+def written_between(cluster: str, kind: str, namespace: str, name: str, after: int, upto: int) -> bool:
+    """Does the log hold a revision of this key in (after, upto]?"""
+    return Revision.everywhere.filter(cluster=cluster, kind=kind, namespace=namespace, name=name, rv__gt=after,
+                                      rv__lte=upto).exists()
+
+
+def delta_bases(after: int, upto: int) -> set[int]:
+    """The revisions the deltas in (after, upto] name as their base (kube/delta.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT SUBSTR(object, 1, 24) FROM kube_revision WHERE rv > %s AND rv <= %s AND object LIKE %s",
+                       [after, upto, delta.MARK + "%"])
+        return {delta.base_of(head) for (head,) in cursor.fetchall()}
+
+
+def store_packs(packs: list[RevisionPack]) -> int:
+    """Write these packs and delete the log's rows of the revisions they hold; returns how many."""
+    RevisionPack.everywhere.bulk_create(packs, batch_size=200)
+    held = [e[0] for p in packs for e in pack.entries(p.entries)]
+    return delete_revisions(held)
 
 
 def full_texts(texts: list[str]) -> list[str]:
@@ -297,8 +428,25 @@ def delete_revisions(rvs: list[int]) -> int:
 
 
 def last_at_or_below_any(rv: int) -> datetime | None:
-    """When the newest revision at or below rv (any cluster) was written (None: none)."""
-    return Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("created", flat=True).first()
+    """When the newest revision at or below rv (any cluster; a packed one too) was written (None: none)."""
+    found = [Revision.everywhere.filter(rv__lte=rv).order_by("-rv").values_list("rv", "created").first() or (0, None)]
+    below = RevisionPack.everywhere.filter(last_rv__lte=rv, last_rv__gt=found[0][0]).order_by("-last_rv")
+    found += [pack.entries(data)[-1][:2] for data in below.values_list("entries", flat=True)[:1]]
+    for data in RevisionPack.everywhere.filter(last_rv__gt=rv, first_rv__lte=rv).values_list("entries", flat=True):
+        # (the packs around rv: other objects' packs overlap, whatever the revisions found above)
+        found.append(max(e[:2] for e in pack.entries(data) if e[0] <= rv))
+    return max(found, key=lambda hit: hit[0])[1]
+
+
+def newest_packed_at(moment: datetime, span_seconds: int) -> int:
+    """The newest packed revision written at or before `moment` (0: none): in the packs begun
+    within a span before the latest one begun by then (a pack's revisions lie in one span)."""
+    packs = RevisionPack.everywhere.filter(first_at__lte=moment)
+    latest = packs.order_by("-first_at").values_list("first_at", flat=True).first()
+    if latest is None:
+        return 0
+    near = packs.filter(first_at__gt=latest - timedelta(seconds=span_seconds)).values_list("entries", flat=True)
+    return max((e[0] for data in near for e in pack.entries(data) if e[1] <= moment), default=0)
 
 
 def oldest_written() -> datetime | None:
@@ -308,8 +456,21 @@ def oldest_written() -> datetime | None:
 
 def change_times(limit: int, kinds: Iterable[str] = (), namespace: str = "", name: str = "") -> list[datetime]:
     """When the newest `limit` writes of these kinds / namespace / name were made, in the current cluster."""
-    rows = _of(kinds, namespace, name)
-    return list(rows.order_by("-rv").values_list("created", flat=True)[:limit])
+    found = list(_of(kinds, namespace, name).order_by("-rv").values_list("rv", "created")[:limit])
+    packs, below = _of(kinds, namespace, name, RevisionPack).order_by("-last_rv"), None
+    while True:   # (packs newest first, until the newest `limit` found are all newer than the next pack)
+        chunk = list((packs.filter(last_rv__lt=below) if below else packs).values_list("last_rv", "entries")[:64])
+        if not chunk:
+            break
+        for last, data in chunk:
+            if len(found) >= limit and last < found[limit - 1][0]:
+                chunk = []
+                break
+            found = sorted({*found, *((rv, at) for rv, at, _ in pack.entries(data))}, reverse=True)[:limit]
+        if len(chunk) < 64:
+            break
+        below = chunk[-1][0]
+    return [at for _, at in found]
 
 
 def keys_written_since(kind: str, table: str, cluster: str, after: int, namespaces: Iterable[str] = (),
@@ -344,12 +505,30 @@ def key_window(kind: str, cluster: str, namespace: str, name: str, after: int, u
                        f" FROM kube_revision WHERE {key} AND rv > %s AND rv <= %s",
                        [cluster, kind, namespace, name, after, cluster, kind, namespace, name, after, upto])
         count, newest, before = cursor.fetchone()
+        cursor.execute("SELECT first_rv, last_rv, count, entries FROM kube_revision_pack WHERE cluster = %s AND kind = %s"
+                       " AND namespace = %s AND name = %s AND last_rv > %s AND first_rv <= %s ORDER BY first_rv",
+                       [cluster, kind, namespace, name, after, upto])
+        packs = cursor.fetchall()
+        cursor.execute("SELECT first_rv, last_rv, entries FROM kube_revision_pack WHERE cluster = %s AND kind = %s"
+                       " AND namespace = %s AND name = %s AND first_rv <= %s ORDER BY first_rv DESC LIMIT 1",
+                       [cluster, kind, namespace, name, after])
+        prior = cursor.fetchone()   # (the pack holding the key's newest packed revision at or below after)
+    if prior is not None:
+        before = max(before or 0, prior[1] if prior[1] <= after else max(e[0] for e in pack.entries(prior[2])
+                                                                           if e[0] <= after))
+    for first, last, n, data in packs:   # (the packs' revisions in the window)
+        inside = [last] * n if after < first and last <= upto else [e[0] for e in pack.entries(data)
+                                                                     if after < e[0] <= upto]
+        count += len(inside)
+        newest = max([newest or 0, *inside])
     return count, newest or 0, before or 0
 
 
-def logged(rvs: Iterable[int]) -> dict[int, tuple[str, str]]:
+def logged(rvs: Iterable[int], key: tuple[str, str, str, str] | None = None) -> dict[int, tuple[str, str]]:
     """{rv: (event type, object JSON text)} of these revisions (those still logged; a delta's
-    full text: full_texts)."""
+    full text: full_texts; a packed one's from its pack, found by its object's key (cluster,
+    kind, namespace, name) when given:
+    /changes/ asks for two of every key, which the packs around each revision would not bound)."""
     rvs = [rv for rv in rvs if rv]
     if not rvs:
         return {}
@@ -357,4 +536,15 @@ def logged(rvs: Iterable[int]) -> dict[int, tuple[str, str]]:
         cursor.execute(f"SELECT rv, type, object FROM kube_revision WHERE rv IN ({', '.join(['%s'] * len(rvs))})", rvs)
         rows = cursor.fetchall()
     texts = full_texts([text for _, _, text in rows])
-    return {rv: (kind, text) for (rv, kind, _), text in zip(rows, texts)}
+    found = {rv: (kind, text) for (rv, kind, _), text in zip(rows, texts)}
+    for rv in set(rvs) - set(found):   # (packed: kube/pack.py)
+        if key is not None:
+            with clusters.within(key[0]):
+                hit = _key_log(*key[1:], after=rv - 1, before=rv + 1, limit=1)
+            found.update({rv: hit[0][1:3]} if hit else {})
+            continue
+        for data, body in RevisionPack.everywhere.filter(last_rv__gte=rv, first_rv__lte=rv).values_list("entries", "texts"):
+            rvs_there = [e[0] for e in pack.entries(data)]
+            if rv in rvs_there:
+                found[rv] = (MODIFIED, pack.texts(body)[rvs_there.index(rv)])
+    return found

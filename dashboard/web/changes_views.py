@@ -145,7 +145,7 @@ def _found(w: Window):
             revisions, newest, then = revlog.key_window(web.kind, w.cluster, ns, name, w.start, w.end)
             if not revisions:
                 continue
-            texts = revlog.logged((then, newest))
+            texts = revlog.logged((then, newest), (w.cluster, web.kind, ns, name))
             before, after = (orjson.loads(texts[rv][1]) if rv in texts and texts[rv][0] != Revision.DELETED else None
                              for rv in (then, newest))
             if w.selector is not None and not w.selector.empty and not any(

@@ -22,6 +22,13 @@ pytestmark = [pytest.mark.portable, pytest.mark.django_db(transaction=True)]
 NS = "hd"
 
 
+@pytest.fixture(autouse=True)
+def _no_packs(settings):
+    """These tests look at the deltas (the revisions of the span still filling); packing, which
+    would take whole spans of them out of the log, has its own tests (test_history_packs.py)."""
+    settings.KUBEDASH_HISTORY_PACK_SECONDS = 0
+
+
 def _update(kind: str, name: str, change, subresource: str = "") -> int:
     def fn(current):
         new = orjson.loads(orjson.dumps(current))
