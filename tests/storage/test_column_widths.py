@@ -29,6 +29,8 @@ BOUNDS = {
     "kube.Revision": {"cluster": OBJECT_ROW["cluster"], "kind": (63, "the registry's kinds"),
                       "namespace": OBJECT_ROW["namespace"], "name": OBJECT_ROW["name"], "type": (8, "ADDED/MODIFIED/DELETED"),
                       "upstream_rv": (64, "follow/admit.py MAX_RESOURCE_VERSION")},
+    "kube.RevisionPack": {"cluster": OBJECT_ROW["cluster"], "kind": (63, "the registry's kinds"),
+                          "namespace": OBJECT_ROW["namespace"], "name": OBJECT_ROW["name"]},
     "coordination.Lease": {**OBJECT_ROW},   # holder_identity: text (free-form, unbounded in kube)
     "core.Endpoints": {**OBJECT_ROW},
     "batch.Job": {**OBJECT_ROW, "completion_mode": (10, "NonIndexed | Indexed (validated)"),
