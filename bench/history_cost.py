@@ -119,7 +119,7 @@ def vacuum() -> None:
             cursor.execute("VACUUM FULL kube_revision_pack")
 
 
-def simulate(leases: int, jobs: int, minutes: int, renew_seconds: int, align: bool) -> tuple[datetime, datetime]:
+def simulate(leases: int, jobs: int, minutes: int, renew_seconds: int, align: bool = False) -> tuple[datetime, datetime]:
     """Create the objects, then log `minutes` of renewals and Job progress ending now (align: at
     the start of this hour)."""
     import orjson

@@ -1,7 +1,7 @@
 """Time travel under load (issue 38): the Leases list 6 hours back, and renewals beside a scrubber.
 
     .venv/bin/python bench/timetravel.py list [--leases 1000] [--hours 6.5] [--renew-seconds 30]
-                                              [--back-hours 6] [--watch-seconds 300] [--rounds 5]
+                                              [--back-hours 6] [--watch-seconds 300] [--pack-seconds 3600] [--rounds 5]
                                               [--database postgres://…]
     .venv/bin/python bench/timetravel.py renewals [--connections 4] [--duration 5] [--rounds 5]
                                                   [--leases 1000] [--database postgres://…] [--ref PATH]
@@ -80,6 +80,12 @@ def list_bench(args) -> int:
         began = time.perf_counter()
         removed = compaction.compact(keep=0, keep_seconds=args.watch_seconds)
         print(f"compacted in {time.perf_counter() - began:.1f} s ({removed:,} revisions thinned away)", flush=True)
+        # (setup() turns packing off for history_cost.py's own steps: pack here as production does,
+        # each whole hour past the watch window, so the past page reads packs: kube/pack.py)
+        began = time.perf_counter()
+        packed = compaction.pack_spans(args.pack_seconds)
+        print(f"packed in {time.perf_counter() - began:.1f} s ({packed:,} revisions in packs of "
+              f"{args.pack_seconds} s)", flush=True)
         from django.db import connection
         with connection.cursor() as cursor:
             cursor.execute("SELECT COUNT(*) FROM kube_revision")
@@ -281,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="simulated renewal interval (default 30: thinning keeps one a minute of them)")
     lists.add_argument("--back-hours", type=float, default=6)
     lists.add_argument("--watch-seconds", type=int, default=300, help="compaction's watch window (default 300)")
+    lists.add_argument("--pack-seconds", type=int, default=3600,
+                       help="history packs of this span after compacting (KUBEDASH_HISTORY_PACK_SECONDS; default 3600, 0: none)")
     lists.add_argument("--rounds", type=int, default=5)
     lists.add_argument("--database", default="", help="a PostgreSQL server URL (default: SQLite in a temp dir)")
     renewals = parts.add_parser("renewals", help="renewals alone against beside a time-bar scrubber")

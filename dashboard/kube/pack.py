@@ -51,17 +51,48 @@ def encode(entries: list[Entry], texts: list[str]) -> tuple[bytes, bytes]:
     return zlib.compress(orjson.dumps(head), LEVEL), zlib.compress(SEPARATOR.join(texts).encode(), LEVEL)
 
 
+def head(data: bytes) -> tuple[list[int], list[int], list[str]]:
+    """(rvs, write times in µs since the epoch, upstream rvs) of a pack's revisions, in rv order:
+    no datetime made per revision (a page in the past reads a pack per object, a minute each)."""
+    found = orjson.loads(zlib.decompress(bytes(data)))
+    rvs = list(accumulate(found["rv"]))
+    return rvs, list(accumulate(found["at"])), found.get("up") or [""] * len(rvs)
+
+
+def rvs(data: bytes) -> list[int]:
+    """A pack's revisions, in rv order."""
+    return list(accumulate(orjson.loads(zlib.decompress(bytes(data)))["rv"]))
+
+
+def moment(micros: int) -> datetime:
+    """A write time of head()'s."""
+    return EPOCH + timedelta(microseconds=micros)
+
+
+def micros(at: datetime) -> int:
+    """A moment as head()'s write times are (µs since the epoch)."""
+    return _micros(at)
+
+
 def entries(data: bytes) -> list[Entry]:
     """(rv, write time, upstream rv) of a pack's revisions, in rv order."""
-    head = orjson.loads(zlib.decompress(bytes(data)))
-    rvs = list(accumulate(head["rv"]))
-    return list(zip(rvs, [EPOCH + timedelta(microseconds=t) for t in accumulate(head["at"])],
-                    head.get("up") or [""] * len(rvs)))
+    found, times, ups = head(data)
+    return list(zip(found, map(moment, times), ups))
 
 
 def texts(data: bytes) -> list[str]:
     """A pack's object texts, in rv order."""
     return zlib.decompress(bytes(data)).decode().split(SEPARATOR)
+
+
+def text_at(data: bytes, index: int) -> str:
+    """A pack's index-th object text, decompressed only as far as it."""
+    stream, out, sep = zlib.decompressobj(), b"", SEPARATOR.encode()
+    rest = bytes(data)
+    while out.count(sep) <= index and not stream.eof and rest:
+        out += stream.decompress(rest, 1 << 15)
+        rest = stream.unconsumed_tail
+    return out.decode().split(SEPARATOR)[index]
 
 
 def span(moment: datetime, seconds: int) -> int:

@@ -282,7 +282,7 @@ def neighbours(rv: int, kinds: Iterable[str] = (), namespace: str = "", name: st
     after = [rows.filter(rv__gt=rv).order_by("rv").values_list("rv", flat=True).first(),
              packs.filter(first_rv__gt=rv).order_by("first_rv").values_list("first_rv", flat=True).first()]
     for data in packs.filter(last_rv__gte=rv, first_rv__lte=rv).values_list("entries", flat=True):   # (around rv)
-        rvs = [e[0] for e in pack.entries(data)]
+        rvs = pack.rvs(data)
         i = bisect_left(rvs, rv)
         before.append(rvs[i - 1] if i else 0)
         j = bisect_right(rvs, rv)
@@ -326,9 +326,9 @@ def packed_as_of(firsts: list[int], rv: int) -> dict[int, tuple[int, str, dateti
     for i in range(0, len(firsts), 200):
         for first, data, body in RevisionPack.everywhere.filter(first_rv__in=firsts[i:i + 200]).values_list(
                 "first_rv", "entries", "texts"):
-            entries = pack.entries(data)
-            at = bisect_right([e[0] for e in entries], rv) - 1
-            out[first] = (entries[at][0], pack.texts(body)[at], entries[at][1], entries[at][2])
+            rvs, times, ups = pack.head(data)
+            at = bisect_right(rvs, rv) - 1
+            out[first] = (rvs[at], pack.text_at(body, at), pack.moment(times[at]), ups[at])
     return out
 
 
@@ -381,7 +381,7 @@ def delta_bases(after: int, upto: int) -> set[int]:
 def store_packs(packs: list[RevisionPack]) -> int:
     """Write these packs and delete the log's rows of the revisions they hold; returns how many."""
     RevisionPack.everywhere.bulk_create(packs, batch_size=200)
-    held = [e[0] for p in packs for e in pack.entries(p.entries)]
+    held = [rv for p in packs for rv in pack.rvs(p.entries)]
     return delete_revisions(held)
 
 
@@ -434,7 +434,9 @@ def last_at_or_below_any(rv: int) -> datetime | None:
     found += [pack.entries(data)[-1][:2] for data in below.values_list("entries", flat=True)[:1]]
     for data in RevisionPack.everywhere.filter(last_rv__gt=rv, first_rv__lte=rv).values_list("entries", flat=True):
         # (the packs around rv: other objects' packs overlap, whatever the revisions found above)
-        found.append(max(e[:2] for e in pack.entries(data) if e[0] <= rv))
+        rvs, times, _ = pack.head(data)
+        at = bisect_right(rvs, rv) - 1
+        found.append((rvs[at], pack.moment(times[at])))
     return max(found, key=lambda hit: hit[0])[1]
 
 
@@ -446,7 +448,8 @@ def newest_packed_at(moment: datetime, span_seconds: int) -> int:
     if latest is None:
         return 0
     near = packs.filter(first_at__gt=latest - timedelta(seconds=span_seconds)).values_list("entries", flat=True)
-    return max((e[0] for data in near for e in pack.entries(data) if e[1] <= moment), default=0)
+    upto = pack.micros(moment)
+    return max((rv for data in near for rv, at in zip(*pack.head(data)[:2]) if at <= upto), default=0)
 
 
 def oldest_written() -> datetime | None:
@@ -514,11 +517,9 @@ def key_window(kind: str, cluster: str, namespace: str, name: str, after: int, u
                        [cluster, kind, namespace, name, after])
         prior = cursor.fetchone()   # (the pack holding the key's newest packed revision at or below after)
     if prior is not None:
-        before = max(before or 0, prior[1] if prior[1] <= after else max(e[0] for e in pack.entries(prior[2])
-                                                                           if e[0] <= after))
+        before = max(before or 0, prior[1] if prior[1] <= after else max(r for r in pack.rvs(prior[2]) if r <= after))
     for first, last, n, data in packs:   # (the packs' revisions in the window)
-        inside = [last] * n if after < first and last <= upto else [e[0] for e in pack.entries(data)
-                                                                     if after < e[0] <= upto]
+        inside = [last] * n if after < first and last <= upto else [r for r in pack.rvs(data) if after < r <= upto]
         count += len(inside)
         newest = max([newest or 0, *inside])
     return count, newest or 0, before or 0
@@ -544,7 +545,7 @@ def logged(rvs: Iterable[int], key: tuple[str, str, str, str] | None = None) -> 
             found.update({rv: hit[0][1:3]} if hit else {})
             continue
         for data, body in RevisionPack.everywhere.filter(last_rv__gte=rv, first_rv__lte=rv).values_list("entries", "texts"):
-            rvs_there = [e[0] for e in pack.entries(data)]
+            rvs_there = pack.rvs(data)
             if rv in rvs_there:
-                found[rv] = (MODIFIED, pack.texts(body)[rvs_there.index(rv)])
+                found[rv] = (MODIFIED, pack.text_at(body, rvs_there.index(rv)))
     return found
