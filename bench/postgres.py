@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import (RENEW_NS, WRK_MISSING, Result, fmt_ratio, print_results, scenario_renew,  # noqa: E402
                  scenario_renew_beside_idle_spinners, scenario_renew_under_tables, seed_jobs, seed_leases)
-from common import BenchServer, free_port, machine, print_targets  # noqa: E402
+from common import BenchServer, free_port, machine, print_targets, request  # noqa: E402
 
 LOADED_MIN_RATIO = 0.8        # renewals under the Table loop / alone (issue 28, PostgreSQL too)
 LOADED_MAX_P99_RATIO = 2.0
@@ -220,9 +220,14 @@ def capacity_run(args, wrk: str, env: dict, n: int, database: str, name: str) ->
         scenario_renew(wrk, s, args.writers, 1)   # warm up every path
         if sampler is not None:
             sampler.start()
+        before = group_commits(s) if database else {}
         r = scenario_renew(wrk, s, args.writers, args.duration)
         r.scenario = name
         print_results([r], header=False)
+        if database:
+            after = group_commits(s)
+            print("  group commit: " + (", ".join(f"{what} {after[what] - before.get(what, 0):.0f}" for what in after)
+                                        or "no updates through it (off)"))
         if sampler is not None:
             sampler.stopping.set()
             sampler.join(5)
@@ -233,6 +238,18 @@ def capacity_run(args, wrk: str, env: dict, n: int, database: str, name: str) ->
         if sampler is not None:
             sampler.stopping.set()
         stop(s)
+
+
+def group_commits(s: BenchServer) -> dict[str, float]:
+    """kubedash_group_commit_total by who committed (own, handed, failed), summed over the server's
+    processes (/metrics)."""
+    status, body = request(s.port, "GET", "/metrics", headers={"Authorization": f"Bearer {s.token}"})
+    counts: dict[str, float] = {}
+    for line in body.decode().splitlines() if status == 200 else ():
+        if line.startswith("kubedash_group_commit_total{"):
+            what = line.split('what="', 1)[1].split('"', 1)[0]
+            counts[what] = counts.get(what, 0) + float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:

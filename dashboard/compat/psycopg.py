@@ -40,9 +40,16 @@ def adopt(connection, cls: type[WaitHookedConnection]):
     return connection
 
 
+# wait_async's interval: how often a wait wakes to look again with nothing ready. Its default,
+# 0.0 since psycopg 3.3 (None is refused), wakes at every turn of the loop: a wait for the
+# server was a busy loop that took a core while PostgreSQL, on the same machine, needed it
+# (docs/BENCHMARKS.md, "The green lane's waits spun"). psycopg's AsyncConnection passes 0.1.
+WAIT_INTERVAL = 0.1
+
+
 def wait_on_loop(gen, fileno: int):
     """An awaitable that drives gen (one of psycopg's protocol generators, on the connection whose
     socket is fileno) to its end on the running asyncio loop: its result is gen's
     (psycopg.waiting.wait_async, psycopg's own wait for its AsyncConnection; the waiting module
     is not documented)."""
-    return waiting.wait_async(gen, fileno)
+    return waiting.wait_async(gen, fileno, interval=WAIT_INTERVAL)

@@ -18,6 +18,7 @@ import inspect
 import io
 import platform
 import select
+import selectors
 import socket
 import tempfile
 import time
@@ -839,6 +840,40 @@ def psycopg_waits_on_a_loop():
            "psycopg.waiting.wait_async driving a connection's protocol generator on the running loop")
 
 
+class CountingSelector(selectors.DefaultSelector):
+    """Counts the loop's turns: each turn asks its selector once."""
+
+    def select(self, timeout=None):
+        WAITS.append(timeout)
+        return super().select(timeout)
+
+
+class TurnCountingConnection(psycopg_compat.WaitHookedConnection):
+    __slots__ = ()
+
+    def wait_for_server(self, gen):
+        loop = asyncio.SelectorEventLoop(CountingSelector())
+        try:
+            return loop.run_until_complete(psycopg_compat.wait_on_loop(gen, self.pgconn.socket))
+        finally:
+            loop.close()
+
+
+def psycopg_waits_on_a_loop_without_spinning():
+    """A wait for an answer that takes 0.3 s wakes the loop a few times (WAIT_INTERVAL 0.1: about 3),
+    not at every turn (psycopg 3.3's wait_async with its default interval 0.0 turned it thousands
+    of times: a busy loop)."""
+    pg_support.require_postgres()
+    with pg_support.connect() as conn:
+        psycopg_compat.adopt(conn, TurnCountingConnection)
+        WAITS.clear()
+        conn.execute("SELECT pg_sleep(0.3)").fetchone()
+    turns = len(WAITS)
+    expect(turns < 50, psycopg_compat.wait_on_loop, pg,
+           f"psycopg.waiting.wait_async sleeping between its interval's wake-ups ({turns} turns of the loop "
+           "in a 0.3 s wait)")
+
+
 BEHAVIOURS = [header_count_and_request_line, reading_paused_and_resumed, continue_held_then_sent, disconnect_seen,
               forms_not_parsed, tcp_buffer_and_direct_writes, tls_layout, keep_alive_ended, one_accept_per_wakeup,
               daphne_request, daphne_application_scope, daphne_server, websocket_factory_and_frames,
@@ -921,6 +956,8 @@ CHANGES = {
                                                                    lambda self: None),
     psycopg_waits_handed_over: lambda mp: mp.setattr(psycopg.Cursor, "execute", _execute_waiting_itself),
     psycopg_waits_on_a_loop: lambda mp: mp.setattr(waiting, "wait_async", _wait_async_answering_nothing),
+    # (psycopg 3.3's default interval, which the module passes its own over)
+    psycopg_waits_on_a_loop_without_spinning: lambda mp: mp.setattr(psycopg_compat, "WAIT_INTERVAL", 0.0),
 }
 
 

@@ -1,5 +1,5 @@
 """PostgreSQL's group commit (kube/storage/postgresql.py, migration 0006's kube_write) through two
-real server processes.
+real server processes (migration 0008's kube_write).
 
 Writers on both processes at once, some of them with a stale resourceVersion or racing for one
 object: each gets its own right answer (200 with its own revision, or 409), the revisions in the
@@ -61,10 +61,10 @@ def rv(obj: dict) -> int:
     return int(obj["metadata"]["resourceVersion"])
 
 
-def lock_waiters(conn) -> int:
-    """Sessions waiting for the revision lock."""
+def lock_waiters(conn, mode: str = "") -> int:
+    """Sessions waiting for the revision lock (in this mode: ShareLock, ExclusiveLock)."""
     return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s "
-                        "AND NOT granted", (REVISION_LOCK,)).fetchone()[0]
+                        "AND NOT granted AND mode LIKE %s", (REVISION_LOCK, mode or "%")).fetchone()[0]
 
 
 def queued(conn) -> int:
@@ -102,6 +102,8 @@ def test_concurrent_writers_each_get_their_own_answer_in_dense_revision_order(pa
             futures = [pool.submit(put, server, objs[name], f"held-{i}") for i, (server, name) in enumerate(work)]
             wait_until(lambda: lock_waiters(holder) == len(work) and queued(holder) == len(work),
                        "every write queued, its writer waiting for the lock")
+            # (no convoy: they wait to be woken together, not for the lock one after another)
+            assert lock_waiters(holder, "ShareLock") == len(work)
             holder.execute("SELECT pg_advisory_unlock(%s)", (REVISION_LOCK,))
             answers = [f.result() for f in futures]
     for (_, name), (status, out) in zip(work, answers):

@@ -36,6 +36,7 @@ from .interface import (MODIFIED, RV_FIELD, Change, Key, Preconditions, Storage,
 
 REVISION_LOCK = 7411   # pg_advisory_xact_lock: every write takes it before its first read
 MIGRATE_LOCK = 7412    # one `migrate` at a time (never meets the revision lock)
+
 LOCK = f"SELECT pg_advisory_xact_lock({REVISION_LOCK})"
 
 OPTIMISTIC_TRIES = 3
