@@ -116,7 +116,10 @@ class ObjectRow(models.Model):
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=36)
-    current = models.ForeignKey(Revision, on_delete=models.DO_NOTHING, db_constraint=False,
+    # Not indexed: nothing looks a row up by its revision (reads join the log's primary key from
+    # here), and an index on a column every write changes kept PostgreSQL from updating the
+    # row in place (a HOT update): each renewal added an entry to every index of the table.
+    current = models.ForeignKey(Revision, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False,
                                 db_column="resource_version", related_name="+")
     generation = models.BigIntegerField(null=True)
     creation_timestamp = models.DateTimeField()
