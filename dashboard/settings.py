@@ -154,10 +154,12 @@ KUBEDASH_LIST_STREAM_BATCH = int(os.environ.get("KUBEDASH_LIST_STREAM_BATCH", "1
 # PostgreSQL: current objects each process keeps for the next update (kube/storage/objcache.py: a PUT
 # naming the cached resourceVersion is computed without reading); 0: always read (the baseline).
 KUBEDASH_UPDATE_CACHE = int(os.environ.get("KUBEDASH_UPDATE_CACHE", "1024"))
-# PostgreSQL: group commit (kube/storage/postgresql.py, migration 0006): an update that finds the
-# revision lock taken is handed to its holder, of any process, and commits with its write (one
-# WAL flush for all). 0: each update commits alone (docs/BENCHMARKS.md, issue 42).
-KUBEDASH_GROUP_COMMIT = _env_bool("KUBEDASH_GROUP_COMMIT", True)
+# PostgreSQL: group commit (kube/storage/postgresql.py, migrations 0006 and 0008): an update that
+# finds the revision lock taken is handed to its holder, of any process, and commits with its
+# write (one WAL flush for all). Off by default: once the fast lane's waits stopped spinning, it
+# cost more CPU than its shared flushes saved, at 1 and 2 processes, with PostgreSQL on the app's
+# cores or on one of its own (docs/BENCHMARKS.md, issue 42); 1 turns it on.
+KUBEDASH_GROUP_COMMIT = _env_bool("KUBEDASH_GROUP_COMMIT", False)
 
 # Operations (docs/SERVING.md): the JSON request log, who may read /metrics, the maintenance
 # leader's Lease timings and periodic work, and how long a worker drains on SIGTERM.

@@ -6,7 +6,7 @@ revision the request names: kube's GuaranteedUpdate from its watch cache), compu
 with one message that takes the lock, writes only if the typed row still holds the revision it
 read, and commits (one round trip). The lock is then held for that statement and its commit's
 WAL flush alone, not for the read, the Python work and four round trips. With
-KUBEDASH_GROUP_COMMIT (group commit) the message is `CALL kube_write(...)` (migration 0006): a
+KUBEDASH_GROUP_COMMIT=1 (group commit) the message is `CALL kube_write(...)` (migrations 0006, 0008): a
 writer that finds the lock taken queues its update and the holder, of whichever process, commits
 it with its own: writers across processes share one transaction and one WAL flush. The
 message may also check the caller's token (TokenCheck: kube/views.py serves a renewal before
