@@ -104,17 +104,26 @@ def compact(keep: int | None = None, keep_seconds: int | None = 0, history_secon
     return removed
 
 
+# A round packs at most this many spans: the first round after an upgrade to packs (or after
+# packing was off) finds the whole history unpacked, a week of it by default, and would plan it
+# in memory and write it in one transaction; the rounds after it catch up a few hours at a time.
+PACK_SPANS_PER_ROUND = 6
+
+
 def pack_spans(seconds: int | None = None) -> int:
-    """Pack (kube/pack.py) the kept revisions of every span of `seconds` that ended before the
-    thinned point was written and is not packed yet; returns how many revisions went into packs.
-    Planned before the transaction, like thinning: revisions below the thinned point change
-    only by compaction, and the state's check catches another round."""
+    """Pack (kube/pack.py) the kept revisions of the spans of `seconds` that ended before the
+    thinned point was written and are not packed yet, the oldest PACK_SPANS_PER_ROUND of them;
+    returns how many revisions went into packs. Planned before the transaction, like thinning:
+    revisions below the thinned point change only by compaction, and the state's check catches
+    another round."""
     seconds = settings.KUBEDASH_HISTORY_PACK_SECONDS if seconds is None else seconds
     seen = CompactionState.objects.filter(pk=1).values_list("thinned_rv", "packed_rv").first()
     if seconds <= 0 or not seen or not (written := revlog_time(seen[0])):
         return 0
     thinned, packed = seen
     end = pack.span_start(pack.span(written, seconds), seconds)   # (the thinned point's span is still filling)
+    if (first := revlog.first_from(packed + 1)) is not None:
+        end = min(end, pack.span_start(pack.span(first[1], seconds) + PACK_SPANS_PER_ROUND, seconds))
     upto = min(asof.newest_at(end - timedelta(microseconds=1)), thinned)
     if upto <= packed:
         return 0

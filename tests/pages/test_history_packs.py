@@ -7,6 +7,7 @@ back to 0005 lose nothing the pages could still show."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from html import unescape
 
 import orjson
@@ -95,6 +96,28 @@ def test_every_revision_reads_back_exactly_from_packs(db):
     # The API's current objects are the typed rows' revisions, never packed.
     for kind, name in KEYS:
         assert store.get(by_kind(kind), NS, name)["metadata"]["resourceVersion"] == str(_written(kind, name, written)[-1])
+
+
+def test_a_round_packs_a_few_spans_and_the_next_ones_catch_up(db, monkeypatch):
+    """The first round after an upgrade finds the whole history unpacked: it packs the oldest
+    PACK_SPANS_PER_ROUND spans only, and each round after it the next ones, to the same packs."""
+    monkeypatch.setattr(compaction, "PACK_SPANS_PER_ROUND", 2)
+    written = _story(12)
+    with PACKED:
+        compaction.compact(keep=0, keep_seconds=0)
+        packed_times = [asof.written_at(rv) for rv in _packed_rvs()]
+        assert packed_times and max(packed_times) - min(packed_times) < timedelta(seconds=2 * 120)
+        rounds = [len(packed_times)]
+        while compaction.pack_spans():
+            rounds.append(len(_packed_rvs()))
+    assert len(rounds) >= 3 and rounds == sorted(rounds), rounds   # (12 minutes: 5 whole spans of 2)
+    packed = _packed_rvs()
+    rows = set(Revision.everywhere.values_list("rv", flat=True))
+    assert len(packed) >= len(written) * 3 // 4 and not rows & set(packed) and rows | set(packed) == set(written)
+    for kind, name in KEYS:
+        got = revlog.object_revisions(kind, NS, name, 1000)
+        assert [rv for rv, *_ in got] == _written(kind, name, written)[::-1]
+        assert all(orjson.dumps(obj).decode() == written[rv] for rv, _, obj, _ in got)
 
 
 def test_pages_travel_through_packed_time(db, login):
