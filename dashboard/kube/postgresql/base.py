@@ -15,6 +15,7 @@ waits as usual.
 from __future__ import annotations
 
 import greenlet
+from django.conf import settings
 
 from dashboard.compat.django import PostgreSQLWrapper
 from dashboard.compat.psycopg import WaitHookedConnection, adopt
@@ -53,7 +54,30 @@ class Connection(WaitHookedConnection):
         waiter = _loop_waits()
         if waiter is None:
             return super().wait_for_server(gen)
-        return waiter.parent.switch((WAIT, gen, self.pgconn.socket))
+        try:
+            first = next(gen)   # (one that needs no wait ends here, with no trip to the loop: a
+        except StopIteration as done:   # pipeline's enter and each of its statements)
+            return done.value
+        return waiter.parent.switch((WAIT, _resumed(gen, first), self.pgconn.socket))
+
+
+def _resumed(gen, first):
+    """psycopg's protocol generator gen, whose first wait (`first`) was already taken from it,
+    as a generator that yields that wait, then goes on with gen."""
+    ready = yield first
+    while True:
+        try:
+            state = gen.send(ready)
+        except StopIteration as done:
+            return done.value
+        ready = yield state
+
+
+# psycopg prepares a statement after this many runs; Django's None turns preparing off for good,
+# even for a query run with prepare=True. So: never of itself, but when asked (the update's
+# prepared statement: kube/storage/postgresql.py). Through PgBouncer's transaction pooling
+# (settings.py) nothing is prepared.
+ONLY_WHEN_ASKED = 2 ** 31 - 1
 
 
 class DatabaseWrapper(PostgreSQLWrapper):
@@ -63,4 +87,6 @@ class DatabaseWrapper(PostgreSQLWrapper):
             connection = make(conn_params)
         else:   # (psycopg's connect waits with no hook: on a thread, the loop going on)
             connection = waiter.parent.switch((CALL, make, (conn_params,)))
+        if connection.prepare_threshold is None and not settings.KUBEDASH_PGBOUNCER:
+            connection.prepare_threshold = ONLY_WHEN_ASKED
         return adopt(connection, Connection)
