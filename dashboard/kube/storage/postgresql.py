@@ -3,9 +3,11 @@ one statement; an update is computed outside the lock and written by one conditi
 
 guaranteed_update first tries optimistically: it reads (or takes objcache.py's copy at the
 revision the request names: kube's GuaranteedUpdate from its watch cache), computes, and writes
-with one message that takes the lock, writes only if the typed row still holds the revision it
-read, and commits (one round trip). The lock is then held for that statement and its commit's
-WAL flush alone, not for the read, the Python work and four round trips. With
+with one round trip that takes the lock, writes only if the typed row still holds the revision
+it read, and commits: a pipeline of the lock and the update, prepared on the server once per
+connection (_prepared), or through PgBouncer one simple-query message. The lock is then held
+for that statement and its commit's WAL flush alone, not for the read, the Python work and four
+round trips. With
 KUBEDASH_GROUP_COMMIT=1 (group commit) the message is `CALL kube_write(...)` (migrations 0006, 0008): a
 writer that finds the lock taken queues its update and the holder, of whichever process, commits
 it with its own: writers across processes share one transaction and one WAL flush. The
