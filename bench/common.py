@@ -49,6 +49,12 @@ def request(port: int, method: str, path: str, body: bytes | None = None, header
             conn.close()
 
 
+def metric_lines(server: "BenchServer") -> list[str]:
+    """The lines of the server's /metrics (its admin token), or none if it did not answer 200."""
+    status, body = request(server.port, "GET", "/metrics", headers={"Authorization": f"Bearer {server.token}"})
+    return body.decode().splitlines() if status == 200 else []
+
+
 def pct(sorted_values: list[float], p: float) -> float:
     """Nearest-rank percentile of an already sorted list (nan when empty)."""
     if not sorted_values:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import LEASES, RENEW_NS, WRK_MISSING, print_results, scenario_renew, seed_leases  # noqa: E402
-from common import BenchServer, child_pids, find_pyspy, machine, pct, request  # noqa: E402
+from common import BenchServer, child_pids, find_pyspy, machine, metric_lines, pct, request  # noqa: E402
 
 MIN_RATIO = 0.95
 MAX_P99_SECONDS = 1.0
@@ -81,8 +81,7 @@ class NotifyServer(BenchServer):
         self.manage("shell", "-c", SCRIPT.format(lines=[f"notify {line}" for line in lines]))
 
     def rules_loaded(self) -> float:
-        status, body = request(self.port, "GET", "/metrics", headers={"Authorization": f"Bearer {self.token}"})
-        for line in body.decode().splitlines():
+        for line in metric_lines(self):
             if line.startswith("kubedash_notify_rules "):
                 return float(line.split()[1])
         return 0.0

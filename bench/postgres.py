@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api import (RENEW_NS, WRK_MISSING, Result, fmt_ratio, print_results, scenario_renew,  # noqa: E402
                  scenario_renew_beside_idle_spinners, scenario_renew_under_tables, seed_jobs, seed_leases)
-from common import BenchServer, free_port, machine, print_targets, request  # noqa: E402
+from common import BenchServer, free_port, machine, metric_lines, print_targets  # noqa: E402
 
 LOADED_MIN_RATIO = 0.8        # renewals under the Table loop / alone (issue 28, PostgreSQL too)
 LOADED_MAX_P99_RATIO = 2.0
@@ -243,9 +243,8 @@ def capacity_run(args, wrk: str, env: dict, n: int, database: str, name: str) ->
 def group_commits(s: BenchServer) -> dict[str, float]:
     """kubedash_group_commit_total by who committed (own, handed, failed), summed over the server's
     processes (/metrics)."""
-    status, body = request(s.port, "GET", "/metrics", headers={"Authorization": f"Bearer {s.token}"})
     counts: dict[str, float] = {}
-    for line in body.decode().splitlines() if status == 200 else ():
+    for line in metric_lines(s):
         if line.startswith("kubedash_group_commit_total{"):
             what = line.split('what="', 1)[1].split('"', 1)[0]
             counts[what] = counts.get(what, 0) + float(line.rsplit(" ", 1)[1])

@@ -43,7 +43,7 @@ def adopt(connection, cls: type[WaitHookedConnection]):
 # wait_async's interval: how often a wait wakes to look again with nothing ready. Its default,
 # 0.0 since psycopg 3.3 (None is refused), wakes at every turn of the loop: a wait for the
 # server was a busy loop that took a core while PostgreSQL, on the same machine, needed it
-# (docs/BENCHMARKS.md, "The green lane's waits spun"). psycopg's AsyncConnection passes 0.1.
+# (docs/BENCHMARKS.md, "PostgreSQL writes after the spin, the convoy and the index"). psycopg's AsyncConnection passes 0.1.
 WAIT_INTERVAL = 0.1
 
 

@@ -840,11 +840,14 @@ def psycopg_waits_on_a_loop():
            "psycopg.waiting.wait_async driving a connection's protocol generator on the running loop")
 
 
+TURNS = []   # (a timeout per turn of the loop CountingSelector served)
+
+
 class CountingSelector(selectors.DefaultSelector):
     """Counts the loop's turns: each turn asks its selector once."""
 
     def select(self, timeout=None):
-        WAITS.append(timeout)
+        TURNS.append(timeout)
         return super().select(timeout)
 
 
@@ -866,9 +869,9 @@ def psycopg_waits_on_a_loop_without_spinning():
     pg_support.require_postgres()
     with pg_support.connect() as conn:
         psycopg_compat.adopt(conn, TurnCountingConnection)
-        WAITS.clear()
+        TURNS.clear()
         conn.execute("SELECT pg_sleep(0.3)").fetchone()
-    turns = len(WAITS)
+    turns = len(TURNS)
     expect(turns < 50, psycopg_compat.wait_on_loop, pg,
            f"psycopg.waiting.wait_async sleeping between its interval's wake-ups ({turns} turns of the loop "
            "in a 0.3 s wait)")

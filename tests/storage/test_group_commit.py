@@ -1,5 +1,5 @@
-"""PostgreSQL's group commit (kube/storage/postgresql.py, migration 0006's kube_write) through two
-real server processes (migration 0008's kube_write).
+"""PostgreSQL's group commit (kube/storage/postgresql.py, KUBEDASH_GROUP_COMMIT=1; the procedure
+kube_write of migrations 0006 and 0008) through two real server processes.
 
 Writers on both processes at once, some of them with a stale resourceVersion or racing for one
 object: each gets its own right answer (200 with its own revision, or 409), the revisions in the

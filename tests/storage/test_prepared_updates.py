@@ -1,7 +1,8 @@
 """PostgreSQL's optimistic update as a prepared statement (kube/storage/postgresql.py, _prepared):
-BEGIN, the revision lock, the conditional update and COMMIT in one pipeline, the update bound on
-the server's side and prepared, so that PostgreSQL neither parses nor plans it again. In-process, on the test database: runs in CI's PostgreSQL stage
-(`-m portable`); on SQLite there is nothing to prepare."""
+the revision lock and the conditional update in one pipeline (one transaction), the update bound
+on the server's side and prepared, so that PostgreSQL neither parses nor plans it again.
+In-process, on the test database: runs in CI's PostgreSQL stage (`-m portable`); on SQLite there
+is nothing to prepare."""
 from __future__ import annotations
 
 import orjson

@@ -7,10 +7,10 @@ with one round trip that takes the lock, writes only if the typed row still hold
 it read, and commits: a pipeline of the lock and the update, prepared on the server once per
 connection (_prepared), or through PgBouncer one simple-query message. The lock is then held
 for that statement and its commit's WAL flush alone, not for the read, the Python work and four
-round trips. With
-KUBEDASH_GROUP_COMMIT=1 (group commit) the message is `CALL kube_write(...)` (migrations 0006, 0008): a
-writer that finds the lock taken queues its update and the holder, of whichever process, commits
-it with its own: writers across processes share one transaction and one WAL flush. The
+round trips. With KUBEDASH_GROUP_COMMIT=1 (group commit) the message is `CALL kube_write(...)`
+(migrations 0006, 0008): a writer that finds the lock taken queues its update and the holder, of
+whichever process, commits it with its own: writers across processes share one transaction and
+one WAL flush. The
 message may also check the caller's token (TokenCheck: kube/views.py serves a renewal before
 its token is checked, and throws away any answer but a confirmed write). After OPTIMISTIC_TRIES
 lost races, for a create or a delete, inside a transaction, for a dry run, or with server-side
@@ -39,7 +39,6 @@ from .interface import (MODIFIED, RV_FIELD, Change, Key, Preconditions, Storage,
 
 REVISION_LOCK = 7411   # pg_advisory_xact_lock: every write takes it before its first read
 MIGRATE_LOCK = 7412    # one `migrate` at a time (never meets the revision lock)
-
 LOCK = f"SELECT pg_advisory_xact_lock({REVISION_LOCK})"
 
 OPTIMISTIC_TRIES = 3
@@ -195,13 +194,9 @@ class PostgreSQLStorage(Storage):
         params = [row_id, read_rv, *(token_check.params if token_check is not None else ()),
                   *_log_params(row), *_typed_values(res, obj), row_id]
         hit = self._group_commit(statement, params) if settings.KUBEDASH_GROUP_COMMIT else AGAIN
-        if hit is AGAIN and not settings.KUBEDASH_PGBOUNCER:
-            hit = self._prepared(statement, params)
         if hit is AGAIN:   # (through PgBouncer, which keeps no prepared statement: one simple-query message)
-            with connection.cursor() as cursor:
-                cursor.execute(f"{LOCK}; {statement}", params)
-                cursor.nextset()   # (the lock's result)
-                hit = cursor.fetchone()
+            hit = self._one_message(statement, params) if settings.KUBEDASH_PGBOUNCER else \
+                self._prepared(statement, params)
         if token_check is not None:
             if hit is None:
                 raise Unconfirmed
@@ -209,23 +204,33 @@ class PostgreSQLStorage(Storage):
         return None if hit is None else hit[0]
 
     @staticmethod
+    def _one_message(statement: str, params: list):
+        """The lock and the update as one simple-query string (client-side binding): (revision,)
+        or None."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"{LOCK}; {statement}", params)
+            cursor.nextset()   # (the lock's result)
+            return cursor.fetchone()
+
+    @staticmethod
     def _prepared(statement: str, params: list):
-        """The update as the lock and the statement in one pipeline (one round trip, one transaction),
-        the statement bound on the server's side and prepared at its first run on a connection
-        (prepare=True: Django turns psycopg's automatic preparing off), so PostgreSQL then
-        neither parses nor plans it again
-        (as one simple-query message, both were ~40% of its CPU per write: docs/BENCHMARKS.md).
-        Its answer: (revision,) or None. Errors come as Django's (wrap_database_errors)."""
+        """The update as the lock and the statement in one pipeline (one round trip, one
+        transaction), the statement bound on the server's side and prepared at its first run on a
+        connection (prepare=True: Django turns psycopg's automatic preparing off), so PostgreSQL
+        then neither parses nor plans it again (as one simple-query message, both were ~40% of
+        its CPU per write: docs/BENCHMARKS.md). Its answer: (revision,) or None. Errors come as
+        Django's (wrap_database_errors)."""
         with connection.wrap_database_errors:
             connection.ensure_connection()
             raw = connection.connection
-            lock, update = psycopg.Cursor(raw), psycopg.Cursor(raw)
+            cursor = psycopg.Cursor(raw)   # (server-side binding; Django's cursors bind on this side)
             # (no BEGIN or COMMIT: what a pipeline sends before its Sync is one transaction,
-            # committed at the Sync, or rolled back if a statement failed)
+            # committed at the Sync, or rolled back if a statement failed; the cursor keeps the
+            # last statement's answer)
             with raw.pipeline():
-                lock.execute(LOCK, prepare=True)
-                update.execute(statement, params, prepare=True)
-            return update.fetchone()
+                cursor.execute(LOCK, prepare=True)
+                cursor.execute(statement, params, prepare=True)
+            return cursor.fetchone()
 
     @staticmethod
     def _group_commit(statement: str, params: list):
